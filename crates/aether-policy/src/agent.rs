@@ -1,0 +1,193 @@
+//! Agents and the two static layers of the permission model.
+//!
+//! The *connection* layer decides which groups of tools an agent can reach: its `mcp_servers`
+//! list, plus the group of every tool its `tools` list names (so naming a tool brings its
+//! group), or, with no `mcp_servers` at all, just the groups its tools imply. The *capability*
+//! layer narrows to the `tools` list when there is one. Supervisors always keep `delegate` and
+//! `reply`. A tool hidden by either layer is never shown to the agent and never run for it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::tool::ToolDef;
+
+/// Tools a supervisor keeps whatever its lists say: they are control flow, not work.
+pub const SUPERVISOR_TOOLS: [&str; 2] = ["delegate", "reply"];
+
+/// Who is calling, as configured by the operator. Never built from tool arguments.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentProfile {
+    pub name: String,
+    pub team: Option<String>,
+    pub project: Option<String>,
+    /// Group keys this agent may reach; `None` means "derive from `tools`".
+    pub mcp_servers: Option<BTreeSet<String>>,
+    /// Tool names this agent may use; `None` means every tool of its groups.
+    pub tools: Option<BTreeSet<String>>,
+    pub supervisor: bool,
+    /// Hosts this agent's network tools may reach (exact, or `*.` suffix).
+    pub allowed_domains: Vec<String>,
+    /// Per-tool argument defaults, filled in where the caller left an argument out.
+    pub arg_defaults: BTreeMap<String, Map<String, Value>>,
+}
+
+/// Why a tool is not in an agent's catalog.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "because", rename_all = "snake_case")]
+pub enum Hidden {
+    /// The registry has never approved it.
+    Unapproved,
+    /// An operator withdrew it.
+    Withdrawn,
+    /// It was approved, but its definition has changed since.
+    DefinitionChanged,
+    /// The connection layer: the agent cannot reach this group.
+    GroupNotAllowed { group: String },
+    /// The capability layer: the agent's `tools` list leaves it out.
+    NotInToolList,
+}
+
+impl Hidden {
+    pub fn explain(&self, tool: &str, agent: &str) -> String {
+        match self {
+            Hidden::Unapproved => format!("tool {tool:?} is not approved in the registry"),
+            Hidden::Withdrawn => format!("tool {tool:?} has been withdrawn by an operator"),
+            Hidden::DefinitionChanged => format!(
+                "tool {tool:?} changed since it was approved; an operator must approve the new definition"
+            ),
+            Hidden::GroupNotAllowed { group } => format!(
+                "agent {agent:?} is not connected to the {group:?} group that tool {tool:?} belongs to"
+            ),
+            Hidden::NotInToolList => {
+                format!("tool {tool:?} is not in agent {agent:?}'s tool list")
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Offer {
+    Offered,
+    Hidden(Hidden),
+}
+
+impl AgentProfile {
+    /// A profile that reaches the given groups and nothing else.
+    pub fn with_groups(name: &str, groups: &[&str]) -> AgentProfile {
+        AgentProfile {
+            name: name.to_string(),
+            team: None,
+            project: None,
+            mcp_servers: Some(groups.iter().map(|g| g.to_string()).collect()),
+            tools: None,
+            supervisor: false,
+            allowed_domains: Vec::new(),
+            arg_defaults: BTreeMap::new(),
+        }
+    }
+
+    /// The connection layer: every group this agent reaches, given how to find a tool's group.
+    pub fn groups<'a>(&self, group_of: impl Fn(&str) -> Option<&'a str>) -> BTreeSet<String> {
+        let mut groups = self.mcp_servers.clone().unwrap_or_default();
+        for tool in self.tools.iter().flatten() {
+            if let Some(group) = group_of(tool) {
+                groups.insert(group.to_string());
+            }
+        }
+        groups
+    }
+
+    /// Both static layers for one tool, given this agent's groups from [`AgentProfile::groups`].
+    pub fn offer(&self, tool: &ToolDef, groups: &BTreeSet<String>) -> Offer {
+        if self.supervisor && SUPERVISOR_TOOLS.contains(&tool.name.as_str()) {
+            return Offer::Offered;
+        }
+        if !groups.contains(&tool.group) {
+            return Offer::Hidden(Hidden::GroupNotAllowed { group: tool.group.clone() });
+        }
+        match &self.tools {
+            Some(list) if !list.contains(&tool.name) => Offer::Hidden(Hidden::NotInToolList),
+            _ => Offer::Offered,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::{Tier, ToolMeta};
+    use serde_json::json;
+
+    fn tool(name: &str, group: &str) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            title: name.into(),
+            group: group.into(),
+            tier: Tier::Standard,
+            description: "a tool used by these tests only".into(),
+            input_schema: json!({"type": "object"}),
+            output_schema: json!({"type": "object"}),
+            meta: ToolMeta::read_only(),
+        }
+    }
+
+    fn catalog() -> Vec<ToolDef> {
+        vec![
+            tool("read_file", "workspace"),
+            tool("run_shell", "shell"),
+            tool("todo", "planning"),
+            tool("reply", "orchestration"),
+            tool("delegate", "orchestration"),
+        ]
+    }
+
+    fn offered(agent: &AgentProfile) -> Vec<String> {
+        let cat = catalog();
+        let groups = agent.groups(|n| cat.iter().find(|t| t.name == n).map(|t| t.group.as_str()));
+        cat.iter()
+            .filter(|t| agent.offer(t, &groups) == Offer::Offered)
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn group_allowlist_alone() {
+        let a = AgentProfile::with_groups("a", &["workspace"]);
+        assert_eq!(offered(&a), ["read_file"]);
+    }
+
+    #[test]
+    fn a_named_tool_brings_its_group() {
+        let mut a = AgentProfile::with_groups("a", &["workspace"]);
+        a.tools = Some(["read_file".to_string(), "todo".to_string()].into());
+        assert_eq!(offered(&a), ["read_file", "todo"]);
+    }
+
+    #[test]
+    fn no_mcp_servers_derives_groups_from_tools() {
+        let mut a = AgentProfile::with_groups("a", &[]);
+        a.mcp_servers = None;
+        a.tools = Some(["run_shell".to_string()].into());
+        assert_eq!(offered(&a), ["run_shell"]);
+    }
+
+    #[test]
+    fn tool_list_narrows_a_group() {
+        let mut a = AgentProfile::with_groups("a", &["workspace", "shell"]);
+        a.tools = Some(["read_file".to_string()].into());
+        assert_eq!(offered(&a), ["read_file"]);
+        let cat = catalog();
+        let groups = a.groups(|n| cat.iter().find(|t| t.name == n).map(|t| t.group.as_str()));
+        assert_eq!(a.offer(&cat[1], &groups), Offer::Hidden(Hidden::NotInToolList));
+    }
+
+    #[test]
+    fn supervisors_always_keep_delegate_and_reply() {
+        let mut a = AgentProfile::with_groups("lead", &["workspace"]);
+        a.tools = Some(["read_file".to_string()].into());
+        a.supervisor = true;
+        assert_eq!(offered(&a), ["read_file", "reply", "delegate"]);
+    }
+}

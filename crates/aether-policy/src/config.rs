@@ -1,0 +1,328 @@
+//! `aether.toml` as the operator wrote it: parsed and validated, nothing opened.
+//!
+//! Configuration happens in two steps (as in ripgrep's flags): this module turns text into
+//! checked values and says precisely what is wrong; `aether-pipeline` then builds the real
+//! objects (canonical roots, an open store) from them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::agent::AgentProfile;
+use crate::paths::{RootMode, is_root_name};
+use crate::tool::{is_group_key, is_tool_name};
+
+/// The name of the agent used when the operator configured none.
+pub const DEFAULT_AGENT: &str = "default";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8484";
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub store: StoreSection,
+    #[serde(default)]
+    pub roots: BTreeMap<String, RawRoot>,
+    #[serde(default)]
+    pub agents: BTreeMap<String, RawAgent>,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Where `aether serve` listens. Loopback unless the operator says otherwise.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// The agent an HTTP caller acts as. (Bearer tokens per agent come with governance.)
+    #[serde(default = "default_agent")]
+    pub http_agent: String,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection { listen: default_listen(), http_agent: default_agent() }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// `sqlite://PATH`; unset means `.aether/aether.db` beside the configuration.
+    pub url: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoot {
+    pub path: String,
+    #[serde(default = "default_root_mode")]
+    pub mode: RootMode,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgent {
+    pub team: Option<String>,
+    pub project: Option<String>,
+    pub mcp_servers: Option<Vec<String>>,
+    pub tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub supervisor: bool,
+    #[serde(default)]
+    pub allowed_domains: Vec<String>,
+    #[serde(default)]
+    pub arg_defaults: BTreeMap<String, Map<String, Value>>,
+}
+
+/// Bounds on what one call may produce or read.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Characters of result text a model reads per call.
+    #[serde(default = "default_result_chars")]
+    pub result_chars: usize,
+    /// Bytes `read_file` will open; larger files must be read by range.
+    #[serde(default = "default_read_bytes")]
+    pub read_file_bytes: u64,
+    /// Matches or names `search_files` and `glob` return at most.
+    #[serde(default = "default_search_results")]
+    pub search_results: usize,
+    /// Seconds a built-in tool may run before it is stopped.
+    #[serde(default = "default_tool_seconds")]
+    pub tool_seconds: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            result_chars: default_result_chars(),
+            read_file_bytes: default_read_bytes(),
+            search_results: default_search_results(),
+            tool_seconds: default_tool_seconds(),
+        }
+    }
+}
+
+fn default_listen() -> String {
+    DEFAULT_LISTEN.into()
+}
+fn default_agent() -> String {
+    DEFAULT_AGENT.into()
+}
+fn default_root_mode() -> RootMode {
+    RootMode::ReadOnly
+}
+fn default_result_chars() -> usize {
+    crate::truncate::RESULT_CHARS
+}
+fn default_read_bytes() -> u64 {
+    8 << 20
+}
+fn default_search_results() -> usize {
+    200
+}
+fn default_tool_seconds() -> u64 {
+    60
+}
+
+/// Everything wrong with a configuration, each with where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "aether.toml has {} problem(s):", self.problems.len())?;
+        for p in &self.problems {
+            write!(f, "\n  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl RawConfig {
+    pub fn parse(text: &str) -> Result<RawConfig, ConfigError> {
+        let raw: RawConfig =
+            toml::from_str(text).map_err(|e| ConfigError { problems: vec![e.to_string()] })?;
+        raw.validate()?;
+        Ok(raw)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        if self.server.listen.parse::<SocketAddr>().is_err() {
+            problems.push(format!(
+                "server.listen {:?} must be an IP address and port, e.g. {DEFAULT_LISTEN}",
+                self.server.listen
+            ));
+        }
+        for (name, root) in &self.roots {
+            if !is_root_name(name) {
+                problems.push(format!("roots.{name}: a root name is 1-64 of A-Z a-z 0-9 _ -"));
+            }
+            if root.path.trim().is_empty() {
+                problems.push(format!("roots.{name}.path is empty"));
+            }
+        }
+        if let Some(url) = &self.store.url
+            && !url.starts_with("sqlite:")
+        {
+            problems.push(format!(
+                "store.url {url:?}: this build stores in SQLite (sqlite://PATH)"
+            ));
+        }
+        for (name, agent) in &self.agents {
+            if !is_root_name(name) {
+                problems.push(format!("agents.{name}: an agent name is 1-64 of A-Z a-z 0-9 _ -"));
+            }
+            for (i, g) in agent.mcp_servers.iter().flatten().enumerate() {
+                if !is_group_key(g) {
+                    problems.push(format!("agents.{name}.mcp_servers[{i}] {g:?} is not a group key"));
+                }
+            }
+            for (i, t) in agent.tools.iter().flatten().enumerate() {
+                if !is_tool_name(t) {
+                    problems.push(format!("agents.{name}.tools[{i}] {t:?} is not a tool name"));
+                }
+            }
+        }
+        if !self.agents.is_empty() && !self.agents.contains_key(&self.server.http_agent) {
+            problems.push(format!(
+                "server.http_agent {:?} is not one of the configured agents",
+                self.server.http_agent
+            ));
+        }
+        let l = &self.limits;
+        if !(1_000..=1_000_000).contains(&l.result_chars) {
+            problems.push("limits.result_chars must be between 1000 and 1000000".into());
+        }
+        if !(1..=300).contains(&l.tool_seconds) {
+            problems.push("limits.tool_seconds must be between 1 and 300".into());
+        }
+        if l.search_results == 0 || l.search_results > 10_000 {
+            problems.push("limits.search_results must be between 1 and 10000".into());
+        }
+        if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
+    }
+
+    /// The agent profiles, with the default agent when none is configured.
+    pub fn agent_profiles(&self) -> BTreeMap<String, AgentProfile> {
+        if self.agents.is_empty() {
+            return [(DEFAULT_AGENT.to_string(), default_agent_profile())].into();
+        }
+        self.agents
+            .iter()
+            .map(|(name, a)| {
+                let profile = AgentProfile {
+                    name: name.clone(),
+                    team: a.team.clone(),
+                    project: a.project.clone(),
+                    mcp_servers: a.mcp_servers.as_ref().map(|v| v.iter().cloned().collect()),
+                    tools: a.tools.as_ref().map(|v| v.iter().cloned().collect()),
+                    supervisor: a.supervisor,
+                    allowed_domains: a.allowed_domains.clone(),
+                    arg_defaults: a.arg_defaults.clone(),
+                };
+                (name.clone(), profile)
+            })
+            .collect()
+    }
+}
+
+/// The agent Aether runs as when nobody configured one: the workspace group and nothing that
+/// reaches the network or runs programs.
+pub fn default_agent_profile() -> AgentProfile {
+    AgentProfile {
+        mcp_servers: Some(BTreeSet::from([crate::tool::groups::WORKSPACE.to_string()])),
+        ..AgentProfile::with_groups(DEFAULT_AGENT, &[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_the_embedded_default() {
+        let c = RawConfig::parse("").unwrap();
+        assert_eq!(c.server.listen, DEFAULT_LISTEN);
+        let agents = c.agent_profiles();
+        assert_eq!(agents.keys().collect::<Vec<_>>(), ["default"]);
+        assert_eq!(agents["default"].mcp_servers, Some(BTreeSet::from(["workspace".to_string()])));
+        assert_eq!(c.limits.result_chars, 24_000);
+    }
+
+    #[test]
+    fn agents_and_roots_parse() {
+        let c = RawConfig::parse(
+            r#"
+            [server]
+            http_agent = "coder"
+            [roots.docs]
+            path = "/srv/docs"
+            [roots.src]
+            path = "."
+            mode = "rw"
+            [agents.coder]
+            team = "core"
+            tools = ["read_file", "todo"]
+            [agents.lead]
+            supervisor = true
+            mcp_servers = ["workspace", "planning"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.roots["docs"].mode, RootMode::ReadOnly);
+        assert_eq!(c.roots["src"].mode, RootMode::ReadWrite);
+        let a = c.agent_profiles();
+        assert_eq!(a["coder"].mcp_servers, None);
+        assert!(a["lead"].supervisor);
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_place() {
+        let err = RawConfig::parse(
+            r#"
+            [server]
+            listen = "localhost"
+            http_agent = "ghost"
+            [roots."bad name"]
+            path = ""
+            [agents.a]
+            mcp_servers = ["Shell"]
+            tools = ["no spaces please"]
+            [limits]
+            tool_seconds = 0
+            "#,
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        for needle in [
+            "server.listen",
+            "roots.bad name",
+            "roots.bad name.path",
+            "agents.a.mcp_servers[0]",
+            "agents.a.tools[0]",
+            "server.http_agent",
+            "limits.tool_seconds",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = RawConfig::parse("[server]\nlisten_on = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("listen_on"), "{err}");
+    }
+}

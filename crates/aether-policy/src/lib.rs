@@ -1,0 +1,22 @@
+//! Aether's vocabulary and its pure policy: what a tool is, who an agent is, what a decision
+//! looks like, and the configuration as the operator wrote it.
+//!
+//! This crate does no IO and knows no async runtime, no SQL, no MCP. Everything here is a
+//! function of its inputs, so the rules that decide what an agent may see and run can be read
+//! and tested in isolation. The crates around it (`aether-tools`, `aether-store`,
+//! `aether-pipeline`, `aether-server`) depend on it; it depends on none of them.
+
+pub mod agent;
+pub mod canon;
+pub mod config;
+pub mod decision;
+pub mod paths;
+pub mod registry;
+pub mod tool;
+pub mod truncate;
+
+pub use agent::{AgentProfile, Hidden, Offer};
+pub use canon::{Digest, canonical_json, sha256};
+pub use decision::{Refusal, Step};
+pub use registry::{RegistryState, RegistryView};
+pub use tool::{Risk, Tier, ToolDef, ToolMeta};

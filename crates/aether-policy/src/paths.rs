@@ -1,0 +1,301 @@
+//! Paths as agents write them, checked before anything touches the disk.
+//!
+//! This is the lexical half of confinement: a requested path becomes a clean path relative to
+//! one named root, or a refusal. (The other half, opening beneath the root's directory handle
+//! so that symlinks and races cannot lead out, belongs to the tools crate.) It also holds the
+//! list of credential files that no tool reads by default.
+
+use std::fmt;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+
+/// What may be done under a root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RootMode {
+    /// Read and write.
+    #[serde(rename = "rw")]
+    ReadWrite,
+    /// Read only.
+    #[serde(rename = "ro")]
+    ReadOnly,
+    /// Read only and tamper-evident: files are pinned by hash when the operator seals the root.
+    #[serde(rename = "sealed")]
+    Sealed,
+}
+
+impl RootMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RootMode::ReadWrite => "rw",
+            RootMode::ReadOnly => "ro",
+            RootMode::Sealed => "sealed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RootMode> {
+        match s {
+            "rw" => Some(RootMode::ReadWrite),
+            "ro" => Some(RootMode::ReadOnly),
+            "sealed" => Some(RootMode::Sealed),
+            _ => None,
+        }
+    }
+}
+
+/// A root as given on the command line: `NAME=PATH[:ro|rw|sealed]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RootSpec {
+    pub name: String,
+    pub path: String,
+    pub mode: RootMode,
+}
+
+impl RootSpec {
+    pub fn parse(arg: &str, default_mode: RootMode) -> Result<RootSpec, String> {
+        let (name, rest) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("root {arg:?} must be NAME=PATH[:ro|rw|sealed]"))?;
+        if !is_root_name(name) {
+            return Err(format!("root name {name:?} must be 1-64 characters of A-Z a-z 0-9 _ -"));
+        }
+        let (path, mode) = match rest.rsplit_once(':') {
+            Some((path, mode)) if RootMode::parse(mode).is_some() => {
+                (path, RootMode::parse(mode).unwrap_or(default_mode))
+            }
+            _ => (rest, default_mode),
+        };
+        if path.is_empty() {
+            return Err(format!("root {name:?} has an empty path"));
+        }
+        Ok(RootSpec { name: name.to_string(), path: path.to_string(), mode })
+    }
+}
+
+pub fn is_root_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Why a requested path was refused before any IO.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathRefusal {
+    Empty,
+    Nul,
+    ParentComponent,
+    OutsideRoots(String),
+    NotUnderRoot { path: String, root: String },
+    Credential(String),
+    TooLong,
+}
+
+impl fmt::Display for PathRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathRefusal::Empty => f.write_str("the path is empty"),
+            PathRefusal::Nul => f.write_str("the path contains a NUL byte"),
+            PathRefusal::ParentComponent => {
+                f.write_str("'..' is not allowed in paths; give the path from the root")
+            }
+            PathRefusal::OutsideRoots(p) => {
+                write!(f, "{p:?} is outside every root; list_roots shows what is served")
+            }
+            PathRefusal::NotUnderRoot { path, root } => {
+                write!(f, "{path:?} is not under root {root:?}")
+            }
+            PathRefusal::Credential(p) => write!(
+                f,
+                "{p:?} looks like a credential file; Aether does not let tools read credentials"
+            ),
+            PathRefusal::TooLong => f.write_str("the path is longer than 4096 bytes"),
+        }
+    }
+}
+
+/// A clean path relative to a root: no leading `/`, no `.` or `..`, no empty components.
+/// The empty string is the root itself.
+pub fn clean_relative(requested: &str) -> Result<String, PathRefusal> {
+    if requested.len() > 4096 {
+        return Err(PathRefusal::TooLong);
+    }
+    if requested.contains('\0') {
+        return Err(PathRefusal::Nul);
+    }
+    let mut parts = Vec::new();
+    for part in requested.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(PathRefusal::ParentComponent),
+            other => parts.push(other),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// Maps an absolute `requested` path onto `root_path` (itself absolute and canonical): the
+/// relative rest if it lies under the root on a component boundary, else `None`.
+/// `/srv/ws_evil/x` is not under `/srv/ws`.
+pub fn strip_root<'a>(requested: &'a str, root_path: &str) -> Option<&'a str> {
+    let root = root_path.trim_end_matches('/');
+    let rest = requested.strip_prefix(root)?;
+    if rest.is_empty() {
+        Some("")
+    } else {
+        rest.strip_prefix('/')
+    }
+}
+
+/// Credential files no tool reads, lists for search, or (later) writes, unless the operator
+/// says otherwise. Matched case-insensitively against the path relative to its root.
+pub const CREDENTIAL_GLOBS: &[&str] = &[
+    "**/.aether",
+    "**/.aether/**",
+    "**/.env",
+    "**/.env.*",
+    "**/*.env",
+    "**/.ssh",
+    "**/.ssh/**",
+    "**/.aws/**",
+    "**/.azure/**",
+    "**/.gnupg/**",
+    "**/.config/gcloud/**",
+    "**/.config/gh/hosts.yml",
+    "**/.kube/config",
+    "**/.docker/config.json",
+    "**/.git/config",
+    "**/.git-credentials",
+    "**/.netrc",
+    "**/_netrc",
+    "**/.npmrc",
+    "**/.pypirc",
+    "**/.pgpass",
+    "**/.my.cnf",
+    "**/.htpasswd",
+    "**/id_rsa",
+    "**/id_rsa_*",
+    "**/id_dsa",
+    "**/id_ecdsa",
+    "**/id_ecdsa_*",
+    "**/id_ed25519",
+    "**/id_ed25519_*",
+    "**/*.pem",
+    "**/*.key",
+    "**/*.p12",
+    "**/*.pfx",
+    "**/*.jks",
+    "**/*.keystore",
+    "**/*.kdbx",
+    "**/*.tfstate",
+    "**/*.tfstate.backup",
+    "**/credentials.json",
+    "**/*service-account*.json",
+    "**/secrets.toml",
+];
+
+/// Look-alikes that are documentation, not secrets.
+pub const CREDENTIAL_EXCEPTIONS: &[&str] = &[
+    "**/.env.example",
+    "**/.env.sample",
+    "**/.env.template",
+    "**/.env.dist",
+    "**/*.pub",
+];
+
+/// The compiled credential patterns.
+#[derive(Clone, Debug)]
+pub struct CredentialFilter {
+    deny: GlobSet,
+    except: GlobSet,
+}
+
+impl Default for CredentialFilter {
+    fn default() -> Self {
+        CredentialFilter::new(CREDENTIAL_GLOBS, CREDENTIAL_EXCEPTIONS)
+            .expect("the built-in credential globs compile")
+    }
+}
+
+impl CredentialFilter {
+    pub fn new(deny: &[&str], except: &[&str]) -> Result<CredentialFilter, globset::Error> {
+        Ok(CredentialFilter { deny: compile(deny)?, except: compile(except)? })
+    }
+
+    /// Whether `relative` (a clean root-relative path) names a credential file or lies inside
+    /// a credential folder.
+    pub fn is_credential(&self, relative: &str) -> bool {
+        !relative.is_empty() && self.deny.is_match(relative) && !self.except.is_match(relative)
+    }
+
+    pub fn check(&self, relative: &str) -> Result<(), PathRefusal> {
+        if self.is_credential(relative) {
+            Err(PathRefusal::Credential(relative.to_string()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn compile(globs: &[&str]) -> Result<GlobSet, globset::Error> {
+    let mut set = GlobSetBuilder::new();
+    for g in globs {
+        set.add(GlobBuilder::new(g).case_insensitive(true).literal_separator(true).build()?);
+    }
+    set.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_relative_refuses_escapes() {
+        assert_eq!(clean_relative("a/./b//c/").unwrap(), "a/b/c");
+        assert_eq!(clean_relative("").unwrap(), "");
+        assert_eq!(clean_relative(".").unwrap(), "");
+        assert_eq!(clean_relative("a/../b"), Err(PathRefusal::ParentComponent));
+        assert_eq!(clean_relative(".."), Err(PathRefusal::ParentComponent));
+        assert_eq!(clean_relative("a\0b"), Err(PathRefusal::Nul));
+        assert_eq!(clean_relative(&"a".repeat(5000)), Err(PathRefusal::TooLong));
+    }
+
+    #[test]
+    fn strip_root_respects_component_boundaries() {
+        assert_eq!(strip_root("/srv/ws/a/b", "/srv/ws"), Some("a/b"));
+        assert_eq!(strip_root("/srv/ws", "/srv/ws"), Some(""));
+        assert_eq!(strip_root("/srv/ws/", "/srv/ws"), Some(""));
+        assert_eq!(strip_root("/srv/ws_evil/a", "/srv/ws"), None);
+        assert_eq!(strip_root("/srv/wsa", "/srv/ws"), None);
+        assert_eq!(strip_root("/etc/passwd", "/srv/ws"), None);
+    }
+
+    #[test]
+    fn root_specs() {
+        let r = RootSpec::parse("docs=/home/me/docs:ro", RootMode::ReadWrite).unwrap();
+        assert_eq!((r.name.as_str(), r.path.as_str(), r.mode), ("docs", "/home/me/docs", RootMode::ReadOnly));
+        let r = RootSpec::parse("w=/a:b/c", RootMode::ReadOnly).unwrap();
+        assert_eq!((r.path.as_str(), r.mode), ("/a:b/c", RootMode::ReadOnly));
+        assert!(RootSpec::parse("/no/name", RootMode::ReadOnly).is_err());
+        assert!(RootSpec::parse("bad name=/x", RootMode::ReadOnly).is_err());
+        assert!(RootSpec::parse("x=", RootMode::ReadOnly).is_err());
+    }
+
+    #[test]
+    fn credential_files() {
+        let f = CredentialFilter::default();
+        for p in [
+            ".env", "app/.env", ".env.production", "deploy/prod.env", ".ssh/id_rsa", "home/.ssh",
+            ".aws/credentials", ".git/config", "a/.git-credentials", "certs/server.PEM",
+            "k/id_ed25519", ".aether/aether.db", ".aether", ".config/gcloud/adc.json",
+            "x/.netrc", "infra/terraform.tfstate",
+        ] {
+            assert!(f.is_credential(p), "{p} should be refused");
+        }
+        for p in [
+            "", ".env.example", "src/main.rs", "keys.md", ".ssh_notes.txt", "id_rsa.pub",
+            ".git/HEAD", "docs/environment.md", "monkey.txt",
+        ] {
+            assert!(!f.is_credential(p), "{p} should be allowed");
+        }
+    }
+}

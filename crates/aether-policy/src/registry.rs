@@ -1,0 +1,74 @@
+//! The registry as the pipeline sees it: for each tool name, its state and the digest of the
+//! definition that was approved. Only an `approved` tool whose live definition still has the
+//! approved digest is offered or run.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::Hidden;
+use crate::canon::Digest;
+use crate::tool::ToolDef;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegistryState {
+    Approved,
+    Unapproved,
+    Withdrawn,
+}
+
+impl RegistryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RegistryState::Approved => "approved",
+            RegistryState::Unapproved => "unapproved",
+            RegistryState::Withdrawn => "withdrawn",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RegistryState> {
+        match s {
+            "approved" => Some(RegistryState::Approved),
+            "unapproved" => Some(RegistryState::Unapproved),
+            "withdrawn" => Some(RegistryState::Withdrawn),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistryEntry {
+    pub state: RegistryState,
+    /// The digest of the definition the last approval bound; `None` if never approved.
+    pub approved: Option<Digest>,
+}
+
+/// A snapshot of the registry, cheap to consult on every call.
+#[derive(Clone, Debug, Default)]
+pub struct RegistryView {
+    entries: HashMap<String, RegistryEntry>,
+}
+
+impl RegistryView {
+    pub fn new(entries: impl IntoIterator<Item = (String, RegistryEntry)>) -> RegistryView {
+        RegistryView { entries: entries.into_iter().collect() }
+    }
+
+    pub fn entry(&self, name: &str) -> Option<&RegistryEntry> {
+        self.entries.get(name)
+    }
+
+    /// Whether the registry lets `def`, as it is now, be offered and run.
+    pub fn admits(&self, def: &ToolDef) -> Result<(), Hidden> {
+        let Some(entry) = self.entries.get(&def.name) else {
+            return Err(Hidden::Unapproved);
+        };
+        match entry.state {
+            RegistryState::Withdrawn => Err(Hidden::Withdrawn),
+            RegistryState::Unapproved => Err(Hidden::Unapproved),
+            RegistryState::Approved if entry.approved == Some(def.digest()) => Ok(()),
+            RegistryState::Approved => Err(Hidden::DefinitionChanged),
+        }
+    }
+}

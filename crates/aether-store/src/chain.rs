@@ -1,0 +1,119 @@
+//! The audit hash chain.
+//!
+//! Each row's hash covers its sequence number, every field of its event and the hash of the
+//! row before it, so editing, deleting or inserting a row anywhere breaks every hash after it,
+//! and a gap in sequence numbers is visible on its own.
+
+use aether_policy::sha256;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::{AuditEvent, AuditRecord};
+
+/// The `prev_hash` of the first row.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The hash of the row with `seq` and `event`, following `prev`.
+pub fn entry_hash(prev: &str, seq: i64, e: &AuditEvent) -> String {
+    let body = json!([
+        seq,
+        e.at_us,
+        e.call_id,
+        e.session,
+        e.transport,
+        e.agent,
+        e.team,
+        e.project,
+        e.tool,
+        e.tier,
+        e.outcome,
+        e.step,
+        e.rule,
+        e.reason,
+        e.definition,
+        e.arguments_digest,
+        e.arguments,
+        e.result,
+        e.duration_us,
+    ]);
+    sha256(format!("aether-audit-v1\n{prev}\n{body}").as_bytes()).to_hex()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainBreak {
+    pub seq: i64,
+    pub problem: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainReport {
+    pub rows: u64,
+    pub first_seq: Option<i64>,
+    pub last_seq: Option<i64>,
+    pub head: String,
+    pub breaks: Vec<ChainBreak>,
+}
+
+impl ChainReport {
+    pub fn is_intact(&self) -> bool {
+        self.breaks.is_empty()
+    }
+}
+
+/// Checks rows given in sequence order; keeps at most 100 breaks.
+#[derive(Debug)]
+pub struct ChainVerifier {
+    report: ChainReport,
+    expected_prev: String,
+    expected_seq: Option<i64>,
+}
+
+impl Default for ChainVerifier {
+    fn default() -> Self {
+        ChainVerifier {
+            report: ChainReport {
+                rows: 0,
+                first_seq: None,
+                last_seq: None,
+                head: GENESIS.to_string(),
+                breaks: Vec::new(),
+            },
+            expected_prev: GENESIS.to_string(),
+            expected_seq: Some(1),
+        }
+    }
+}
+
+impl ChainVerifier {
+    pub fn push(&mut self, r: &AuditRecord) {
+        let mut problems = Vec::new();
+        if let Some(expected) = self.expected_seq
+            && r.seq != expected
+        {
+            problems.push(if r.seq > expected {
+                format!("rows {expected}..{} are missing", r.seq - 1)
+            } else {
+                format!("sequence goes back from {} to {}", expected - 1, r.seq)
+            });
+        }
+        if r.prev_hash != self.expected_prev {
+            problems.push("prev_hash does not match the hash of the row before".to_string());
+        }
+        if entry_hash(&r.prev_hash, r.seq, &r.event) != r.hash {
+            problems.push("the row's contents do not match its hash (edited)".to_string());
+        }
+        if !problems.is_empty() && self.report.breaks.len() < 100 {
+            self.report.breaks.push(ChainBreak { seq: r.seq, problem: problems.join("; ") });
+        }
+        self.report.rows += 1;
+        self.report.first_seq.get_or_insert(r.seq);
+        self.report.last_seq = Some(r.seq);
+        self.report.head = r.hash.clone();
+        self.expected_prev = r.hash.clone();
+        self.expected_seq = Some(r.seq + 1);
+    }
+
+    pub fn finish(self) -> ChainReport {
+        self.report
+    }
+}

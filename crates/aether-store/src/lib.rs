@@ -1,0 +1,249 @@
+//! Aether's store: admission receipts, the hash-chained audit, the tool registry and the halt
+//! flag. This is the only crate that knows SQL.
+//!
+//! Backends form a closed enum, one file each: SQLite (WAL) is the embedded default; the
+//! PostgreSQL twin is one more variant with its own migrations, not a rewrite. Writes go
+//! through one writer per store, which commits whatever is waiting as one transaction (group
+//! commit), so one fsync can make many receipts durable while no single call ever runs before
+//! its own receipt is on disk.
+
+mod chain;
+mod sqlite;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+pub use chain::{ChainBreak, ChainReport, GENESIS};
+pub use sqlite::SqliteStore;
+
+/// An admission receipt: written, durably, before the admitted call runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AdmissionReceipt {
+    pub call_id: String,
+    pub at_us: i64,
+    pub session: String,
+    pub transport: String,
+    pub agent: String,
+    pub tool: String,
+    /// Digest of the tool definition that was admitted.
+    pub definition: String,
+    /// Digest of the arguments as admitted.
+    pub arguments: String,
+    pub decision: String,
+}
+
+/// What became of a receipt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReceiptOutcome {
+    /// On disk; the call may run.
+    Durable,
+    /// The halt flag was set when the receipt was to be written; nothing was written.
+    Halted(HaltState),
+}
+
+/// One outcome of one call, as the pipeline hands it to the audit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditEvent {
+    pub at_us: i64,
+    pub call_id: String,
+    pub session: String,
+    pub transport: String,
+    pub agent: String,
+    pub team: Option<String>,
+    pub project: Option<String>,
+    pub tool: String,
+    pub tier: String,
+    /// `ok`, `tool_error`, `refused`, `cancelled`, `panicked`, `timed_out`, `failed`.
+    pub outcome: String,
+    pub step: Option<String>,
+    pub rule: Option<String>,
+    pub reason: Option<String>,
+    pub definition: Option<String>,
+    pub arguments_digest: String,
+    /// The arguments, whole or summarized according to the tool's tier.
+    pub arguments: String,
+    /// The result, whole or summarized according to the tool's tier.
+    pub result: String,
+    pub duration_us: i64,
+}
+
+/// An audit row as stored: the event, its place in the chain and its hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditRecord {
+    pub seq: i64,
+    #[serde(flatten)]
+    pub event: AuditEvent,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// Which audit rows to read.
+#[derive(Clone, Debug, Default)]
+pub struct AuditQuery {
+    /// Only rows after this sequence number.
+    pub after: Option<i64>,
+    pub agent: Option<String>,
+    pub tool: Option<String>,
+    pub outcome: Option<String>,
+    pub limit: usize,
+    /// Newest first (for `tail`) instead of oldest first.
+    pub newest_first: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HaltState {
+    pub halted: bool,
+    pub by: Option<String>,
+    pub why: Option<String>,
+    pub at_us: Option<i64>,
+}
+
+/// A registry row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RegistryRow {
+    pub name: String,
+    pub state: String,
+    pub approved_digest: Option<String>,
+    /// The definition (JSON) the row was last written with.
+    pub definition: String,
+    pub origin: String,
+    pub updated_at_us: i64,
+    pub updated_by: String,
+    pub why: String,
+}
+
+/// A built-in tool as shipped: approved from source.
+#[derive(Clone, Debug)]
+pub struct BuiltinDefinition {
+    pub name: String,
+    pub digest: String,
+    pub definition: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store at {path}: {source}")]
+    Open { path: String, source: std::io::Error },
+    #[error("store: {context}: {source}")]
+    Sql { context: &'static str, source: rusqlite::Error },
+    #[error(
+        "store at {path} has schema version {found}, newer than this Aether understands ({known}); upgrade Aether"
+    )]
+    TooNew { path: String, found: i64, known: i64 },
+    #[error("store writer has stopped; Aether cannot write receipts or audit rows")]
+    WriterGone,
+    #[error("store write failed: {0}")]
+    Write(String),
+    #[error("store: {0}")]
+    Invalid(String),
+}
+
+impl StoreError {
+    pub(crate) fn sql(context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+        move |source| StoreError::Sql { context, source }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A store, whichever backend holds it.
+#[derive(Clone)]
+pub enum Store {
+    Sqlite(SqliteStore),
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Store::Sqlite(s) => write!(f, "Store::Sqlite({})", s.path().display()),
+        }
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the SQLite store at `path`.
+    pub fn open_sqlite(path: &Path) -> Result<Store> {
+        Ok(Store::Sqlite(SqliteStore::open(path)?))
+    }
+
+    /// Opens a store from a URL: `sqlite://PATH` (relative paths from the current folder).
+    pub fn open_url(url: &str) -> Result<Store> {
+        match url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+            Some(path) => Store::open_sqlite(Path::new(path)),
+            None => Err(StoreError::Invalid(format!(
+                "unsupported store URL {url:?}; this build stores in SQLite (sqlite://PATH)"
+            ))),
+        }
+    }
+
+    /// Makes `receipt` durable, unless the halt flag is set at that moment.
+    pub async fn admit(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
+        match self {
+            Store::Sqlite(s) => s.admit(receipt).await,
+        }
+    }
+
+    /// Appends `event` to the audit chain, durably; returns its sequence number.
+    pub async fn audit(&self, event: AuditEvent) -> Result<i64> {
+        match self {
+            Store::Sqlite(s) => s.audit(event).await,
+        }
+    }
+
+    pub async fn audit_query(&self, query: AuditQuery) -> Result<Vec<AuditRecord>> {
+        match self {
+            Store::Sqlite(s) => s.audit_query(query).await,
+        }
+    }
+
+    /// Walks the whole chain and reports the first row that does not follow from the one
+    /// before it.
+    pub async fn verify_audit(&self) -> Result<ChainReport> {
+        match self {
+            Store::Sqlite(s) => s.verify_audit().await,
+        }
+    }
+
+    pub async fn receipt(&self, call_id: &str) -> Result<Option<AdmissionReceipt>> {
+        match self {
+            Store::Sqlite(s) => s.receipt(call_id).await,
+        }
+    }
+
+    pub async fn halt_state(&self) -> Result<HaltState> {
+        match self {
+            Store::Sqlite(s) => s.halt_state().await,
+        }
+    }
+
+    /// Sets or clears the halt flag.
+    pub async fn set_halt(&self, halted: bool, by: &str, why: &str) -> Result<HaltState> {
+        match self {
+            Store::Sqlite(s) => s.set_halt(halted, by, why).await,
+        }
+    }
+
+    pub async fn registry(&self) -> Result<Vec<RegistryRow>> {
+        match self {
+            Store::Sqlite(s) => s.registry().await,
+        }
+    }
+
+    /// Records the built-in tools as approved from source: new ones and changed definitions
+    /// are approved with their shipped digest; one an operator withdrew stays withdrawn.
+    /// Returns the names whose row changed.
+    pub async fn sync_builtins(&self, builtins: Vec<BuiltinDefinition>) -> Result<Vec<String>> {
+        match self {
+            Store::Sqlite(s) => s.sync_builtins(builtins).await,
+        }
+    }
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,442 @@
+//! The SQLite backend: WAL mode, `synchronous=FULL`, one writer thread doing group commit.
+//!
+//! The writer thread owns the only write connection. Receipts and audit events queue on a
+//! channel; the thread takes everything waiting, writes it in one `BEGIN IMMEDIATE`
+//! transaction and commits (one fsync of the WAL), then answers every waiter. The halt flag is
+//! read inside that same transaction, so a halt committed by any process stops every receipt
+//! written after it. The audit chain head is also read inside the transaction, so several
+//! Aether processes sharing one store still build one chain.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use crate::chain::{ChainVerifier, GENESIS, entry_hash};
+use crate::{
+    AdmissionReceipt, AuditEvent, AuditQuery, AuditRecord, BuiltinDefinition, ChainReport,
+    HaltState, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
+};
+
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_foundation.sql")];
+
+/// How many queued writes one transaction takes at most.
+const MAX_BATCH: usize = 512;
+
+type Reply<T> = oneshot::Sender<Result<T>>;
+
+enum Job {
+    Receipt(AdmissionReceipt, Reply<ReceiptOutcome>),
+    Audit(AuditEvent, Reply<i64>),
+    Other(Box<dyn FnOnce(&mut Connection) + Send>),
+}
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    jobs: Mutex<mpsc::Sender<Job>>,
+    reader: Mutex<Connection>,
+}
+
+impl SqliteStore {
+    pub fn open(path: &Path) -> Result<SqliteStore> {
+        let open_err = |source| StoreError::Open { path: path.display().to_string(), source };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.exists()
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(open_err)?;
+        }
+        let mut writer = connect(path)?;
+        migrate(&mut writer, path)?;
+        let reader = connect(path)?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("aether-store-writer".into())
+            .spawn(move || run_writer(writer, rx))
+            .map_err(open_err)?;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                jobs: Mutex::new(tx),
+                reader: Mutex::new(reader),
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    fn send(&self, job: Job) -> Result<()> {
+        let jobs = self.inner.jobs.lock().map_err(|_| StoreError::WriterGone)?;
+        jobs.send(job).map_err(|_| StoreError::WriterGone)
+    }
+
+    pub async fn admit(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Receipt(receipt, tx))?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    pub async fn audit(&self, event: AuditEvent) -> Result<i64> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Audit(event, tx))?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Runs `f` on the writer thread, between batches.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Other(Box::new(move |conn| {
+            let _ = tx.send(f(conn));
+        })))?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Runs `f` on the read connection, off the async threads.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.reader.lock().map_err(|_| StoreError::Invalid("reader poisoned".into()))?;
+            f(&conn)
+        })
+        .await
+        .map_err(|e| StoreError::Invalid(format!("read task failed: {e}")))?
+    }
+
+    pub async fn audit_query(&self, q: AuditQuery) -> Result<Vec<AuditRecord>> {
+        self.read(move |conn| {
+            let mut sql = format!("SELECT {AUDIT_COLUMNS} FROM audit WHERE 1=1");
+            let mut args: Vec<rusqlite::types::Value> = Vec::new();
+            if let Some(after) = q.after {
+                sql.push_str(" AND seq > ?");
+                args.push(after.into());
+            }
+            for (col, val) in [("agent", &q.agent), ("tool", &q.tool), ("outcome", &q.outcome)] {
+                if let Some(v) = val {
+                    sql.push_str(&format!(" AND {col} = ?"));
+                    args.push(v.clone().into());
+                }
+            }
+            sql.push_str(if q.newest_first { " ORDER BY seq DESC" } else { " ORDER BY seq ASC" });
+            sql.push_str(" LIMIT ?");
+            args.push((q.limit.clamp(1, 10_000) as i64).into());
+            let mut stmt = conn.prepare(&sql).map_err(StoreError::sql("audit query"))?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), audit_record)
+                .map_err(StoreError::sql("audit query"))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(StoreError::sql("audit query"))
+        })
+        .await
+    }
+
+    pub async fn verify_audit(&self) -> Result<ChainReport> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"))
+                .map_err(StoreError::sql("audit verify"))?;
+            let mut rows = stmt.query([]).map_err(StoreError::sql("audit verify"))?;
+            let mut verifier = ChainVerifier::default();
+            while let Some(row) = rows.next().map_err(StoreError::sql("audit verify"))? {
+                verifier.push(&audit_record(row).map_err(StoreError::sql("audit verify"))?);
+            }
+            Ok(verifier.finish())
+        })
+        .await
+    }
+
+    pub async fn receipt(&self, call_id: &str) -> Result<Option<AdmissionReceipt>> {
+        let call_id = call_id.to_string();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT call_id, at_us, session, transport, agent, tool, definition, arguments, decision
+                 FROM receipts WHERE call_id = ?",
+                [call_id],
+                |r| {
+                    Ok(AdmissionReceipt {
+                        call_id: r.get(0)?,
+                        at_us: r.get(1)?,
+                        session: r.get(2)?,
+                        transport: r.get(3)?,
+                        agent: r.get(4)?,
+                        tool: r.get(5)?,
+                        definition: r.get(6)?,
+                        arguments: r.get(7)?,
+                        decision: r.get(8)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(StoreError::sql("read receipt"))
+        })
+        .await
+    }
+
+    pub async fn halt_state(&self) -> Result<HaltState> {
+        self.read(|conn| read_halt(conn)).await
+    }
+
+    pub async fn set_halt(&self, halted: bool, by: &str, why: &str) -> Result<HaltState> {
+        let (by, why) = (by.to_string(), why.to_string());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE halt SET halted = ?, by = ?, why = ?, at_us = ? WHERE id = 1",
+                params![halted, by, why, now_us()],
+            )
+            .map_err(StoreError::sql("set halt"))?;
+            read_halt(conn)
+        })
+        .await
+    }
+
+    pub async fn registry(&self) -> Result<Vec<RegistryRow>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT name, state, approved_digest, definition, origin, updated_at_us, updated_by, why
+                     FROM registry ORDER BY name",
+                )
+                .map_err(StoreError::sql("read registry"))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(RegistryRow {
+                        name: r.get(0)?,
+                        state: r.get(1)?,
+                        approved_digest: r.get(2)?,
+                        definition: r.get(3)?,
+                        origin: r.get(4)?,
+                        updated_at_us: r.get(5)?,
+                        updated_by: r.get(6)?,
+                        why: r.get(7)?,
+                    })
+                })
+                .map_err(StoreError::sql("read registry"))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(StoreError::sql("read registry"))
+        })
+        .await
+    }
+
+    pub async fn sync_builtins(&self, builtins: Vec<BuiltinDefinition>) -> Result<Vec<String>> {
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(StoreError::sql("sync built-ins"))?;
+            let mut changed = Vec::new();
+            let now = now_us();
+            for b in builtins {
+                let current: Option<(String, Option<String>)> = tx
+                    .query_row(
+                        "SELECT state, approved_digest FROM registry WHERE name = ?",
+                        [&b.name],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()
+                    .map_err(StoreError::sql("sync built-ins"))?;
+                let why = match &current {
+                    None => "built-in, approved from source",
+                    Some((state, digest)) if state == "approved" && digest.as_deref() != Some(&b.digest) => {
+                        "built-in definition changed with this release; approved from source"
+                    }
+                    // Approved and unchanged, or withdrawn/unapproved by an operator: leave it.
+                    Some(_) => continue,
+                };
+                tx.execute(
+                    "INSERT INTO registry (name, state, approved_digest, definition, origin, updated_at_us, updated_by, why)
+                     VALUES (?1, 'approved', ?2, ?3, 'builtin', ?4, 'aether', ?5)
+                     ON CONFLICT (name) DO UPDATE SET state = 'approved', approved_digest = ?2,
+                       definition = ?3, updated_at_us = ?4, updated_by = 'aether', why = ?5",
+                    params![b.name, b.digest, b.definition, now, why],
+                )
+                .map_err(StoreError::sql("sync built-ins"))?;
+                tx.execute(
+                    "INSERT INTO registry_history (at_us, name, from_state, to_state, digest, by, why)
+                     VALUES (?, ?, ?, 'approved', ?, 'aether', ?)",
+                    params![now, b.name, current.map(|c| c.0), b.digest, why],
+                )
+                .map_err(StoreError::sql("sync built-ins"))?;
+                changed.push(b.name);
+            }
+            tx.commit().map_err(StoreError::sql("sync built-ins"))?;
+            Ok(changed)
+        })
+        .await
+    }
+}
+
+fn connect(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(StoreError::sql("open"))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(StoreError::sql("open"))?;
+    // FULL: in WAL mode every commit fsyncs the log, so a committed receipt survives a crash.
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        .map_err(StoreError::sql("configure"))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::sql("migrate"))?;
+    let version: i64 =
+        tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(StoreError::sql("migrate"))?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew { path: path.display().to_string(), found: version, known });
+    }
+    for sql in &MIGRATIONS[version as usize..] {
+        tx.execute_batch(sql).map_err(StoreError::sql("migrate"))?;
+    }
+    tx.execute_batch(&format!("PRAGMA user_version = {known}")).map_err(StoreError::sql("migrate"))?;
+    tx.commit().map_err(StoreError::sql("migrate"))
+}
+
+fn read_halt(conn: &Connection) -> Result<HaltState> {
+    conn.query_row("SELECT halted, by, why, at_us FROM halt WHERE id = 1", [], |r| {
+        Ok(HaltState { halted: r.get(0)?, by: r.get(1)?, why: r.get(2)?, at_us: r.get(3)? })
+    })
+    .map_err(StoreError::sql("read halt"))
+}
+
+const AUDIT_COLUMNS: &str = "seq, at_us, call_id, session, transport, agent, team, project, tool, tier, \
+     outcome, step, rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash";
+
+fn audit_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
+    Ok(AuditRecord {
+        seq: r.get(0)?,
+        event: AuditEvent {
+            at_us: r.get(1)?,
+            call_id: r.get(2)?,
+            session: r.get(3)?,
+            transport: r.get(4)?,
+            agent: r.get(5)?,
+            team: r.get(6)?,
+            project: r.get(7)?,
+            tool: r.get(8)?,
+            tier: r.get(9)?,
+            outcome: r.get(10)?,
+            step: r.get(11)?,
+            rule: r.get(12)?,
+            reason: r.get(13)?,
+            definition: r.get(14)?,
+            arguments_digest: r.get(15)?,
+            arguments: r.get(16)?,
+            result: r.get(17)?,
+            duration_us: r.get(18)?,
+        },
+        prev_hash: r.get(19)?,
+        hash: r.get(20)?,
+    })
+}
+
+fn run_writer(mut conn: Connection, jobs: mpsc::Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        let mut receipts = Vec::new();
+        let mut audits = Vec::new();
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Receipt(r, reply) => receipts.push((r, reply)),
+                Job::Audit(e, reply) => audits.push((e, reply)),
+                // Not batched: runs now, in its own transaction, before the batch it
+                // interrupted is committed.
+                Job::Other(f) => f(&mut conn),
+            }
+            if receipts.len() + audits.len() < MAX_BATCH {
+                next = jobs.try_recv().ok();
+            }
+        }
+        if !receipts.is_empty() || !audits.is_empty() {
+            commit_batch(&mut conn, receipts, audits);
+        }
+    }
+}
+
+fn commit_batch(
+    conn: &mut Connection,
+    receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
+    audits: Vec<(AuditEvent, Reply<i64>)>,
+) {
+    let written = (|| -> rusqlite::Result<(Option<HaltState>, Vec<i64>)> {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut halt = None;
+        if !receipts.is_empty() {
+            let state = tx.query_row("SELECT halted, by, why, at_us FROM halt WHERE id = 1", [], |r| {
+                Ok(HaltState { halted: r.get(0)?, by: r.get(1)?, why: r.get(2)?, at_us: r.get(3)? })
+            })?;
+            if state.halted {
+                halt = Some(state);
+            } else {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )?;
+                for (r, _) in &receipts {
+                    insert.execute(params![
+                        r.call_id, r.at_us, r.session, r.transport, r.agent, r.tool, r.definition,
+                        r.arguments, r.decision
+                    ])?;
+                }
+            }
+        }
+        let mut seqs = Vec::with_capacity(audits.len());
+        if !audits.is_empty() {
+            let (mut seq, mut prev): (i64, String) = tx
+                .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?
+                .unwrap_or((0, GENESIS.to_string()));
+            let mut insert = tx.prepare_cached(&format!(
+                "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ))?;
+            for (e, _) in &audits {
+                seq += 1;
+                let hash = entry_hash(&prev, seq, e);
+                insert.execute(params![
+                    seq, e.at_us, e.call_id, e.session, e.transport, e.agent, e.team, e.project,
+                    e.tool, e.tier, e.outcome, e.step, e.rule, e.reason, e.definition,
+                    e.arguments_digest, e.arguments, e.result, e.duration_us, prev, hash
+                ])?;
+                seqs.push(seq);
+                prev = hash;
+            }
+        }
+        tx.commit()?;
+        Ok((halt, seqs))
+    })();
+    match written {
+        Ok((halt, seqs)) => {
+            for (_, reply) in receipts {
+                let outcome = match &halt {
+                    Some(state) => ReceiptOutcome::Halted(state.clone()),
+                    None => ReceiptOutcome::Durable,
+                };
+                let _ = reply.send(Ok(outcome));
+            }
+            for ((_, reply), seq) in audits.into_iter().zip(seqs) {
+                let _ = reply.send(Ok(seq));
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "store write failed");
+            let msg = e.to_string();
+            for (_, reply) in receipts {
+                let _ = reply.send(Err(StoreError::Write(msg.clone())));
+            }
+            for (_, reply) in audits {
+                let _ = reply.send(Err(StoreError::Write(msg.clone())));
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The audit row of one call, filled in as the call moves through the pipeline and written,
+//! durably, before the caller hears the outcome.
+//!
+//! Standard tools keep a summary of their arguments and result; Elevated and Restricted tools
+//! keep them whole (bounded like every result). A refusal keeps the step and rule that refused
+//! it. If the row cannot be written, a call that ran is not reported as a success: the caller
+//! is told the audit failed.
+
+use std::time::Duration;
+
+use aether_policy::decision::Step;
+use aether_policy::{Digest, Tier, ToolDef, canonical_json, sha256};
+use aether_store::{AuditEvent, Store};
+use aether_tools::{Content, ToolError};
+use serde_json::Value;
+
+use crate::{CallOutcome, SessionContext};
+
+/// Characters of arguments or result a Standard tool's audit row keeps.
+const SUMMARY_CHARS: usize = 512;
+
+pub(crate) struct Draft {
+    event: AuditEvent,
+    tier: Tier,
+    arguments_digest: Digest,
+    denied_by_tool: Option<&'static str>,
+    panicked: bool,
+}
+
+impl Draft {
+    pub fn new(call_id: &str, ctx: &SessionContext, tool: &str) -> Draft {
+        let empty = sha256(b"{}");
+        Draft {
+            event: AuditEvent {
+                at_us: aether_store::now_us(),
+                call_id: call_id.to_string(),
+                session: ctx.session_id.clone(),
+                transport: ctx.transport.as_str().into(),
+                agent: ctx.agent.name.clone(),
+                team: ctx.agent.team.clone(),
+                project: ctx.agent.project.clone(),
+                tool: tool.chars().take(128).collect(),
+                tier: "unknown".into(),
+                outcome: String::new(),
+                step: None,
+                rule: None,
+                reason: None,
+                definition: None,
+                arguments_digest: empty.to_string(),
+                arguments: String::new(),
+                result: String::new(),
+                duration_us: 0,
+            },
+            tier: Tier::Standard,
+            arguments_digest: empty,
+            denied_by_tool: None,
+            panicked: false,
+        }
+    }
+
+    pub fn call_id(&self) -> &str {
+        &self.event.call_id
+    }
+
+    pub fn tool_known(&mut self, def: &ToolDef) {
+        self.tier = def.tier;
+        self.event.tier = def.tier.as_str().into();
+        self.event.definition = Some(def.digest().to_string());
+    }
+
+    pub fn arguments(&mut self, args: &Value, tier: Tier) {
+        let text = canonical_json(args);
+        self.arguments_digest = sha256(text.as_bytes());
+        self.event.arguments_digest = self.arguments_digest.to_string();
+        self.event.arguments = keep(&text, tier);
+    }
+
+    pub fn arguments_digest(&self) -> Digest {
+        self.arguments_digest
+    }
+
+    pub fn admitted(&mut self) {
+        self.event.step = None;
+    }
+
+    pub fn tool_error(&mut self, e: &ToolError) {
+        if let ToolError::Denied { rule, .. } = e {
+            self.denied_by_tool = Some(rule);
+        }
+    }
+
+    pub fn panicked(&mut self) {
+        self.panicked = true;
+    }
+
+    /// Writes the row and returns what the caller should hear.
+    pub async fn finish(mut self, store: &Store, outcome: CallOutcome, elapsed: Duration) -> CallOutcome {
+        let e = &mut self.event;
+        e.duration_us = elapsed.as_micros() as i64;
+        match &outcome {
+            CallOutcome::Ran(out) => {
+                e.outcome = match (out.is_error, self.denied_by_tool) {
+                    (false, _) => "ok".into(),
+                    (true, Some(_)) => "refused".into(),
+                    (true, None) => "tool_error".into(),
+                };
+                e.rule = self.denied_by_tool.map(String::from);
+                let text = result_text(&out.content);
+                if out.is_error {
+                    e.reason = Some(text.chars().take(SUMMARY_CHARS).collect());
+                }
+                e.result = keep(&text, self.tier);
+            }
+            CallOutcome::Refused(r) => {
+                e.outcome = "refused".into();
+                e.step = Some(r.step.as_str().into());
+                e.rule = Some(r.rule.clone());
+                e.reason = Some(r.reason.clone());
+            }
+            CallOutcome::Cancelled { timed_out } => {
+                e.outcome = if *timed_out { "timed_out" } else { "cancelled" }.into();
+            }
+            CallOutcome::Failed(message) => {
+                e.outcome = if self.panicked { "panicked" } else { "failed" }.into();
+                e.reason = Some(message.clone());
+            }
+        }
+        let is_unknown = matches!(&outcome, CallOutcome::Refused(r) if r.step == Step::UnknownTool);
+        match store.audit(self.event).await {
+            Ok(_) => outcome,
+            Err(err) => {
+                tracing::error!(error = %err, unknown_tool = is_unknown, "audit row could not be written");
+                match outcome {
+                    // A call that ran is not reported as done without its audit row.
+                    CallOutcome::Ran(_) => CallOutcome::Failed(format!(
+                        "the call ran, but its audit row could not be written ({err}); treat its result as lost"
+                    )),
+                    other => other,
+                }
+            }
+        }
+    }
+}
+
+/// `text` whole for Elevated and Restricted tools, its head for Standard ones.
+fn keep(text: &str, tier: Tier) -> String {
+    match tier {
+        Tier::Standard if text.len() > SUMMARY_CHARS => {
+            let head: String = text.chars().take(SUMMARY_CHARS).collect();
+            format!("{head}… [{} characters]", text.chars().count())
+        }
+        _ => text.to_string(),
+    }
+}
+
+fn result_text(content: &[Content]) -> String {
+    let mut out = String::new();
+    for block in content {
+        match block {
+            Content::Text(t) => out.push_str(t),
+            Content::Image { mime_type, data_base64 } => {
+                out.push_str(&format!("[image {mime_type}, {} base64 characters]", data_base64.len()))
+            }
+            Content::Audio { mime_type, data_base64 } => {
+                out.push_str(&format!("[audio {mime_type}, {} base64 characters]", data_base64.len()))
+            }
+            Content::Resource { uri, text, .. } => {
+                out.push_str(&format!("[resource {uri}]"));
+                if let Some(t) = text {
+                    out.push_str(t);
+                }
+            }
+        }
+    }
+    out
+}

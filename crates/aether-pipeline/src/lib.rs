@@ -1,0 +1,376 @@
+//! Aether's admission pipeline: the one code path every tool call takes, whatever transport it
+//! arrived on, from the caller's session to the audit row.
+//!
+//! The steps, in order (SPEC §2): session context (built by the transport from its
+//! authenticated identity, never from arguments) → halt → registry (approved, definition digest
+//! unchanged) → connection layer (the agent's groups) → capability layer (the agent's tool list)
+//! → argument validation (JSON Schema) → tier gate → admission receipt, durable before the tool
+//! runs → run (with the call's cancellation, a time limit, panics caught) → result bounded →
+//! audit row, durable before the caller hears the outcome. Every outcome, refusals included,
+//! gets its audit row.
+//!
+//! This crate knows no MCP, HTTP or SQL: transports call [`Pipeline::call`] and
+//! [`Pipeline::offered`]; the store is behind `aether-store`.
+
+mod audit;
+mod capabilities;
+mod catalog;
+mod session;
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use aether_policy::config::Limits;
+use aether_policy::decision::{Refusal, Step};
+use aether_policy::registry::RegistryEntry;
+use aether_policy::{AgentProfile, Digest, Hidden, Offer, RegistryState, RegistryView, Tier, ToolDef};
+use aether_store::{AdmissionReceipt, AuditQuery, AuditRecord, BuiltinDefinition, ReceiptOutcome, Store};
+use aether_tools::{CallContext, ClientLink, Content, Roots, Tool, ToolError, ToolOutput};
+use futures::FutureExt;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+pub use capabilities::capabilities;
+pub use catalog::{Catalog, CatalogError};
+pub use session::{SessionContext, Transport};
+
+/// Everything the pipeline is built from.
+pub struct Settings {
+    pub agents: BTreeMap<String, AgentProfile>,
+    pub roots: Roots,
+    pub limits: Limits,
+    pub store: Store,
+    pub tools: Vec<Arc<dyn Tool>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Store(#[from] aether_store::StoreError),
+    #[error("no agent is named {name:?}; configured agents: {known}")]
+    UnknownAgent { name: String, known: String },
+}
+
+/// How a call ended, as the transport needs to know it.
+#[derive(Debug)]
+pub enum CallOutcome {
+    /// The tool ran. `output.is_error` says whether it reported failure.
+    Ran(ToolOutput),
+    /// A pipeline step refused the call; the tool did not run.
+    Refused(Refusal),
+    /// The caller cancelled, or the call ran out of time; the tool was stopped.
+    Cancelled { timed_out: bool },
+    /// Aether itself failed (store unavailable, tool panicked); the message says what.
+    Failed(String),
+}
+
+#[derive(Debug)]
+pub struct CallResult {
+    pub call_id: String,
+    pub outcome: CallOutcome,
+}
+
+/// The admission pipeline. Cheap to share: wrap it in an `Arc`.
+pub struct Pipeline {
+    catalog: Catalog,
+    registry: RwLock<Arc<RegistryView>>,
+    agents: BTreeMap<String, Arc<AgentProfile>>,
+    roots: Arc<Roots>,
+    limits: Arc<Limits>,
+    store: Store,
+    halted: Arc<AtomicBool>,
+}
+
+impl Pipeline {
+    /// Builds the pipeline: checks the catalog, records the built-ins as approved from source,
+    /// loads the registry and the halt flag.
+    pub async fn new(settings: Settings) -> Result<Pipeline, PipelineError> {
+        let catalog = Catalog::new(settings.tools)?;
+        let builtins = catalog
+            .iter()
+            .map(|t| BuiltinDefinition {
+                name: t.def().name.clone(),
+                digest: t.def().digest().to_string(),
+                definition: serde_json::to_string(t.def()).unwrap_or_default(),
+            })
+            .collect();
+        settings.store.sync_builtins(builtins).await?;
+        let halted = settings.store.halt_state().await?.halted;
+        let pipeline = Pipeline {
+            catalog,
+            registry: RwLock::new(Arc::new(RegistryView::default())),
+            agents: settings.agents.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+            roots: Arc::new(settings.roots),
+            limits: Arc::new(settings.limits),
+            store: settings.store,
+            halted: Arc::new(AtomicBool::new(halted)),
+        };
+        pipeline.reload_registry().await?;
+        Ok(pipeline)
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn roots(&self) -> &Roots {
+        &self.roots
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn agents(&self) -> impl Iterator<Item = &AgentProfile> {
+        self.agents.values().map(|a| a.as_ref())
+    }
+
+    /// Re-reads the registry from the store.
+    pub async fn reload_registry(&self) -> Result<(), PipelineError> {
+        let rows = self.store.registry().await?;
+        let view = RegistryView::new(rows.into_iter().filter_map(|r| {
+            let state = RegistryState::parse(&r.state)?;
+            let approved = r.approved_digest.as_deref().and_then(Digest::parse);
+            Some((r.name, RegistryEntry { state, approved }))
+        }));
+        *self.registry.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
+        Ok(())
+    }
+
+    fn registry(&self) -> Arc<RegistryView> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Keeps the in-memory halt flag in step with the store (another process may set it).
+    /// The flag in the store stays authoritative: it is read again inside every receipt's
+    /// transaction.
+    pub fn watch_halt(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(p) = me.upgrade() else { return };
+                if let Ok(state) = p.store.halt_state().await {
+                    p.halted.store(state.halted, Ordering::Relaxed);
+                }
+            }
+        })
+    }
+
+    /// The session context for `agent` on `transport`.
+    pub fn session(&self, agent: &str, transport: Transport, session_id: String) -> Result<SessionContext, PipelineError> {
+        let profile = self.agents.get(agent).cloned().ok_or_else(|| PipelineError::UnknownAgent {
+            name: agent.to_string(),
+            known: self.agents.keys().cloned().collect::<Vec<_>>().join(", "),
+        })?;
+        let groups = profile.groups(|name| self.catalog.get(name).map(|t| t.def().group.as_str()));
+        Ok(SessionContext { session_id, transport, agent: profile, groups: Arc::new(groups) })
+    }
+
+    /// Whether `def` is offered to this session, and if not, why not. The same checks, in the
+    /// same order, as a call's steps 3–5: offered equals runnable.
+    pub fn offer(&self, ctx: &SessionContext, def: &ToolDef) -> Offer {
+        if let Err(hidden) = self.registry().admits(def) {
+            return Offer::Hidden(hidden);
+        }
+        ctx.agent.offer(def, &ctx.groups)
+    }
+
+    /// The session's catalog: every tool it may call, in catalog order.
+    pub fn offered(&self, ctx: &SessionContext) -> Vec<&ToolDef> {
+        let registry = self.registry();
+        self.catalog
+            .iter()
+            .map(|t| t.def())
+            .filter(|def| registry.admits(def).is_ok() && ctx.agent.offer(def, &ctx.groups) == Offer::Offered)
+            .collect()
+    }
+
+    /// The caller's own audit rows, oldest first, after `cursor`.
+    pub async fn audit_events(&self, ctx: &SessionContext, cursor: Option<i64>, limit: usize) -> Result<Vec<AuditRecord>, PipelineError> {
+        Ok(self
+            .store
+            .audit_query(AuditQuery {
+                after: cursor,
+                agent: Some(ctx.agent.name.clone()),
+                limit: limit.clamp(1, 500),
+                ..Default::default()
+            })
+            .await?)
+    }
+
+    /// Runs one call through every step. Never panics; every outcome is audited.
+    pub async fn call(
+        &self,
+        ctx: &SessionContext,
+        tool_name: &str,
+        arguments: Option<Map<String, Value>>,
+        client: Arc<dyn ClientLink>,
+        cancel: CancellationToken,
+    ) -> CallResult {
+        let started = Instant::now();
+        let call_id = uuid::Uuid::now_v7().to_string();
+        let mut draft = audit::Draft::new(&call_id, ctx, tool_name);
+        let outcome = self.admit_and_run(ctx, tool_name, arguments, client, cancel, &mut draft).await;
+        let outcome = draft.finish(&self.store, outcome, started.elapsed()).await;
+        CallResult { call_id, outcome }
+    }
+
+    async fn admit_and_run(
+        &self,
+        ctx: &SessionContext,
+        tool_name: &str,
+        arguments: Option<Map<String, Value>>,
+        client: Arc<dyn ClientLink>,
+        cancel: CancellationToken,
+        draft: &mut audit::Draft,
+    ) -> CallOutcome {
+        // 2. Halt (the fast check; the receipt transaction makes it exact).
+        if self.halted.load(Ordering::Relaxed) {
+            return refuse(Step::Halt, "halt", "Aether is halted by an operator; no calls are admitted until it is resumed");
+        }
+        // Unknown tool: refused before anything else is looked at.
+        let Some(tool) = self.catalog.get(tool_name) else {
+            return refuse(Step::UnknownTool, "catalog", format!("no tool named {tool_name:?}"));
+        };
+        let def = tool.def();
+        draft.tool_known(def);
+        // 3. Registry.
+        if let Err(hidden) = self.registry().admits(def) {
+            return refuse(Step::Registry, format!("registry:{}", registry_rule(&hidden)), hidden.explain(&def.name, &ctx.agent.name));
+        }
+        // 4, 5. Connection and capability layers.
+        if let Offer::Hidden(hidden) = ctx.agent.offer(def, &ctx.groups) {
+            let step = match hidden {
+                Hidden::GroupNotAllowed { .. } => Step::Connection,
+                _ => Step::Capability,
+            };
+            return refuse(step, step.as_str(), hidden.explain(&def.name, &ctx.agent.name));
+        }
+        // 6. Arguments: operator defaults fill what the caller left out; then the schema.
+        let mut args = arguments.unwrap_or_default();
+        if let Some(defaults) = ctx.agent.arg_defaults.get(&def.name) {
+            for (k, v) in defaults {
+                args.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        let args = Value::Object(args);
+        draft.arguments(&args, def.tier);
+        if let Err(problems) = self.catalog.validate(&def.name, &args) {
+            return refuse(Step::Arguments, "schema", format!("the arguments do not match {}'s input schema: {problems}", def.name));
+        }
+        // 9. Tier gate. (Rules, step 7, and egress, step 8, arrive with the tools they govern.)
+        if def.tier == Tier::Restricted {
+            return refuse(
+                Step::Tier,
+                "tier:restricted",
+                format!(
+                    "{} is a Restricted tool: each call needs a person's approval, and this build has no \
+                     approval queue yet, so Restricted calls are refused",
+                    def.name
+                ),
+            );
+        }
+        // 11. The receipt, durable before the tool runs.
+        let receipt = AdmissionReceipt {
+            call_id: draft.call_id().to_string(),
+            at_us: aether_store::now_us(),
+            session: ctx.session_id.clone(),
+            transport: ctx.transport.as_str().into(),
+            agent: ctx.agent.name.clone(),
+            tool: def.name.clone(),
+            definition: def.digest().to_string(),
+            arguments: draft.arguments_digest().to_string(),
+            decision: "admitted".into(),
+        };
+        match self.store.admit(receipt).await {
+            Ok(ReceiptOutcome::Durable) => {}
+            Ok(ReceiptOutcome::Halted(state)) => {
+                self.halted.store(true, Ordering::Relaxed);
+                let why = state.why.unwrap_or_default();
+                return refuse(Step::Halt, "halt", format!("Aether is halted by an operator ({why}); no calls are admitted until it is resumed"));
+            }
+            Err(e) => {
+                return CallOutcome::Failed(format!(
+                    "the admission receipt could not be written, so the call did not run: {e}"
+                ));
+            }
+        }
+        draft.admitted();
+        // 12. Run, with the call's cancellation, a time limit, and panics caught.
+        let cx = CallContext {
+            call_id: draft.call_id().to_string(),
+            agent: ctx.agent.clone(),
+            roots: self.roots.clone(),
+            limits: self.limits.clone(),
+            cancel: cancel.clone(),
+            client,
+        };
+        let limit = Duration::from_secs(self.limits.tool_seconds);
+        let run = AssertUnwindSafe(tool.call(cx, args)).catch_unwind();
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => CallOutcome::Cancelled { timed_out: false },
+            _ = tokio::time::sleep(limit) => {
+                cancel.cancel();
+                CallOutcome::Cancelled { timed_out: true }
+            }
+            result = run => match result {
+                Ok(Ok(output)) => CallOutcome::Ran(bound(output, self.limits.result_chars)),
+                Ok(Err(ToolError::Cancelled)) => CallOutcome::Cancelled { timed_out: false },
+                Ok(Err(e)) => {
+                    draft.tool_error(&e);
+                    CallOutcome::Ran(ToolOutput { content: vec![Content::Text(e.to_string())], structured: None, is_error: true })
+                }
+                Err(panic) => {
+                    draft.panicked();
+                    CallOutcome::Failed(format!(
+                        "the tool failed inside Aether ({}); the failure is recorded in the audit",
+                        panic_message(&panic)
+                    ))
+                }
+            },
+        }
+    }
+}
+
+fn refuse(step: Step, rule: impl Into<String>, reason: impl Into<String>) -> CallOutcome {
+    CallOutcome::Refused(Refusal::new(step, rule, reason))
+}
+
+fn registry_rule(hidden: &Hidden) -> &'static str {
+    match hidden {
+        Hidden::Unapproved => "unapproved",
+        Hidden::Withdrawn => "withdrawn",
+        Hidden::DefinitionChanged => "definition-changed",
+        _ => "hidden",
+    }
+}
+
+/// Cuts the text blocks of `output` so that together they fit in `max_chars`.
+fn bound(mut output: ToolOutput, max_chars: usize) -> ToolOutput {
+    let mut left = max_chars;
+    for block in &mut output.content {
+        if let Content::Text(text) = block {
+            let bounded = aether_policy::truncate::bound_text(text, left.max(200));
+            left = left.saturating_sub(bounded.chars().count());
+            if let std::borrow::Cow::Owned(cut) = bounded {
+                *text = cut;
+            }
+        }
+    }
+    output
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}

@@ -1,0 +1,35 @@
+//! The session context: who is calling, built by the transport from what it authenticated.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use aether_policy::AgentProfile;
+
+/// The transport a session arrived on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    Http,
+    /// Aether calling itself (tests, the agent runner).
+    InProcess,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+            Transport::InProcess => "in-process",
+        }
+    }
+}
+
+/// Everything the pipeline knows about the caller. Never built from tool arguments.
+#[derive(Clone, Debug)]
+pub struct SessionContext {
+    pub session_id: String,
+    pub transport: Transport,
+    pub agent: Arc<AgentProfile>,
+    /// The connection layer's answer for this agent: the groups it reaches.
+    pub groups: Arc<BTreeSet<String>>,
+}

@@ -1,0 +1,247 @@
+//! The MCP conformance suite's fixture tools, for the test-only fixtures mode.
+//!
+//! They are ordinary tools in the `conformance` group: registered in the same catalog, approved
+//! from source, offered only to an agent whose groups include `conformance`, admitted,
+//! receipted and audited like every other call. Nothing else in Aether knows them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aether_policy::tool::groups;
+use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::{CallContext, Content, LogLevel, Tool, ToolError, ToolOutput};
+
+/// A 1×1 PNG.
+pub const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A minimal WAV file.
+pub const WAV_MIN: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+#[derive(Clone, Copy)]
+enum Kind {
+    SimpleText,
+    Image,
+    Audio,
+    EmbeddedResource,
+    Mixed,
+    Logging,
+    Progress,
+    Error,
+    Sampling,
+    Elicitation,
+    ElicitationDefaults,
+    ElicitationEnums,
+    JsonSchema2020,
+}
+
+struct Fixture {
+    def: ToolDef,
+    kind: Kind,
+}
+
+fn fixture(name: &str, description: &str, input: Value, kind: Kind) -> Arc<dyn Tool> {
+    Arc::new(Fixture {
+        def: ToolDef {
+            name: name.into(),
+            title: name.into(),
+            group: groups::CONFORMANCE.into(),
+            tier: Tier::Standard,
+            description: description.into(),
+            input_schema: input,
+            output_schema: json!({"type": "object"}),
+            meta: ToolMeta { risk: Risk::Low, ..ToolMeta::read_only() },
+        },
+        kind,
+    })
+}
+
+fn empty() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+/// The conformance fixtures, in the order the suite lists them.
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        fixture("test_simple_text", "Returns a simple text response for testing.", empty(), Kind::SimpleText),
+        fixture("test_image_content", "Returns a 1x1 PNG image for testing.", empty(), Kind::Image),
+        fixture("test_audio_content", "Returns a minimal WAV audio clip for testing.", empty(), Kind::Audio),
+        fixture("test_embedded_resource", "Returns an embedded text resource for testing.", empty(), Kind::EmbeddedResource),
+        fixture("test_multiple_content_types", "Returns text, an image and a resource together for testing.", empty(), Kind::Mixed),
+        fixture("test_tool_with_logging", "Sends three log messages while it runs, for testing.", empty(), Kind::Logging),
+        fixture("test_tool_with_progress", "Reports progress three times while it runs, for testing.", empty(), Kind::Progress),
+        fixture("test_error_handling", "Always returns a tool error, for testing error handling.", empty(), Kind::Error),
+        fixture(
+            "test_sampling",
+            "Asks the client's model to answer a prompt (sampling), for testing.",
+            json!({"type": "object", "properties": {"prompt": {"type": "string", "description": "The prompt to send to the LLM"}}, "required": ["prompt"]}),
+            Kind::Sampling,
+        ),
+        fixture(
+            "test_elicitation",
+            "Asks the client's user for a username and email (elicitation), for testing.",
+            json!({"type": "object", "properties": {"message": {"type": "string", "description": "The message to show the user"}}, "required": ["message"]}),
+            Kind::Elicitation,
+        ),
+        fixture("test_elicitation_sep1034_defaults", "Asks the user to review a form whose fields have defaults (SEP-1034), for testing.", empty(), Kind::ElicitationDefaults),
+        fixture("test_elicitation_sep1330_enums", "Asks the user to pick from five kinds of enum field (SEP-1330), for testing.", empty(), Kind::ElicitationEnums),
+        fixture(
+            "json_schema_2020_12_tool",
+            "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613).",
+            json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "additionalProperties": false
+            }),
+            Kind::JsonSchema2020,
+        ),
+    ]
+}
+
+#[async_trait]
+impl Tool for Fixture {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let text = |t: &str| Ok(ToolOutput::text(t));
+        match self.kind {
+            Kind::SimpleText => text("This is a simple text response for testing."),
+            Kind::Image => Ok(ToolOutput {
+                content: vec![Content::Image { data_base64: PNG_1X1.into(), mime_type: "image/png".into() }],
+                ..Default::default()
+            }),
+            Kind::Audio => Ok(ToolOutput {
+                content: vec![Content::Audio { data_base64: WAV_MIN.into(), mime_type: "audio/wav".into() }],
+                ..Default::default()
+            }),
+            Kind::EmbeddedResource => Ok(ToolOutput {
+                content: vec![Content::Resource {
+                    uri: "test://embedded-resource".into(),
+                    mime_type: "text/plain".into(),
+                    text: Some("This is an embedded resource content.".into()),
+                    blob_base64: None,
+                }],
+                ..Default::default()
+            }),
+            Kind::Mixed => Ok(ToolOutput {
+                content: vec![
+                    Content::Text("Multiple content types test:".into()),
+                    Content::Image { data_base64: PNG_1X1.into(), mime_type: "image/png".into() },
+                    Content::Resource {
+                        uri: "test://mixed-content-resource".into(),
+                        mime_type: "application/json".into(),
+                        text: Some(r#"{"test":"data","value":123}"#.into()),
+                        blob_base64: None,
+                    },
+                ],
+                ..Default::default()
+            }),
+            Kind::Logging => {
+                for (i, message) in ["Tool execution started", "Tool processing data", "Tool execution completed"].iter().enumerate() {
+                    if i > 0 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    cx.client.log(LogLevel::Info, json!(message)).await;
+                }
+                text("Tool with logging executed successfully")
+            }
+            Kind::Progress => {
+                for (i, step) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                    if i > 0 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    cx.client.progress(step, Some(100.0), Some(format!("Completed step {step} of 100"))).await;
+                }
+                text("Progress reported")
+            }
+            Kind::Error => Ok(ToolOutput {
+                content: vec![Content::Text("This tool intentionally returns an error for testing".into())],
+                is_error: true,
+                ..Default::default()
+            }),
+            Kind::Sampling => {
+                let prompt = args["prompt"].as_str().unwrap_or_default();
+                let params = json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                    "maxTokens": 100
+                });
+                match cx.client.create_message(params).await {
+                    Ok(answer) => {
+                        let said = answer["content"]["text"].as_str().unwrap_or("(no text)");
+                        text(&format!("LLM response: {said}"))
+                    }
+                    Err(e) => Err(ToolError::failed(format!("sampling failed: {e}"))),
+                }
+            }
+            Kind::Elicitation => {
+                let params = json!({
+                    "message": args["message"].as_str().unwrap_or_default(),
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {
+                            "username": {"type": "string", "description": "User's response"},
+                            "email": {"type": "string", "description": "User's email address"}
+                        },
+                        "required": ["username", "email"]
+                    }
+                });
+                elicit(&cx, params, "User response").await
+            }
+            Kind::ElicitationDefaults => {
+                let params = json!({
+                    "message": "Please review and update the form fields with defaults",
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                            "age": {"type": "integer", "description": "User age", "default": 30},
+                            "score": {"type": "number", "description": "User score", "default": 95.5},
+                            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                            "verified": {"type": "boolean", "description": "Verification status", "default": true}
+                        },
+                        "required": []
+                    }
+                });
+                elicit(&cx, params, "Elicitation completed").await
+            }
+            Kind::ElicitationEnums => {
+                let params = json!({
+                    "message": "Please select options from the enum fields",
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {
+                            "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+                            "titledSingle": {"type": "string", "description": "Select one option with titles",
+                                "oneOf": [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+                            "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
+                                "enumNames": ["Option One", "Option Two", "Option Three"]},
+                            "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3,
+                                "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                            "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1, "maxItems": 3,
+                                "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}
+                        },
+                        "required": []
+                    }
+                });
+                elicit(&cx, params, "Elicitation completed").await
+            }
+            Kind::JsonSchema2020 => text(&format!("JSON Schema 2020-12 tool called with: {args}")),
+        }
+    }
+}
+
+async fn elicit(cx: &CallContext, params: Value, label: &str) -> Result<ToolOutput, ToolError> {
+    match cx.client.elicit(params).await {
+        Ok(answer) => {
+            let action = answer["action"].as_str().unwrap_or("unknown");
+            let content = answer.get("content").cloned().unwrap_or(Value::Null);
+            Ok(ToolOutput::text(format!("{label}: action={action}, content={content}")))
+        }
+        Err(e) => Err(ToolError::failed(format!("elicitation failed: {e}"))),
+    }
+}

@@ -1,0 +1,171 @@
+//! Aether's built-in tools, and the confinement they run under.
+//!
+//! A tool is a definition ([`ToolDef`], from `aether-policy`) plus an async `call`. Tools get a
+//! [`CallContext`]: the calling agent, the roots it may touch, the limits, a cancellation token
+//! and a [`ClientLink`] for progress, logging and questions back to the client. They never see
+//! the transport, the store or the registry; by the time `call` runs, the pipeline has already
+//! admitted and receipted the call.
+//!
+//! This crate knows files and processes. It knows nothing of MCP, HTTP or SQL.
+
+pub mod fixtures;
+pub mod roots;
+pub mod workspace;
+
+use std::fmt;
+use std::sync::Arc;
+
+use aether_policy::config::Limits;
+use aether_policy::{AgentProfile, ToolDef};
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use roots::{Root, RootError, Roots};
+
+/// One block of a tool's result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Content {
+    Text(String),
+    Image { data_base64: String, mime_type: String },
+    Audio { data_base64: String, mime_type: String },
+    Resource { uri: String, mime_type: String, text: Option<String>, blob_base64: Option<String> },
+}
+
+/// What a tool hands back: blocks for the model, and structured data matching the tool's
+/// output schema.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolOutput {
+    pub content: Vec<Content>,
+    pub structured: Option<Value>,
+    /// The tool ran and reports failure (MCP `isError`).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> ToolOutput {
+        ToolOutput { content: vec![Content::Text(text.into())], ..Default::default() }
+    }
+
+    /// Text for the model plus structured data for programs.
+    pub fn with_structured(text: impl Into<String>, structured: Value) -> ToolOutput {
+        ToolOutput { content: vec![Content::Text(text.into())], structured: Some(structured), is_error: false }
+    }
+}
+
+/// How a tool failed. Every variant carries a message meant for the caller.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// Confinement refused the request (a path outside the roots, a credential file, ...).
+    #[error("{message}")]
+    Denied { rule: &'static str, message: String },
+    /// The arguments parse but make no sense together.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// The thing asked for is not there, is too big, is binary, ...
+    #[error("{0}")]
+    Failed(String),
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
+impl ToolError {
+    pub fn denied(rule: &'static str, message: impl fmt::Display) -> ToolError {
+        ToolError::Denied { rule, message: message.to_string() }
+    }
+
+    pub fn failed(message: impl fmt::Display) -> ToolError {
+        ToolError::Failed(message.to_string())
+    }
+}
+
+/// Severity of a log message sent to the client (RFC 5424 names, as MCP uses them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+/// The way back to whoever made the call, while the call runs. The server implements it for
+/// its transport; in-process callers may implement it as a no-op.
+#[async_trait]
+pub trait ClientLink: Send + Sync {
+    /// Reports progress, if the caller asked for progress.
+    async fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>);
+    /// Sends a log message, if the client's level lets it through.
+    async fn log(&self, level: LogLevel, data: Value);
+    /// Asks the client's model for a completion (MCP sampling). `params` and the answer are
+    /// in MCP's `sampling/createMessage` shape.
+    async fn create_message(&self, params: Value) -> Result<Value, String>;
+    /// Asks the client's user a question (MCP elicitation), in `elicitation/create` shape.
+    async fn elicit(&self, params: Value) -> Result<Value, String>;
+}
+
+/// A [`ClientLink`] that drops progress and logs and cannot ask anything.
+#[derive(Debug, Default)]
+pub struct NoClient;
+
+#[async_trait]
+impl ClientLink for NoClient {
+    async fn progress(&self, _: f64, _: Option<f64>, _: Option<String>) {}
+    async fn log(&self, _: LogLevel, _: Value) {}
+    async fn create_message(&self, _: Value) -> Result<Value, String> {
+        Err("this caller cannot answer sampling requests".into())
+    }
+    async fn elicit(&self, _: Value) -> Result<Value, String> {
+        Err("this caller cannot answer elicitation requests".into())
+    }
+}
+
+/// Everything a tool may use while it runs.
+#[derive(Clone)]
+pub struct CallContext {
+    pub call_id: String,
+    pub agent: Arc<AgentProfile>,
+    pub roots: Arc<Roots>,
+    pub limits: Arc<Limits>,
+    pub cancel: CancellationToken,
+    pub client: Arc<dyn ClientLink>,
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    fn def(&self) -> &ToolDef;
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError>;
+}
+
+/// Every built-in tool this build ships, in catalog order.
+pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+    workspace::tools()
+}
+
+/// Parses arguments that the pipeline has already validated against the schema.
+pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))
+}
+
+/// The JSON Schema of `T`, as a tool's input or output schema.
+pub fn schema_of<T: schemars::JsonSchema>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    if let Some(obj) = schema.as_object_mut() {
+        // The Rust type name means nothing to a client.
+        obj.remove("title");
+    }
+    schema
+}
+
+/// Runs blocking file work off the async threads; a panic inside becomes a panic here, so the
+/// pipeline's panic handling sees it.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(value) => value,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => panic!("blocking tool task was cancelled by the runtime"),
+    }
+}

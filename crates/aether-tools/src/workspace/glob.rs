@@ -1,0 +1,136 @@
+//! `glob`: file names matching a glob, found by a parallel walk of the tree.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use aether_policy::ToolDef;
+use async_trait::async_trait;
+use globset::GlobBuilder;
+use ignore::WalkState;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::walk::{self, WalkOptions};
+use crate::{CallContext, Tool, ToolError, ToolOutput, blocking, parse_args};
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    /// A glob such as "**/*.rs" or "src/**/mod.rs". Without a "/", it matches file names
+    /// anywhere ("*.toml"); with one, paths relative to `path`.
+    pub pattern: String,
+    /// Name of the root (see list_roots). Defaults to the first root.
+    #[serde(default)]
+    pub root: Option<String>,
+    /// Folder to search under, relative to the root. Defaults to the whole root.
+    #[serde(default)]
+    pub path: String,
+    /// Also look in hidden files and folders (names starting with "."). Default false.
+    #[serde(default)]
+    pub include_hidden: bool,
+    /// Skip what .gitignore and .ignore files exclude. Default true.
+    #[serde(default = "walk::yes")]
+    pub respect_ignore: bool,
+    /// Most paths to return (capped by the operator's limit).
+    #[schemars(range(min = 1))]
+    pub max_results: Option<usize>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub(super) struct Output {
+    pub root: String,
+    /// Matching files, relative to the root, sorted.
+    pub matches: Vec<String>,
+    /// Whether more files matched than were returned.
+    pub truncated: bool,
+}
+
+pub struct GlobTool {
+    def: ToolDef,
+}
+
+impl GlobTool {
+    pub fn new() -> GlobTool {
+        GlobTool {
+            def: super::reader::<Args, Output>(
+                "glob",
+                "Find files by name",
+                "Find files whose names match a glob (\"*.rs\", \"**/test_*.py\", \"src/**/mod.rs\") under a \
+                 root, honouring .gitignore. Returns paths relative to the root, sorted, capped.",
+            ),
+        }
+    }
+}
+
+/// Runs a name search; shared with `search_files` in name mode.
+pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String), ToolError> {
+    let glob = GlobBuilder::new(&args.pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| ToolError::InvalidArguments(format!("bad glob {:?}: {e}", args.pattern)))?
+        .compile_matcher();
+    let by_name = !args.pattern.contains('/');
+    let max = args.max_results.unwrap_or(usize::MAX).min(cx.limits.search_results);
+    let mut rel = String::new();
+    let loc = cx.roots.locate(args.root.as_deref(), &args.path, &mut rel)?;
+    let (_dir, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+    let root_path = loc.root.path.clone();
+    let credentials = std::sync::Arc::new(cx.roots.credentials().clone());
+    let opts = WalkOptions { include_hidden: args.include_hidden, respect_ignore: args.respect_ignore };
+    let cancel = cx.cancel.clone();
+    let (mut matches, truncated) = blocking(move || {
+        let found = Mutex::new(Vec::new());
+        let count = AtomicUsize::new(0);
+        let truncated = AtomicBool::new(false);
+        walk::builder(&base, &root_path, opts, credentials.clone()).build_parallel().run(|| {
+            Box::new(|entry| {
+                if cancel.is_cancelled() {
+                    return WalkState::Quit;
+                }
+                let Some((abs, rel)) = walk::regular_file(entry, &root_path, &credentials) else {
+                    return WalkState::Continue;
+                };
+                let hit = if by_name {
+                    abs.file_name().is_some_and(|n| glob.is_match(n))
+                } else {
+                    abs.strip_prefix(&base).is_ok_and(|p| glob.is_match(p))
+                };
+                if hit {
+                    if count.fetch_add(1, Ordering::Relaxed) >= max {
+                        truncated.store(true, Ordering::Relaxed);
+                        return WalkState::Quit;
+                    }
+                    found.lock().expect("glob results lock").push(rel);
+                }
+                WalkState::Continue
+            })
+        });
+        (found.into_inner().expect("glob results lock"), truncated.into_inner())
+    })
+    .await;
+    if cx.cancel.is_cancelled() {
+        return Err(ToolError::Cancelled);
+    }
+    matches.sort();
+    let mut text = matches.join("\n");
+    if matches.is_empty() {
+        text = format!("no files match {:?}", args.pattern);
+    }
+    if truncated {
+        text.push_str(&format!("\n[… more files match; showing the first {max}. Narrow the pattern or path]"));
+    }
+    Ok((Output { root: loc.root.name.clone(), matches, truncated }, text))
+}
+
+#[async_trait]
+impl Tool for GlobTool {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let (output, text) = find(&cx, parse_args(args)?).await?;
+        Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?))
+    }
+}

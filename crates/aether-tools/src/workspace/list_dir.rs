@@ -1,0 +1,134 @@
+//! `list_dir`: one folder's entries, folders first, with kinds and sizes.
+
+
+use aether_policy::ToolDef;
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{CallContext, Tool, ToolError, ToolOutput, blocking, parse_args};
+
+/// Entries listed at most; the rest are counted.
+const MAX_ENTRIES: usize = 2000;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The folder: relative to the root (empty or "." for the root itself), or absolute inside a root.
+    #[serde(default)]
+    path: String,
+    /// Name of the root (see list_roots). Defaults to the first root.
+    #[serde(default)]
+    root: Option<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Output {
+    root: String,
+    path: String,
+    entries: Vec<Entry>,
+    /// Entries not listed because the listing hit its cap.
+    omitted: usize,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Entry {
+    name: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    kind: String,
+    /// Size in bytes (files only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    /// Set when the name is not valid UTF-8 and is shown approximately.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    lossy_name: bool,
+}
+
+pub struct ListDir {
+    def: ToolDef,
+}
+
+impl ListDir {
+    pub fn new() -> ListDir {
+        ListDir {
+            def: super::reader::<Args, Output>(
+                "list_dir",
+                "List a folder",
+                "List the entries of one folder under a root: name, kind (file, dir, symlink) and size. \
+                 Folders come first. Use glob or search_files to find files deeper in the tree.",
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for ListDir {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let mut rel = String::new();
+        let loc = cx.roots.locate(args.root.as_deref(), &args.path, &mut rel)?;
+        let (dir, _real) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+        let root_name = loc.root.name.clone();
+        let shown = loc.root.display(loc.rel);
+        let listed = blocking(move || -> Result<(Vec<Entry>, usize), String> {
+            let mut entries = Vec::new();
+            let mut omitted = 0;
+            for item in dir.entries().map_err(|e| e.to_string())? {
+                let item = item.map_err(|e| e.to_string())?;
+                let os_name = item.file_name();
+                let name = os_name.to_string_lossy().into_owned();
+                if name == ".aether" {
+                    continue; // Aether's own store is not part of anyone's workspace.
+                }
+                if entries.len() >= MAX_ENTRIES {
+                    omitted += 1;
+                    continue;
+                }
+                let meta = item.metadata().ok();
+                let ft = item.file_type().map_err(|e| e.to_string())?;
+                let kind = if ft.is_dir() {
+                    "dir"
+                } else if ft.is_symlink() {
+                    "symlink"
+                } else if ft.is_file() {
+                    "file"
+                } else {
+                    "other"
+                };
+                entries.push(Entry {
+                    lossy_name: os_name.to_str().is_none(),
+                    size: (kind == "file").then(|| meta.map(|m| m.len())).flatten(),
+                    kind: kind.into(),
+                    name,
+                });
+            }
+            entries.sort_by(|a, b| (a.kind != "dir", &a.name).cmp(&(b.kind != "dir", &b.name)));
+            Ok((entries, omitted))
+        })
+        .await
+        .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
+        let (entries, omitted) = listed;
+        let mut text = String::new();
+        for e in &entries {
+            match (e.kind.as_str(), e.size) {
+                ("dir", _) => text.push_str(&format!("{}/\n", e.name)),
+                ("symlink", _) => text.push_str(&format!("{}@\n", e.name)),
+                (_, Some(size)) => text.push_str(&format!("{}  ({size} bytes)\n", e.name)),
+                _ => text.push_str(&format!("{}\n", e.name)),
+            }
+        }
+        if entries.is_empty() {
+            text.push_str(&format!("{shown} is empty\n"));
+        }
+        if omitted > 0 {
+            text.push_str(&format!("[… {omitted} more entries not listed]\n"));
+        }
+        let output = Output { root: root_name, path: loc.rel.to_string(), entries, omitted };
+        Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?))
+    }
+}

@@ -1,0 +1,58 @@
+//! The workspace group: tools that read (and, later, write) files under the named roots.
+//!
+//! Every path goes through [`Roots::locate`](crate::roots::Roots::locate) and is opened beneath
+//! its root's directory handle; see `roots.rs` for the confinement rules. Small files are read
+//! inline on the calling task (a page-cache read of a few KiB costs less than a hop to the
+//! blocking pool); anything that may take long (large files, tree walks, searches) runs on the
+//! blocking pool and watches the call's cancellation token.
+
+mod get_file_info;
+mod glob;
+mod list_dir;
+mod list_roots;
+mod read_file;
+mod read_multiple_files;
+mod search_files;
+mod walk;
+
+use std::sync::Arc;
+
+use aether_policy::tool::groups;
+use aether_policy::{Tier, ToolDef, ToolMeta};
+use schemars::JsonSchema;
+
+use crate::{Tool, schema_of};
+
+pub use read_file::MAX_INLINE_READ;
+
+/// The workspace tools, in catalog order.
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(list_roots::ListRoots::new()),
+        Arc::new(list_dir::ListDir::new()),
+        Arc::new(read_file::ReadFile::new()),
+        Arc::new(read_multiple_files::ReadMultipleFiles::new()),
+        Arc::new(get_file_info::GetFileInfo::new()),
+        Arc::new(glob::GlobTool::new()),
+        Arc::new(search_files::SearchFiles::new()),
+    ]
+}
+
+/// The definition of a read-only workspace tool with input `I` and output `O`.
+fn reader<I: JsonSchema, O: JsonSchema>(name: &str, title: &str, description: &str) -> ToolDef {
+    ToolDef {
+        name: name.into(),
+        title: title.into(),
+        group: groups::WORKSPACE.into(),
+        tier: Tier::Standard,
+        description: description.into(),
+        input_schema: schema_of::<I>(),
+        output_schema: schema_of::<O>(),
+        meta: ToolMeta::read_only(),
+    }
+}
+
+/// Bytes that mark a file as binary when found in its first block.
+fn looks_binary(head: &[u8]) -> bool {
+    head.contains(&0)
+}

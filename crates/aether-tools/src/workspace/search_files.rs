@@ -1,0 +1,259 @@
+//! `search_files`: the read-only locate step. File names by glob, or lines by literal text or
+//! regular expression, with ripgrep's own crates (`ignore` for the parallel walk, `grep-regex`
+//! and `grep-searcher` for matching), output capped. Meant to replace `ls`, `find` and `grep`
+//! in a shell.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use aether_policy::ToolDef;
+use async_trait::async_trait;
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+use globset::GlobBuilder;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::sinks::Lossy;
+use grep_searcher::{BinaryDetection, SearcherBuilder};
+use ignore::WalkState;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::walk::{self, WalkOptions};
+use crate::{CallContext, Tool, ToolError, ToolOutput, blocking, parse_args};
+
+/// Characters of one matching line kept in a result.
+const LINE_CHARS: usize = 300;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// Text to find inside files. Literal unless `regex` is true. Leave it out to search file
+    /// names only (then `glob` is required).
+    #[serde(default)]
+    query: Option<String>,
+    /// Treat `query` as a regular expression (Rust regex syntax). Default false.
+    #[serde(default)]
+    regex: bool,
+    /// Match case-insensitively. Default false.
+    #[serde(default)]
+    case_insensitive: bool,
+    /// Only files whose names match this glob ("*.rs"; with a "/", paths relative to `path`).
+    #[serde(default)]
+    glob: Option<String>,
+    /// Name of the root (see list_roots). Defaults to the first root.
+    #[serde(default)]
+    root: Option<String>,
+    /// Folder to search under, relative to the root. Defaults to the whole root.
+    #[serde(default)]
+    path: String,
+    /// Also look in hidden files and folders. Default false.
+    #[serde(default)]
+    include_hidden: bool,
+    /// Skip what .gitignore and .ignore files exclude. Default true.
+    #[serde(default = "walk::yes")]
+    respect_ignore: bool,
+    /// Most results to return (capped by the operator's limit).
+    #[schemars(range(min = 1))]
+    max_results: Option<usize>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Output {
+    root: String,
+    /// `lines` (query given) or `names` (glob only).
+    mode: String,
+    matches: Vec<Match>,
+    /// Files whose contents were searched (lines mode).
+    files_searched: usize,
+    /// Whether more matched than was returned.
+    truncated: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Match {
+    /// Relative to the root.
+    path: String,
+    /// 1-based line number (lines mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u64>,
+    /// The matching line, trimmed (lines mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+}
+
+pub struct SearchFiles {
+    def: ToolDef,
+}
+
+impl SearchFiles {
+    pub fn new() -> SearchFiles {
+        SearchFiles {
+            def: super::reader::<Args, Output>(
+                "search_files",
+                "Search files",
+                "Search under a root: lines containing `query` (literal, or a regex with `regex: true`), \
+                 optionally only in files matching `glob`; or, with only `glob`, file names. Honours \
+                 .gitignore, skips binary and credential files, caps the output. Use this instead of \
+                 grep, find or ls in a shell.",
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for SearchFiles {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let Some(query) = args.query.clone().filter(|q| !q.is_empty()) else {
+            let Some(pattern) = args.glob.clone() else {
+                return Err(ToolError::InvalidArguments(
+                    "give `query` (text to find in files), `glob` (file names), or both".into(),
+                ));
+            };
+            let names = super::glob::Args {
+                pattern,
+                root: args.root,
+                path: args.path,
+                include_hidden: args.include_hidden,
+                respect_ignore: args.respect_ignore,
+                max_results: args.max_results,
+            };
+            let (found, text) = super::glob::find(&cx, names).await?;
+            let output = Output {
+                root: found.root,
+                mode: "names".into(),
+                matches: found.matches.into_iter().map(|path| Match { path, line: None, text: None }).collect(),
+                files_searched: 0,
+                truncated: found.truncated,
+            };
+            return Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?));
+        };
+        search_lines(&cx, args, query).await
+    }
+}
+
+async fn search_lines(cx: &CallContext, args: Args, query: String) -> Result<ToolOutput, ToolError> {
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(args.case_insensitive)
+        .fixed_strings(!args.regex)
+        .size_limit(16 << 20)
+        .dfa_size_limit(16 << 20)
+        .build(&query)
+        .map_err(|e| ToolError::InvalidArguments(format!("bad query: {e}")))?;
+    let name_glob = match &args.glob {
+        Some(g) => Some((
+            GlobBuilder::new(g)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| ToolError::InvalidArguments(format!("bad glob {g:?}: {e}")))?
+                .compile_matcher(),
+            !g.contains('/'),
+        )),
+        None => None,
+    };
+    let max = args.max_results.unwrap_or(usize::MAX).min(cx.limits.search_results);
+    let mut rel = String::new();
+    let loc = cx.roots.locate(args.root.as_deref(), &args.path, &mut rel)?;
+    let (_dir, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+    let root_dir = loc.root.dir().try_clone().map_err(|e| loc.root.io_error("", e))?;
+    let root_path = loc.root.path.clone();
+    let credentials = std::sync::Arc::new(cx.roots.credentials().clone());
+    let opts = WalkOptions { include_hidden: args.include_hidden, respect_ignore: args.respect_ignore };
+    let cancel = cx.cancel.clone();
+
+    let (mut matches, files_searched, truncated) = blocking(move || {
+        let found: Mutex<Vec<Match>> = Mutex::new(Vec::new());
+        let count = AtomicUsize::new(0);
+        let searched = AtomicUsize::new(0);
+        let truncated = AtomicBool::new(false);
+        let mut open = cap_std::fs::OpenOptions::new();
+        open.read(true).follow(FollowSymlinks::No);
+        walk::builder(&base, &root_path, opts, credentials.clone()).build_parallel().run(|| {
+            let mut searcher = SearcherBuilder::new()
+                .binary_detection(BinaryDetection::quit(b'\x00'))
+                .line_number(true)
+                .build();
+            let matcher = &matcher;
+            let (found, count, searched, truncated) = (&found, &count, &searched, &truncated);
+            let (root_dir, root_path, credentials, base, name_glob, open, cancel) =
+                (&root_dir, &root_path, &credentials, &base, &name_glob, &open, &cancel);
+            Box::new(move |entry| {
+                if cancel.is_cancelled() || truncated.load(Ordering::Relaxed) {
+                    return WalkState::Quit;
+                }
+                let Some((abs, rel)) = walk::regular_file(entry, root_path, credentials) else {
+                    return WalkState::Continue;
+                };
+                if let Some((glob, by_name)) = name_glob {
+                    let hit = if *by_name {
+                        abs.file_name().is_some_and(|n| glob.is_match(n))
+                    } else {
+                        abs.strip_prefix(base).is_ok_and(|p| glob.is_match(p))
+                    };
+                    if !hit {
+                        return WalkState::Continue;
+                    }
+                }
+                let Ok(rel_path) = abs.strip_prefix(root_path) else { return WalkState::Continue };
+                // Opened beneath the root, never through a symlink.
+                let Ok(file) = root_dir.open_with(rel_path, open) else { return WalkState::Continue };
+                let file = file.into_std();
+                if file.metadata().map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) > 1) {
+                    return WalkState::Continue;
+                }
+                searched.fetch_add(1, Ordering::Relaxed);
+                let mut local = Vec::new();
+                let _ = searcher.search_file(
+                    matcher,
+                    &file,
+                    Lossy(|line, text| {
+                        if count.fetch_add(1, Ordering::Relaxed) >= max {
+                            truncated.store(true, Ordering::Relaxed);
+                            return Ok(false);
+                        }
+                        let text = text.trim_end_matches(['\n', '\r']);
+                        let text: String = text.chars().take(LINE_CHARS).collect();
+                        local.push(Match { path: rel.clone(), line: Some(line), text: Some(text) });
+                        Ok(true)
+                    }),
+                );
+                if !local.is_empty() {
+                    found.lock().expect("search results lock").extend(local);
+                }
+                WalkState::Continue
+            })
+        });
+        (
+            found.into_inner().expect("search results lock"),
+            searched.into_inner(),
+            truncated.into_inner(),
+        )
+    })
+    .await;
+    if cx.cancel.is_cancelled() {
+        return Err(ToolError::Cancelled);
+    }
+    matches.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+    let mut text = String::new();
+    for m in &matches {
+        text.push_str(&format!("{}:{}: {}\n", m.path, m.line.unwrap_or(0), m.text.as_deref().unwrap_or("")));
+    }
+    if matches.is_empty() {
+        text.push_str(&format!("no matches for {query:?} in {files_searched} files\n"));
+    }
+    if truncated {
+        text.push_str(&format!("[… more lines match; showing the first {max}. Narrow the query, glob or path]\n"));
+    }
+    let output = Output {
+        root: loc.root.name.clone(),
+        mode: "lines".into(),
+        matches,
+        files_searched,
+        truncated,
+    };
+    Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?))
+}

@@ -1,0 +1,46 @@
+//! `aether mcp-serve`: one MCP session over stdio, for a host that starts Aether itself.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use aether_pipeline::Transport;
+use aether_server::{AetherMcp, Mode, serve_stdio};
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+
+use crate::setup::{self, Common};
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// A root to serve, NAME=PATH[:ro|rw|sealed] (default mode ro); repeat for several.
+    #[arg(long = "root")]
+    roots: Vec<String>,
+    /// The agent this session acts as (an agent of aether.toml). Default: the default agent.
+    #[arg(long, default_value = aether_policy::config::DEFAULT_AGENT)]
+    agent: String,
+    /// Test-only: also serve the MCP conformance suite's fixtures.
+    #[arg(long, hide = true)]
+    conformance_fixtures: bool,
+}
+
+pub async fn run(args: Args) -> Result<ExitCode> {
+    setup::init_logging("warn");
+    let loaded = setup::load(&args.common)?;
+    let roots = setup::roots(&args.roots, &loaded, false)?;
+    // Without a configured store, keep it beside the first root: hosts often start servers
+    // from `/` or their own folder, which is no place for Aether's records.
+    let first_root = std::path::PathBuf::from(&roots[0].path);
+    let base = if args.common.config.is_some() || loaded.source != "embedded default" { loaded.base.clone() } else { first_root };
+    let url = setup::store_url(&args.common, &loaded, &base);
+    let store = setup::open_store(&url)?;
+    let pipeline = setup::pipeline(&loaded, &roots, store, args.conformance_fixtures).await?;
+    let _halt_watch = pipeline.watch_halt(Duration::from_millis(500));
+    let session = pipeline
+        .session(&args.agent, Transport::Stdio, format!("stdio-{}", std::process::id()))
+        .context("cannot start the session")?;
+    let mode = if args.conformance_fixtures { Mode::ConformanceFixtures } else { Mode::Shipped };
+    serve_stdio(AetherMcp::new(pipeline, session, mode)).await?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,63 @@
+//! The `aether` command line: parses flags, loads configuration, runs one subcommand, prints
+//! errors with their causes and picks the exit code. The only crate that uses `anyhow`.
+
+mod cmd;
+mod setup;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "aether", version, about = "Aether: a governed tool host for AI agents (MCP).")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve MCP over Streamable HTTP (and the admin API) on 127.0.0.1:8484.
+    Serve(cmd::serve::Args),
+    /// Serve MCP over stdio, for an MCP host that starts Aether itself (Claude Desktop, LM Studio).
+    McpServe(cmd::mcp_serve::Args),
+    /// Read and check the audit trail.
+    #[command(subcommand)]
+    Audit(cmd::audit::Command),
+    /// Emergency halt: no new call is admitted anywhere until `aether resume`.
+    Halt(cmd::halt::Args),
+    /// Lift an emergency halt.
+    Resume(cmd::halt::Args),
+    /// Inspect the tool catalog as an agent sees it.
+    #[command(subcommand)]
+    Tools(cmd::tools::Command),
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("aether: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => cmd::serve::run(args).await,
+            Command::McpServe(args) => cmd::mcp_serve::run(args).await,
+            Command::Audit(c) => cmd::audit::run(c).await,
+            Command::Halt(args) => cmd::halt::run(args, true).await,
+            Command::Resume(args) => cmd::halt::run(args, false).await,
+            Command::Tools(c) => cmd::tools::run(c).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("aether: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! From flags and `aether.toml` to a running pipeline: find and check the configuration, open
+//! the roots and the store, build the catalog.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use aether_pipeline::{Pipeline, Settings};
+use aether_policy::config::RawConfig;
+use aether_policy::paths::{RootMode, RootSpec};
+use aether_store::Store;
+use aether_tools::{Roots, Tool};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+/// Flags every subcommand that opens the store shares.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Common {
+    /// The configuration file. Default: ./aether.toml if it exists, else the embedded default.
+    #[arg(long, global = true, env = "AETHER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Where the store lives: sqlite://PATH. Default: .aether/aether.db beside the configuration
+    /// (or in the current folder).
+    #[arg(long = "store", alias = "database-url", global = true, env = "AETHER_STORE")]
+    pub store: Option<String>,
+}
+
+/// The configuration as loaded, and the folder relative paths in it start from.
+pub struct Loaded {
+    pub raw: RawConfig,
+    pub base: PathBuf,
+    pub source: String,
+}
+
+pub fn load(common: &Common) -> Result<Loaded> {
+    let cwd = std::env::current_dir().context("cannot read the current folder")?;
+    let path = match &common.config {
+        Some(p) => Some(p.clone()),
+        None => Some(cwd.join("aether.toml")).filter(|p| p.exists()),
+    };
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let raw = RawConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
+            let base = path.parent().map(Path::to_path_buf).filter(|p| !p.as_os_str().is_empty()).unwrap_or(cwd);
+            Ok(Loaded { raw, base, source: path.display().to_string() })
+        }
+        None => Ok(Loaded { raw: RawConfig::default(), base: cwd, source: "embedded default".into() }),
+    }
+}
+
+/// The store URL: the flag, then the configuration, then `.aether/aether.db` under `base`.
+pub fn store_url(common: &Common, loaded: &Loaded, base: &Path) -> String {
+    if let Some(url) = &common.store {
+        return url.clone();
+    }
+    if let Some(url) = &loaded.raw.store.url {
+        return match url.strip_prefix("sqlite://") {
+            Some(p) if Path::new(p).is_relative() => format!("sqlite://{}", loaded.base.join(p).display()),
+            _ => url.clone(),
+        };
+    }
+    format!("sqlite://{}", base.join(".aether").join("aether.db").display())
+}
+
+pub fn open_store(url: &str) -> Result<Store> {
+    Store::open_url(url).with_context(|| format!("cannot open the store {url}"))
+}
+
+/// Roots from the configuration, paths relative to its folder.
+pub fn configured_roots(loaded: &Loaded) -> Vec<RootSpec> {
+    loaded
+        .raw
+        .roots
+        .iter()
+        .map(|(name, r)| RootSpec {
+            name: name.clone(),
+            path: loaded.base.join(&r.path).display().to_string(),
+            mode: r.mode,
+        })
+        .collect()
+}
+
+/// `--root` flags, or the configured roots, or (for `serve`) the current folder.
+pub fn roots(flags: &[String], loaded: &Loaded, default_to_cwd: bool) -> Result<Vec<RootSpec>> {
+    let mut specs = Vec::new();
+    for flag in flags {
+        specs.push(RootSpec::parse(flag, RootMode::ReadOnly).map_err(anyhow::Error::msg)?);
+    }
+    if specs.is_empty() {
+        specs = configured_roots(loaded);
+    }
+    if specs.is_empty() {
+        if !default_to_cwd {
+            bail!("no roots: give --root NAME=PATH[:ro|rw|sealed], or [roots.NAME] in aether.toml");
+        }
+        let cwd = std::env::current_dir().context("cannot read the current folder")?;
+        specs.push(RootSpec { name: "workspace".into(), path: cwd.display().to_string(), mode: RootMode::ReadWrite });
+    }
+    Ok(specs)
+}
+
+/// Every tool this process serves.
+pub fn tools(fixtures: bool) -> Vec<Arc<dyn Tool>> {
+    let mut tools = aether_tools::builtin_tools();
+    if fixtures {
+        tools.extend(aether_tools::fixtures::tools());
+    }
+    tools
+}
+
+/// Builds the pipeline. In fixtures mode every agent also reaches the conformance group.
+pub async fn pipeline(loaded: &Loaded, roots: &[RootSpec], store: Store, fixtures: bool) -> Result<Arc<Pipeline>> {
+    let roots = Roots::open(roots).context("cannot open the roots")?;
+    let mut agents = loaded.raw.agent_profiles();
+    if fixtures {
+        for agent in agents.values_mut() {
+            agent
+                .mcp_servers
+                .get_or_insert_with(Default::default)
+                .insert(aether_policy::tool::groups::CONFORMANCE.to_string());
+        }
+    }
+    let pipeline = Pipeline::new(Settings {
+        agents,
+        roots,
+        limits: loaded.raw.limits.clone(),
+        store,
+        tools: tools(fixtures),
+    })
+    .await
+    .context("cannot start the pipeline")?;
+    Ok(Arc::new(pipeline))
+}
+
+/// Logs go to stderr (stdout may be the MCP transport). `RUST_LOG` overrides the default.
+pub fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+/// Who is running this command, for the "by" of a change.
+pub fn operator() -> String {
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    format!("{user} (cli)")
+}

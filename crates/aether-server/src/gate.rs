@@ -1,0 +1,110 @@
+//! The gate in front of every HTTP handler: the exact `Host` this listener answers to, and,
+//! when a request carries an `Origin`, this listener's own origin. A page on another site that
+//! resolves its name to 127.0.0.1 (DNS rebinding) sends its own `Host` and `Origin`, and is
+//! turned away here, before MCP or the admin API sees anything.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use http::header::{CONTENT_TYPE, HOST, ORIGIN};
+
+#[derive(Clone, Debug)]
+pub struct HostGate {
+    hosts: Arc<Vec<String>>,
+    origins: Arc<Vec<String>>,
+}
+
+impl HostGate {
+    /// The hosts a listener on `addr` answers to: its own address, and the loopback names
+    /// when it listens on loopback.
+    pub fn for_addr(addr: SocketAddr) -> HostGate {
+        let port = addr.port();
+        let mut hosts = Vec::new();
+        if !addr.ip().is_unspecified() {
+            hosts.push(match addr {
+                SocketAddr::V4(a) => format!("{}:{port}", a.ip()),
+                SocketAddr::V6(a) => format!("[{}]:{port}", a.ip()),
+            });
+        }
+        if addr.ip().is_loopback() || addr.ip().is_unspecified() {
+            for name in ["localhost", "127.0.0.1", "[::1]"] {
+                let h = format!("{name}:{port}");
+                if !hosts.contains(&h) {
+                    hosts.push(h);
+                }
+            }
+        }
+        let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
+        HostGate { hosts: Arc::new(hosts), origins: Arc::new(origins) }
+    }
+
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+
+    pub fn origins(&self) -> &[String] {
+        &self.origins
+    }
+
+    /// Why a request with these headers is refused, if it is.
+    pub fn refuse(&self, host: Option<&str>, origin: Option<&str>) -> Option<String> {
+        let Some(host) = host else {
+            return Some("the request has no Host header".into());
+        };
+        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Some(format!("Host {host:?} is not this server"));
+        }
+        match origin {
+            Some(o) if !self.origins.iter().any(|allowed| allowed.eq_ignore_ascii_case(o)) => {
+                Some(format!("Origin {o:?} is not this server's"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Axum middleware applying the gate.
+pub async fn guard(State(gate): State<HostGate>, request: Request, next: Next) -> Response {
+    let refusal = {
+        let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+        gate.refuse(header(HOST), header(ORIGIN))
+    };
+    if let Some(why) = refusal {
+        tracing::warn!(%why, path = %request.uri().path(), "request refused at the gate");
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "error": {"code": -32000, "message": format!("Forbidden: {why}")},
+            "id": null
+        });
+        return Response::builder()
+            .status(StatusCode::FORBIDDEN)
+            .header(CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap_or_else(|_| StatusCode::FORBIDDEN.into_response());
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_listener_answers_to_its_names_only() {
+        let gate = HostGate::for_addr("127.0.0.1:8484".parse().unwrap());
+        assert_eq!(gate.refuse(Some("127.0.0.1:8484"), None), None);
+        assert_eq!(gate.refuse(Some("LOCALHOST:8484"), Some("http://localhost:8484")), None);
+        assert!(gate.refuse(Some("evil.example.com"), None).is_some());
+        assert!(gate.refuse(Some("127.0.0.1:8485"), None).is_some(), "another port");
+        assert!(gate.refuse(Some("127.0.0.1"), None).is_some(), "no port");
+        assert!(gate.refuse(None, None).is_some());
+        assert!(gate.refuse(Some("127.0.0.1:8484"), Some("http://evil.example.com")).is_some());
+        assert!(gate.refuse(Some("127.0.0.1:8484"), Some("https://127.0.0.1:8484")).is_some(), "scheme");
+        assert!(gate.refuse(Some("127.0.0.1:8484"), Some("null")).is_some());
+    }
+}

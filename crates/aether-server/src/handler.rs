@@ -1,0 +1,343 @@
+//! The MCP server handler: one per MCP session, bound to that session's context.
+//!
+//! `tools/list` is the session's filtered catalog and nothing else; `tools/call` goes through
+//! [`Pipeline::call`]. Resources are Aether's own (`aether://capabilities`, the caller's audit
+//! events) plus, in the test-only fixtures mode, the conformance suite's.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use aether_pipeline::{CallOutcome, Pipeline, SessionContext, capabilities};
+use aether_policy::ToolDef;
+use aether_policy::decision::Step;
+use aether_tools::Content;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, ErrorData, GetPromptRequestParams, GetPromptResponse, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::fixtures;
+use crate::link::{McpClientLink, SessionLogLevel};
+
+/// What the handler serves besides Aether's own tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The product as it ships.
+    Shipped,
+    /// Test-only: also the conformance suite's resources, prompts and completions. (Its
+    /// fixture *tools* are ordinary catalog tools; see `aether_tools::fixtures`.)
+    ConformanceFixtures,
+}
+
+/// The protocol versions Aether negotiates, newest first.
+pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2024_11_05,
+];
+
+#[derive(Clone)]
+pub struct AetherMcp {
+    pipeline: Arc<Pipeline>,
+    session: SessionContext,
+    log_level: SessionLogLevel,
+    mode: Mode,
+}
+
+impl AetherMcp {
+    pub fn new(pipeline: Arc<Pipeline>, session: SessionContext, mode: Mode) -> AetherMcp {
+        AetherMcp { pipeline, session, log_level: SessionLogLevel::default(), mode }
+    }
+
+    fn fixtures(&self) -> bool {
+        self.mode == Mode::ConformanceFixtures
+    }
+}
+
+/// An MCP tool entry for a definition.
+pub fn mcp_tool(def: &ToolDef) -> Tool {
+    let object = |v: &Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let mut tool = Tool::new(def.name.clone(), def.description.clone(), object(&def.input_schema))
+        .with_title(def.title.clone());
+    if def.output_schema.get("properties").is_some() {
+        tool = tool.with_raw_output_schema(object(&def.output_schema));
+    }
+    let annotations = rmcp::model::ToolAnnotations::with_title(def.title.clone())
+        .read_only(def.meta.read_only)
+        .destructive(def.meta.destructive)
+        .idempotent(def.meta.idempotent)
+        .open_world(def.meta.reaches_network);
+    let meta = json!({
+        "aether/group": def.group,
+        "aether/tier": def.tier,
+        "aether/risk": def.meta.risk,
+        "aether/needsConfirmation": def.meta.needs_confirmation,
+        "aether/definition": def.digest().to_string(),
+    });
+    tool.with_annotations(annotations)
+        .with_meta(serde_json::from_value(meta).unwrap_or_default())
+}
+
+fn blocks(content: Vec<Content>) -> Vec<ContentBlock> {
+    content
+        .into_iter()
+        .map(|c| match c {
+            Content::Text(t) => ContentBlock::text(t),
+            Content::Image { data_base64, mime_type } => ContentBlock::image(data_base64, mime_type),
+            Content::Audio { data_base64, mime_type } => ContentBlock::audio(data_base64, mime_type),
+            Content::Resource { uri, mime_type, text, blob_base64 } => {
+                let resource = match (text, blob_base64) {
+                    (Some(text), _) => json!({"uri": uri, "mimeType": mime_type, "text": text}),
+                    (None, blob) => json!({"uri": uri, "mimeType": mime_type, "blob": blob.unwrap_or_default()}),
+                };
+                serde_json::from_value(json!({"type": "resource", "resource": resource}))
+                    .unwrap_or_else(|_| ContentBlock::text(format!("[resource {uri}]")))
+            }
+        })
+        .collect()
+}
+
+fn error_result(text: String, call_id: &str) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    result.meta = serde_json::from_value(json!({"aether/callId": call_id})).ok();
+    result
+}
+
+/// The `resources/read` answer for a URI of `aether://…`.
+async fn read_aether(me: &AetherMcp, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+    let text = if uri == "aether://capabilities" {
+        capabilities(me.pipeline.catalog()).to_string()
+    } else if let Some(query) = uri.strip_prefix("aether://audit/events") {
+        let query = query.strip_prefix('?').unwrap_or(query);
+        let mut cursor = None;
+        let mut limit = 50;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("cursor", v)) => {
+                    cursor = Some(v.parse::<i64>().map_err(|_| ErrorData::invalid_params(format!("cursor {v:?} is not a number"), None))?)
+                }
+                Some(("limit", v)) => {
+                    limit = v.parse::<usize>().map_err(|_| ErrorData::invalid_params(format!("limit {v:?} is not a number"), None))?
+                }
+                _ => return Err(ErrorData::invalid_params(format!("unknown query parameter in {uri:?}"), None)),
+            }
+        }
+        let events = me
+            .pipeline
+            .audit_events(&me.session, cursor, limit)
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("audit could not be read: {e}"), None))?;
+        let next = events.last().map(|e| e.seq);
+        json!({"events": events, "next_cursor": next}).to_string()
+    } else {
+        return Err(ErrorData::resource_not_found(format!("no resource {uri:?}"), None));
+    };
+    Ok(serde_json::from_value(json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?)
+}
+
+impl ServerHandler for AetherMcp {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = json!({
+            "tools": {"listChanged": true},
+            "resources": {"listChanged": false},
+            "logging": {},
+        });
+        if self.fixtures() {
+            capabilities["resources"] = json!({"subscribe": true, "listChanged": true});
+            capabilities["prompts"] = json!({"listChanged": true});
+            capabilities["completions"] = json!({});
+        }
+        let info = json!({
+            "protocolVersion": ProtocolVersion::V_2025_11_25,
+            "capabilities": capabilities,
+            "serverInfo": {"name": "aether", "title": "Aether", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": "Aether serves governed tools: every call is checked, receipted before it runs and audited after. \
+                 Workspace tools take paths relative to a root; call list_roots first.",
+        });
+        serde_json::from_value::<InitializeResult>(info).expect("the server info is well-formed")
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.pipeline.offered(&self.session).into_iter().map(mcp_tool).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let link = Arc::new(McpClientLink {
+            peer: context.peer.clone(),
+            progress_token: context.meta.get_progress_token(),
+            log_level: self.log_level.clone(),
+        });
+        let result = self
+            .pipeline
+            .call(&self.session, &request.name, request.arguments, link, context.ct.clone())
+            .await;
+        let call_id = result.call_id;
+        let response = match result.outcome {
+            CallOutcome::Ran(out) => {
+                let mut r = if out.is_error {
+                    CallToolResult::error(blocks(out.content))
+                } else {
+                    CallToolResult::success(blocks(out.content))
+                };
+                if !out.is_error {
+                    r.structured_content = out.structured;
+                }
+                r.meta = serde_json::from_value(json!({"aether/callId": call_id})).ok();
+                r
+            }
+            CallOutcome::Refused(r) if r.step == Step::UnknownTool => {
+                return Err(ErrorData::invalid_params(
+                    format!("mcp-tool-not-implemented: {}", r.reason),
+                    Some(json!({"code": "mcp-tool-not-implemented", "callId": call_id})),
+                ));
+            }
+            CallOutcome::Refused(r) => error_result(format!("Refused by Aether ({}, {}): {}", r.step, r.rule, r.reason), &call_id),
+            CallOutcome::Cancelled { timed_out: true } => error_result(
+                "The call ran out of time and was stopped; try a narrower request".into(),
+                &call_id,
+            ),
+            CallOutcome::Cancelled { timed_out: false } => {
+                return Err(ErrorData::internal_error("the call was cancelled", Some(json!({"callId": call_id}))));
+            }
+            CallOutcome::Failed(message) => error_result(format!("Aether could not complete the call: {message}"), &call_id),
+        };
+        Ok(response.into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.set(request.level);
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut resources = vec![json!({
+            "uri": "aether://capabilities",
+            "name": "capabilities",
+            "title": "Aether capabilities",
+            "description": "Each capability with its status in this build and whether MCP clients can reach it.",
+            "mimeType": "application/json"
+        })];
+        if self.fixtures() {
+            resources.extend(fixtures::resources());
+        }
+        serde_json::from_value(json!({"resources": resources})).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut templates = vec![json!({
+            "uriTemplate": "aether://audit/events{?cursor,limit}",
+            "name": "audit-events",
+            "title": "Your audit events",
+            "description": "Audit rows of your own calls, oldest first, after `cursor` (a sequence number).",
+            "mimeType": "application/json"
+        })];
+        if self.fixtures() {
+            templates.extend(fixtures::resource_templates());
+        }
+        serde_json::from_value(json!({"resourceTemplates": templates})).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if self.fixtures() && let Some(found) = fixtures::read_resource(&request.uri) {
+            return found.map(Into::into);
+        }
+        read_aether(self, &request.uri).await.map(Into::into)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.fixtures() && fixtures::read_resource(&request.uri).is_some() {
+            return Ok(());
+        }
+        Err(ErrorData::invalid_params(format!("{:?} cannot be subscribed to", request.uri), None))
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.fixtures() && fixtures::read_resource(&request.uri).is_some() {
+            return Ok(());
+        }
+        Err(ErrorData::invalid_params(format!("{:?} cannot be subscribed to", request.uri), None))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if self.fixtures() {
+            return serde_json::from_value(json!({"prompts": fixtures::prompts()}))
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None));
+        }
+        Err(ErrorData::method_not_found::<rmcp::model::ListPromptsRequestMethod>())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if self.fixtures() {
+            return fixtures::get_prompt(&request.name, request.arguments.unwrap_or_default()).map(Into::into);
+        }
+        Err(ErrorData::method_not_found::<rmcp::model::GetPromptRequestMethod>())
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        if self.fixtures() {
+            return serde_json::from_value(json!({"completion": {"values": [], "total": 0, "hasMore": false}}))
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None));
+        }
+        Err(ErrorData::method_not_found::<rmcp::model::CompleteRequestMethod>())
+    }
+}

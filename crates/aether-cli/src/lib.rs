@@ -36,7 +36,14 @@ enum Command {
 /// Runs the command line and returns the process exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One stdio session is one stream of messages: a single-threaded runtime answers it with
+    // fewer cross-thread wake-ups (file work still goes to the blocking pool). Everything else
+    // serves many clients at once and gets a worker per core.
+    let mut builder = match cli.command {
+        Command::McpServe(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("aether: cannot start the async runtime: {e}");

@@ -62,10 +62,10 @@ impl Draft {
         &self.event.call_id
     }
 
-    pub fn tool_known(&mut self, def: &ToolDef) {
+    pub fn tool_known(&mut self, def: &ToolDef, digest: Digest) {
         self.tier = def.tier;
         self.event.tier = def.tier.as_str().into();
-        self.event.definition = Some(def.digest().to_string());
+        self.event.definition = Some(digest.to_string());
     }
 
     pub fn arguments(&mut self, args: &Value, tier: Tier) {

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use aether_policy::{Digest, ToolDef};
 use aether_tools::Tool;
 use serde_json::Value;
 
@@ -15,17 +16,30 @@ pub enum CatalogError {
     Malformed { name: String, problems: Vec<String> },
 }
 
+/// One tool of the catalog, with what is computed once for it.
+pub struct Entry {
+    pub tool: Arc<dyn Tool>,
+    /// The digest of its definition (what the registry binds approvals to).
+    pub digest: Digest,
+    validator: jsonschema::Validator,
+}
+
+impl Entry {
+    pub fn def(&self) -> &ToolDef {
+        self.tool.def()
+    }
+}
+
 pub struct Catalog {
-    tools: Vec<Arc<dyn Tool>>,
+    entries: Vec<Entry>,
     index: HashMap<String, usize>,
-    validators: Vec<jsonschema::Validator>,
 }
 
 impl Catalog {
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Catalog, CatalogError> {
         let mut index = HashMap::new();
-        let mut validators = Vec::with_capacity(tools.len());
-        for (i, tool) in tools.iter().enumerate() {
+        let mut entries = Vec::with_capacity(tools.len());
+        for (i, tool) in tools.into_iter().enumerate() {
             let def = tool.def();
             if index.insert(def.name.clone(), i).is_some() {
                 return Err(CatalogError::Duplicate(def.name.clone()));
@@ -36,32 +50,34 @@ impl Catalog {
                     problems.push(format!("{which} schema is not valid JSON Schema: {e}"));
                 }
             }
-            match jsonschema::validator_for(&def.input_schema) {
-                Ok(v) if problems.is_empty() => validators.push(v),
-                Ok(_) => {}
-                Err(e) => problems.push(format!("input schema does not compile: {e}")),
-            }
-            if !problems.is_empty() {
-                return Err(CatalogError::Malformed { name: def.name.clone(), problems });
-            }
+            let validator = match jsonschema::validator_for(&def.input_schema) {
+                Ok(v) if problems.is_empty() => v,
+                Ok(_) => return Err(CatalogError::Malformed { name: def.name.clone(), problems }),
+                Err(e) => {
+                    problems.push(format!("input schema does not compile: {e}"));
+                    return Err(CatalogError::Malformed { name: def.name.clone(), problems });
+                }
+            };
+            let digest = def.digest();
+            entries.push(Entry { tool, digest, validator });
         }
-        Ok(Catalog { tools, index, validators })
+        Ok(Catalog { entries, index })
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.index.get(name).map(|&i| &self.tools[i])
+    pub fn get(&self, name: &str) -> Option<&Entry> {
+        self.index.get(name).map(|&i| &self.entries[i])
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.iter()
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
     }
 
     pub fn len(&self) -> usize {
-        self.tools.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.entries.is_empty()
     }
 
     /// Checks `args` against the tool's input schema; the error names up to five problems,
@@ -70,7 +86,7 @@ impl Catalog {
         let Some(&i) = self.index.get(name) else {
             return Err(format!("no tool named {name:?}"));
         };
-        let validator = &self.validators[i];
+        let validator = &self.entries[i].validator;
         if validator.is_valid(args) {
             return Ok(());
         }

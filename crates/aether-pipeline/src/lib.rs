@@ -26,15 +26,16 @@ use std::time::{Duration, Instant};
 use aether_policy::config::Limits;
 use aether_policy::decision::{Refusal, Step};
 use aether_policy::registry::RegistryEntry;
-use aether_policy::{AgentProfile, Digest, Hidden, Offer, RegistryState, RegistryView, Tier, ToolDef};
+use aether_policy::{AgentProfile, Digest, Hidden, Offer, RegistryState, RegistryView, Tier};
 use aether_store::{AdmissionReceipt, AuditQuery, AuditRecord, BuiltinDefinition, ReceiptOutcome, Store};
 use aether_tools::{CallContext, ClientLink, Content, Roots, Tool, ToolError, ToolOutput};
+
 use futures::FutureExt;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 pub use capabilities::capabilities;
-pub use catalog::{Catalog, CatalogError};
+pub use catalog::{Catalog, CatalogError, Entry};
 pub use session::{SessionContext, Transport};
 
 /// Everything the pipeline is built from.
@@ -95,7 +96,7 @@ impl Pipeline {
             .iter()
             .map(|t| BuiltinDefinition {
                 name: t.def().name.clone(),
-                digest: t.def().digest().to_string(),
+                digest: t.digest.to_string(),
                 definition: serde_json::to_string(t.def()).unwrap_or_default(),
             })
             .collect();
@@ -174,20 +175,21 @@ impl Pipeline {
 
     /// Whether `def` is offered to this session, and if not, why not. The same checks, in the
     /// same order, as a call's steps 3–5: offered equals runnable.
-    pub fn offer(&self, ctx: &SessionContext, def: &ToolDef) -> Offer {
-        if let Err(hidden) = self.registry().admits(def) {
+    pub fn offer(&self, ctx: &SessionContext, entry: &Entry) -> Offer {
+        if let Err(hidden) = self.registry().admits(&entry.def().name, entry.digest) {
             return Offer::Hidden(hidden);
         }
-        ctx.agent.offer(def, &ctx.groups)
+        ctx.agent.offer(entry.def(), &ctx.groups)
     }
 
     /// The session's catalog: every tool it may call, in catalog order.
-    pub fn offered(&self, ctx: &SessionContext) -> Vec<&ToolDef> {
+    pub fn offered(&self, ctx: &SessionContext) -> Vec<&Entry> {
         let registry = self.registry();
         self.catalog
             .iter()
-            .map(|t| t.def())
-            .filter(|def| registry.admits(def).is_ok() && ctx.agent.offer(def, &ctx.groups) == Offer::Offered)
+            .filter(|e| {
+                registry.admits(&e.def().name, e.digest).is_ok() && ctx.agent.offer(e.def(), &ctx.groups) == Offer::Offered
+            })
             .collect()
     }
 
@@ -235,13 +237,13 @@ impl Pipeline {
             return refuse(Step::Halt, "halt", "Aether is halted by an operator; no calls are admitted until it is resumed");
         }
         // Unknown tool: refused before anything else is looked at.
-        let Some(tool) = self.catalog.get(tool_name) else {
+        let Some(entry) = self.catalog.get(tool_name) else {
             return refuse(Step::UnknownTool, "catalog", format!("no tool named {tool_name:?}"));
         };
-        let def = tool.def();
-        draft.tool_known(def);
+        let def = entry.def();
+        draft.tool_known(def, entry.digest);
         // 3. Registry.
-        if let Err(hidden) = self.registry().admits(def) {
+        if let Err(hidden) = self.registry().admits(&def.name, entry.digest) {
             return refuse(Step::Registry, format!("registry:{}", registry_rule(&hidden)), hidden.explain(&def.name, &ctx.agent.name));
         }
         // 4, 5. Connection and capability layers.
@@ -284,7 +286,7 @@ impl Pipeline {
             transport: ctx.transport.as_str().into(),
             agent: ctx.agent.name.clone(),
             tool: def.name.clone(),
-            definition: def.digest().to_string(),
+            definition: entry.digest.to_string(),
             arguments: draft.arguments_digest().to_string(),
             decision: "admitted".into(),
         };
@@ -312,7 +314,7 @@ impl Pipeline {
             client,
         };
         let limit = Duration::from_secs(self.limits.tool_seconds);
-        let run = AssertUnwindSafe(tool.call(cx, args)).catch_unwind();
+        let run = AssertUnwindSafe(entry.tool.call(cx, args)).catch_unwind();
         tokio::select! {
             biased;
             _ = cancel.cancelled() => CallOutcome::Cancelled { timed_out: false },

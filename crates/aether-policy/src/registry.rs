@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::Hidden;
 use crate::canon::Digest;
-use crate::tool::ToolDef;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -59,15 +58,16 @@ impl RegistryView {
         self.entries.get(name)
     }
 
-    /// Whether the registry lets `def`, as it is now, be offered and run.
-    pub fn admits(&self, def: &ToolDef) -> Result<(), Hidden> {
-        let Some(entry) = self.entries.get(&def.name) else {
+    /// Whether the registry lets the tool `name`, whose live definition has `digest`, be
+    /// offered and run.
+    pub fn admits(&self, name: &str, digest: Digest) -> Result<(), Hidden> {
+        let Some(entry) = self.entries.get(name) else {
             return Err(Hidden::Unapproved);
         };
         match entry.state {
             RegistryState::Withdrawn => Err(Hidden::Withdrawn),
             RegistryState::Unapproved => Err(Hidden::Unapproved),
-            RegistryState::Approved if entry.approved == Some(def.digest()) => Ok(()),
+            RegistryState::Approved if entry.approved == Some(digest) => Ok(()),
             RegistryState::Approved => Err(Hidden::DefinitionChanged),
         }
     }

@@ -7,8 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use aether_pipeline::{CallOutcome, Pipeline, SessionContext, capabilities};
-use aether_policy::ToolDef;
+use aether_pipeline::{CallOutcome, Entry, Pipeline, SessionContext, capabilities};
 use aether_policy::decision::Step;
 use aether_tools::Content;
 use rmcp::model::{
@@ -62,8 +61,9 @@ impl AetherMcp {
     }
 }
 
-/// An MCP tool entry for a definition.
-pub fn mcp_tool(def: &ToolDef) -> Tool {
+/// An MCP tool entry for a catalog entry.
+pub fn mcp_tool(entry: &Entry) -> Tool {
+    let def = entry.def();
     let object = |v: &Value| Arc::new(v.as_object().cloned().unwrap_or_default());
     let mut tool = Tool::new(def.name.clone(), def.description.clone(), object(&def.input_schema))
         .with_title(def.title.clone());
@@ -80,7 +80,7 @@ pub fn mcp_tool(def: &ToolDef) -> Tool {
         "aether/tier": def.tier,
         "aether/risk": def.meta.risk,
         "aether/needsConfirmation": def.meta.needs_confirmation,
-        "aether/definition": def.digest().to_string(),
+        "aether/definition": entry.digest.to_string(),
     });
     tool.with_annotations(annotations)
         .with_meta(serde_json::from_value(meta).unwrap_or_default())

@@ -41,13 +41,14 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         let functions: Vec<_> = pipeline
             .offered(&ctx)
             .into_iter()
+            .map(|e| e.def())
             .map(|d| json!({"type": "function", "function": {"name": d.name, "description": d.description, "parameters": d.input_schema}}))
             .collect();
         println!("{}", serde_json::to_string_pretty(&functions)?);
     } else {
-        for tool in pipeline.catalog().iter() {
-            let def = tool.def();
-            match pipeline.offer(&ctx, def) {
+        for entry in pipeline.catalog().iter() {
+            let def = entry.def();
+            match pipeline.offer(&ctx, entry) {
                 Offer::Offered => println!("offered  {:<22} {:<10} {}", def.name, def.tier.as_str(), def.group),
                 Offer::Hidden(h) => println!("hidden   {:<22} {}", def.name, h.explain(&def.name, &args.agent)),
             }

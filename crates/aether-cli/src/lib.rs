@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "aether", version, about = "Aether: a governed tool host for AI agents (MCP).")]
+#[command(
+    name = "aether",
+    version,
+    about = "Aether: a governed tool host for AI agents (MCP)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -20,7 +20,12 @@ pub struct Common {
     pub config: Option<PathBuf>,
     /// Where the store lives: sqlite://PATH. Default: .aether/aether.db beside the configuration
     /// (or in the current folder).
-    #[arg(long = "store", alias = "database-url", global = true, env = "AETHER_STORE")]
+    #[arg(
+        long = "store",
+        alias = "database-url",
+        global = true,
+        env = "AETHER_STORE"
+    )]
     pub store: Option<String>,
 }
 
@@ -39,12 +44,25 @@ pub fn load(common: &Common) -> Result<Loaded> {
     };
     match path {
         Some(path) => {
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             let raw = RawConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
-            let base = path.parent().map(Path::to_path_buf).filter(|p| !p.as_os_str().is_empty()).unwrap_or(cwd);
-            Ok(Loaded { raw, base, source: path.display().to_string() })
+            let base = path
+                .parent()
+                .map(Path::to_path_buf)
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(cwd);
+            Ok(Loaded {
+                raw,
+                base,
+                source: path.display().to_string(),
+            })
         }
-        None => Ok(Loaded { raw: RawConfig::default(), base: cwd, source: "embedded default".into() }),
+        None => Ok(Loaded {
+            raw: RawConfig::default(),
+            base: cwd,
+            source: "embedded default".into(),
+        }),
     }
 }
 
@@ -55,11 +73,16 @@ pub fn store_url(common: &Common, loaded: &Loaded, base: &Path) -> String {
     }
     if let Some(url) = &loaded.raw.store.url {
         return match url.strip_prefix("sqlite://") {
-            Some(p) if Path::new(p).is_relative() => format!("sqlite://{}", loaded.base.join(p).display()),
+            Some(p) if Path::new(p).is_relative() => {
+                format!("sqlite://{}", loaded.base.join(p).display())
+            }
             _ => url.clone(),
         };
     }
-    format!("sqlite://{}", base.join(".aether").join("aether.db").display())
+    format!(
+        "sqlite://{}",
+        base.join(".aether").join("aether.db").display()
+    )
 }
 
 pub fn open_store(url: &str) -> Result<Store> {
@@ -94,7 +117,11 @@ pub fn roots(flags: &[String], loaded: &Loaded, default_to_cwd: bool) -> Result<
             bail!("no roots: give --root NAME=PATH[:ro|rw|sealed], or [roots.NAME] in aether.toml");
         }
         let cwd = std::env::current_dir().context("cannot read the current folder")?;
-        specs.push(RootSpec { name: "workspace".into(), path: cwd.display().to_string(), mode: RootMode::ReadWrite });
+        specs.push(RootSpec {
+            name: "workspace".into(),
+            path: cwd.display().to_string(),
+            mode: RootMode::ReadWrite,
+        });
     }
     Ok(specs)
 }
@@ -109,7 +136,12 @@ pub fn tools(fixtures: bool) -> Vec<Arc<dyn Tool>> {
 }
 
 /// Builds the pipeline. In fixtures mode every agent also reaches the conformance group.
-pub async fn pipeline(loaded: &Loaded, roots: &[RootSpec], store: Store, fixtures: bool) -> Result<Arc<Pipeline>> {
+pub async fn pipeline(
+    loaded: &Loaded,
+    roots: &[RootSpec],
+    store: Store,
+    fixtures: bool,
+) -> Result<Arc<Pipeline>> {
     let roots = Roots::open(roots).context("cannot open the roots")?;
     let mut agents = loaded.raw.agent_profiles();
     if fixtures {
@@ -136,11 +168,17 @@ pub async fn pipeline(loaded: &Loaded, roots: &[RootSpec], store: Store, fixture
 pub fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }
 
 /// Who is running this command, for the "by" of a change.
 pub fn operator() -> String {
-    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
     format!("{user} (cli)")
 }

@@ -105,7 +105,9 @@ impl AgentProfile {
             return Offer::Offered;
         }
         if !groups.contains(&tool.group) {
-            return Offer::Hidden(Hidden::GroupNotAllowed { group: tool.group.clone() });
+            return Offer::Hidden(Hidden::GroupNotAllowed {
+                group: tool.group.clone(),
+            });
         }
         match &self.tools {
             Some(list) if !list.contains(&tool.name) => Offer::Hidden(Hidden::NotInToolList),
@@ -180,7 +182,10 @@ mod tests {
         assert_eq!(offered(&a), ["read_file"]);
         let cat = catalog();
         let groups = a.groups(|n| cat.iter().find(|t| t.name == n).map(|t| t.group.as_str()));
-        assert_eq!(a.offer(&cat[1], &groups), Offer::Hidden(Hidden::NotInToolList));
+        assert_eq!(
+            a.offer(&cat[1], &groups),
+            Offer::Hidden(Hidden::NotInToolList)
+        );
     }
 
     #[test]

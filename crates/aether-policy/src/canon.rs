@@ -90,7 +90,10 @@ mod tests {
         let a = json!({"b": 1, "a": {"y": [1, {"q": 2, "p": 1}], "x": null}});
         let b = json!({"a": {"x": null, "y": [1, {"p": 1, "q": 2}]}, "b": 1});
         assert_eq!(canonical_json(&a), canonical_json(&b));
-        assert_eq!(canonical_json(&a), r#"{"a":{"x":null,"y":[1,{"p":1,"q":2}]},"b":1}"#);
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":null,"y":[1,{"p":1,"q":2}]},"b":1}"#
+        );
     }
 
     #[test]

@@ -47,7 +47,10 @@ pub struct ServerSection {
 
 impl Default for ServerSection {
     fn default() -> Self {
-        ServerSection { listen: default_listen(), http_agent: default_agent() }
+        ServerSection {
+            listen: default_listen(),
+            http_agent: default_agent(),
+        }
     }
 }
 
@@ -152,8 +155,9 @@ impl std::error::Error for ConfigError {}
 
 impl RawConfig {
     pub fn parse(text: &str) -> Result<RawConfig, ConfigError> {
-        let raw: RawConfig =
-            toml::from_str(text).map_err(|e| ConfigError { problems: vec![e.to_string()] })?;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+            problems: vec![e.to_string()],
+        })?;
         raw.validate()?;
         Ok(raw)
     }
@@ -168,7 +172,9 @@ impl RawConfig {
         }
         for (name, root) in &self.roots {
             if !is_root_name(name) {
-                problems.push(format!("roots.{name}: a root name is 1-64 of A-Z a-z 0-9 _ -"));
+                problems.push(format!(
+                    "roots.{name}: a root name is 1-64 of A-Z a-z 0-9 _ -"
+                ));
             }
             if root.path.trim().is_empty() {
                 problems.push(format!("roots.{name}.path is empty"));
@@ -183,11 +189,15 @@ impl RawConfig {
         }
         for (name, agent) in &self.agents {
             if !is_root_name(name) {
-                problems.push(format!("agents.{name}: an agent name is 1-64 of A-Z a-z 0-9 _ -"));
+                problems.push(format!(
+                    "agents.{name}: an agent name is 1-64 of A-Z a-z 0-9 _ -"
+                ));
             }
             for (i, g) in agent.mcp_servers.iter().flatten().enumerate() {
                 if !is_group_key(g) {
-                    problems.push(format!("agents.{name}.mcp_servers[{i}] {g:?} is not a group key"));
+                    problems.push(format!(
+                        "agents.{name}.mcp_servers[{i}] {g:?} is not a group key"
+                    ));
                 }
             }
             for (i, t) in agent.tools.iter().flatten().enumerate() {
@@ -212,7 +222,11 @@ impl RawConfig {
         if l.search_results == 0 || l.search_results > 10_000 {
             problems.push("limits.search_results must be between 1 and 10000".into());
         }
-        if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError { problems })
+        }
     }
 
     /// The agent profiles, with the default agent when none is configured.
@@ -258,7 +272,10 @@ mod tests {
         assert_eq!(c.server.listen, DEFAULT_LISTEN);
         let agents = c.agent_profiles();
         assert_eq!(agents.keys().collect::<Vec<_>>(), ["default"]);
-        assert_eq!(agents["default"].mcp_servers, Some(BTreeSet::from(["workspace".to_string()])));
+        assert_eq!(
+            agents["default"].mcp_servers,
+            Some(BTreeSet::from(["workspace".to_string()]))
+        );
         assert_eq!(c.limits.result_chars, 24_000);
     }
 

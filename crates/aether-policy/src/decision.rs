@@ -60,12 +60,20 @@ pub struct Refusal {
 
 impl Refusal {
     pub fn new(step: Step, rule: impl Into<String>, reason: impl Into<String>) -> Refusal {
-        Refusal { step, rule: rule.into(), reason: reason.into() }
+        Refusal {
+            step,
+            rule: rule.into(),
+            reason: reason.into(),
+        }
     }
 }
 
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "refused by {} ({}): {}", self.step, self.rule, self.reason)
+        write!(
+            f,
+            "refused by {} ({}): {}",
+            self.step, self.rule, self.reason
+        )
     }
 }

@@ -57,7 +57,9 @@ impl RootSpec {
             .split_once('=')
             .ok_or_else(|| format!("root {arg:?} must be NAME=PATH[:ro|rw|sealed]"))?;
         if !is_root_name(name) {
-            return Err(format!("root name {name:?} must be 1-64 characters of A-Z a-z 0-9 _ -"));
+            return Err(format!(
+                "root name {name:?} must be 1-64 characters of A-Z a-z 0-9 _ -"
+            ));
         }
         let (path, mode) = match rest.rsplit_once(':') {
             Some((path, mode)) if RootMode::parse(mode).is_some() => {
@@ -68,14 +70,20 @@ impl RootSpec {
         if path.is_empty() {
             return Err(format!("root {name:?} has an empty path"));
         }
-        Ok(RootSpec { name: name.to_string(), path: path.to_string(), mode })
+        Ok(RootSpec {
+            name: name.to_string(),
+            path: path.to_string(),
+            mode,
+        })
     }
 }
 
 pub fn is_root_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Why a requested path was refused before any IO.
@@ -99,7 +107,10 @@ impl fmt::Display for PathRefusal {
                 f.write_str("'..' is not allowed in paths; give the path from the root")
             }
             PathRefusal::OutsideRoots(p) => {
-                write!(f, "{p:?} is outside every root; list_roots shows what is served")
+                write!(
+                    f,
+                    "{p:?} is outside every root; list_roots shows what is served"
+                )
             }
             PathRefusal::NotUnderRoot { path, root } => {
                 write!(f, "{path:?} is not under root {root:?}")
@@ -218,7 +229,10 @@ impl Default for CredentialFilter {
 
 impl CredentialFilter {
     pub fn new(deny: &[&str], except: &[&str]) -> Result<CredentialFilter, globset::Error> {
-        Ok(CredentialFilter { deny: compile(deny)?, except: compile(except)? })
+        Ok(CredentialFilter {
+            deny: compile(deny)?,
+            except: compile(except)?,
+        })
     }
 
     /// Whether `relative` (a clean root-relative path) names a credential file or lies inside
@@ -239,7 +253,12 @@ impl CredentialFilter {
 fn compile(globs: &[&str]) -> Result<GlobSet, globset::Error> {
     let mut set = GlobSetBuilder::new();
     for g in globs {
-        set.add(GlobBuilder::new(g).case_insensitive(true).literal_separator(true).build()?);
+        set.add(
+            GlobBuilder::new(g)
+                .case_insensitive(true)
+                .literal_separator(true)
+                .build()?,
+        );
     }
     set.build()
 }
@@ -272,7 +291,10 @@ mod tests {
     #[test]
     fn root_specs() {
         let r = RootSpec::parse("docs=/home/me/docs:ro", RootMode::ReadWrite).unwrap();
-        assert_eq!((r.name.as_str(), r.path.as_str(), r.mode), ("docs", "/home/me/docs", RootMode::ReadOnly));
+        assert_eq!(
+            (r.name.as_str(), r.path.as_str(), r.mode),
+            ("docs", "/home/me/docs", RootMode::ReadOnly)
+        );
         let r = RootSpec::parse("w=/a:b/c", RootMode::ReadOnly).unwrap();
         assert_eq!((r.path.as_str(), r.mode), ("/a:b/c", RootMode::ReadOnly));
         assert!(RootSpec::parse("/no/name", RootMode::ReadOnly).is_err());
@@ -284,16 +306,35 @@ mod tests {
     fn credential_files() {
         let f = CredentialFilter::default();
         for p in [
-            ".env", "app/.env", ".env.production", "deploy/prod.env", ".ssh/id_rsa", "home/.ssh",
-            ".aws/credentials", ".git/config", "a/.git-credentials", "certs/server.PEM",
-            "k/id_ed25519", ".aether/aether.db", ".aether", ".config/gcloud/adc.json",
-            "x/.netrc", "infra/terraform.tfstate",
+            ".env",
+            "app/.env",
+            ".env.production",
+            "deploy/prod.env",
+            ".ssh/id_rsa",
+            "home/.ssh",
+            ".aws/credentials",
+            ".git/config",
+            "a/.git-credentials",
+            "certs/server.PEM",
+            "k/id_ed25519",
+            ".aether/aether.db",
+            ".aether",
+            ".config/gcloud/adc.json",
+            "x/.netrc",
+            "infra/terraform.tfstate",
         ] {
             assert!(f.is_credential(p), "{p} should be refused");
         }
         for p in [
-            "", ".env.example", "src/main.rs", "keys.md", ".ssh_notes.txt", "id_rsa.pub",
-            ".git/HEAD", "docs/environment.md", "monkey.txt",
+            "",
+            ".env.example",
+            "src/main.rs",
+            "keys.md",
+            ".ssh_notes.txt",
+            "id_rsa.pub",
+            ".git/HEAD",
+            "docs/environment.md",
+            "monkey.txt",
         ] {
             assert!(!f.is_credential(p), "{p} should be allowed");
         }

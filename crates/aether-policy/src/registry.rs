@@ -51,7 +51,9 @@ pub struct RegistryView {
 
 impl RegistryView {
     pub fn new(entries: impl IntoIterator<Item = (String, RegistryEntry)>) -> RegistryView {
-        RegistryView { entries: entries.into_iter().collect() }
+        RegistryView {
+            entries: entries.into_iter().collect(),
+        }
     }
 
     pub fn entry(&self, name: &str) -> Option<&RegistryEntry> {

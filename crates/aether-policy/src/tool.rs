@@ -141,7 +141,10 @@ impl ToolDef {
         if self.description.trim().len() < 20 {
             problems.push("description is missing or too short to guide a model".into());
         }
-        for (which, schema) in [("input", &self.input_schema), ("output", &self.output_schema)] {
+        for (which, schema) in [
+            ("input", &self.input_schema),
+            ("output", &self.output_schema),
+        ] {
             if schema.get("type").and_then(Value::as_str) != Some("object") {
                 problems.push(format!("{which} schema must be an object schema"));
             }
@@ -159,7 +162,9 @@ impl ToolDef {
 pub fn is_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_TOOL_NAME
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 pub fn is_group_key(key: &str) -> bool {

@@ -29,7 +29,9 @@ pub fn bound_text(text: &str, max_chars: usize) -> Cow<'_, str> {
 }
 
 fn marker(total: usize) -> String {
-    format!("\n[… truncated by Aether: {total} characters in all, cut here; ask for a narrower range …]")
+    format!(
+        "\n[… truncated by Aether: {total} characters in all, cut here; ask for a narrower range …]"
+    )
 }
 
 #[cfg(test)]

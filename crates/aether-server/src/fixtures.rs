@@ -15,22 +15,35 @@ pub fn resources() -> Vec<Value> {
 }
 
 pub fn resource_templates() -> Vec<Value> {
-    vec![json!({"uriTemplate": "test://template/{id}/data", "name": "template", "description": "A templated resource for testing.", "mimeType": "application/json"})]
+    vec![
+        json!({"uriTemplate": "test://template/{id}/data", "name": "template", "description": "A templated resource for testing.", "mimeType": "application/json"}),
+    ]
 }
 
 /// `Some` if `uri` is a fixture resource.
 pub fn read_resource(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
     let contents = match uri {
-        "test://static-text" => json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}),
+        "test://static-text" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
+        }
         "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG_1X1}),
-        "test://watched-resource" => json!({"uri": uri, "mimeType": "text/plain", "text": "Watched resource content"}),
+        "test://watched-resource" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "Watched resource content"})
+        }
         _ => {
-            let id = uri.strip_prefix("test://template/")?.strip_suffix("/data")?;
-            let text = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string();
+            let id = uri
+                .strip_prefix("test://template/")?
+                .strip_suffix("/data")?;
+            let text =
+                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")})
+                    .to_string();
             json!({"uri": uri, "mimeType": "application/json", "text": text})
         }
     };
-    Some(serde_json::from_value(json!({"contents": [contents]})).map_err(|e| ErrorData::internal_error(e.to_string(), None)))
+    Some(
+        serde_json::from_value(json!({"contents": [contents]}))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
+    )
 }
 
 pub fn prompts() -> Vec<Value> {
@@ -48,9 +61,16 @@ pub fn prompts() -> Vec<Value> {
 }
 
 pub fn get_prompt(name: &str, args: Map<String, Value>) -> Result<GetPromptResult, ErrorData> {
-    let arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let arg = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let messages = match name {
-        "test_simple_prompt" => json!([{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}]),
+        "test_simple_prompt" => {
+            json!([{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}])
+        }
         "test_prompt_with_arguments" => json!([{"role": "user", "content": {"type": "text",
             "text": format!("Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1"), arg("arg2"))}}]),
         "test_prompt_with_embedded_resource" => json!([
@@ -61,7 +81,13 @@ pub fn get_prompt(name: &str, args: Map<String, Value>) -> Result<GetPromptResul
             {"role": "user", "content": {"type": "image", "data": PNG_1X1, "mimeType": "image/png"}},
             {"role": "user", "content": {"type": "text", "text": "Please analyze the image above."}}
         ]),
-        _ => return Err(ErrorData::invalid_params(format!("no prompt named {name:?}"), None)),
+        _ => {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt named {name:?}"),
+                None,
+            ));
+        }
     };
-    serde_json::from_value(json!({"messages": messages})).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    serde_json::from_value(json!({"messages": messages}))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }

@@ -40,7 +40,10 @@ impl HostGate {
             }
         }
         let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
-        HostGate { hosts: Arc::new(hosts), origins: Arc::new(origins) }
+        HostGate {
+            hosts: Arc::new(hosts),
+            origins: Arc::new(origins),
+        }
     }
 
     pub fn hosts(&self) -> &[String] {
@@ -60,7 +63,12 @@ impl HostGate {
             return Some(format!("Host {host:?} is not this server"));
         }
         match origin {
-            Some(o) if !self.origins.iter().any(|allowed| allowed.eq_ignore_ascii_case(o)) => {
+            Some(o)
+                if !self
+                    .origins
+                    .iter()
+                    .any(|allowed| allowed.eq_ignore_ascii_case(o)) =>
+            {
                 Some(format!("Origin {o:?} is not this server's"))
             }
             _ => None,
@@ -98,13 +106,26 @@ mod tests {
     fn loopback_listener_answers_to_its_names_only() {
         let gate = HostGate::for_addr("127.0.0.1:8484".parse().unwrap());
         assert_eq!(gate.refuse(Some("127.0.0.1:8484"), None), None);
-        assert_eq!(gate.refuse(Some("LOCALHOST:8484"), Some("http://localhost:8484")), None);
+        assert_eq!(
+            gate.refuse(Some("LOCALHOST:8484"), Some("http://localhost:8484")),
+            None
+        );
         assert!(gate.refuse(Some("evil.example.com"), None).is_some());
-        assert!(gate.refuse(Some("127.0.0.1:8485"), None).is_some(), "another port");
+        assert!(
+            gate.refuse(Some("127.0.0.1:8485"), None).is_some(),
+            "another port"
+        );
         assert!(gate.refuse(Some("127.0.0.1"), None).is_some(), "no port");
         assert!(gate.refuse(None, None).is_some());
-        assert!(gate.refuse(Some("127.0.0.1:8484"), Some("http://evil.example.com")).is_some());
-        assert!(gate.refuse(Some("127.0.0.1:8484"), Some("https://127.0.0.1:8484")).is_some(), "scheme");
+        assert!(
+            gate.refuse(Some("127.0.0.1:8484"), Some("http://evil.example.com"))
+                .is_some()
+        );
+        assert!(
+            gate.refuse(Some("127.0.0.1:8484"), Some("https://127.0.0.1:8484"))
+                .is_some(),
+            "scheme"
+        );
         assert!(gate.refuse(Some("127.0.0.1:8484"), Some("null")).is_some());
     }
 }

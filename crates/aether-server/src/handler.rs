@@ -53,7 +53,12 @@ pub struct AetherMcp {
 
 impl AetherMcp {
     pub fn new(pipeline: Arc<Pipeline>, session: SessionContext, mode: Mode) -> AetherMcp {
-        AetherMcp { pipeline, session, log_level: SessionLogLevel::default(), mode }
+        AetherMcp {
+            pipeline,
+            session,
+            log_level: SessionLogLevel::default(),
+            mode,
+        }
     }
 
     fn fixtures(&self) -> bool {
@@ -65,8 +70,12 @@ impl AetherMcp {
 pub fn mcp_tool(entry: &Entry) -> Tool {
     let def = entry.def();
     let object = |v: &Value| Arc::new(v.as_object().cloned().unwrap_or_default());
-    let mut tool = Tool::new(def.name.clone(), def.description.clone(), object(&def.input_schema))
-        .with_title(def.title.clone());
+    let mut tool = Tool::new(
+        def.name.clone(),
+        def.description.clone(),
+        object(&def.input_schema),
+    )
+    .with_title(def.title.clone());
     if def.output_schema.get("properties").is_some() {
         tool = tool.with_raw_output_schema(object(&def.output_schema));
     }
@@ -91,12 +100,25 @@ fn blocks(content: Vec<Content>) -> Vec<ContentBlock> {
         .into_iter()
         .map(|c| match c {
             Content::Text(t) => ContentBlock::text(t),
-            Content::Image { data_base64, mime_type } => ContentBlock::image(data_base64, mime_type),
-            Content::Audio { data_base64, mime_type } => ContentBlock::audio(data_base64, mime_type),
-            Content::Resource { uri, mime_type, text, blob_base64 } => {
+            Content::Image {
+                data_base64,
+                mime_type,
+            } => ContentBlock::image(data_base64, mime_type),
+            Content::Audio {
+                data_base64,
+                mime_type,
+            } => ContentBlock::audio(data_base64, mime_type),
+            Content::Resource {
+                uri,
+                mime_type,
+                text,
+                blob_base64,
+            } => {
                 let resource = match (text, blob_base64) {
                     (Some(text), _) => json!({"uri": uri, "mimeType": mime_type, "text": text}),
-                    (None, blob) => json!({"uri": uri, "mimeType": mime_type, "blob": blob.unwrap_or_default()}),
+                    (None, blob) => {
+                        json!({"uri": uri, "mimeType": mime_type, "blob": blob.unwrap_or_default()})
+                    }
                 };
                 serde_json::from_value(json!({"type": "resource", "resource": resource}))
                     .unwrap_or_else(|_| ContentBlock::text(format!("[resource {uri}]")))
@@ -122,26 +144,42 @@ async fn read_aether(me: &AetherMcp, uri: &str) -> Result<ReadResourceResult, Er
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
                 Some(("cursor", v)) => {
-                    cursor = Some(v.parse::<i64>().map_err(|_| ErrorData::invalid_params(format!("cursor {v:?} is not a number"), None))?)
+                    cursor = Some(v.parse::<i64>().map_err(|_| {
+                        ErrorData::invalid_params(format!("cursor {v:?} is not a number"), None)
+                    })?)
                 }
                 Some(("limit", v)) => {
-                    limit = v.parse::<usize>().map_err(|_| ErrorData::invalid_params(format!("limit {v:?} is not a number"), None))?
+                    limit = v.parse::<usize>().map_err(|_| {
+                        ErrorData::invalid_params(format!("limit {v:?} is not a number"), None)
+                    })?
                 }
-                _ => return Err(ErrorData::invalid_params(format!("unknown query parameter in {uri:?}"), None)),
+                _ => {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown query parameter in {uri:?}"),
+                        None,
+                    ));
+                }
             }
         }
         let events = me
             .pipeline
             .audit_events(&me.session, cursor, limit)
             .await
-            .map_err(|e| ErrorData::internal_error(format!("audit could not be read: {e}"), None))?;
+            .map_err(|e| {
+                ErrorData::internal_error(format!("audit could not be read: {e}"), None)
+            })?;
         let next = events.last().map(|e| e.seq);
         json!({"events": events, "next_cursor": next}).to_string()
     } else {
-        return Err(ErrorData::resource_not_found(format!("no resource {uri:?}"), None));
+        return Err(ErrorData::resource_not_found(
+            format!("no resource {uri:?}"),
+            None,
+        ));
     };
-    Ok(serde_json::from_value(json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}))
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?)
+    Ok(serde_json::from_value(
+        json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}),
+    )
+    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?)
 }
 
 impl ServerHandler for AetherMcp {
@@ -175,7 +213,12 @@ impl ServerHandler for AetherMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.pipeline.offered(&self.session).into_iter().map(mcp_tool).collect();
+        let tools = self
+            .pipeline
+            .offered(&self.session)
+            .into_iter()
+            .map(mcp_tool)
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -191,7 +234,13 @@ impl ServerHandler for AetherMcp {
         });
         let result = self
             .pipeline
-            .call(&self.session, &request.name, request.arguments, link, context.ct.clone())
+            .call(
+                &self.session,
+                &request.name,
+                request.arguments,
+                link,
+                context.ct.clone(),
+            )
             .await;
         let call_id = result.call_id;
         let response = match result.outcome {
@@ -213,15 +262,24 @@ impl ServerHandler for AetherMcp {
                     Some(json!({"code": "mcp-tool-not-implemented", "callId": call_id})),
                 ));
             }
-            CallOutcome::Refused(r) => error_result(format!("Refused by Aether ({}, {}): {}", r.step, r.rule, r.reason), &call_id),
+            CallOutcome::Refused(r) => error_result(
+                format!("Refused by Aether ({}, {}): {}", r.step, r.rule, r.reason),
+                &call_id,
+            ),
             CallOutcome::Cancelled { timed_out: true } => error_result(
                 "The call ran out of time and was stopped; try a narrower request".into(),
                 &call_id,
             ),
             CallOutcome::Cancelled { timed_out: false } => {
-                return Err(ErrorData::internal_error("the call was cancelled", Some(json!({"callId": call_id}))));
+                return Err(ErrorData::internal_error(
+                    "the call was cancelled",
+                    Some(json!({"callId": call_id})),
+                ));
             }
-            CallOutcome::Failed(message) => error_result(format!("Aether could not complete the call: {message}"), &call_id),
+            CallOutcome::Failed(message) => error_result(
+                format!("Aether could not complete the call: {message}"),
+                &call_id,
+            ),
         };
         Ok(response.into())
     }
@@ -250,7 +308,8 @@ impl ServerHandler for AetherMcp {
         if self.fixtures() {
             resources.extend(fixtures::resources());
         }
-        serde_json::from_value(json!({"resources": resources})).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        serde_json::from_value(json!({"resources": resources}))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
     async fn list_resource_templates(
@@ -268,7 +327,8 @@ impl ServerHandler for AetherMcp {
         if self.fixtures() {
             templates.extend(fixtures::resource_templates());
         }
-        serde_json::from_value(json!({"resourceTemplates": templates})).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        serde_json::from_value(json!({"resourceTemplates": templates}))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
     async fn read_resource(
@@ -276,7 +336,9 @@ impl ServerHandler for AetherMcp {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        if self.fixtures() && let Some(found) = fixtures::read_resource(&request.uri) {
+        if self.fixtures()
+            && let Some(found) = fixtures::read_resource(&request.uri)
+        {
             return found.map(Into::into);
         }
         read_aether(self, &request.uri).await.map(Into::into)
@@ -291,7 +353,10 @@ impl ServerHandler for AetherMcp {
         if self.fixtures() && fixtures::read_resource(&request.uri).is_some() {
             return Ok(());
         }
-        Err(ErrorData::invalid_params(format!("{:?} cannot be subscribed to", request.uri), None))
+        Err(ErrorData::invalid_params(
+            format!("{:?} cannot be subscribed to", request.uri),
+            None,
+        ))
     }
 
     #[allow(deprecated)]
@@ -303,7 +368,10 @@ impl ServerHandler for AetherMcp {
         if self.fixtures() && fixtures::read_resource(&request.uri).is_some() {
             return Ok(());
         }
-        Err(ErrorData::invalid_params(format!("{:?} cannot be subscribed to", request.uri), None))
+        Err(ErrorData::invalid_params(
+            format!("{:?} cannot be subscribed to", request.uri),
+            None,
+        ))
     }
 
     async fn list_prompts(
@@ -315,7 +383,9 @@ impl ServerHandler for AetherMcp {
             return serde_json::from_value(json!({"prompts": fixtures::prompts()}))
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None));
         }
-        Err(ErrorData::method_not_found::<rmcp::model::ListPromptsRequestMethod>())
+        Err(ErrorData::method_not_found::<
+            rmcp::model::ListPromptsRequestMethod,
+        >())
     }
 
     async fn get_prompt(
@@ -324,9 +394,12 @@ impl ServerHandler for AetherMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if self.fixtures() {
-            return fixtures::get_prompt(&request.name, request.arguments.unwrap_or_default()).map(Into::into);
+            return fixtures::get_prompt(&request.name, request.arguments.unwrap_or_default())
+                .map(Into::into);
         }
-        Err(ErrorData::method_not_found::<rmcp::model::GetPromptRequestMethod>())
+        Err(ErrorData::method_not_found::<
+            rmcp::model::GetPromptRequestMethod,
+        >())
     }
 
     async fn complete(
@@ -335,9 +408,13 @@ impl ServerHandler for AetherMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         if self.fixtures() {
-            return serde_json::from_value(json!({"completion": {"values": [], "total": 0, "hasMore": false}}))
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None));
+            return serde_json::from_value(
+                json!({"completion": {"values": [], "total": 0, "hasMore": false}}),
+            )
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None));
         }
-        Err(ErrorData::method_not_found::<rmcp::model::CompleteRequestMethod>())
+        Err(ErrorData::method_not_found::<
+            rmcp::model::CompleteRequestMethod,
+        >())
     }
 }

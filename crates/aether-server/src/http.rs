@@ -66,8 +66,14 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
 
 async fn health(State(pipeline): State<Arc<Pipeline>>) -> impl IntoResponse {
     match pipeline.store().halt_state().await {
-        Ok(state) => (StatusCode::OK, Json(json!({"status": "ok", "halted": state.halted}))),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "store unavailable", "error": e.to_string()}))),
+        Ok(state) => (
+            StatusCode::OK,
+            Json(json!({"status": "ok", "halted": state.halted})),
+        ),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "store unavailable", "error": e.to_string()})),
+        ),
     }
 }
 
@@ -76,6 +82,12 @@ async fn not_found() -> impl IntoResponse {
 }
 
 /// Serves `router` on `listener` until `shutdown` is cancelled.
-pub async fn serve_http(listener: tokio::net::TcpListener, router: Router, shutdown: CancellationToken) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
 }

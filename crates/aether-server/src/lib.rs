@@ -26,6 +26,9 @@ pub async fn serve_stdio(handler: AetherMcp) -> std::io::Result<()> {
         .serve(transport)
         .await
         .map_err(|e| std::io::Error::other(format!("MCP session did not start: {e}")))?;
-    running.waiting().await.map_err(|e| std::io::Error::other(format!("MCP session ended badly: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| std::io::Error::other(format!("MCP session ended badly: {e}")))?;
     Ok(())
 }

@@ -76,7 +76,11 @@ impl McpClientLink {
     /// that might drop fields the client relies on).
     async fn ask(&self, method: &str, params: Value) -> Result<Value, String> {
         let request = ServerRequest::CustomRequest(CustomRequest::new(method, Some(params)));
-        let answer = self.peer.send_request(request).await.map_err(|e| e.to_string())?;
+        let answer = self
+            .peer
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
         serde_json::to_value(answer).map_err(|e| e.to_string())
     }
 }
@@ -84,7 +88,9 @@ impl McpClientLink {
 #[async_trait]
 impl ClientLink for McpClientLink {
     async fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
-        let Some(token) = self.progress_token.clone() else { return };
+        let Some(token) = self.progress_token.clone() else {
+            return;
+        };
         let mut param = ProgressNotificationParam::new(token, progress);
         param.total = total;
         param.message = message;

@@ -103,7 +103,10 @@ impl ChainVerifier {
             problems.push("the row's contents do not match its hash (edited)".to_string());
         }
         if !problems.is_empty() && self.report.breaks.len() < 100 {
-            self.report.breaks.push(ChainBreak { seq: r.seq, problem: problems.join("; ") });
+            self.report.breaks.push(ChainBreak {
+                seq: r.seq,
+                problem: problems.join("; "),
+            });
         }
         self.report.rows += 1;
         self.report.first_seq.get_or_insert(r.seq);

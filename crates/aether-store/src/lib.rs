@@ -124,13 +124,23 @@ pub struct BuiltinDefinition {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("store at {path}: {source}")]
-    Open { path: String, source: std::io::Error },
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("store: {context}: {source}")]
-    Sql { context: &'static str, source: rusqlite::Error },
+    Sql {
+        context: &'static str,
+        source: rusqlite::Error,
+    },
     #[error(
         "store at {path} has schema version {found}, newer than this Aether understands ({known}); upgrade Aether"
     )]
-    TooNew { path: String, found: i64, known: i64 },
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
     #[error("store writer has stopped; Aether cannot write receipts or audit rows")]
     WriterGone,
     #[error("store write failed: {0}")]
@@ -169,7 +179,10 @@ impl Store {
 
     /// Opens a store from a URL: `sqlite://PATH` (relative paths from the current folder).
     pub fn open_url(url: &str) -> Result<Store> {
-        match url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+        match url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
             Some(path) => Store::open_sqlite(Path::new(path)),
             None => Err(StoreError::Invalid(format!(
                 "unsupported store URL {url:?}; this build stores in SQLite (sqlite://PATH)"

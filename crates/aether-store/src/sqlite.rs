@@ -45,12 +45,19 @@ struct Inner {
 
 impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore> {
-        let open_err = |source| StoreError::Open { path: path.display().to_string(), source };
+        let open_err = |source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
             && !dir.exists()
         {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(open_err)?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(open_err)?;
         }
         let mut writer = connect(path)?;
         migrate(&mut writer, path)?;
@@ -109,7 +116,10 @@ impl SqliteStore {
     ) -> Result<T> {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
-            let conn = inner.reader.lock().map_err(|_| StoreError::Invalid("reader poisoned".into()))?;
+            let conn = inner
+                .reader
+                .lock()
+                .map_err(|_| StoreError::Invalid("reader poisoned".into()))?;
             f(&conn)
         })
         .await
@@ -124,20 +134,29 @@ impl SqliteStore {
                 sql.push_str(" AND seq > ?");
                 args.push(after.into());
             }
-            for (col, val) in [("agent", &q.agent), ("tool", &q.tool), ("outcome", &q.outcome)] {
+            for (col, val) in [
+                ("agent", &q.agent),
+                ("tool", &q.tool),
+                ("outcome", &q.outcome),
+            ] {
                 if let Some(v) = val {
                     sql.push_str(&format!(" AND {col} = ?"));
                     args.push(v.clone().into());
                 }
             }
-            sql.push_str(if q.newest_first { " ORDER BY seq DESC" } else { " ORDER BY seq ASC" });
+            sql.push_str(if q.newest_first {
+                " ORDER BY seq DESC"
+            } else {
+                " ORDER BY seq ASC"
+            });
             sql.push_str(" LIMIT ?");
             args.push((q.limit.clamp(1, 10_000) as i64).into());
             let mut stmt = conn.prepare(&sql).map_err(StoreError::sql("audit query"))?;
             let rows = stmt
                 .query_map(rusqlite::params_from_iter(args), audit_record)
                 .map_err(StoreError::sql("audit query"))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(StoreError::sql("audit query"))
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(StoreError::sql("audit query"))
         })
         .await
     }
@@ -145,7 +164,9 @@ impl SqliteStore {
     pub async fn verify_audit(&self) -> Result<ChainReport> {
         self.read(|conn| {
             let mut stmt = conn
-                .prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"))
+                .prepare(&format!(
+                    "SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"
+                ))
                 .map_err(StoreError::sql("audit verify"))?;
             let mut rows = stmt.query([]).map_err(StoreError::sql("audit verify"))?;
             let mut verifier = ChainVerifier::default();
@@ -277,10 +298,13 @@ impl SqliteStore {
 
 fn connect(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path).map_err(StoreError::sql("open"))?;
-    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(StoreError::sql("open"))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(StoreError::sql("open"))?;
     // FULL: in WAL mode every commit fsyncs the log, so a committed receipt survives a crash.
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-        .map_err(StoreError::sql("configure"))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+    )
+    .map_err(StoreError::sql("configure"))?;
     Ok(conn)
 }
 
@@ -288,23 +312,38 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(StoreError::sql("migrate"))?;
-    let version: i64 =
-        tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(StoreError::sql("migrate"))?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(StoreError::sql("migrate"))?;
     let known = MIGRATIONS.len() as i64;
     if version > known {
-        return Err(StoreError::TooNew { path: path.display().to_string(), found: version, known });
+        return Err(StoreError::TooNew {
+            path: path.display().to_string(),
+            found: version,
+            known,
+        });
     }
     for sql in &MIGRATIONS[version as usize..] {
         tx.execute_batch(sql).map_err(StoreError::sql("migrate"))?;
     }
-    tx.execute_batch(&format!("PRAGMA user_version = {known}")).map_err(StoreError::sql("migrate"))?;
+    tx.execute_batch(&format!("PRAGMA user_version = {known}"))
+        .map_err(StoreError::sql("migrate"))?;
     tx.commit().map_err(StoreError::sql("migrate"))
 }
 
 fn read_halt(conn: &Connection) -> Result<HaltState> {
-    conn.query_row("SELECT halted, by, why, at_us FROM halt WHERE id = 1", [], |r| {
-        Ok(HaltState { halted: r.get(0)?, by: r.get(1)?, why: r.get(2)?, at_us: r.get(3)? })
-    })
+    conn.query_row(
+        "SELECT halted, by, why, at_us FROM halt WHERE id = 1",
+        [],
+        |r| {
+            Ok(HaltState {
+                halted: r.get(0)?,
+                by: r.get(1)?,
+                why: r.get(2)?,
+                at_us: r.get(3)?,
+            })
+        },
+    )
     .map_err(StoreError::sql("read halt"))
 }
 
@@ -371,9 +410,18 @@ fn commit_batch(
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut halt = None;
         if !receipts.is_empty() {
-            let state = tx.query_row("SELECT halted, by, why, at_us FROM halt WHERE id = 1", [], |r| {
-                Ok(HaltState { halted: r.get(0)?, by: r.get(1)?, why: r.get(2)?, at_us: r.get(3)? })
-            })?;
+            let state = tx.query_row(
+                "SELECT halted, by, why, at_us FROM halt WHERE id = 1",
+                [],
+                |r| {
+                    Ok(HaltState {
+                        halted: r.get(0)?,
+                        by: r.get(1)?,
+                        why: r.get(2)?,
+                        at_us: r.get(3)?,
+                    })
+                },
+            )?;
             if state.halted {
                 halt = Some(state);
             } else {
@@ -383,8 +431,15 @@ fn commit_batch(
                 )?;
                 for (r, _) in &receipts {
                     insert.execute(params![
-                        r.call_id, r.at_us, r.session, r.transport, r.agent, r.tool, r.definition,
-                        r.arguments, r.decision
+                        r.call_id,
+                        r.at_us,
+                        r.session,
+                        r.transport,
+                        r.agent,
+                        r.tool,
+                        r.definition,
+                        r.arguments,
+                        r.decision
                     ])?;
                 }
             }
@@ -392,9 +447,11 @@ fn commit_batch(
         let mut seqs = Vec::with_capacity(audits.len());
         if !audits.is_empty() {
             let (mut seq, mut prev): (i64, String) = tx
-                .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
+                .query_row(
+                    "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
                 .optional()?
                 .unwrap_or((0, GENESIS.to_string()));
             let mut insert = tx.prepare_cached(&format!(
@@ -404,9 +461,27 @@ fn commit_batch(
                 seq += 1;
                 let hash = entry_hash(&prev, seq, e);
                 insert.execute(params![
-                    seq, e.at_us, e.call_id, e.session, e.transport, e.agent, e.team, e.project,
-                    e.tool, e.tier, e.outcome, e.step, e.rule, e.reason, e.definition,
-                    e.arguments_digest, e.arguments, e.result, e.duration_us, prev, hash
+                    seq,
+                    e.at_us,
+                    e.call_id,
+                    e.session,
+                    e.transport,
+                    e.agent,
+                    e.team,
+                    e.project,
+                    e.tool,
+                    e.tier,
+                    e.outcome,
+                    e.step,
+                    e.rule,
+                    e.reason,
+                    e.definition,
+                    e.arguments_digest,
+                    e.arguments,
+                    e.result,
+                    e.duration_us,
+                    prev,
+                    hash
                 ])?;
                 seqs.push(seq);
                 prev = hash;

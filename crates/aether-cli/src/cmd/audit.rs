@@ -85,7 +85,10 @@ fn line(r: &AuditRecord) -> String {
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
         .unwrap_or_default();
-    let mut s = format!("{:>6}  {at}  {:<10} {:<20} {:<10}", r.seq, e.agent, e.tool, e.outcome);
+    let mut s = format!(
+        "{:>6}  {at}  {:<10} {:<20} {:<10}",
+        r.seq, e.agent, e.tool, e.outcome
+    );
     if let Some(step) = &e.step {
         s.push_str(&format!(" [{step}]"));
     }
@@ -104,12 +107,19 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
     let report = store.verify_audit().await?;
     if report.is_intact() {
         match (report.first_seq, report.last_seq) {
-            (Some(a), Some(b)) => println!("audit chain intact: {} rows, {a}..{b}, head {}", report.rows, report.head),
+            (Some(a), Some(b)) => println!(
+                "audit chain intact: {} rows, {a}..{b}, head {}",
+                report.rows, report.head
+            ),
             _ => println!("audit chain intact: no rows yet"),
         }
         Ok(ExitCode::SUCCESS)
     } else {
-        println!("audit chain BROKEN ({url}): {} problem(s) in {} rows", report.breaks.len(), report.rows);
+        println!(
+            "audit chain BROKEN ({url}): {} problem(s) in {} rows",
+            report.breaks.len(),
+            report.rows
+        );
         for b in &report.breaks {
             println!("  row {}: {}", b.seq, b.problem);
         }

@@ -32,15 +32,27 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     // Without a configured store, keep it beside the first root: hosts often start servers
     // from `/` or their own folder, which is no place for Aether's records.
     let first_root = std::path::PathBuf::from(&roots[0].path);
-    let base = if args.common.config.is_some() || loaded.source != "embedded default" { loaded.base.clone() } else { first_root };
+    let base = if args.common.config.is_some() || loaded.source != "embedded default" {
+        loaded.base.clone()
+    } else {
+        first_root
+    };
     let url = setup::store_url(&args.common, &loaded, &base);
     let store = setup::open_store(&url)?;
     let pipeline = setup::pipeline(&loaded, &roots, store, args.conformance_fixtures).await?;
     let _halt_watch = pipeline.watch_halt(Duration::from_millis(500));
     let session = pipeline
-        .session(&args.agent, Transport::Stdio, format!("stdio-{}", std::process::id()))
+        .session(
+            &args.agent,
+            Transport::Stdio,
+            format!("stdio-{}", std::process::id()),
+        )
         .context("cannot start the session")?;
-    let mode = if args.conformance_fixtures { Mode::ConformanceFixtures } else { Mode::Shipped };
+    let mode = if args.conformance_fixtures {
+        Mode::ConformanceFixtures
+    } else {
+        Mode::Shipped
+    };
     serve_stdio(AetherMcp::new(pipeline, session, mode)).await?;
     Ok(ExitCode::SUCCESS)
 }

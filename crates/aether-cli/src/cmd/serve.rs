@@ -40,36 +40,57 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         Some(a) => a,
         None => loaded.raw.server.listen.parse().context("server.listen")?,
     };
+    // Bind first: the gate answers to the address actually bound (port 0 picks one).
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
     let opts = HttpOptions {
         addr,
-        mode: if args.conformance_fixtures { Mode::ConformanceFixtures } else { Mode::Shipped },
+        mode: if args.conformance_fixtures {
+            Mode::ConformanceFixtures
+        } else {
+            Mode::Shipped
+        },
         agent: loaded.raw.server.http_agent.clone(),
         session_idle: Duration::from_secs(30 * 60),
         shutdown: shutdown.clone(),
     };
     let app = router(pipeline.clone(), &opts)?;
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-    let addr = listener.local_addr()?;
     print_banner(addr, &loaded.source, &url, &roots);
     let signal = shutdown.clone();
     tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
         signal.cancel();
     });
-    serve_http(listener, app, shutdown).await.context("the HTTP server stopped")?;
+    serve_http(listener, app, shutdown)
+        .await
+        .context("the HTTP server stopped")?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_banner(addr: SocketAddr, config: &str, store: &str, roots: &[aether_policy::paths::RootSpec]) {
-    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "aether".into());
+fn print_banner(
+    addr: SocketAddr,
+    config: &str,
+    store: &str,
+    roots: &[aether_policy::paths::RootSpec],
+) {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "aether".into());
     let mut root_args = Vec::new();
     println!("Aether {} is serving.", env!("CARGO_PKG_VERSION"));
     println!("  MCP (Streamable HTTP): http://{addr}/mcp");
     println!("  configuration:         {config}");
     println!("  store:                 {store}");
     for r in roots {
-        println!("  root {:<17} {} ({})", format!("{}:", r.name), r.path, r.mode.as_str());
+        println!(
+            "  root {:<17} {} ({})",
+            format!("{}:", r.name),
+            r.path,
+            r.mode.as_str()
+        );
         root_args.push("--root".to_string());
         root_args.push(format!("{}={}:{}", r.name, r.path, r.mode.as_str()));
     }
@@ -79,10 +100,18 @@ fn print_banner(addr: SocketAddr, config: &str, store: &str, roots: &[aether_pol
     let stdio = json!({"mcpServers": {"aether": {"command": exe, "args": stdio_args}}});
     println!();
     println!("For an MCP host that connects by URL (LM Studio's mcp.json, Cursor, ...):");
-    println!("{}", serde_json::to_string_pretty(&http).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&http).unwrap_or_default()
+    );
     println!();
-    println!("For a host that starts Aether itself over stdio (Claude Desktop's claude_desktop_config.json):");
-    println!("{}", serde_json::to_string_pretty(&stdio).unwrap_or_default());
+    println!(
+        "For a host that starts Aether itself over stdio (Claude Desktop's claude_desktop_config.json):"
+    );
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&stdio).unwrap_or_default()
+    );
     println!();
     println!("Stop with Ctrl-C. Halt every call with `aether halt --why \"...\"`.");
 }

@@ -49,8 +49,17 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         for entry in pipeline.catalog().iter() {
             let def = entry.def();
             match pipeline.offer(&ctx, entry) {
-                Offer::Offered => println!("offered  {:<22} {:<10} {}", def.name, def.tier.as_str(), def.group),
-                Offer::Hidden(h) => println!("hidden   {:<22} {}", def.name, h.explain(&def.name, &args.agent)),
+                Offer::Offered => println!(
+                    "offered  {:<22} {:<10} {}",
+                    def.name,
+                    def.tier.as_str(),
+                    def.group
+                ),
+                Offer::Hidden(h) => println!(
+                    "hidden   {:<22} {}",
+                    def.name,
+                    h.explain(&def.name, &args.agent)
+                ),
             }
         }
     }

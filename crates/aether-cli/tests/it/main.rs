@@ -1,0 +1,11 @@
+//! The `aether` binary's integration tests: the real binary, driven over its real transports,
+//! by raw JSON-RPC and by the official MCP peers (when `AETHER_PEERS` names their install
+//! folder; `scripts/test.sh` sets it). Plus the workspace's tidy checks.
+
+mod cli;
+mod crash;
+mod http;
+mod peers;
+mod stdio;
+mod tidy;
+mod util;

@@ -1,0 +1,100 @@
+//! The server crate's integration tests: the HTTP router driven without a socket, gate first.
+
+use std::sync::Arc;
+
+use aether_pipeline::{Pipeline, Settings};
+use aether_server::{HttpOptions, Mode, router};
+use axum::body::Body;
+use http::{Request, StatusCode};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+async fn app() -> (tempfile::TempDir, axum::Router) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = aether_store::Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
+    let pipeline = Pipeline::new(Settings {
+        agents: aether_policy::config::RawConfig::default().agent_profiles(),
+        roots: aether_tools::Roots::open(&[]).unwrap(),
+        limits: Default::default(),
+        store,
+        tools: aether_tools::builtin_tools(),
+    })
+    .await
+    .unwrap();
+    let opts = HttpOptions {
+        addr: "127.0.0.1:8484".parse().unwrap(),
+        mode: Mode::Shipped,
+        agent: "default".into(),
+        session_idle: std::time::Duration::from_secs(60),
+        shutdown: CancellationToken::new(),
+    };
+    (dir, router(Arc::new(pipeline), &opts).unwrap())
+}
+
+fn get(path: &str, host: &str, origin: Option<&str>) -> Request<Body> {
+    let mut b = Request::builder().uri(path).header("host", host);
+    if let Some(o) = origin {
+        b = b.header("origin", o);
+    }
+    b.body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn the_gate_runs_before_every_route() {
+    let (_dir, app) = app().await;
+    for path in ["/api/health", "/mcp", "/anything"] {
+        let r = app
+            .clone()
+            .oneshot(get(path, "evil.example.com", None))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path}");
+        let r = app
+            .clone()
+            .oneshot(get(path, "127.0.0.1:8484", Some("http://evil.example.com")))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path}");
+    }
+    let r = app
+        .clone()
+        .oneshot(get(
+            "/api/health",
+            "localhost:8484",
+            Some("http://localhost:8484"),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = app
+        .clone()
+        .oneshot(get("/anything", "127.0.0.1:8484", None))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn an_agent_that_does_not_exist_is_refused_at_startup() {
+    let (_dir, _) = app().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = aether_store::Store::open_sqlite(&dir.path().join("a.db")).unwrap();
+    let pipeline = Pipeline::new(Settings {
+        agents: aether_policy::config::RawConfig::default().agent_profiles(),
+        roots: aether_tools::Roots::open(&[]).unwrap(),
+        limits: Default::default(),
+        store,
+        tools: aether_tools::builtin_tools(),
+    })
+    .await
+    .unwrap();
+    let opts = HttpOptions {
+        addr: "127.0.0.1:8484".parse().unwrap(),
+        mode: Mode::Shipped,
+        agent: "ghost".into(),
+        session_idle: std::time::Duration::from_secs(60),
+        shutdown: CancellationToken::new(),
+    };
+    let err = router(Arc::new(pipeline), &opts).err().expect("refused");
+    assert!(err.to_string().contains("ghost"), "{err}");
+}

@@ -55,7 +55,10 @@ fn raw(dir: &tempfile::TempDir) -> rusqlite::Connection {
 #[tokio::test]
 async fn a_receipt_is_readable_once_admitted() {
     let (_dir, store) = temp_store();
-    assert_eq!(store.admit(receipt("c1")).await.unwrap(), ReceiptOutcome::Durable);
+    assert_eq!(
+        store.admit(receipt("c1")).await.unwrap(),
+        ReceiptOutcome::Durable
+    );
     assert_eq!(store.receipt("c1").await.unwrap(), Some(receipt("c1")));
     assert_eq!(store.receipt("nope").await.unwrap(), None);
 }
@@ -69,9 +72,16 @@ async fn halt_stops_receipts_and_resume_lets_them_through() {
         ReceiptOutcome::Halted(h) => assert_eq!(h.why.as_deref(), Some("incident 7")),
         other => panic!("expected halted, got {other:?}"),
     }
-    assert_eq!(store.receipt("c1").await.unwrap(), None, "nothing written while halted");
+    assert_eq!(
+        store.receipt("c1").await.unwrap(),
+        None,
+        "nothing written while halted"
+    );
     store.set_halt(false, "ops", "resolved").await.unwrap();
-    assert_eq!(store.admit(receipt("c2")).await.unwrap(), ReceiptOutcome::Durable);
+    assert_eq!(
+        store.admit(receipt("c2")).await.unwrap(),
+        ReceiptOutcome::Durable
+    );
 }
 
 #[tokio::test]
@@ -79,7 +89,10 @@ async fn a_halt_from_another_process_is_seen_by_the_next_receipt() {
     let (dir, store) = temp_store();
     let other = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
     other.set_halt(true, "cli", "stop").await.unwrap();
-    assert!(matches!(store.admit(receipt("c1")).await.unwrap(), ReceiptOutcome::Halted(_)));
+    assert!(matches!(
+        store.admit(receipt("c1")).await.unwrap(),
+        ReceiptOutcome::Halted(_)
+    ));
 }
 
 #[tokio::test]
@@ -88,8 +101,14 @@ async fn concurrent_appends_form_one_intact_chain() {
     let second = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
     let mut tasks = Vec::new();
     for i in 0..200 {
-        let s = if i % 2 == 0 { store.clone() } else { second.clone() };
-        tasks.push(tokio::spawn(async move { s.audit(event(&format!("c{i}"), "ok")).await.unwrap() }));
+        let s = if i % 2 == 0 {
+            store.clone()
+        } else {
+            second.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            s.audit(event(&format!("c{i}"), "ok")).await.unwrap()
+        }));
     }
     let mut seqs = Vec::new();
     for t in tasks {
@@ -114,7 +133,9 @@ async fn chain_of(n: usize) -> (tempfile::TempDir, Store) {
 #[tokio::test]
 async fn verify_finds_an_edited_row() {
     let (dir, store) = chain_of(5).await;
-    raw(&dir).execute("UPDATE audit SET outcome = 'refused' WHERE seq = 3", []).unwrap();
+    raw(&dir)
+        .execute("UPDATE audit SET outcome = 'refused' WHERE seq = 3", [])
+        .unwrap();
     let report = store.verify_audit().await.unwrap();
     assert_eq!(report.breaks.len(), 1, "{report:?}");
     assert_eq!(report.breaks[0].seq, 3);
@@ -124,7 +145,9 @@ async fn verify_finds_an_edited_row() {
 #[tokio::test]
 async fn verify_finds_a_deleted_row() {
     let (dir, store) = chain_of(5).await;
-    raw(&dir).execute("DELETE FROM audit WHERE seq = 2", []).unwrap();
+    raw(&dir)
+        .execute("DELETE FROM audit WHERE seq = 2", [])
+        .unwrap();
     let report = store.verify_audit().await.unwrap();
     assert_eq!(report.breaks[0].seq, 3, "{report:?}");
     assert!(report.breaks[0].problem.contains("missing"));
@@ -135,7 +158,11 @@ async fn verify_finds_a_rehashed_forgery() {
     // An attacker who edits a row and recomputes its own hash still breaks the next link.
     let (dir, store) = chain_of(5).await;
     let conn = raw(&dir);
-    conn.execute("UPDATE audit SET result = 'forged', hash = 'f00d' WHERE seq = 2", []).unwrap();
+    conn.execute(
+        "UPDATE audit SET result = 'forged', hash = 'f00d' WHERE seq = 2",
+        [],
+    )
+    .unwrap();
     let report = store.verify_audit().await.unwrap();
     let seqs: Vec<i64> = report.breaks.iter().map(|b| b.seq).collect();
     assert_eq!(seqs, [2, 3], "{report:?}");
@@ -144,7 +171,9 @@ async fn verify_finds_a_rehashed_forgery() {
 #[tokio::test]
 async fn verify_finds_a_truncated_start() {
     let (dir, store) = chain_of(3).await;
-    raw(&dir).execute("DELETE FROM audit WHERE seq = 1", []).unwrap();
+    raw(&dir)
+        .execute("DELETE FROM audit WHERE seq = 1", [])
+        .unwrap();
     let report = store.verify_audit().await.unwrap();
     assert!(!report.is_intact());
     assert_eq!(report.breaks[0].seq, 2);
@@ -161,17 +190,37 @@ async fn audit_queries_filter_and_page() {
         store.audit(e).await.unwrap();
     }
     let q = |f: fn(&mut AuditQuery)| {
-        let mut q = AuditQuery { limit: 100, ..Default::default() };
+        let mut q = AuditQuery {
+            limit: 100,
+            ..Default::default()
+        };
         f(&mut q);
         q
     };
-    let refused = store.audit_query(q(|q| q.outcome = Some("refused".into()))).await.unwrap();
+    let refused = store
+        .audit_query(q(|q| q.outcome = Some("refused".into())))
+        .await
+        .unwrap();
     assert_eq!(refused.iter().map(|r| r.seq).collect::<Vec<_>>(), [2, 4, 6]);
-    let tail = store.audit_query(q(|q| { q.newest_first = true; q.limit = 2 })).await.unwrap();
+    let tail = store
+        .audit_query(q(|q| {
+            q.newest_first = true;
+            q.limit = 2
+        }))
+        .await
+        .unwrap();
     assert_eq!(tail.iter().map(|r| r.seq).collect::<Vec<_>>(), [6, 5]);
-    let page = store.audit_query(q(|q| { q.after = Some(4); })).await.unwrap();
+    let page = store
+        .audit_query(q(|q| {
+            q.after = Some(4);
+        }))
+        .await
+        .unwrap();
     assert_eq!(page.iter().map(|r| r.seq).collect::<Vec<_>>(), [5, 6]);
-    let other = store.audit_query(q(|q| q.agent = Some("other".into()))).await.unwrap();
+    let other = store
+        .audit_query(q(|q| q.agent = Some("other".into())))
+        .await
+        .unwrap();
     assert_eq!(other.len(), 1);
 }
 
@@ -183,17 +232,42 @@ async fn builtins_are_approved_from_source_and_withdrawals_stick() {
         digest: digest.into(),
         definition: "{}".into(),
     };
-    assert_eq!(store.sync_builtins(vec![b("sha256:1")]).await.unwrap(), ["read_file"]);
-    assert!(store.sync_builtins(vec![b("sha256:1")]).await.unwrap().is_empty(), "unchanged");
-    assert_eq!(store.sync_builtins(vec![b("sha256:2")]).await.unwrap(), ["read_file"]);
+    assert_eq!(
+        store.sync_builtins(vec![b("sha256:1")]).await.unwrap(),
+        ["read_file"]
+    );
+    assert!(
+        store
+            .sync_builtins(vec![b("sha256:1")])
+            .await
+            .unwrap()
+            .is_empty(),
+        "unchanged"
+    );
+    assert_eq!(
+        store.sync_builtins(vec![b("sha256:2")]).await.unwrap(),
+        ["read_file"]
+    );
     let rows = store.registry().await.unwrap();
     assert_eq!(rows[0].approved_digest.as_deref(), Some("sha256:2"));
     assert_eq!(rows[0].state, "approved");
-    raw(&dir).execute("UPDATE registry SET state = 'withdrawn'", []).unwrap();
-    assert!(store.sync_builtins(vec![b("sha256:3")]).await.unwrap().is_empty());
+    raw(&dir)
+        .execute("UPDATE registry SET state = 'withdrawn'", [])
+        .unwrap();
+    assert!(
+        store
+            .sync_builtins(vec![b("sha256:3")])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.registry().await.unwrap()[0].state, "withdrawn");
     let history: i64 = raw(&dir)
-        .query_row("SELECT count(*) FROM registry_history WHERE name = 'read_file'", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM registry_history WHERE name = 'read_file'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(history, 2, "each approval is recorded with who and why");
 }
@@ -211,7 +285,10 @@ async fn a_store_from_a_newer_aether_is_refused() {
 async fn the_store_folder_is_private() {
     use std::os::unix::fs::PermissionsExt;
     let (dir, _store) = temp_store();
-    let mode = std::fs::metadata(dir.path().join(".aether")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(dir.path().join(".aether"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o700);
 }
 

@@ -1,0 +1,296 @@
+//! Aether against independently written MCP software: the official conformance suite, the
+//! official Python SDK client and the official inspector, over stdio and Streamable HTTP.
+//! These run when `AETHER_PEERS` names an install made by `scripts/install-peers.sh`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::{HttpServer, Ws, aether, peers, peers_path, repo_root};
+
+fn python(peers: &Path) -> Command {
+    Command::new(peers.join("venv/bin/python"))
+}
+
+fn client_script() -> String {
+    repo_root()
+        .join("tests/peers/mcp_client.py")
+        .display()
+        .to_string()
+}
+
+/// Runs the Python SDK client; returns its JSON report.
+fn python_client(peers: &Path, args: &[&str]) -> Value {
+    let out = python(peers)
+        .arg(client_script())
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
+fn check_read(report: &Value) {
+    assert_eq!(report["server"], "aether");
+    assert!(
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "read_file"),
+        "{report}"
+    );
+    assert_eq!(
+        report["result"]["content"][0]["text"], "hello from aether\nsecond line\n",
+        "{report}"
+    );
+}
+
+#[test]
+fn python_sdk_lists_tools_and_reads_a_file_over_stdio() {
+    let Some(peers) = peers("python_sdk_stdio") else {
+        return;
+    };
+    let ws = Ws::new();
+    let bin = env!("CARGO_BIN_EXE_aether");
+    let root = ws.root_arg();
+    let report = python_client(
+        &peers,
+        &[
+            "stdio",
+            "read_file",
+            r#"{"path":"src/hello.txt"}"#,
+            "--",
+            bin,
+            "mcp-serve",
+            "--root",
+            &root,
+        ],
+    );
+    check_read(&report);
+    assert_eq!(report["protocolVersion"], "2025-11-25");
+}
+
+#[test]
+fn python_sdk_lists_tools_and_reads_a_file_over_http() {
+    let Some(peers) = peers("python_sdk_http") else {
+        return;
+    };
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let report = python_client(
+        &peers,
+        &[
+            "http",
+            "read_file",
+            r#"{"path":"src/hello.txt"}"#,
+            &srv.url(),
+        ],
+    );
+    check_read(&report);
+}
+
+fn inspector(peers: &Path) -> Command {
+    let mut c = Command::new(peers.join("npm/node_modules/.bin/mcp-inspector"));
+    c.env("PATH", peers_path(peers));
+    c
+}
+
+fn inspector_reads(peers: &Path, target: &[&str]) {
+    let out = inspector(peers)
+        .arg("--cli")
+        .args(target)
+        .args(["--method", "tools/list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "inspector tools/list: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "read_file"),
+        "{list}"
+    );
+    let out = inspector(peers)
+        .arg("--cli")
+        .args(target)
+        .args([
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "read_file",
+            "--tool-arg",
+            "path=src/hello.txt",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "inspector tools/call: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        result["content"][0]["text"], "hello from aether\nsecond line\n",
+        "{result}"
+    );
+}
+
+#[test]
+fn inspector_lists_tools_and_reads_a_file_over_stdio() {
+    let Some(peers) = peers("inspector_stdio") else {
+        return;
+    };
+    let ws = Ws::new();
+    let root = ws.root_arg();
+    inspector_reads(
+        &peers,
+        &[env!("CARGO_BIN_EXE_aether"), "mcp-serve", "--root", &root],
+    );
+}
+
+#[test]
+fn inspector_lists_tools_and_reads_a_file_over_http() {
+    let Some(peers) = peers("inspector_http") else {
+        return;
+    };
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    inspector_reads(&peers, &[&srv.url(), "--transport", "http"]);
+}
+
+/// Runs the conformance suite against `url`; returns per-scenario (passed, failed, warned).
+fn conformance(peers: &Path, url: &str, extra: &[&str]) -> BTreeMap<String, (usize, usize, usize)> {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(peers.join("npm/node_modules/.bin/conformance"))
+        .env("PATH", peers_path(peers))
+        .args(["server", "--url", url, "-o"])
+        .arg(out_dir.path())
+        .args(extra)
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut scenarios = BTreeMap::new();
+    for entry in std::fs::read_dir(out_dir.path()).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let scenario = name
+            .trim_start_matches("server-")
+            .rsplit_once("-20")
+            .map(|(s, _)| s.to_string())
+            .unwrap_or(name);
+        let checks: Vec<Value> =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("checks.json")).unwrap())
+                .unwrap();
+        let count = |status: &str| checks.iter().filter(|c| c["status"] == status).count();
+        let failures: Vec<String> = checks
+            .iter()
+            .filter(|c| c["status"] == "FAILURE" || c["status"] == "WARNING")
+            .map(|c| format!("{} {}: {}", c["status"], c["id"], c["errorMessage"]))
+            .collect();
+        assert!(failures.is_empty(), "{scenario}: {failures:?}\n{log}");
+        scenarios.insert(
+            scenario,
+            (count("SUCCESS"), count("FAILURE"), count("WARNING")),
+        );
+    }
+    assert!(
+        out.status.success(),
+        "conformance exited with {:?}\n{log}",
+        out.status.code()
+    );
+    scenarios
+}
+
+#[test]
+fn conformance_suite_all_active_scenarios_pass_with_the_fixtures() {
+    let Some(peers) = peers("conformance_fixtures") else {
+        return;
+    };
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
+    let url = srv.url().replace("127.0.0.1", "localhost");
+    let scenarios = conformance(&peers, &url, &[]);
+    assert_eq!(
+        scenarios.len(),
+        30,
+        "the suite's 30 active scenarios: {scenarios:?}"
+    );
+    for (name, (passed, failed, warned)) in &scenarios {
+        assert!(
+            *passed >= 1 && *failed == 0 && *warned == 0,
+            "{name}: {passed}/{failed}/{warned}"
+        );
+    }
+    // The fixtures are ordinary tools in the pipeline: their calls are in the audit.
+    let (code, out, _) = ws.run(&["audit", "tail", "-n", "500", "--json"]);
+    assert_eq!(code, 0);
+    for fixture in [
+        "test_simple_text",
+        "test_tool_with_progress",
+        "test_sampling",
+        "test_elicitation",
+        "test_error_handling",
+    ] {
+        assert!(
+            out.contains(&format!("\"tool\":\"{fixture}\"")),
+            "{fixture} audited"
+        );
+    }
+    let (code, out, _) = ws.run(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn conformance_non_fixture_scenarios_pass_as_shipped() {
+    let Some(peers) = peers("conformance_shipped") else {
+        return;
+    };
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let url = srv.url().replace("127.0.0.1", "localhost");
+    for scenario in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "logging-set-level",
+        "resources-list",
+        "server-sse-multiple-streams",
+        "dns-rebinding-protection",
+    ] {
+        let result = conformance(&peers, &url, &["--scenario", scenario]);
+        assert_eq!(result.len(), 1, "{scenario}: {result:?}");
+        let (passed, failed, warned) = result.values().next().copied().unwrap_or_default();
+        assert!(
+            passed >= 1 && failed == 0 && warned == 0,
+            "{scenario}: {result:?}"
+        );
+    }
+    // Shipped, there are no fixture tools.
+    let out = aether()
+        .args(["tools", "list"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("test_simple_text"));
+}

@@ -1,0 +1,168 @@
+//! MCP over stdio, spoken in raw JSON-RPC: what a client sees, bad input included.
+
+use serde_json::json;
+
+use crate::util::{StdioServer, Ws};
+
+#[test]
+fn tools_list_is_the_agents_catalog_and_read_file_reads() {
+    let ws = Ws::new();
+    let mut s = StdioServer::start(&ws, &[]);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    let list = s.recv(1);
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "list_roots",
+            "list_dir",
+            "read_file",
+            "read_multiple_files",
+            "get_file_info",
+            "glob",
+            "search_files"
+        ]
+    );
+    for tool in list["result"]["tools"].as_array().unwrap() {
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+        assert_eq!(tool["_meta"]["aether/tier"], "standard");
+        assert!(tool["outputSchema"].is_object(), "{tool}");
+    }
+    let r = s.call(2, "read_file", json!({"path": "src/hello.txt"}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "hello from aether\nsecond line\n"
+    );
+    assert_eq!(r["result"]["structuredContent"]["total_lines"], 2);
+    assert!(r["result"]["_meta"]["aether/callId"].is_string());
+}
+
+#[test]
+fn garbage_lines_are_ignored_and_invalid_messages_answered_while_the_session_goes_on() {
+    let ws = Ws::new();
+    let mut s = StdioServer::start(&ws, &[]);
+    // Not JSON at all: ignored (as the official SDKs do; answering could start an error storm).
+    s.send_raw("this is not json");
+    s.send_raw("{\"jsonrpc\":\"2.0\",\"id\":");
+    // JSON, but not a JSON-RPC message: answered with "Invalid request".
+    s.send_raw(r#"{"hello":"world"}"#);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    assert_eq!(s.recv(7)["result"], json!({}));
+    let r = s.call(8, "read_file", json!({"path": "README.md"}));
+    assert_eq!(r["result"]["content"][0]["text"], "# demo\n");
+}
+
+#[test]
+fn unknown_tool_is_mcp_tool_not_implemented() {
+    let ws = Ws::new();
+    let mut s = StdioServer::start(&ws, &[]);
+    let r = s.call(1, "format_disk", json!({}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["data"]["code"], "mcp-tool-not-implemented");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("format_disk")
+    );
+}
+
+#[test]
+fn schema_invalid_arguments_get_a_clear_error_and_nothing_runs() {
+    let ws = Ws::new();
+    let mut s = StdioServer::start(&ws, &[]);
+    for (id, args, needle) in [
+        (1, json!({"path": 5}), "/path"),
+        (2, json!({}), "path"),
+        (3, json!({"path": "README.md", "mode": "w"}), "mode"),
+        (
+            4,
+            json!({"path": "README.md", "start_line": 0}),
+            "/start_line",
+        ),
+    ] {
+        let r = s.call(id, "read_file", args);
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        let text = r["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("Refused by Aether (arguments"), "{text}");
+        assert!(text.contains(needle), "{needle} in {text}");
+    }
+}
+
+#[test]
+fn escapes_and_credentials_are_refused_over_the_wire() {
+    let ws = Ws::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside secret").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        ws.path().join("link.txt"),
+    )
+    .unwrap();
+    let mut s = StdioServer::start(&ws, &[]);
+    for (id, path) in [
+        (1, "../secret.txt".to_string()),
+        (2, outside.path().join("secret.txt").display().to_string()),
+        (3, "link.txt".to_string()),
+        (4, ".env".to_string()),
+        (5, ".aether/aether.db".to_string()),
+    ] {
+        let r = s.call(id, "read_file", json!({"path": path}));
+        assert_eq!(r["result"]["isError"], true, "{path}: {r}");
+        assert!(!r.to_string().contains("outside secret"), "{path}: {r}");
+        assert!(
+            !r.to_string().contains("ghp_notreallyatoken"),
+            "{path}: {r}"
+        );
+    }
+}
+
+#[test]
+fn an_agent_sees_and_runs_only_its_own_catalog() {
+    // An agent without the workspace group sees no tools and can run none; an agent whose
+    // tool list names one tool sees that one and is refused the rest.
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[agents.default]\nmcp_servers = []\n[agents.reader]\ntools = [\"read_file\"]\n",
+    );
+    let mut s = StdioServer::start(
+        &ws,
+        &[
+            "--config",
+            &ws.path().join("aether.toml").display().to_string(),
+        ],
+    );
+    s.send_raw(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    assert_eq!(s.recv(1)["result"]["tools"], json!([]));
+    let r = s.call(2, "read_file", json!({"path": "README.md"}));
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Refused by Aether (connection"), "{text}");
+    drop(s);
+    let mut s = StdioServer::start(
+        &ws,
+        &[
+            "--config",
+            &ws.path().join("aether.toml").display().to_string(),
+            "--agent",
+            "reader",
+        ],
+    );
+    s.send_raw(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    let tools = s.recv(1)["result"]["tools"].clone();
+    assert_eq!(tools.as_array().unwrap().len(), 1, "{tools}");
+    let r = s.call(2, "list_dir", json!({}));
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("(capability"),
+        "{r}"
+    );
+}

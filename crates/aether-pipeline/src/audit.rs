@@ -94,7 +94,12 @@ impl Draft {
     }
 
     /// Writes the row and returns what the caller should hear.
-    pub async fn finish(mut self, store: &Store, outcome: CallOutcome, elapsed: Duration) -> CallOutcome {
+    pub async fn finish(
+        mut self,
+        store: &Store,
+        outcome: CallOutcome,
+        elapsed: Duration,
+    ) -> CallOutcome {
         let e = &mut self.event;
         e.duration_us = elapsed.as_micros() as i64;
         match &outcome {
@@ -145,7 +150,8 @@ impl Draft {
 /// `text` whole for Elevated and Restricted tools, its head for Standard ones.
 fn keep(text: &str, tier: Tier) -> String {
     match tier {
-        Tier::Standard if text.len() > SUMMARY_CHARS => {
+        // Characters, not bytes: a short non-ASCII text is kept whole, not marked as cut.
+        Tier::Standard if text.len() > SUMMARY_CHARS && text.chars().count() > SUMMARY_CHARS => {
             let head: String = text.chars().take(SUMMARY_CHARS).collect();
             format!("{head}… [{} characters]", text.chars().count())
         }
@@ -158,12 +164,20 @@ fn result_text(content: &[Content]) -> String {
     for block in content {
         match block {
             Content::Text(t) => out.push_str(t),
-            Content::Image { mime_type, data_base64 } => {
-                out.push_str(&format!("[image {mime_type}, {} base64 characters]", data_base64.len()))
-            }
-            Content::Audio { mime_type, data_base64 } => {
-                out.push_str(&format!("[audio {mime_type}, {} base64 characters]", data_base64.len()))
-            }
+            Content::Image {
+                mime_type,
+                data_base64,
+            } => out.push_str(&format!(
+                "[image {mime_type}, {} base64 characters]",
+                data_base64.len()
+            )),
+            Content::Audio {
+                mime_type,
+                data_base64,
+            } => out.push_str(&format!(
+                "[audio {mime_type}, {} base64 characters]",
+                data_base64.len()
+            )),
             Content::Resource { uri, text, .. } => {
                 out.push_str(&format!("[resource {uri}]"));
                 if let Some(t) = text {

@@ -8,17 +8,29 @@ use crate::Catalog;
 
 /// The capability groups of SPEC §3 and how far each has come in this build.
 const CAPABILITIES: &[(&str, &str)] = &[
-    ("workspace", "Read files under named roots; search names and contents. Writes, journaled undo and sealed roots are planned."),
+    (
+        "workspace",
+        "Read files under named roots; search names and contents. Writes, journaled undo and sealed roots are planned.",
+    ),
     ("shell", "run_command, run_shell, read_logs."),
-    ("research", "http_request, web_fetch, http_health_check, web_search, download_pdf."),
+    (
+        "research",
+        "http_request, web_fetch, http_health_check, web_search, download_pdf.",
+    ),
     ("knowledge", "search_knowledge, write_knowledge."),
     ("planning", "create_plan, read_plan, update_plan, todo."),
     ("comms", "notify_user, report_progress."),
     ("team", "send_message_to, read_messages."),
     ("quality", "run_tests, analyze_code."),
     ("calc", "calculate."),
-    ("upstream", "Tools of operator-configured MCP servers, as SERVER__TOOL."),
-    ("orchestration", "delegate, reply, spawn_subagents, with the agent runner."),
+    (
+        "upstream",
+        "Tools of operator-configured MCP servers, as SERVER__TOOL.",
+    ),
+    (
+        "orchestration",
+        "delegate, reply, spawn_subagents, with the agent runner.",
+    ),
 ];
 
 /// The capability document for a catalog.
@@ -32,7 +44,11 @@ pub fn capabilities(catalog: &Catalog) -> Value {
                 .filter(|d| d.group == *group)
                 .map(|d| d.name.as_str())
                 .collect();
-            let (status, exposure) = if tools.is_empty() { ("planned", "planned") } else { ("available", "exposed") };
+            let (status, exposure) = if tools.is_empty() {
+                ("planned", "planned")
+            } else {
+                ("available", "exposed")
+            };
             json!({
                 "capability": group,
                 "summary": summary,

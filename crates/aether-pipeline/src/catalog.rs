@@ -52,14 +52,26 @@ impl Catalog {
             }
             let validator = match jsonschema::validator_for(&def.input_schema) {
                 Ok(v) if problems.is_empty() => v,
-                Ok(_) => return Err(CatalogError::Malformed { name: def.name.clone(), problems }),
+                Ok(_) => {
+                    return Err(CatalogError::Malformed {
+                        name: def.name.clone(),
+                        problems,
+                    });
+                }
                 Err(e) => {
                     problems.push(format!("input schema does not compile: {e}"));
-                    return Err(CatalogError::Malformed { name: def.name.clone(), problems });
+                    return Err(CatalogError::Malformed {
+                        name: def.name.clone(),
+                        problems,
+                    });
                 }
             };
             let digest = def.digest();
-            entries.push(Entry { tool, digest, validator });
+            entries.push(Entry {
+                tool,
+                digest,
+                validator,
+            });
         }
         Ok(Catalog { entries, index })
     }
@@ -95,7 +107,11 @@ impl Catalog {
             .take(5)
             .map(|e| {
                 let at = e.instance_path().to_string();
-                let at = if at.is_empty() { "(top level)".to_string() } else { at };
+                let at = if at.is_empty() {
+                    "(top level)".to_string()
+                } else {
+                    at
+                };
                 format!("{at}: {}", e.masked())
             })
             .collect();

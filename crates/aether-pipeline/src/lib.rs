@@ -27,7 +27,9 @@ use aether_policy::config::Limits;
 use aether_policy::decision::{Refusal, Step};
 use aether_policy::registry::RegistryEntry;
 use aether_policy::{AgentProfile, Digest, Hidden, Offer, RegistryState, RegistryView, Tier};
-use aether_store::{AdmissionReceipt, AuditQuery, AuditRecord, BuiltinDefinition, ReceiptOutcome, Store};
+use aether_store::{
+    AdmissionReceipt, AuditQuery, AuditRecord, BuiltinDefinition, ReceiptOutcome, Store,
+};
 use aether_tools::{CallContext, ClientLink, Content, Roots, Tool, ToolError, ToolOutput};
 
 use futures::FutureExt;
@@ -105,7 +107,11 @@ impl Pipeline {
         let pipeline = Pipeline {
             catalog,
             registry: RwLock::new(Arc::new(RegistryView::default())),
-            agents: settings.agents.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+            agents: settings
+                .agents
+                .into_iter()
+                .map(|(k, v)| (k, Arc::new(v)))
+                .collect(),
             roots: Arc::new(settings.roots),
             limits: Arc::new(settings.limits),
             store: settings.store,
@@ -144,7 +150,10 @@ impl Pipeline {
     }
 
     fn registry(&self) -> Arc<RegistryView> {
-        self.registry.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Keeps the in-memory halt flag in step with the store (another process may set it).
@@ -164,13 +173,27 @@ impl Pipeline {
     }
 
     /// The session context for `agent` on `transport`.
-    pub fn session(&self, agent: &str, transport: Transport, session_id: String) -> Result<SessionContext, PipelineError> {
-        let profile = self.agents.get(agent).cloned().ok_or_else(|| PipelineError::UnknownAgent {
-            name: agent.to_string(),
-            known: self.agents.keys().cloned().collect::<Vec<_>>().join(", "),
-        })?;
+    pub fn session(
+        &self,
+        agent: &str,
+        transport: Transport,
+        session_id: String,
+    ) -> Result<SessionContext, PipelineError> {
+        let profile =
+            self.agents
+                .get(agent)
+                .cloned()
+                .ok_or_else(|| PipelineError::UnknownAgent {
+                    name: agent.to_string(),
+                    known: self.agents.keys().cloned().collect::<Vec<_>>().join(", "),
+                })?;
         let groups = profile.groups(|name| self.catalog.get(name).map(|t| t.def().group.as_str()));
-        Ok(SessionContext { session_id, transport, agent: profile, groups: Arc::new(groups) })
+        Ok(SessionContext {
+            session_id,
+            transport,
+            agent: profile,
+            groups: Arc::new(groups),
+        })
     }
 
     /// Whether `def` is offered to this session, and if not, why not. The same checks, in the
@@ -188,13 +211,19 @@ impl Pipeline {
         self.catalog
             .iter()
             .filter(|e| {
-                registry.admits(&e.def().name, e.digest).is_ok() && ctx.agent.offer(e.def(), &ctx.groups) == Offer::Offered
+                registry.admits(&e.def().name, e.digest).is_ok()
+                    && ctx.agent.offer(e.def(), &ctx.groups) == Offer::Offered
             })
             .collect()
     }
 
     /// The caller's own audit rows, oldest first, after `cursor`.
-    pub async fn audit_events(&self, ctx: &SessionContext, cursor: Option<i64>, limit: usize) -> Result<Vec<AuditRecord>, PipelineError> {
+    pub async fn audit_events(
+        &self,
+        ctx: &SessionContext,
+        cursor: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, PipelineError> {
         Ok(self
             .store
             .audit_query(AuditQuery {
@@ -218,7 +247,9 @@ impl Pipeline {
         let started = Instant::now();
         let call_id = uuid::Uuid::now_v7().to_string();
         let mut draft = audit::Draft::new(&call_id, ctx, tool_name);
-        let outcome = self.admit_and_run(ctx, tool_name, arguments, client, cancel, &mut draft).await;
+        let outcome = self
+            .admit_and_run(ctx, tool_name, arguments, client, cancel, &mut draft)
+            .await;
         let outcome = draft.finish(&self.store, outcome, started.elapsed()).await;
         CallResult { call_id, outcome }
     }
@@ -234,17 +265,38 @@ impl Pipeline {
     ) -> CallOutcome {
         // 2. Halt (the fast check; the receipt transaction makes it exact).
         if self.halted.load(Ordering::Relaxed) {
-            return refuse(Step::Halt, "halt", "Aether is halted by an operator; no calls are admitted until it is resumed");
+            // The flag may be stale: a receipt that meets a halt sets it, and only `watch_halt`
+            // clears it, so a pipeline nobody watches would refuse every call forever after a
+            // resume. The store is authoritative: ask it before refusing (one read, and only
+            // while the flag is up).
+            match self.store.halt_state().await {
+                Ok(state) if !state.halted => self.halted.store(false, Ordering::Relaxed),
+                _ => {
+                    return refuse(
+                        Step::Halt,
+                        "halt",
+                        "Aether is halted by an operator; no calls are admitted until it is resumed",
+                    );
+                }
+            }
         }
         // Unknown tool: refused before anything else is looked at.
         let Some(entry) = self.catalog.get(tool_name) else {
-            return refuse(Step::UnknownTool, "catalog", format!("no tool named {tool_name:?}"));
+            return refuse(
+                Step::UnknownTool,
+                "catalog",
+                format!("no tool named {tool_name:?}"),
+            );
         };
         let def = entry.def();
         draft.tool_known(def, entry.digest);
         // 3. Registry.
         if let Err(hidden) = self.registry().admits(&def.name, entry.digest) {
-            return refuse(Step::Registry, format!("registry:{}", registry_rule(&hidden)), hidden.explain(&def.name, &ctx.agent.name));
+            return refuse(
+                Step::Registry,
+                format!("registry:{}", registry_rule(&hidden)),
+                hidden.explain(&def.name, &ctx.agent.name),
+            );
         }
         // 4, 5. Connection and capability layers.
         if let Offer::Hidden(hidden) = ctx.agent.offer(def, &ctx.groups) {
@@ -252,7 +304,11 @@ impl Pipeline {
                 Hidden::GroupNotAllowed { .. } => Step::Connection,
                 _ => Step::Capability,
             };
-            return refuse(step, step.as_str(), hidden.explain(&def.name, &ctx.agent.name));
+            return refuse(
+                step,
+                step.as_str(),
+                hidden.explain(&def.name, &ctx.agent.name),
+            );
         }
         // 6. Arguments: operator defaults fill what the caller left out; then the schema.
         let mut args = arguments.unwrap_or_default();
@@ -264,7 +320,14 @@ impl Pipeline {
         let args = Value::Object(args);
         draft.arguments(&args, def.tier);
         if let Err(problems) = self.catalog.validate(&def.name, &args) {
-            return refuse(Step::Arguments, "schema", format!("the arguments do not match {}'s input schema: {problems}", def.name));
+            return refuse(
+                Step::Arguments,
+                "schema",
+                format!(
+                    "the arguments do not match {}'s input schema: {problems}",
+                    def.name
+                ),
+            );
         }
         // 9. Tier gate. (Rules, step 7, and egress, step 8, arrive with the tools they govern.)
         if def.tier == Tier::Restricted {
@@ -295,7 +358,13 @@ impl Pipeline {
             Ok(ReceiptOutcome::Halted(state)) => {
                 self.halted.store(true, Ordering::Relaxed);
                 let why = state.why.unwrap_or_default();
-                return refuse(Step::Halt, "halt", format!("Aether is halted by an operator ({why}); no calls are admitted until it is resumed"));
+                return refuse(
+                    Step::Halt,
+                    "halt",
+                    format!(
+                        "Aether is halted by an operator ({why}); no calls are admitted until it is resumed"
+                    ),
+                );
             }
             Err(e) => {
                 return CallOutcome::Failed(format!(
@@ -354,16 +423,39 @@ fn registry_rule(hidden: &Hidden) -> &'static str {
     }
 }
 
+/// Characters held back for the marker of a cut (the marker itself is about 100).
+const MARKER_ROOM: usize = 200;
+
 /// Cuts the text blocks of `output` so that together they fit in `max_chars`.
 fn bound(mut output: ToolOutput, max_chars: usize) -> ToolOutput {
-    let mut left = max_chars;
+    let text_chars = |c: &Content| {
+        if let Content::Text(t) = c {
+            t.chars().count()
+        } else {
+            0
+        }
+    };
+    if output.content.iter().map(text_chars).sum::<usize>() <= max_chars {
+        return output;
+    }
+    // Too long together. Blocks are kept whole while a marker still fits after them; the first
+    // one that does not is cut, marker included, and the text blocks after it are emptied.
+    // (Bounding each block by what was left but never below 200 characters let every block
+    // after the budget ran out add 200 more.)
+    let mut left = max_chars.max(MARKER_ROOM);
+    let mut cut = false;
     for block in &mut output.content {
-        if let Content::Text(text) = block {
-            let bounded = aether_policy::truncate::bound_text(text, left.max(200));
-            left = left.saturating_sub(bounded.chars().count());
-            if let std::borrow::Cow::Owned(cut) = bounded {
-                *text = cut;
-            }
+        let Content::Text(text) = block else { continue };
+        let n = text.chars().count();
+        if cut {
+            text.clear();
+        } else if n + MARKER_ROOM <= left {
+            left -= n;
+        } else {
+            // This block may fit, but then what follows does not: cut it so the marker shows.
+            let keep = if n > left { left } else { left - MARKER_ROOM };
+            *text = aether_policy::truncate::bound_text(text, keep).into_owned();
+            cut = true;
         }
     }
     output

@@ -10,6 +10,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Json};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use http::StatusCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};

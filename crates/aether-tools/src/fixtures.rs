@@ -51,7 +51,10 @@ fn fixture(name: &str, description: &str, input: Value, kind: Kind) -> Arc<dyn T
             description: description.into(),
             input_schema: input,
             output_schema: json!({"type": "object"}),
-            meta: ToolMeta { risk: Risk::Low, ..ToolMeta::read_only() },
+            meta: ToolMeta {
+                risk: Risk::Low,
+                ..ToolMeta::read_only()
+            },
         },
         kind,
     })
@@ -64,14 +67,54 @@ fn empty() -> Value {
 /// The conformance fixtures, in the order the suite lists them.
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
-        fixture("test_simple_text", "Returns a simple text response for testing.", empty(), Kind::SimpleText),
-        fixture("test_image_content", "Returns a 1x1 PNG image for testing.", empty(), Kind::Image),
-        fixture("test_audio_content", "Returns a minimal WAV audio clip for testing.", empty(), Kind::Audio),
-        fixture("test_embedded_resource", "Returns an embedded text resource for testing.", empty(), Kind::EmbeddedResource),
-        fixture("test_multiple_content_types", "Returns text, an image and a resource together for testing.", empty(), Kind::Mixed),
-        fixture("test_tool_with_logging", "Sends three log messages while it runs, for testing.", empty(), Kind::Logging),
-        fixture("test_tool_with_progress", "Reports progress three times while it runs, for testing.", empty(), Kind::Progress),
-        fixture("test_error_handling", "Always returns a tool error, for testing error handling.", empty(), Kind::Error),
+        fixture(
+            "test_simple_text",
+            "Returns a simple text response for testing.",
+            empty(),
+            Kind::SimpleText,
+        ),
+        fixture(
+            "test_image_content",
+            "Returns a 1x1 PNG image for testing.",
+            empty(),
+            Kind::Image,
+        ),
+        fixture(
+            "test_audio_content",
+            "Returns a minimal WAV audio clip for testing.",
+            empty(),
+            Kind::Audio,
+        ),
+        fixture(
+            "test_embedded_resource",
+            "Returns an embedded text resource for testing.",
+            empty(),
+            Kind::EmbeddedResource,
+        ),
+        fixture(
+            "test_multiple_content_types",
+            "Returns text, an image and a resource together for testing.",
+            empty(),
+            Kind::Mixed,
+        ),
+        fixture(
+            "test_tool_with_logging",
+            "Sends three log messages while it runs, for testing.",
+            empty(),
+            Kind::Logging,
+        ),
+        fixture(
+            "test_tool_with_progress",
+            "Reports progress three times while it runs, for testing.",
+            empty(),
+            Kind::Progress,
+        ),
+        fixture(
+            "test_error_handling",
+            "Always returns a tool error, for testing error handling.",
+            empty(),
+            Kind::Error,
+        ),
         fixture(
             "test_sampling",
             "Asks the client's model to answer a prompt (sampling), for testing.",
@@ -84,8 +127,18 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             json!({"type": "object", "properties": {"message": {"type": "string", "description": "The message to show the user"}}, "required": ["message"]}),
             Kind::Elicitation,
         ),
-        fixture("test_elicitation_sep1034_defaults", "Asks the user to review a form whose fields have defaults (SEP-1034), for testing.", empty(), Kind::ElicitationDefaults),
-        fixture("test_elicitation_sep1330_enums", "Asks the user to pick from five kinds of enum field (SEP-1330), for testing.", empty(), Kind::ElicitationEnums),
+        fixture(
+            "test_elicitation_sep1034_defaults",
+            "Asks the user to review a form whose fields have defaults (SEP-1034), for testing.",
+            empty(),
+            Kind::ElicitationDefaults,
+        ),
+        fixture(
+            "test_elicitation_sep1330_enums",
+            "Asks the user to pick from five kinds of enum field (SEP-1330), for testing.",
+            empty(),
+            Kind::ElicitationEnums,
+        ),
         fixture(
             "json_schema_2020_12_tool",
             "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613).",
@@ -112,11 +165,17 @@ impl Tool for Fixture {
         match self.kind {
             Kind::SimpleText => text("This is a simple text response for testing."),
             Kind::Image => Ok(ToolOutput {
-                content: vec![Content::Image { data_base64: PNG_1X1.into(), mime_type: "image/png".into() }],
+                content: vec![Content::Image {
+                    data_base64: PNG_1X1.into(),
+                    mime_type: "image/png".into(),
+                }],
                 ..Default::default()
             }),
             Kind::Audio => Ok(ToolOutput {
-                content: vec![Content::Audio { data_base64: WAV_MIN.into(), mime_type: "audio/wav".into() }],
+                content: vec![Content::Audio {
+                    data_base64: WAV_MIN.into(),
+                    mime_type: "audio/wav".into(),
+                }],
                 ..Default::default()
             }),
             Kind::EmbeddedResource => Ok(ToolOutput {
@@ -131,7 +190,10 @@ impl Tool for Fixture {
             Kind::Mixed => Ok(ToolOutput {
                 content: vec![
                     Content::Text("Multiple content types test:".into()),
-                    Content::Image { data_base64: PNG_1X1.into(), mime_type: "image/png".into() },
+                    Content::Image {
+                        data_base64: PNG_1X1.into(),
+                        mime_type: "image/png".into(),
+                    },
                     Content::Resource {
                         uri: "test://mixed-content-resource".into(),
                         mime_type: "application/json".into(),
@@ -142,7 +204,14 @@ impl Tool for Fixture {
                 ..Default::default()
             }),
             Kind::Logging => {
-                for (i, message) in ["Tool execution started", "Tool processing data", "Tool execution completed"].iter().enumerate() {
+                for (i, message) in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ]
+                .iter()
+                .enumerate()
+                {
                     if i > 0 {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
@@ -155,12 +224,20 @@ impl Tool for Fixture {
                     if i > 0 {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
-                    cx.client.progress(step, Some(100.0), Some(format!("Completed step {step} of 100"))).await;
+                    cx.client
+                        .progress(
+                            step,
+                            Some(100.0),
+                            Some(format!("Completed step {step} of 100")),
+                        )
+                        .await;
                 }
                 text("Progress reported")
             }
             Kind::Error => Ok(ToolOutput {
-                content: vec![Content::Text("This tool intentionally returns an error for testing".into())],
+                content: vec![Content::Text(
+                    "This tool intentionally returns an error for testing".into(),
+                )],
                 is_error: true,
                 ..Default::default()
             }),
@@ -240,7 +317,9 @@ async fn elicit(cx: &CallContext, params: Value, label: &str) -> Result<ToolOutp
         Ok(answer) => {
             let action = answer["action"].as_str().unwrap_or("unknown");
             let content = answer.get("content").cloned().unwrap_or(Value::Null);
-            Ok(ToolOutput::text(format!("{label}: action={action}, content={content}")))
+            Ok(ToolOutput::text(format!(
+                "{label}: action={action}, content={content}"
+            )))
         }
         Err(e) => Err(ToolError::failed(format!("elicitation failed: {e}"))),
     }

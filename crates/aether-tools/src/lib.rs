@@ -27,9 +27,20 @@ pub use roots::{Root, RootError, Roots};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Content {
     Text(String),
-    Image { data_base64: String, mime_type: String },
-    Audio { data_base64: String, mime_type: String },
-    Resource { uri: String, mime_type: String, text: Option<String>, blob_base64: Option<String> },
+    Image {
+        data_base64: String,
+        mime_type: String,
+    },
+    Audio {
+        data_base64: String,
+        mime_type: String,
+    },
+    Resource {
+        uri: String,
+        mime_type: String,
+        text: Option<String>,
+        blob_base64: Option<String>,
+    },
 }
 
 /// What a tool hands back: blocks for the model, and structured data matching the tool's
@@ -44,12 +55,19 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> ToolOutput {
-        ToolOutput { content: vec![Content::Text(text.into())], ..Default::default() }
+        ToolOutput {
+            content: vec![Content::Text(text.into())],
+            ..Default::default()
+        }
     }
 
     /// Text for the model plus structured data for programs.
     pub fn with_structured(text: impl Into<String>, structured: Value) -> ToolOutput {
-        ToolOutput { content: vec![Content::Text(text.into())], structured: Some(structured), is_error: false }
+        ToolOutput {
+            content: vec![Content::Text(text.into())],
+            structured: Some(structured),
+            is_error: false,
+        }
     }
 }
 
@@ -71,7 +89,10 @@ pub enum ToolError {
 
 impl ToolError {
     pub fn denied(rule: &'static str, message: impl fmt::Display) -> ToolError {
-        ToolError::Denied { rule, message: message.to_string() }
+        ToolError::Denied {
+            rule,
+            message: message.to_string(),
+        }
     }
 
     pub fn failed(message: impl fmt::Display) -> ToolError {
@@ -147,7 +168,8 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
 
 /// Parses arguments that the pipeline has already validated against the schema.
 pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
-    serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))
+    serde_json::from_value(args)
+        .map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))
 }
 
 /// The JSON Schema of `T`, as a tool's input or output schema.

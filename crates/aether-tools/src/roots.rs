@@ -31,7 +31,11 @@ use crate::ToolError;
 #[derive(Debug, thiserror::Error)]
 pub enum RootError {
     #[error("root {name:?} at {path}: {source}")]
-    Open { name: String, path: String, source: io::Error },
+    Open {
+        name: String,
+        path: String,
+        source: io::Error,
+    },
     #[error("root {name:?} at {path} is not a folder")]
     NotAFolder { name: String, path: String },
     #[error("root name {0:?} is used twice")]
@@ -69,12 +73,18 @@ impl Roots {
             if roots.iter().any(|r| r.name == spec.name) {
                 return Err(RootError::Duplicate(spec.name.clone()));
             }
-            let open_err =
-                |source| RootError::Open { name: spec.name.clone(), path: spec.path.clone(), source };
+            let open_err = |source| RootError::Open {
+                name: spec.name.clone(),
+                path: spec.path.clone(),
+                source,
+            };
             let path = std::fs::canonicalize(&spec.path).map_err(open_err)?;
             let meta = std::fs::metadata(&path).map_err(open_err)?;
             if !meta.is_dir() {
-                return Err(RootError::NotAFolder { name: spec.name.clone(), path: spec.path.clone() });
+                return Err(RootError::NotAFolder {
+                    name: spec.name.clone(),
+                    path: spec.path.clone(),
+                });
             }
             let dir = Dir::open_ambient_dir(&path, ambient_authority()).map_err(open_err)?;
             roots.push(Root {
@@ -85,7 +95,10 @@ impl Roots {
                 identity: (meta.dev(), meta.ino()),
             });
         }
-        Ok(Roots { roots, credentials: CredentialFilter::default() })
+        Ok(Roots {
+            roots,
+            credentials: CredentialFilter::default(),
+        })
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Root> {
@@ -106,7 +119,11 @@ impl Roots {
 
     fn names(&self) -> String {
         let names: Vec<&str> = self.roots.iter().map(|r| r.name.as_str()).collect();
-        if names.is_empty() { "none are configured".into() } else { names.join(", ") }
+        if names.is_empty() {
+            "none are configured".into()
+        } else {
+            names.join(", ")
+        }
     }
 
     /// Finds the root and the clean relative path for a request. `root` names a root; without
@@ -121,7 +138,10 @@ impl Roots {
         let deny = |r: PathRefusal| ToolError::denied("confinement", r);
         let chosen = match root {
             Some(name) => Some(self.get(name).ok_or_else(|| {
-                ToolError::InvalidArguments(format!("no root is named {name:?}; roots: {}", self.names()))
+                ToolError::InvalidArguments(format!(
+                    "no root is named {name:?}; roots: {}",
+                    self.names()
+                ))
             })?),
             None => None,
         };
@@ -130,13 +150,21 @@ impl Roots {
                 Some(r) => (
                     r,
                     strip_root(path, &r.path.to_string_lossy())
-                        .ok_or_else(|| deny(PathRefusal::NotUnderRoot { path: path.into(), root: r.name.clone() }))?
+                        .ok_or_else(|| {
+                            deny(PathRefusal::NotUnderRoot {
+                                path: path.into(),
+                                root: r.name.clone(),
+                            })
+                        })?
                         .to_string(),
                 ),
                 None => self
                     .roots
                     .iter()
-                    .find_map(|r| strip_root(path, &r.path.to_string_lossy()).map(|rest| (r, rest.to_string())))
+                    .find_map(|r| {
+                        strip_root(path, &r.path.to_string_lossy())
+                            .map(|rest| (r, rest.to_string()))
+                    })
                     .ok_or_else(|| deny(PathRefusal::OutsideRoots(path.into())))?,
             }
         } else {
@@ -158,7 +186,11 @@ impl Roots {
 impl Root {
     /// `root:rel` as shown to callers.
     pub fn display(&self, rel: &str) -> String {
-        if rel.is_empty() { format!("{}:/", self.name) } else { format!("{}:{rel}", self.name) }
+        if rel.is_empty() {
+            format!("{}:/", self.name)
+        } else {
+            format!("{}:{rel}", self.name)
+        }
     }
 
     pub fn dir(&self) -> &Dir {
@@ -184,28 +216,56 @@ impl Root {
         match e.kind() {
             _ if is_escape(&e) => ToolError::denied(
                 "confinement",
-                format!("{shown} leads outside root {:?} (through a symlink or '..'); refused", self.name),
+                format!(
+                    "{shown} leads outside root {:?} (through a symlink or '..'); refused",
+                    self.name
+                ),
             ),
-            io::ErrorKind::NotFound => ToolError::failed(format!("{shown}: no such file or folder")),
-            io::ErrorKind::NotADirectory => ToolError::failed(format!("{shown}: a part of the path is not a folder")),
-            io::ErrorKind::IsADirectory => ToolError::failed(format!("{shown} is a folder, not a file")),
-            io::ErrorKind::PermissionDenied => ToolError::failed(format!("{shown}: permission denied")),
+            io::ErrorKind::NotFound => {
+                ToolError::failed(format!("{shown}: no such file or folder"))
+            }
+            io::ErrorKind::NotADirectory => {
+                ToolError::failed(format!("{shown}: a part of the path is not a folder"))
+            }
+            io::ErrorKind::IsADirectory => {
+                ToolError::failed(format!("{shown} is a folder, not a file"))
+            }
+            io::ErrorKind::PermissionDenied => {
+                ToolError::failed(format!("{shown}: permission denied"))
+            }
             _ => ToolError::failed(format!("{shown}: {e}")),
         }
     }
 
     /// Opens a regular file beneath the root, with every check in the module docs.
-    pub fn open_file(&self, rel: &str, credentials: &CredentialFilter) -> Result<(File, std::fs::Metadata), ToolError> {
+    pub fn open_file(
+        &self,
+        rel: &str,
+        credentials: &CredentialFilter,
+    ) -> Result<(File, std::fs::Metadata), ToolError> {
         if rel.is_empty() {
-            return Err(ToolError::failed(format!("{} is a folder, not a file", self.display(rel))));
+            return Err(ToolError::failed(format!(
+                "{} is a folder, not a file",
+                self.display(rel)
+            )));
         }
-        let file = self.dir.open(rel).map_err(|e| self.io_error(rel, e))?.into_std();
+        let file = self
+            .dir
+            .open(rel)
+            .map_err(|e| self.io_error(rel, e))?
+            .into_std();
         let meta = file.metadata().map_err(|e| self.io_error(rel, e))?;
         if meta.is_dir() {
-            return Err(ToolError::failed(format!("{} is a folder, not a file", self.display(rel))));
+            return Err(ToolError::failed(format!(
+                "{} is a folder, not a file",
+                self.display(rel)
+            )));
         }
         if !meta.is_file() {
-            return Err(ToolError::failed(format!("{} is not a regular file", self.display(rel))));
+            return Err(ToolError::failed(format!(
+                "{} is not a regular file",
+                self.display(rel)
+            )));
         }
         if meta.nlink() > 1 {
             return Err(ToolError::denied(
@@ -222,7 +282,11 @@ impl Root {
     }
 
     /// Opens a folder beneath the root and returns it with its real path.
-    pub fn open_folder(&self, rel: &str, credentials: &CredentialFilter) -> Result<(Dir, PathBuf), ToolError> {
+    pub fn open_folder(
+        &self,
+        rel: &str,
+        credentials: &CredentialFilter,
+    ) -> Result<(Dir, PathBuf), ToolError> {
         let dir = if rel.is_empty() {
             self.dir.try_clone().map_err(|e| self.io_error(rel, e))?
         } else {
@@ -234,7 +298,12 @@ impl Root {
 
     /// The real path of an open handle must still lie under the root and must not be a
     /// credential file.
-    fn check_real_path(&self, rel: &str, fd: &impl AsRawFd, credentials: &CredentialFilter) -> Result<PathBuf, ToolError> {
+    pub(crate) fn check_real_path(
+        &self,
+        rel: &str,
+        fd: &impl AsRawFd,
+        credentials: &CredentialFilter,
+    ) -> Result<PathBuf, ToolError> {
         let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
             .map_err(|e| self.io_error(rel, e))?;
         let real_rel = real
@@ -245,7 +314,11 @@ impl Root {
         if real_rel != rel && credentials.is_credential(&real_rel) {
             return Err(ToolError::denied(
                 "confinement",
-                format!("{} resolves to {}, a credential file; refused", self.display(rel), self.display(&real_rel)),
+                format!(
+                    "{} resolves to {}, a credential file; refused",
+                    self.display(rel),
+                    self.display(&real_rel)
+                ),
             ));
         }
         Ok(real)
@@ -253,12 +326,17 @@ impl Root {
 
     /// A path found under `real_dir` (a real path inside this root), as root-relative text.
     pub fn relative_of(&self, path: &Path) -> Option<String> {
-        path.strip_prefix(&self.path).ok().map(|p| p.to_string_lossy().into_owned())
+        path.strip_prefix(&self.path)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
     }
 }
 
 fn escape_error() -> io::Error {
-    io::Error::new(io::ErrorKind::PermissionDenied, "a path led outside of the filesystem")
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "a path led outside of the filesystem",
+    )
 }
 
 /// cap-std reports an attempt to leave the directory as this error (and the kernel's

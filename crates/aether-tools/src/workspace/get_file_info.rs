@@ -66,11 +66,17 @@ impl Tool for GetFileInfo {
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
         let mut rel = String::new();
-        let loc = cx.roots.locate(args.root.as_deref(), &args.path, &mut rel)?;
+        let loc = cx
+            .roots
+            .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let root = loc.root;
         let dir = root.dir();
-        let meta = if loc.rel.is_empty() { dir.dir_metadata() } else { dir.symlink_metadata(loc.rel) }
-            .map_err(|e| root.io_error(loc.rel, e))?;
+        let meta = if loc.rel.is_empty() {
+            dir.dir_metadata()
+        } else {
+            dir.symlink_metadata(loc.rel)
+        }
+        .map_err(|e| root.io_error(loc.rel, e))?;
         let ft = meta.file_type();
         let kind = if ft.is_dir() {
             "dir"
@@ -82,7 +88,9 @@ impl Tool for GetFileInfo {
             "other"
         };
         let symlink_target = if ft.is_symlink() {
-            dir.read_link_contents(loc.rel).ok().map(|p| p.to_string_lossy().into_owned())
+            dir.read_link_contents(loc.rel)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
         } else {
             None
         };
@@ -116,6 +124,9 @@ impl Tool for GetFileInfo {
         if let Some(t) = &output.symlink_target {
             text.push_str(&format!(", points to {t}"));
         }
-        Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?))
+        Ok(ToolOutput::with_structured(
+            text,
+            serde_json::to_value(output).map_err(ToolError::failed)?,
+        ))
     }
 }

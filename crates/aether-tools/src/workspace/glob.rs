@@ -1,5 +1,6 @@
 //! `glob`: file names matching a glob, found by a parallel walk of the tree.
 
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -71,42 +72,61 @@ pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String
         .map_err(|e| ToolError::InvalidArguments(format!("bad glob {:?}: {e}", args.pattern)))?
         .compile_matcher();
     let by_name = !args.pattern.contains('/');
-    let max = args.max_results.unwrap_or(usize::MAX).min(cx.limits.search_results);
+    let max = args
+        .max_results
+        .unwrap_or(usize::MAX)
+        .min(cx.limits.search_results);
     let mut rel = String::new();
-    let loc = cx.roots.locate(args.root.as_deref(), &args.path, &mut rel)?;
+    let loc = cx
+        .roots
+        .locate(args.root.as_deref(), &args.path, &mut rel)?;
     let (_dir, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+    let root_dir = loc
+        .root
+        .dir()
+        .try_clone()
+        .map_err(|e| loc.root.io_error("", e))?;
     let root_path = loc.root.path.clone();
     let credentials = std::sync::Arc::new(cx.roots.credentials().clone());
-    let opts = WalkOptions { include_hidden: args.include_hidden, respect_ignore: args.respect_ignore };
+    let opts = WalkOptions {
+        include_hidden: args.include_hidden,
+        respect_ignore: args.respect_ignore,
+    };
     let cancel = cx.cancel.clone();
     let (mut matches, truncated) = blocking(move || {
         let found = Mutex::new(Vec::new());
         let count = AtomicUsize::new(0);
         let truncated = AtomicBool::new(false);
-        walk::builder(&base, &root_path, opts, credentials.clone()).build_parallel().run(|| {
-            Box::new(|entry| {
-                if cancel.is_cancelled() {
-                    return WalkState::Quit;
-                }
-                let Some((abs, rel)) = walk::regular_file(entry, &root_path, &credentials) else {
-                    return WalkState::Continue;
-                };
-                let hit = if by_name {
-                    abs.file_name().is_some_and(|n| glob.is_match(n))
-                } else {
-                    abs.strip_prefix(&base).is_ok_and(|p| glob.is_match(p))
-                };
-                if hit {
-                    if count.fetch_add(1, Ordering::Relaxed) >= max {
-                        truncated.store(true, Ordering::Relaxed);
+        walk::builder(&base, &root_path, opts, credentials.clone())
+            .build_parallel()
+            .run(|| {
+                Box::new(|entry| {
+                    if cancel.is_cancelled() {
                         return WalkState::Quit;
                     }
-                    found.lock().expect("glob results lock").push(rel);
-                }
-                WalkState::Continue
-            })
-        });
-        (found.into_inner().expect("glob results lock"), truncated.into_inner())
+                    let Some((abs, rel)) = walk::regular_file(entry, &root_path, &credentials)
+                    else {
+                        return WalkState::Continue;
+                    };
+                    let hit = if by_name {
+                        abs.file_name().is_some_and(|n| glob.is_match(n))
+                    } else {
+                        abs.strip_prefix(&base).is_ok_and(|p| glob.is_match(p))
+                    };
+                    if hit && still_beneath(&root_dir, &root_path, &abs) {
+                        if count.fetch_add(1, Ordering::Relaxed) >= max {
+                            truncated.store(true, Ordering::Relaxed);
+                            return WalkState::Quit;
+                        }
+                        found.lock().expect("glob results lock").push(rel);
+                    }
+                    WalkState::Continue
+                })
+            });
+        (
+            found.into_inner().expect("glob results lock"),
+            truncated.into_inner(),
+        )
     })
     .await;
     if cx.cancel.is_cancelled() {
@@ -118,9 +138,27 @@ pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String
         text = format!("no files match {:?}", args.pattern);
     }
     if truncated {
-        text.push_str(&format!("\n[… more files match; showing the first {max}. Narrow the pattern or path]"));
+        text.push_str(&format!(
+            "\n[… more files match; showing the first {max}. Narrow the pattern or path]"
+        ));
     }
-    Ok((Output { root: loc.root.name.clone(), matches, truncated }, text))
+    Ok((
+        Output {
+            root: loc.root.name.clone(),
+            matches,
+            truncated,
+        },
+        text,
+    ))
+}
+
+/// Whether `abs`, found by the walk, still leads to a regular file when resolved beneath the
+/// root's handle without following a final symlink. The walk reads folders by path, so a folder
+/// swapped for a symlink mid-walk can show it entries from outside the root; this keeps their
+/// names out of the results.
+fn still_beneath(root_dir: &cap_std::fs::Dir, root_path: &Path, abs: &Path) -> bool {
+    abs.strip_prefix(root_path)
+        .is_ok_and(|rel| root_dir.symlink_metadata(rel).is_ok_and(|m| m.is_file()))
 }
 
 #[async_trait]
@@ -131,6 +169,9 @@ impl Tool for GlobTool {
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let (output, text) = find(&cx, parse_args(args)?).await?;
-        Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?))
+        Ok(ToolOutput::with_structured(
+            text,
+            serde_json::to_value(output).map_err(ToolError::failed)?,
+        ))
     }
 }

@@ -1,6 +1,5 @@
 //! `list_dir`: one folder's entries, folders first, with kinds and sizes.
 
-
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -41,7 +40,9 @@ struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     size: Option<u64>,
     /// Set when the name is not valid UTF-8 and is shown approximately.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    // `default` makes the schema match the output: the field is left out when false, so it
+    // must not be listed as required.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     lossy_name: bool,
 }
 
@@ -71,7 +72,9 @@ impl Tool for ListDir {
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
         let mut rel = String::new();
-        let loc = cx.roots.locate(args.root.as_deref(), &args.path, &mut rel)?;
+        let loc = cx
+            .roots
+            .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let (dir, _real) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
         let root_name = loc.root.name.clone();
         let shown = loc.root.display(loc.rel);
@@ -128,7 +131,15 @@ impl Tool for ListDir {
         if omitted > 0 {
             text.push_str(&format!("[… {omitted} more entries not listed]\n"));
         }
-        let output = Output { root: root_name, path: loc.rel.to_string(), entries, omitted };
-        Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?))
+        let output = Output {
+            root: root_name,
+            path: loc.rel.to_string(),
+            entries,
+            omitted,
+        };
+        Ok(ToolOutput::with_structured(
+            text,
+            serde_json::to_value(output).map_err(ToolError::failed)?,
+        ))
     }
 }

@@ -120,7 +120,9 @@ impl Tool for ReadFile {
         let args: Args = parse_args(args)?;
         let span = span(&args)?;
         let mut rel = String::new();
-        let loc = cx.roots.locate(args.root.as_deref(), &args.path, &mut rel)?;
+        let loc = cx
+            .roots
+            .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let (file, meta) = loc.root.open_file(loc.rel, cx.roots.credentials())?;
         let size = meta.len();
         let shown = loc.root.display(loc.rel);
@@ -151,7 +153,10 @@ impl Tool for ReadFile {
             content: bounded.into_owned(),
         };
         let text = output.content.clone();
-        Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?))
+        Ok(ToolOutput::with_structured(
+            text,
+            serde_json::to_value(output).map_err(ToolError::failed)?,
+        ))
     }
 }
 
@@ -168,6 +173,23 @@ fn binary(shown: &str, size: u64) -> ToolError {
     ))
 }
 
+/// Bytes at the start of a file checked for NUL bytes, whichever way the file is read.
+const FIRST_BLOCK: usize = 8192;
+
+/// A line reader over `file` that refuses a binary file up front. Checking the first block,
+/// not the first line, keeps line reads in step with whole reads: a short text header must not
+/// let `tail` or a range dump the binary body that a whole read refuses.
+fn text_lines(file: File, shown: &str, size: u64) -> Result<BufReader<File>, ToolError> {
+    let mut reader = BufReader::with_capacity(FIRST_BLOCK, file);
+    let head = reader
+        .fill_buf()
+        .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
+    if super::looks_binary(head) {
+        return Err(binary(shown, size));
+    }
+    Ok(reader)
+}
+
 fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let io = |e: std::io::Error| ToolError::failed(format!("{shown}: {e}"));
@@ -175,15 +197,20 @@ fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
         Span::Whole => {
             let mut bytes = Vec::with_capacity(size as usize + 1);
             (&file).read_to_end(&mut bytes).map_err(io)?;
-            if super::looks_binary(&bytes[..bytes.len().min(8192)]) {
+            if super::looks_binary(&bytes[..bytes.len().min(FIRST_BLOCK)]) {
                 return Err(binary(shown, size));
             }
             let text = String::from_utf8(bytes).map_err(|_| binary(shown, size))?;
             let total = text.lines().count() as u64;
-            Ok(Slice { text, first: None, last: None, total: Some(total) })
+            Ok(Slice {
+                text,
+                first: None,
+                last: None,
+                total: Some(total),
+            })
         }
         Span::Lines { start, end } => {
-            let mut reader = BufReader::new(file);
+            let mut reader = text_lines(file, shown, size)?;
             let mut text = String::new();
             let mut line = Vec::new();
             let mut n = 0u64;
@@ -193,9 +220,6 @@ fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
                     break;
                 }
                 n += 1;
-                if n == 1 && super::looks_binary(&line[..line.len().min(8192)]) {
-                    return Err(binary(shown, size));
-                }
                 if n >= start {
                     text.push_str(std::str::from_utf8(&line).map_err(|_| binary(shown, size))?);
                 }
@@ -217,7 +241,7 @@ fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
             })
         }
         Span::Tail(count) => {
-            let mut reader = BufReader::new(file);
+            let mut reader = text_lines(file, shown, size)?;
             let mut lines: VecDeque<String> = VecDeque::new();
             let mut line = Vec::new();
             let mut n = 0u64;
@@ -227,10 +251,8 @@ fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
                     break;
                 }
                 n += 1;
-                if n == 1 && super::looks_binary(&line[..line.len().min(8192)]) {
-                    return Err(binary(shown, size));
-                }
-                let text = String::from_utf8(std::mem::take(&mut line)).map_err(|_| binary(shown, size))?;
+                let text = String::from_utf8(std::mem::take(&mut line))
+                    .map_err(|_| binary(shown, size))?;
                 lines.push_back(text);
                 if lines.len() as u64 > count {
                     lines.pop_front();
@@ -252,15 +274,34 @@ mod tests {
     use super::*;
 
     fn args(start: Option<u64>, end: Option<u64>, head: Option<u64>, tail: Option<u64>) -> Args {
-        Args { path: "x".into(), root: None, start_line: start, end_line: end, head, tail }
+        Args {
+            path: "x".into(),
+            root: None,
+            start_line: start,
+            end_line: end,
+            head,
+            tail,
+        }
     }
 
     #[test]
     fn spans() {
         assert_eq!(span(&args(None, None, None, None)).unwrap(), Span::Whole);
-        assert_eq!(span(&args(Some(2), None, None, None)).unwrap(), Span::Lines { start: 2, end: u64::MAX });
-        assert_eq!(span(&args(None, None, Some(3), None)).unwrap(), Span::Lines { start: 1, end: 3 });
-        assert_eq!(span(&args(None, None, None, Some(3))).unwrap(), Span::Tail(3));
+        assert_eq!(
+            span(&args(Some(2), None, None, None)).unwrap(),
+            Span::Lines {
+                start: 2,
+                end: u64::MAX
+            }
+        );
+        assert_eq!(
+            span(&args(None, None, Some(3), None)).unwrap(),
+            Span::Lines { start: 1, end: 3 }
+        );
+        assert_eq!(
+            span(&args(None, None, None, Some(3))).unwrap(),
+            Span::Tail(3)
+        );
         assert!(span(&args(Some(5), Some(2), None, None)).is_err());
         assert!(span(&args(Some(1), None, Some(2), None)).is_err());
         assert!(span(&args(None, None, Some(1), Some(2))).is_err());

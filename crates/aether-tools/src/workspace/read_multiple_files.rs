@@ -1,8 +1,10 @@
 //! `read_multiple_files`: several whole text files in one call, each with its own outcome, so
 //! one missing file does not cost the others. The files share the result budget.
 
+use std::sync::Arc;
+
 use aether_policy::ToolDef;
-use aether_policy::truncate::bound_text;
+use aether_policy::config::Limits;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -70,9 +72,21 @@ impl Tool for ReadMultipleFiles {
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
         if args.paths.is_empty() || args.paths.len() > MAX_FILES {
-            return Err(ToolError::InvalidArguments(format!("give 1 to {MAX_FILES} paths")));
+            return Err(ToolError::InvalidArguments(format!(
+                "give 1 to {MAX_FILES} paths"
+            )));
         }
-        let share = (cx.limits.result_chars / args.paths.len()).max(200);
+        let share = (cx.limits.result_chars / args.paths.len())
+            .max(200)
+            .min(cx.limits.result_chars);
+        // Each file is read with its share as the result bound, so it is cut once and its
+        // marker counts the whole file (cutting read_file's already-cut text again would
+        // report the length of that copy instead).
+        let mut one_cx = cx.clone();
+        one_cx.limits = Arc::new(Limits {
+            result_chars: share,
+            ..(*cx.limits).clone()
+        });
         let mut files = Vec::with_capacity(args.paths.len());
         let mut text = String::new();
         for path in args.paths {
@@ -80,19 +94,28 @@ impl Tool for ReadMultipleFiles {
                 return Err(ToolError::Cancelled);
             }
             let one = json!({"path": path, "root": args.root});
-            let result = self.one.call(cx.clone(), one).await;
+            let result = self.one.call(one_cx.clone(), one).await;
             let entry = match result {
                 Ok(out) => {
-                    let content = out.structured.as_ref().and_then(|s| s["content"].as_str()).unwrap_or_default();
-                    let bounded = bound_text(content, share);
+                    let structured = out.structured.unwrap_or_default();
                     FileResult {
-                        truncated: bounded.len() != content.len(),
-                        content: Some(bounded.into_owned()),
+                        truncated: structured["truncated"].as_bool().unwrap_or(false),
+                        content: Some(
+                            structured["content"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string(),
+                        ),
                         error: None,
                         path,
                     }
                 }
-                Err(e) => FileResult { path, content: None, error: Some(e.to_string()), truncated: false },
+                Err(e) => FileResult {
+                    path,
+                    content: None,
+                    error: Some(e.to_string()),
+                    truncated: false,
+                },
             };
             text.push_str(&format!("==> {} <==\n", entry.path));
             match (&entry.content, &entry.error) {

@@ -126,17 +126,32 @@ impl Tool for SearchFiles {
             let output = Output {
                 root: found.root,
                 mode: "names".into(),
-                matches: found.matches.into_iter().map(|path| Match { path, line: None, text: None }).collect(),
+                matches: found
+                    .matches
+                    .into_iter()
+                    .map(|path| Match {
+                        path,
+                        line: None,
+                        text: None,
+                    })
+                    .collect(),
                 files_searched: 0,
                 truncated: found.truncated,
             };
-            return Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?));
+            return Ok(ToolOutput::with_structured(
+                text,
+                serde_json::to_value(output).map_err(ToolError::failed)?,
+            ));
         };
         search_lines(&cx, args, query).await
     }
 }
 
-async fn search_lines(cx: &CallContext, args: Args, query: String) -> Result<ToolOutput, ToolError> {
+async fn search_lines(
+    cx: &CallContext,
+    args: Args,
+    query: String,
+) -> Result<ToolOutput, ToolError> {
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive)
         .fixed_strings(!args.regex)
@@ -155,78 +170,121 @@ async fn search_lines(cx: &CallContext, args: Args, query: String) -> Result<Too
         )),
         None => None,
     };
-    let max = args.max_results.unwrap_or(usize::MAX).min(cx.limits.search_results);
+    let max = args
+        .max_results
+        .unwrap_or(usize::MAX)
+        .min(cx.limits.search_results);
     let mut rel = String::new();
-    let loc = cx.roots.locate(args.root.as_deref(), &args.path, &mut rel)?;
+    let loc = cx
+        .roots
+        .locate(args.root.as_deref(), &args.path, &mut rel)?;
     let (_dir, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
-    let root_dir = loc.root.dir().try_clone().map_err(|e| loc.root.io_error("", e))?;
+    let root_dir = loc
+        .root
+        .dir()
+        .try_clone()
+        .map_err(|e| loc.root.io_error("", e))?;
+    let (roots, root_name) = (cx.roots.clone(), loc.root.name.clone());
     let root_path = loc.root.path.clone();
     let credentials = std::sync::Arc::new(cx.roots.credentials().clone());
-    let opts = WalkOptions { include_hidden: args.include_hidden, respect_ignore: args.respect_ignore };
+    let opts = WalkOptions {
+        include_hidden: args.include_hidden,
+        respect_ignore: args.respect_ignore,
+    };
     let cancel = cx.cancel.clone();
 
     let (mut matches, files_searched, truncated) = blocking(move || {
+        let root = roots
+            .get(&root_name)
+            .expect("the located root is among the roots");
         let found: Mutex<Vec<Match>> = Mutex::new(Vec::new());
         let count = AtomicUsize::new(0);
         let searched = AtomicUsize::new(0);
         let truncated = AtomicBool::new(false);
         let mut open = cap_std::fs::OpenOptions::new();
         open.read(true).follow(FollowSymlinks::No);
-        walk::builder(&base, &root_path, opts, credentials.clone()).build_parallel().run(|| {
-            let mut searcher = SearcherBuilder::new()
-                .binary_detection(BinaryDetection::quit(b'\x00'))
-                .line_number(true)
-                .build();
-            let matcher = &matcher;
-            let (found, count, searched, truncated) = (&found, &count, &searched, &truncated);
-            let (root_dir, root_path, credentials, base, name_glob, open, cancel) =
-                (&root_dir, &root_path, &credentials, &base, &name_glob, &open, &cancel);
-            Box::new(move |entry| {
-                if cancel.is_cancelled() || truncated.load(Ordering::Relaxed) {
-                    return WalkState::Quit;
-                }
-                let Some((abs, rel)) = walk::regular_file(entry, root_path, credentials) else {
-                    return WalkState::Continue;
-                };
-                if let Some((glob, by_name)) = name_glob {
-                    let hit = if *by_name {
-                        abs.file_name().is_some_and(|n| glob.is_match(n))
-                    } else {
-                        abs.strip_prefix(base).is_ok_and(|p| glob.is_match(p))
+        walk::builder(&base, &root_path, opts, credentials.clone())
+            .build_parallel()
+            .run(|| {
+                let mut searcher = SearcherBuilder::new()
+                    .binary_detection(BinaryDetection::quit(b'\x00'))
+                    .line_number(true)
+                    .build();
+                let matcher = &matcher;
+                let (found, count, searched, truncated) = (&found, &count, &searched, &truncated);
+                let (root, root_dir, root_path, credentials, base, name_glob, open, cancel) = (
+                    root,
+                    &root_dir,
+                    &root_path,
+                    &credentials,
+                    &base,
+                    &name_glob,
+                    &open,
+                    &cancel,
+                );
+                Box::new(move |entry| {
+                    if cancel.is_cancelled() || truncated.load(Ordering::Relaxed) {
+                        return WalkState::Quit;
+                    }
+                    let Some((abs, rel)) = walk::regular_file(entry, root_path, credentials) else {
+                        return WalkState::Continue;
                     };
-                    if !hit {
+                    if let Some((glob, by_name)) = name_glob {
+                        let hit = if *by_name {
+                            abs.file_name().is_some_and(|n| glob.is_match(n))
+                        } else {
+                            abs.strip_prefix(base).is_ok_and(|p| glob.is_match(p))
+                        };
+                        if !hit {
+                            return WalkState::Continue;
+                        }
+                    }
+                    let Ok(rel_path) = abs.strip_prefix(root_path) else {
+                        return WalkState::Continue;
+                    };
+                    // Opened beneath the root, never through a symlink.
+                    let Ok(file) = root_dir.open_with(rel_path, open) else {
+                        return WalkState::Continue;
+                    };
+                    let file = file.into_std();
+                    if file
+                        .metadata()
+                        .map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) > 1)
+                    {
                         return WalkState::Continue;
                     }
-                }
-                let Ok(rel_path) = abs.strip_prefix(root_path) else { return WalkState::Continue };
-                // Opened beneath the root, never through a symlink.
-                let Ok(file) = root_dir.open_with(rel_path, open) else { return WalkState::Continue };
-                let file = file.into_std();
-                if file.metadata().map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) > 1) {
-                    return WalkState::Continue;
-                }
-                searched.fetch_add(1, Ordering::Relaxed);
-                let mut local = Vec::new();
-                let _ = searcher.search_file(
-                    matcher,
-                    &file,
-                    Lossy(|line, text| {
-                        if count.fetch_add(1, Ordering::Relaxed) >= max {
-                            truncated.store(true, Ordering::Relaxed);
-                            return Ok(false);
-                        }
-                        let text = text.trim_end_matches(['\n', '\r']);
-                        let text: String = text.chars().take(LINE_CHARS).collect();
-                        local.push(Match { path: rel.clone(), line: Some(line), text: Some(text) });
-                        Ok(true)
-                    }),
-                );
-                if !local.is_empty() {
-                    found.lock().expect("search results lock").extend(local);
-                }
-                WalkState::Continue
-            })
-        });
+                    // The walk reads folders by path, so a folder swapped for a symlink between the
+                    // walk and the open (say, to `.ssh`) makes this open land somewhere the walk never
+                    // saw. Check where it landed, as read_file does.
+                    if root.check_real_path(&rel, &file, credentials).is_err() {
+                        return WalkState::Continue;
+                    }
+                    searched.fetch_add(1, Ordering::Relaxed);
+                    let mut local = Vec::new();
+                    let _ = searcher.search_file(
+                        matcher,
+                        &file,
+                        Lossy(|line, text| {
+                            if count.fetch_add(1, Ordering::Relaxed) >= max {
+                                truncated.store(true, Ordering::Relaxed);
+                                return Ok(false);
+                            }
+                            let text = text.trim_end_matches(['\n', '\r']);
+                            let text: String = text.chars().take(LINE_CHARS).collect();
+                            local.push(Match {
+                                path: rel.clone(),
+                                line: Some(line),
+                                text: Some(text),
+                            });
+                            Ok(true)
+                        }),
+                    );
+                    if !local.is_empty() {
+                        found.lock().expect("search results lock").extend(local);
+                    }
+                    WalkState::Continue
+                })
+            });
         (
             found.into_inner().expect("search results lock"),
             searched.into_inner(),
@@ -240,13 +298,22 @@ async fn search_lines(cx: &CallContext, args: Args, query: String) -> Result<Too
     matches.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     let mut text = String::new();
     for m in &matches {
-        text.push_str(&format!("{}:{}: {}\n", m.path, m.line.unwrap_or(0), m.text.as_deref().unwrap_or("")));
+        text.push_str(&format!(
+            "{}:{}: {}\n",
+            m.path,
+            m.line.unwrap_or(0),
+            m.text.as_deref().unwrap_or("")
+        ));
     }
     if matches.is_empty() {
-        text.push_str(&format!("no matches for {query:?} in {files_searched} files\n"));
+        text.push_str(&format!(
+            "no matches for {query:?} in {files_searched} files\n"
+        ));
     }
     if truncated {
-        text.push_str(&format!("[… more lines match; showing the first {max}. Narrow the query, glob or path]\n"));
+        text.push_str(&format!(
+            "[… more lines match; showing the first {max}. Narrow the query, glob or path]\n"
+        ));
     }
     let output = Output {
         root: loc.root.name.clone(),
@@ -255,5 +322,8 @@ async fn search_lines(cx: &CallContext, args: Args, query: String) -> Result<Too
         files_searched,
         truncated,
     };
-    Ok(ToolOutput::with_structured(text, serde_json::to_value(output).map_err(ToolError::failed)?))
+    Ok(ToolOutput::with_structured(
+        text,
+        serde_json::to_value(output).map_err(ToolError::failed)?,
+    ))
 }

@@ -71,5 +71,7 @@ pub(super) fn regular_file(
 }
 
 fn relative(path: &Path, root: &Path) -> Option<String> {
-    path.strip_prefix(root).ok().map(|p| p.to_string_lossy().into_owned())
+    path.strip_prefix(root)
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
 }

@@ -1,0 +1,13 @@
+//! The admission pipeline's integration tests, in one binary: each test opens its own
+//! temporary store (when it needs one), builds its own test tools and pipeline, and ends with
+//! `Harness::check()`, which verifies the audit chain and the receipt/audit invariants.
+
+mod arguments;
+mod concurrency;
+mod halt;
+mod offers;
+mod outcomes;
+mod refusals;
+mod results;
+mod setup;
+mod support;

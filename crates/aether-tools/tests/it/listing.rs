@@ -1,0 +1,342 @@
+//! Roots and what is in them: `list_roots`, `list_dir`, `get_file_info`, a root that vanishes,
+//! and names that are not UTF-8.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+use aether_policy::config::Limits;
+use aether_tools::{CallContext, RootError, Roots};
+use serde_json::{Value, json};
+
+use crate::common::{Tree, call, context, failed, ok, paths, spec};
+
+/// Lists `path` and returns the entries as (name, kind, size).
+async fn check_listing(cx: &CallContext, path: &str) -> Vec<(String, String, Option<u64>)> {
+    let (_, out) = ok(call(cx, "list_dir", json!({"path": path})).await);
+    out["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().into(),
+                e["kind"].as_str().unwrap().into(),
+                e["size"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+fn entry(name: &str, kind: &str, size: Option<u64>) -> (String, String, Option<u64>) {
+    (name.into(), kind.into(), size)
+}
+
+#[tokio::test]
+async fn list_dir_puts_folders_first_with_sizes_and_hides_aether() {
+    let t = Tree::new();
+    t.file("b.txt", "12345");
+    t.file("a.txt", "");
+    t.file("zdir/x", "x");
+    t.dir("adir");
+    t.file(".aether/aether.db", "store");
+    t.file(".hidden", "h");
+    t.link("a.txt", "link");
+    let cx = t.cx();
+    assert_eq!(
+        check_listing(&cx, "").await,
+        [
+            entry("adir", "dir", None),
+            entry("zdir", "dir", None),
+            entry(".hidden", "file", Some(1)),
+            entry("a.txt", "file", Some(0)),
+            entry("b.txt", "file", Some(5)),
+            entry("link", "symlink", None),
+        ]
+    );
+    let (text, out) = ok(call(&cx, "list_dir", json!({})).await);
+    assert_eq!(
+        text,
+        "adir/\nzdir/\n.hidden  (1 bytes)\na.txt  (0 bytes)\nb.txt  (5 bytes)\nlink@\n"
+    );
+    assert_eq!(
+        (
+            out["root"].as_str(),
+            out["path"].as_str(),
+            out["omitted"].as_u64()
+        ),
+        (Some("ws"), Some(""), Some(0))
+    );
+    assert_eq!(
+        check_listing(&cx, "zdir").await,
+        [entry("x", "file", Some(1))]
+    );
+    let (text, out) = ok(call(&cx, "list_dir", json!({"path": "adir"})).await);
+    assert_eq!(
+        (text.as_str(), &out["entries"]),
+        ("ws:adir is empty\n", &json!([]))
+    );
+}
+
+#[tokio::test]
+async fn list_dir_caps_the_listing_and_counts_the_rest() {
+    let t = Tree::new();
+    for i in 0..2003 {
+        t.file(&format!("f{i:04}"), "");
+    }
+    let cx = t.cx();
+    let (text, out) = ok(call(&cx, "list_dir", json!({"path": "."})).await);
+    assert_eq!(out["entries"].as_array().unwrap().len(), 2000);
+    assert_eq!(out["omitted"], 3);
+    assert!(
+        text.ends_with("[… 3 more entries not listed]\n"),
+        "{}",
+        &text[text.len() - 80..]
+    );
+}
+
+#[tokio::test]
+async fn get_file_info_describes_files_folders_and_symlinks() {
+    let t = Tree::new();
+    let file = t.file("sub/a.txt", "hello");
+    fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    t.link("sub/a.txt", "alias");
+    t.link(t.outside.join("secret.txt"), "out_link");
+    let cx = t.cx();
+    let info = |path: &str| {
+        let cx = cx.clone();
+        let path = path.to_string();
+        async move { ok(call(&cx, "get_file_info", json!({"path": path})).await) }
+    };
+
+    let (text, out) = info("sub/a.txt").await;
+    assert_eq!(
+        (
+            out["kind"].as_str(),
+            out["size"].as_u64(),
+            out["permissions"].as_str(),
+            out["hard_links"].as_u64()
+        ),
+        (Some("file"), Some(5), Some("640"), Some(1))
+    );
+    assert_eq!(
+        (
+            out["root"].as_str(),
+            out["path"].as_str(),
+            out["read_only"].as_bool()
+        ),
+        (Some("ws"), Some("sub/a.txt"), Some(false))
+    );
+    assert!(out["modified"].as_str().unwrap().contains('T'), "{out}");
+    assert!(out.get("symlink_target").is_none(), "{out}");
+    assert!(
+        text.starts_with("ws:sub/a.txt: file, 5 bytes, permissions 640"),
+        "{text}"
+    );
+
+    let (_, out) = info("sub").await;
+    assert_eq!(out["kind"], "dir");
+    let (_, out) = info("").await;
+    assert_eq!(
+        (out["kind"].as_str(), out["path"].as_str()),
+        (Some("dir"), Some(""))
+    );
+
+    let (text, out) = info("alias").await;
+    assert_eq!(
+        (out["kind"].as_str(), out["symlink_target"].as_str()),
+        (Some("symlink"), Some("sub/a.txt"))
+    );
+    assert!(text.ends_with(", points to sub/a.txt"), "{text}");
+    // A link pointing out is described (its text lies inside the root), never followed.
+    let (_, out) = info("out_link").await;
+    assert_eq!(out["kind"], "symlink");
+    assert_eq!(
+        out["symlink_target"],
+        t.outside.join("secret.txt").to_str().unwrap()
+    );
+    assert_eq!(
+        out["size"],
+        t.outside.join("secret.txt").to_str().unwrap().len()
+    );
+
+    let message = failed(call(&cx, "get_file_info", json!({"path": "missing"})).await);
+    assert!(message.contains("no such file"), "{message}");
+}
+
+#[tokio::test]
+async fn list_roots_reports_every_root() {
+    let t = Tree::new();
+    let docs = t.base.join("docs");
+    fs::create_dir(&docs).unwrap();
+    let mut docs_spec = spec("docs", &docs);
+    docs_spec.mode = aether_policy::paths::RootMode::Sealed;
+    let cx = context(
+        Arc::new(Roots::open(&[spec("ws", &t.ws), docs_spec]).unwrap()),
+        Limits::default(),
+    );
+    let (text, out) = ok(call(&cx, "list_roots", json!({})).await);
+    assert_eq!(
+        out["roots"],
+        json!([
+            {"name": "ws", "path": t.ws.to_str().unwrap(), "mode": "ro", "available": true},
+            {"name": "docs", "path": docs.to_str().unwrap(), "mode": "sealed", "available": true},
+        ])
+    );
+    assert_eq!(
+        text,
+        format!(
+            "ws (ro) {}\ndocs (sealed) {}",
+            t.ws.display(),
+            docs.display()
+        )
+    );
+    let none = context(Arc::new(Roots::open(&[]).unwrap()), Limits::default());
+    let (text, out) = ok(call(&none, "list_roots", json!({})).await);
+    assert_eq!(
+        (text.as_str(), &out["roots"]),
+        ("No roots are configured.", &json!([]))
+    );
+    let message = failed(call(&none, "read_file", json!({"path": "a.txt"})).await);
+    assert!(message.contains("no roots are configured"), "{message}");
+}
+
+#[tokio::test]
+async fn roots_that_cannot_be_opened_are_reported() {
+    let t = Tree::new();
+    let file = t.file("a.txt", "a");
+    assert!(matches!(
+        Roots::open(&[spec("x", &t.base.join("missing"))]),
+        Err(RootError::Open { .. })
+    ));
+    assert!(matches!(
+        Roots::open(&[spec("x", &file)]),
+        Err(RootError::NotAFolder { .. })
+    ));
+    assert!(
+        matches!(Roots::open(&[spec("x", &t.ws), spec("x", &t.outside)]), Err(RootError::Duplicate(n)) if n == "x")
+    );
+    // A root given through a symlink is served under its canonical path.
+    let alias = t.base.join("alias");
+    std::os::unix::fs::symlink(&t.ws, &alias).unwrap();
+    let roots = Roots::open(&[spec("ws", &alias)]).unwrap();
+    assert_eq!(roots.get("ws").unwrap().path, t.ws);
+}
+
+/// Every tool fails on the vanished root with the "no longer available" message.
+async fn check_gone(cx: &CallContext, root: &str) {
+    let calls: [(&str, Value); 6] = [
+        ("read_file", json!({"path": "a.txt", "root": root})),
+        (
+            "read_file",
+            json!({"path": "a.txt", "root": root, "head": 1}),
+        ),
+        ("list_dir", json!({"root": root})),
+        ("get_file_info", json!({"path": "a.txt", "root": root})),
+        ("glob", json!({"pattern": "*", "root": root})),
+        ("search_files", json!({"query": "a", "root": root})),
+    ];
+    for (tool, args) in calls {
+        let message = failed(call(cx, tool, args).await);
+        assert!(
+            message.contains(&format!("root {root:?}"))
+                && message.contains("is no longer available"),
+            "{tool}: {message}"
+        );
+    }
+}
+
+fn available(out: &Value) -> Vec<bool> {
+    out["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["available"].as_bool().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_root_renamed_away_is_reported_gone_and_back_when_restored() {
+    let t = Tree::new();
+    t.file("a.txt", "a");
+    let docs = t.base.join("docs");
+    fs::create_dir(&docs).unwrap();
+    fs::write(docs.join("d.txt"), "docs").unwrap();
+    let cx = context(
+        Arc::new(Roots::open(&[spec("ws", &t.ws), spec("docs", &docs)]).unwrap()),
+        Limits::default(),
+    );
+    let moved = t.base.join("ws_moved");
+    fs::rename(&t.ws, &moved).unwrap();
+
+    check_gone(&cx, "ws").await;
+    let (text, out) = ok(call(&cx, "list_roots", json!({})).await);
+    assert_eq!(available(&out), [false, true]);
+    assert!(
+        text.contains(&format!("ws (ro) {} (unavailable)", t.ws.display())),
+        "{text}"
+    );
+    // The other root still works.
+    let (_, out) = ok(call(&cx, "read_file", json!({"path": "d.txt", "root": "docs"})).await);
+    assert_eq!(out["content"], "docs");
+
+    fs::rename(&moved, &t.ws).unwrap();
+    let (_, out) = ok(call(&cx, "list_roots", json!({})).await);
+    assert_eq!(available(&out), [true, true]);
+    ok(call(&cx, "read_file", json!({"path": "a.txt"})).await);
+}
+
+#[tokio::test]
+async fn a_root_removed_or_replaced_is_reported_gone() {
+    let t = Tree::new();
+    t.file("a.txt", "a");
+    let cx = t.cx();
+    // Replaced: a new folder of the same name is not the root that was opened.
+    fs::rename(&t.ws, t.base.join("ws_old")).unwrap();
+    fs::create_dir(&t.ws).unwrap();
+    fs::write(t.ws.join("a.txt"), "impostor").unwrap();
+    check_gone(&cx, "ws").await;
+    let (_, out) = ok(call(&cx, "list_roots", json!({})).await);
+    assert_eq!(available(&out), [false]);
+    // Removed outright.
+    fs::remove_dir_all(&t.ws).unwrap();
+    check_gone(&cx, "ws").await;
+    let (_, out) = ok(call(&cx, "list_roots", json!({})).await);
+    assert_eq!(available(&out), [false]);
+}
+
+#[tokio::test]
+async fn names_that_are_not_utf8_are_shown_lossily() {
+    let t = Tree::new();
+    let odd = OsStr::from_bytes(b"caf\xe9.txt");
+    fs::write(t.ws.join(odd), "needle in an odd name\n").unwrap();
+    let odd_dir = t.ws.join(OsStr::from_bytes(b"dir\xff"));
+    fs::create_dir(&odd_dir).unwrap();
+    fs::write(odd_dir.join("inner.txt"), "needle inside\n").unwrap();
+    t.file("plain.txt", "needle\n");
+    let cx = t.cx();
+
+    let (_, out) = ok(call(&cx, "list_dir", json!({})).await);
+    assert_eq!(
+        out["entries"],
+        json!([
+            {"name": "dir\u{fffd}", "kind": "dir", "lossy_name": true},
+            {"name": "caf\u{fffd}.txt", "kind": "file", "size": 22, "lossy_name": true},
+            {"name": "plain.txt", "kind": "file", "size": 7},
+        ])
+    );
+    let (_, out) = ok(call(&cx, "glob", json!({"pattern": "*.txt"})).await);
+    assert_eq!(
+        paths(&out),
+        ["caf\u{fffd}.txt", "dir\u{fffd}/inner.txt", "plain.txt"]
+    );
+    let (_, out) = ok(call(&cx, "search_files", json!({"query": "needle"})).await);
+    assert_eq!(
+        paths(&out),
+        ["caf\u{fffd}.txt", "dir\u{fffd}/inner.txt", "plain.txt"]
+    );
+    assert_eq!(out["files_searched"], 3);
+    // The lossy name is for reading by eye; it does not name the file.
+    failed(call(&cx, "read_file", json!({"path": "caf\u{fffd}.txt"})).await);
+}

@@ -1,0 +1,10 @@
+//! The tools crate's integration tests: every workspace tool called through the public API,
+//! as the pipeline calls it, each test on its own temporary tree.
+
+mod common;
+mod confinement;
+mod credentials;
+mod listing;
+mod read;
+mod schemas;
+mod search;

@@ -1,0 +1,63 @@
+//! Declared schemas: every tool's definition is well formed, and a successful call of each
+//! tool returns structured output that validates against its output schema.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use crate::common::{Tree, call, ok, tool_names};
+
+#[test]
+fn every_definition_is_a_read_only_workspace_tool_with_valid_schemas() {
+    for tool in aether_tools::builtin_tools() {
+        let def = tool.def();
+        assert_eq!(def.group, "workspace", "{}", def.name);
+        assert_eq!(
+            def.meta,
+            aether_policy::ToolMeta::read_only(),
+            "{}",
+            def.name
+        );
+        for schema in [&def.input_schema, &def.output_schema] {
+            if let Err(e) = jsonschema::meta::validate(schema) {
+                panic!("{}: {schema} is not a valid JSON Schema: {e}", def.name);
+            }
+            assert_eq!(schema["type"], "object", "{}", def.name);
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_tool_output_validates_against_its_schema() {
+    let t = Tree::new();
+    t.file("src/lib.rs", "pub fn needle() {}\n");
+    t.file("notes.txt", "one\ntwo\n");
+    t.link("notes.txt", "alias");
+    let cx = t.cx();
+    // `call` validates the arguments against the input schema and the structured output
+    // against the output schema; these calls cover every tool and every output shape.
+    let calls = [
+        ("list_roots", json!({})),
+        ("list_dir", json!({})),
+        ("read_file", json!({"path": "notes.txt"})),
+        ("read_file", json!({"path": "notes.txt", "start_line": 2})),
+        ("read_file", json!({"path": "notes.txt", "tail": 1})),
+        (
+            "read_multiple_files",
+            json!({"paths": ["notes.txt", "missing.txt"]}),
+        ),
+        ("get_file_info", json!({"path": "notes.txt"})),
+        ("get_file_info", json!({"path": "alias"})),
+        ("get_file_info", json!({"path": "src"})),
+        ("glob", json!({"pattern": "*.rs"})),
+        ("search_files", json!({"query": "needle"})),
+        ("search_files", json!({"glob": "*.txt"})),
+    ];
+    let mut covered = BTreeSet::new();
+    for (tool, args) in calls {
+        let (_, out) = ok(call(&cx, tool, args).await);
+        assert!(out.is_object(), "{tool}: {out}");
+        covered.insert(tool.to_string());
+    }
+    assert_eq!(covered, tool_names().into_iter().collect::<BTreeSet<_>>());
+}

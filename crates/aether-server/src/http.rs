@@ -88,6 +88,13 @@ pub async fn serve_http(
     router: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    // An SSE reply is written in several small pieces; with Nagle's algorithm on, the last
+    // piece of a reply on a kept-alive connection waits for the client's delayed ACK (~40 ms).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

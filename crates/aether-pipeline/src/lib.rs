@@ -246,10 +246,19 @@ impl Pipeline {
     ) -> CallResult {
         let started = Instant::now();
         let call_id = uuid::Uuid::now_v7().to_string();
-        let mut draft = audit::Draft::new(&call_id, ctx, tool_name);
+        let mut pending = PendingAudit {
+            store: self.store.clone(),
+            draft: Some(audit::Draft::new(&call_id, ctx, tool_name)),
+            started,
+        };
+        let draft = pending
+            .draft
+            .as_mut()
+            .expect("the draft is taken only below");
         let outcome = self
-            .admit_and_run(ctx, tool_name, arguments, client, cancel, &mut draft)
+            .admit_and_run(ctx, tool_name, arguments, client, cancel, draft)
             .await;
+        let draft = pending.draft.take().expect("the draft is taken only here");
         let outcome = draft.finish(&self.store, outcome, started.elapsed()).await;
         CallResult { call_id, outcome }
     }
@@ -374,12 +383,15 @@ impl Pipeline {
         }
         draft.admitted();
         // 12. Run, with the call's cancellation, a time limit, and panics caught.
+        // The tool gets its own token: the time limit stops this call, never the caller's
+        // other calls that may share the caller's token.
+        let tool_cancel = cancel.child_token();
         let cx = CallContext {
             call_id: draft.call_id().to_string(),
             agent: ctx.agent.clone(),
             roots: self.roots.clone(),
             limits: self.limits.clone(),
-            cancel: cancel.clone(),
+            cancel: tool_cancel.clone(),
             client,
         };
         let limit = Duration::from_secs(self.limits.tool_seconds);
@@ -388,7 +400,7 @@ impl Pipeline {
             biased;
             _ = cancel.cancelled() => CallOutcome::Cancelled { timed_out: false },
             _ = tokio::time::sleep(limit) => {
-                cancel.cancel();
+                tool_cancel.cancel();
                 CallOutcome::Cancelled { timed_out: true }
             }
             result = run => match result {
@@ -407,6 +419,36 @@ impl Pipeline {
                 }
             },
         }
+    }
+}
+
+/// The audit row of a call whose future the transport dropped midway (a client that went
+/// away without a cancellation, a server shutting down): written as cancelled, from a task of
+/// its own, so that no admitted call is left with a receipt and no audit row.
+struct PendingAudit {
+    store: Store,
+    draft: Option<audit::Draft>,
+    started: Instant,
+}
+
+impl Drop for PendingAudit {
+    fn drop(&mut self) {
+        let Some(draft) = self.draft.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!(
+                call = draft.call_id(),
+                "call dropped outside a runtime; its audit row is lost"
+            );
+            return;
+        };
+        let (store, elapsed) = (self.store.clone(), self.started.elapsed());
+        runtime.spawn(async move {
+            draft
+                .finish(&store, CallOutcome::Cancelled { timed_out: false }, elapsed)
+                .await;
+        });
     }
 }
 

@@ -321,3 +321,74 @@ async fn callers_read_only_their_own_audit_rows() {
     assert_eq!(after[0].event.call_id, b.call_id);
     h.check().await;
 }
+
+#[tokio::test]
+async fn the_time_limit_stops_only_its_own_call_not_the_callers_token() {
+    let h = Harness::new();
+    let sleeps = Sleeps::new("sleeps");
+    let limits = Limits {
+        tool_seconds: 1,
+        ..Limits::default()
+    };
+    let p = h
+        .pipeline(vec![worker()], limits, vec![sleeps.clone()])
+        .await;
+    let ctx = session(&p, "worker", "s1");
+    let callers = CancellationToken::new();
+    let result = p
+        .call(
+            &ctx,
+            "sleeps",
+            object(json!({})),
+            Arc::new(NoClient),
+            callers.clone(),
+        )
+        .await;
+    assert!(matches!(
+        result.outcome,
+        CallOutcome::Cancelled { timed_out: true }
+    ));
+    assert!(
+        sleeps.token().is_cancelled(),
+        "the tool's token is cancelled"
+    );
+    assert!(
+        !callers.is_cancelled(),
+        "the caller's token, shared with its other calls, is not"
+    );
+    h.check().await;
+}
+
+#[tokio::test]
+async fn a_call_dropped_by_its_transport_midway_is_still_audited() {
+    let h = Harness::new();
+    let sleeps = Sleeps::new("sleeps");
+    let p = h
+        .pipeline(vec![worker()], Limits::default(), vec![sleeps.clone()])
+        .await;
+    let ctx = session(&p, "worker", "s1");
+    {
+        let fut = call(&p, &ctx, "sleeps", json!({}));
+        tokio::pin!(fut);
+        tokio::select! {
+            _ = &mut fut => panic!("the sleeper finished"),
+            _ = sleeps.started.notified() => {}
+        }
+        // The future is dropped here, as a transport does when its client vanishes.
+    }
+    let mut rows = Vec::new();
+    for _ in 0..100 {
+        rows = all_rows(&h.store).await;
+        if !rows.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(rows.len(), 1, "the dropped call's row was written");
+    assert_eq!(rows[0].event.outcome, "cancelled");
+    assert!(
+        h.receipt_ids().contains(&rows[0].event.call_id),
+        "it had been admitted"
+    );
+    h.check().await;
+}

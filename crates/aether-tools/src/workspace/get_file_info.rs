@@ -71,6 +71,24 @@ impl Tool for GetFileInfo {
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let root = loc.root;
         let dir = root.dir();
+        // The path's folders may be symlinks (inside the root, or the open would fail): what
+        // the path really names must not be a credential file either.
+        if let Some((parent, name)) = loc.rel.rsplit_once('/') {
+            let (_folder, real_parent) = root.open_folder(parent, cx.roots.credentials())?;
+            let real = root
+                .relative_of(&real_parent.join(name))
+                .unwrap_or_default();
+            if cx.roots.credentials().is_credential(&real) {
+                return Err(ToolError::denied(
+                    "confinement",
+                    format!(
+                        "{} resolves to {}, a credential file; refused",
+                        root.display(loc.rel),
+                        root.display(&real)
+                    ),
+                ));
+            }
+        }
         let meta = if loc.rel.is_empty() {
             dir.dir_metadata()
         } else {

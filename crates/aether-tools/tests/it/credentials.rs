@@ -156,6 +156,14 @@ async fn a_symlink_to_a_credential_file_is_refused() {
             "{out}"
         );
     }
+    // get_file_info does not read, but a credential file's size and times are not for
+    // agents either, whatever folder symlink leads to it.
+    for path in ["keys/known_hosts", "store/aether.db"] {
+        check_refused(
+            call(&cx, "get_file_info", json!({"path": path})).await,
+            &format!("get_file_info {path}"),
+        );
+    }
     for dir in ["keys", "store"] {
         check_refused(
             call(&cx, "list_dir", json!({"path": dir})).await,

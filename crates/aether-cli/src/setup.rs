@@ -34,6 +34,8 @@ pub struct Loaded {
     pub raw: RawConfig,
     pub base: PathBuf,
     pub source: String,
+    /// Whether a configuration file was read (else the embedded default is in use).
+    pub from_file: bool,
 }
 
 pub fn load(common: &Common) -> Result<Loaded> {
@@ -56,12 +58,14 @@ pub fn load(common: &Common) -> Result<Loaded> {
                 raw,
                 base,
                 source: path.display().to_string(),
+                from_file: true,
             })
         }
         None => Ok(Loaded {
             raw: RawConfig::default(),
             base: cwd,
             source: "embedded default".into(),
+            from_file: false,
         }),
     }
 }

@@ -43,6 +43,11 @@ pub struct ServerSection {
     /// The agent an HTTP caller acts as. (Bearer tokens per agent come with governance.)
     #[serde(default = "default_agent")]
     pub http_agent: String,
+    /// MCP sessions over HTTP (`Mcp-Session-Id`, replies as SSE streams). `false` serves
+    /// statelessly: no session id, and replies as plain JSON unless a call sends progress or
+    /// log messages first.
+    #[serde(default = "yes")]
+    pub sessions: bool,
 }
 
 impl Default for ServerSection {
@@ -50,8 +55,13 @@ impl Default for ServerSection {
         ServerSection {
             listen: default_listen(),
             http_agent: default_agent(),
+            sessions: true,
         }
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -49,6 +49,29 @@ pub struct AetherMcp {
     session: SessionContext,
     log_level: SessionLogLevel,
     mode: Mode,
+    /// What `initialize` answers; built once, since rmcp may ask for it on any request.
+    info: Arc<ServerConfig>,
+}
+
+fn server_info(mode: Mode) -> ServerConfig {
+    let mut capabilities = json!({
+        "tools": {"listChanged": true},
+        "resources": {"listChanged": false},
+        "logging": {},
+    });
+    if mode == Mode::ConformanceFixtures {
+        capabilities["resources"] = json!({"subscribe": true, "listChanged": true});
+        capabilities["prompts"] = json!({"listChanged": true});
+        capabilities["completions"] = json!({});
+    }
+    let info = json!({
+        "protocolVersion": ProtocolVersion::V_2025_11_25,
+        "capabilities": capabilities,
+        "serverInfo": {"name": "aether", "title": "Aether", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": "Aether serves governed tools: every call is checked, receipted before it runs and audited after. \
+             Workspace tools take paths relative to a root; call list_roots first.",
+    });
+    serde_json::from_value::<InitializeResult>(info).expect("the server info is well-formed")
 }
 
 impl AetherMcp {
@@ -58,6 +81,7 @@ impl AetherMcp {
             session,
             log_level: SessionLogLevel::default(),
             mode,
+            info: Arc::new(server_info(mode)),
         }
     }
 
@@ -184,24 +208,7 @@ async fn read_aether(me: &AetherMcp, uri: &str) -> Result<ReadResourceResult, Er
 
 impl ServerHandler for AetherMcp {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = json!({
-            "tools": {"listChanged": true},
-            "resources": {"listChanged": false},
-            "logging": {},
-        });
-        if self.fixtures() {
-            capabilities["resources"] = json!({"subscribe": true, "listChanged": true});
-            capabilities["prompts"] = json!({"listChanged": true});
-            capabilities["completions"] = json!({});
-        }
-        let info = json!({
-            "protocolVersion": ProtocolVersion::V_2025_11_25,
-            "capabilities": capabilities,
-            "serverInfo": {"name": "aether", "title": "Aether", "version": env!("CARGO_PKG_VERSION")},
-            "instructions": "Aether serves governed tools: every call is checked, receipted before it runs and audited after. \
-                 Workspace tools take paths relative to a root; call list_roots first.",
-        });
-        serde_json::from_value::<InitializeResult>(info).expect("the server info is well-formed")
+        (*self.info).clone()
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {

@@ -31,6 +31,8 @@ pub struct HttpOptions {
     pub agent: String,
     /// An MCP session idle this long is closed; the client re-initializes.
     pub session_idle: Duration,
+    /// Sessions and SSE replies (`true`), or stateless with plain JSON replies (`false`).
+    pub sessions: bool,
     pub shutdown: CancellationToken,
 }
 
@@ -45,7 +47,9 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         .with_allowed_hosts(gate.hosts().to_vec())
         .with_allowed_origins(gate.origins().to_vec())
         .with_max_request_body_bytes(MAX_BODY_BYTES)
-        .with_cancellation_token(opts.shutdown.child_token());
+        .with_cancellation_token(opts.shutdown.child_token())
+        .with_legacy_session_mode(opts.sessions)
+        .with_json_response(!opts.sessions);
     let (p, agent, mode) = (pipeline.clone(), opts.agent.clone(), opts.mode);
     let mcp = StreamableHttpService::new(
         move || {

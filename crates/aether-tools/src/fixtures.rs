@@ -34,6 +34,7 @@ enum Kind {
     ElicitationDefaults,
     ElicitationEnums,
     JsonSchema2020,
+    Wait,
 }
 
 struct Fixture {
@@ -150,6 +151,13 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                 "additionalProperties": false
             }),
             Kind::JsonSchema2020,
+        ),
+        // Not the suite's: Aether's own tests use it to cancel a call in flight over the wire.
+        fixture(
+            "test_wait_until_cancelled",
+            "Waits up to 60 seconds or until the call is cancelled, for testing cancellation.",
+            empty(),
+            Kind::Wait,
         ),
     ]
 }
@@ -308,6 +316,12 @@ impl Tool for Fixture {
                 elicit(&cx, params, "Elicitation completed").await
             }
             Kind::JsonSchema2020 => text(&format!("JSON Schema 2020-12 tool called with: {args}")),
+            Kind::Wait => {
+                tokio::select! {
+                    _ = cx.cancel.cancelled() => Err(ToolError::Cancelled),
+                    _ = tokio::time::sleep(Duration::from_secs(60)) => text("waited 60 seconds"),
+                }
+            }
         }
     }
 }

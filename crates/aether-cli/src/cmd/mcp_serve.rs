@@ -32,7 +32,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     // Without a configured store, keep it beside the first root: hosts often start servers
     // from `/` or their own folder, which is no place for Aether's records.
     let first_root = std::path::PathBuf::from(&roots[0].path);
-    let base = if args.common.config.is_some() || loaded.source != "embedded default" {
+    let base = if loaded.from_file {
         loaded.base.clone()
     } else {
         first_root

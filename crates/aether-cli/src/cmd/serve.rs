@@ -55,6 +55,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         },
         agent: loaded.raw.server.http_agent.clone(),
         session_idle: Duration::from_secs(30 * 60),
+        sessions: loaded.raw.server.sessions,
         shutdown: shutdown.clone(),
     };
     let app = router(pipeline.clone(), &opts)?;

@@ -138,3 +138,43 @@ fn the_banner_gives_the_mcp_servers_entries() {
             .contains(&ws.path().canonicalize().unwrap().display().to_string())
     );
 }
+
+#[test]
+fn stateless_mode_answers_in_plain_json_without_a_session() {
+    let ws = Ws::new();
+    ws.write("aether.toml", "[server]\nsessions = false\n");
+    let srv = HttpServer::start(&ws, &[]);
+    let host = srv.addr.clone();
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &init_headers(&host, None),
+        INIT.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert!(
+        r.head
+            .to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{}",
+        r.head
+    );
+    assert!(
+        !r.head.to_ascii_lowercase().contains("mcp-session-id"),
+        "{}",
+        r.head
+    );
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["result"]["serverInfo"]["name"], "aether");
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"src/hello.txt"}}}"#;
+    let mut headers = init_headers(&host, None);
+    headers.push(("MCP-Protocol-Version", "2025-11-25"));
+    let r = http(&srv.addr, "POST", "/mcp", &headers, call.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.head);
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        v["result"]["content"][0]["text"], "hello from aether\nsecond line\n",
+        "{v}"
+    );
+}

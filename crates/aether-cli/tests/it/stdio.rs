@@ -166,3 +166,74 @@ fn an_agent_sees_and_runs_only_its_own_catalog() {
         "{r}"
     );
 }
+
+#[test]
+fn a_cancelled_call_stops_its_tool_and_is_audited_as_cancelled() {
+    let ws = Ws::new();
+    let mut s = StdioServer::start(&ws, &["--conformance-fixtures"]);
+    let started = std::time::Instant::now();
+    s.send_raw(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"test_wait_until_cancelled","arguments":{}}}"#);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    s.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"user pressed stop"}}"#);
+    // The session goes on; the cancelled call's row is written within moments.
+    s.send_raw(r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#);
+    assert_eq!(s.recv(6)["result"], json!({}));
+    let store = ws.store_url();
+    let mut found = false;
+    for _ in 0..50 {
+        let (_, out, _) = ws.run(&[
+            "audit",
+            "tail",
+            "--json",
+            "--tool",
+            "test_wait_until_cancelled",
+            "--store",
+            &store,
+        ]);
+        if out.contains("\"outcome\":\"cancelled\"") {
+            found = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(found, "the cancelled call is audited as cancelled");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "the tool stopped instead of waiting 60 s"
+    );
+}
+
+#[test]
+fn progress_and_log_notifications_reach_the_client_before_the_result() {
+    let ws = Ws::new();
+    let mut s = StdioServer::start(&ws, &["--conformance-fixtures"]);
+    s.send_raw(
+        r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+    );
+    assert_eq!(s.recv(1)["result"], json!({}));
+    s.send_raw(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":"tok-7"}}}"#);
+    let mut progress = Vec::new();
+    loop {
+        let msg = s.next_message();
+        if msg["id"] == json!(2) {
+            break;
+        }
+        if msg["method"] == "notifications/progress" {
+            assert_eq!(msg["params"]["progressToken"], "tok-7");
+            progress.push(msg["params"]["progress"].as_f64().unwrap());
+        }
+    }
+    assert_eq!(progress, [0.0, 50.0, 100.0]);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_tool_with_logging","arguments":{}}}"#);
+    let mut logs = 0;
+    loop {
+        let msg = s.next_message();
+        if msg["id"] == json!(3) {
+            break;
+        }
+        if msg["method"] == "notifications/message" {
+            logs += 1;
+        }
+    }
+    assert_eq!(logs, 3);
+}

@@ -133,6 +133,15 @@ impl StdioServer {
         }
     }
 
+    /// The next message of any kind.
+    pub fn next_message(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a message within 20 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
+    }
+
     pub fn call(&mut self, id: i64, tool: &str, args: Value) -> Value {
         let req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}});
         self.send_raw(&req.to_string());

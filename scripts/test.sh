@@ -9,6 +9,7 @@ export AETHER_PEERS=${AETHER_PEERS:-$HOME/.cache/aether-peers}
 scripts/install-peers.sh "$AETHER_PEERS"
 
 cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --bins
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast

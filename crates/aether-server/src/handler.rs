@@ -88,6 +88,18 @@ impl AetherMcp {
     fn fixtures(&self) -> bool {
         self.mode == Mode::ConformanceFixtures
     }
+
+    /// Only the fixtures' resources take subscriptions; Aether's own do not change under a
+    /// client.
+    fn subscribable(&self, uri: &str) -> Result<(), ErrorData> {
+        if self.fixtures() && fixtures::read_resource(uri).is_some() {
+            return Ok(());
+        }
+        Err(ErrorData::invalid_params(
+            format!("{uri:?} cannot be subscribed to"),
+            None,
+        ))
+    }
 }
 
 /// An MCP tool entry for a catalog entry.
@@ -200,10 +212,10 @@ async fn read_aether(me: &AetherMcp, uri: &str) -> Result<ReadResourceResult, Er
             None,
         ));
     };
-    Ok(serde_json::from_value(
+    serde_json::from_value(
         json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}),
     )
-    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?)
+    .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
 impl ServerHandler for AetherMcp {
@@ -357,13 +369,7 @@ impl ServerHandler for AetherMcp {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if self.fixtures() && fixtures::read_resource(&request.uri).is_some() {
-            return Ok(());
-        }
-        Err(ErrorData::invalid_params(
-            format!("{:?} cannot be subscribed to", request.uri),
-            None,
-        ))
+        self.subscribable(&request.uri)
     }
 
     #[allow(deprecated)]
@@ -372,13 +378,7 @@ impl ServerHandler for AetherMcp {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if self.fixtures() && fixtures::read_resource(&request.uri).is_some() {
-            return Ok(());
-        }
-        Err(ErrorData::invalid_params(
-            format!("{:?} cannot be subscribed to", request.uri),
-            None,
-        ))
+        self.subscribable(&request.uri)
     }
 
     async fn list_prompts(

@@ -206,7 +206,7 @@ impl SqliteStore {
     }
 
     pub async fn halt_state(&self) -> Result<HaltState> {
-        self.read(|conn| read_halt(conn)).await
+        self.read(read_halt).await
     }
 
     pub async fn set_halt(&self, halted: bool, by: &str, why: &str) -> Result<HaltState> {
@@ -332,6 +332,10 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
 }
 
 fn read_halt(conn: &Connection) -> Result<HaltState> {
+    query_halt(conn).map_err(StoreError::sql("read halt"))
+}
+
+fn query_halt(conn: &Connection) -> rusqlite::Result<HaltState> {
     conn.query_row(
         "SELECT halted, by, why, at_us FROM halt WHERE id = 1",
         [],
@@ -344,7 +348,6 @@ fn read_halt(conn: &Connection) -> Result<HaltState> {
             })
         },
     )
-    .map_err(StoreError::sql("read halt"))
 }
 
 const AUDIT_COLUMNS: &str = "seq, at_us, call_id, session, transport, agent, team, project, tool, tier, \
@@ -410,18 +413,7 @@ fn commit_batch(
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut halt = None;
         if !receipts.is_empty() {
-            let state = tx.query_row(
-                "SELECT halted, by, why, at_us FROM halt WHERE id = 1",
-                [],
-                |r| {
-                    Ok(HaltState {
-                        halted: r.get(0)?,
-                        by: r.get(1)?,
-                        why: r.get(2)?,
-                        at_us: r.get(3)?,
-                    })
-                },
-            )?;
+            let state = query_halt(&tx)?;
             if state.halted {
                 halt = Some(state);
             } else {

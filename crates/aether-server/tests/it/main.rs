@@ -9,8 +9,7 @@ use http::{Request, StatusCode};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-async fn app() -> (tempfile::TempDir, axum::Router) {
-    let dir = tempfile::tempdir().unwrap();
+async fn pipeline(dir: &tempfile::TempDir) -> Arc<Pipeline> {
     let store = aether_store::Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
     let pipeline = Pipeline::new(Settings {
         agents: aether_policy::config::RawConfig::default().agent_profiles(),
@@ -21,15 +20,24 @@ async fn app() -> (tempfile::TempDir, axum::Router) {
     })
     .await
     .unwrap();
-    let opts = HttpOptions {
+    Arc::new(pipeline)
+}
+
+fn options(agent: &str) -> HttpOptions {
+    HttpOptions {
         addr: "127.0.0.1:8484".parse().unwrap(),
         mode: Mode::Shipped,
-        agent: "default".into(),
+        agent: agent.into(),
         session_idle: std::time::Duration::from_secs(60),
         sessions: true,
         shutdown: CancellationToken::new(),
-    };
-    (dir, router(Arc::new(pipeline), &opts).unwrap())
+    }
+}
+
+async fn app() -> (tempfile::TempDir, axum::Router) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = router(pipeline(&dir).await, &options("default")).unwrap();
+    (dir, app)
 }
 
 fn get(path: &str, host: &str, origin: Option<&str>) -> Request<Body> {
@@ -77,26 +85,7 @@ async fn the_gate_runs_before_every_route() {
 
 #[tokio::test]
 async fn an_agent_that_does_not_exist_is_refused_at_startup() {
-    let (_dir, _) = app().await;
     let dir = tempfile::tempdir().unwrap();
-    let store = aether_store::Store::open_sqlite(&dir.path().join("a.db")).unwrap();
-    let pipeline = Pipeline::new(Settings {
-        agents: aether_policy::config::RawConfig::default().agent_profiles(),
-        roots: aether_tools::Roots::open(&[]).unwrap(),
-        limits: Default::default(),
-        store,
-        tools: aether_tools::builtin_tools(),
-    })
-    .await
-    .unwrap();
-    let opts = HttpOptions {
-        addr: "127.0.0.1:8484".parse().unwrap(),
-        mode: Mode::Shipped,
-        agent: "ghost".into(),
-        session_idle: std::time::Duration::from_secs(60),
-        sessions: true,
-        shutdown: CancellationToken::new(),
-    };
-    let err = router(Arc::new(pipeline), &opts).err().expect("refused");
+    let err = router(pipeline(&dir).await, &options("ghost")).expect_err("refused");
     assert!(err.to_string().contains("ghost"), "{err}");
 }

@@ -96,15 +96,7 @@ impl Tool for GetFileInfo {
         }
         .map_err(|e| root.io_error(loc.rel, e))?;
         let ft = meta.file_type();
-        let kind = if ft.is_dir() {
-            "dir"
-        } else if ft.is_symlink() {
-            "symlink"
-        } else if ft.is_file() {
-            "file"
-        } else {
-            "other"
-        };
+        let kind = super::kind_of(&ft);
         let symlink_target = if ft.is_symlink() {
             dir.read_link_contents(loc.rel)
                 .ok()

@@ -6,13 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use aether_policy::ToolDef;
 use async_trait::async_trait;
-use globset::GlobBuilder;
 use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::walk::{self, WalkOptions};
+use super::walk::{self, NameGlob, Walk, WalkOptions};
 use crate::{CallContext, Tool, ToolError, ToolOutput, blocking, parse_args};
 
 #[derive(Deserialize, JsonSchema)]
@@ -66,63 +65,40 @@ impl GlobTool {
 
 /// Runs a name search; shared with `search_files` in name mode.
 pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String), ToolError> {
-    let glob = GlobBuilder::new(&args.pattern)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| ToolError::InvalidArguments(format!("bad glob {:?}: {e}", args.pattern)))?
-        .compile_matcher();
-    let by_name = !args.pattern.contains('/');
-    let max = args
-        .max_results
-        .unwrap_or(usize::MAX)
-        .min(cx.limits.search_results);
-    let mut rel = String::new();
-    let loc = cx
-        .roots
-        .locate(args.root.as_deref(), &args.path, &mut rel)?;
-    let (_dir, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
-    let root_dir = loc
-        .root
-        .dir()
-        .try_clone()
-        .map_err(|e| loc.root.io_error("", e))?;
-    let root_path = loc.root.path.clone();
-    let credentials = std::sync::Arc::new(cx.roots.credentials().clone());
+    let glob = NameGlob::new(&args.pattern)?;
     let opts = WalkOptions {
         include_hidden: args.include_hidden,
         respect_ignore: args.respect_ignore,
     };
+    let walk = Walk::prepare(cx, args.root.as_deref(), &args.path, opts, args.max_results)?;
+    let (max, root_name) = (walk.max, walk.root_name.clone());
     let cancel = cx.cancel.clone();
     let (mut matches, truncated) = blocking(move || {
         let found = Mutex::new(Vec::new());
         let count = AtomicUsize::new(0);
         let truncated = AtomicBool::new(false);
-        walk::builder(&base, &root_path, opts, credentials.clone())
-            .build_parallel()
-            .run(|| {
-                Box::new(|entry| {
-                    if cancel.is_cancelled() {
+        walk.builder().build_parallel().run(|| {
+            Box::new(|entry| {
+                if cancel.is_cancelled() {
+                    return WalkState::Quit;
+                }
+                let Some((abs, rel)) =
+                    walk::regular_file(entry, &walk.root_path, &walk.credentials)
+                else {
+                    return WalkState::Continue;
+                };
+                if glob.matches(&abs, &walk.base)
+                    && still_beneath(&walk.root_dir, &walk.root_path, &abs)
+                {
+                    if count.fetch_add(1, Ordering::Relaxed) >= max {
+                        truncated.store(true, Ordering::Relaxed);
                         return WalkState::Quit;
                     }
-                    let Some((abs, rel)) = walk::regular_file(entry, &root_path, &credentials)
-                    else {
-                        return WalkState::Continue;
-                    };
-                    let hit = if by_name {
-                        abs.file_name().is_some_and(|n| glob.is_match(n))
-                    } else {
-                        abs.strip_prefix(&base).is_ok_and(|p| glob.is_match(p))
-                    };
-                    if hit && still_beneath(&root_dir, &root_path, &abs) {
-                        if count.fetch_add(1, Ordering::Relaxed) >= max {
-                            truncated.store(true, Ordering::Relaxed);
-                            return WalkState::Quit;
-                        }
-                        found.lock().expect("glob results lock").push(rel);
-                    }
-                    WalkState::Continue
-                })
-            });
+                    found.lock().expect("glob results lock").push(rel);
+                }
+                WalkState::Continue
+            })
+        });
         (
             found.into_inner().expect("glob results lock"),
             truncated.into_inner(),
@@ -144,7 +120,7 @@ pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String
     }
     Ok((
         Output {
-            root: loc.root.name.clone(),
+            root: root_name,
             matches,
             truncated,
         },

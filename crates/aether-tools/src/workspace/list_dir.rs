@@ -94,15 +94,7 @@ impl Tool for ListDir {
                 }
                 let meta = item.metadata().ok();
                 let ft = item.file_type().map_err(|e| e.to_string())?;
-                let kind = if ft.is_dir() {
-                    "dir"
-                } else if ft.is_symlink() {
-                    "symlink"
-                } else if ft.is_file() {
-                    "file"
-                } else {
-                    "other"
-                };
+                let kind = super::kind_of(&ft);
                 entries.push(Entry {
                     lossy_name: os_name.to_str().is_none(),
                     size: (kind == "file").then(|| meta.map(|m| m.len())).flatten(),

@@ -52,6 +52,19 @@ fn reader<I: JsonSchema, O: JsonSchema>(name: &str, title: &str, description: &s
     }
 }
 
+/// `file`, `dir`, `symlink` or `other`, as listings report a kind.
+fn kind_of(ft: &cap_std::fs::FileType) -> &'static str {
+    if ft.is_dir() {
+        "dir"
+    } else if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_file() {
+        "file"
+    } else {
+        "other"
+    }
+}
+
 /// Bytes that mark a file as binary when found in its first block.
 fn looks_binary(head: &[u8]) -> bool {
     head.contains(&0)

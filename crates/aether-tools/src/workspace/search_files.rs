@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
-use globset::GlobBuilder;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
@@ -18,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::walk::{self, WalkOptions};
+use super::walk::{self, NameGlob, Walk, WalkOptions};
 use crate::{CallContext, Tool, ToolError, ToolOutput, blocking, parse_args};
 
 /// Characters of one matching line kept in a result.
@@ -159,43 +158,19 @@ async fn search_lines(
         .dfa_size_limit(16 << 20)
         .build(&query)
         .map_err(|e| ToolError::InvalidArguments(format!("bad query: {e}")))?;
-    let name_glob = match &args.glob {
-        Some(g) => Some((
-            GlobBuilder::new(g)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| ToolError::InvalidArguments(format!("bad glob {g:?}: {e}")))?
-                .compile_matcher(),
-            !g.contains('/'),
-        )),
-        None => None,
-    };
-    let max = args
-        .max_results
-        .unwrap_or(usize::MAX)
-        .min(cx.limits.search_results);
-    let mut rel = String::new();
-    let loc = cx
-        .roots
-        .locate(args.root.as_deref(), &args.path, &mut rel)?;
-    let (_dir, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
-    let root_dir = loc
-        .root
-        .dir()
-        .try_clone()
-        .map_err(|e| loc.root.io_error("", e))?;
-    let (roots, root_name) = (cx.roots.clone(), loc.root.name.clone());
-    let root_path = loc.root.path.clone();
-    let credentials = std::sync::Arc::new(cx.roots.credentials().clone());
+    let name_glob = args.glob.as_deref().map(NameGlob::new).transpose()?;
     let opts = WalkOptions {
         include_hidden: args.include_hidden,
         respect_ignore: args.respect_ignore,
     };
+    let walk = Walk::prepare(cx, args.root.as_deref(), &args.path, opts, args.max_results)?;
+    let (max, root_name) = (walk.max, walk.root_name.clone());
+    let roots = cx.roots.clone();
     let cancel = cx.cancel.clone();
 
     let (mut matches, files_searched, truncated) = blocking(move || {
         let root = roots
-            .get(&root_name)
+            .get(&walk.root_name)
             .expect("the located root is among the roots");
         let found: Mutex<Vec<Match>> = Mutex::new(Vec::new());
         let count = AtomicUsize::new(0);
@@ -203,88 +178,76 @@ async fn search_lines(
         let truncated = AtomicBool::new(false);
         let mut open = cap_std::fs::OpenOptions::new();
         open.read(true).follow(FollowSymlinks::No);
-        walk::builder(&base, &root_path, opts, credentials.clone())
-            .build_parallel()
-            .run(|| {
-                let mut searcher = SearcherBuilder::new()
-                    .binary_detection(BinaryDetection::quit(b'\x00'))
-                    .line_number(true)
-                    .build();
-                let matcher = &matcher;
-                let (found, count, searched, truncated) = (&found, &count, &searched, &truncated);
-                let (root, root_dir, root_path, credentials, base, name_glob, open, cancel) = (
-                    root,
-                    &root_dir,
-                    &root_path,
-                    &credentials,
-                    &base,
-                    &name_glob,
-                    &open,
-                    &cancel,
-                );
-                Box::new(move |entry| {
-                    if cancel.is_cancelled() || truncated.load(Ordering::Relaxed) {
-                        return WalkState::Quit;
-                    }
-                    let Some((abs, rel)) = walk::regular_file(entry, root_path, credentials) else {
-                        return WalkState::Continue;
-                    };
-                    if let Some((glob, by_name)) = name_glob {
-                        let hit = if *by_name {
-                            abs.file_name().is_some_and(|n| glob.is_match(n))
-                        } else {
-                            abs.strip_prefix(base).is_ok_and(|p| glob.is_match(p))
-                        };
-                        if !hit {
-                            return WalkState::Continue;
+        let (root_dir, root_path, credentials, base) = (
+            &walk.root_dir,
+            &walk.root_path,
+            &walk.credentials,
+            &walk.base,
+        );
+        walk.builder().build_parallel().run(|| {
+            let mut searcher = SearcherBuilder::new()
+                .binary_detection(BinaryDetection::quit(b'\x00'))
+                .line_number(true)
+                .build();
+            let matcher = &matcher;
+            let (found, count, searched, truncated) = (&found, &count, &searched, &truncated);
+            let (name_glob, open, cancel) = (&name_glob, &open, &cancel);
+            Box::new(move |entry| {
+                if cancel.is_cancelled() || truncated.load(Ordering::Relaxed) {
+                    return WalkState::Quit;
+                }
+                let Some((abs, rel)) = walk::regular_file(entry, root_path, credentials) else {
+                    return WalkState::Continue;
+                };
+                if name_glob.as_ref().is_some_and(|g| !g.matches(&abs, base)) {
+                    return WalkState::Continue;
+                }
+                let Ok(rel_path) = abs.strip_prefix(root_path) else {
+                    return WalkState::Continue;
+                };
+                // Opened beneath the root, never through a symlink.
+                let Ok(file) = root_dir.open_with(rel_path, open) else {
+                    return WalkState::Continue;
+                };
+                let file = file.into_std();
+                if file
+                    .metadata()
+                    .map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) > 1)
+                {
+                    return WalkState::Continue;
+                }
+                // The walk reads folders by path, so a folder swapped for a symlink between the
+                // walk and the open (say, to `.ssh`) makes this open land somewhere the walk never
+                // saw. Check where it landed, as read_file does.
+                if root.check_real_path(&rel, &file, credentials).is_err() {
+                    return WalkState::Continue;
+                }
+                searched.fetch_add(1, Ordering::Relaxed);
+                let mut local = Vec::new();
+                let _ = searcher.search_file(
+                    matcher,
+                    &file,
+                    Lossy(|line, text| {
+                        if count.fetch_add(1, Ordering::Relaxed) >= max {
+                            truncated.store(true, Ordering::Relaxed);
+                            return Ok(false);
                         }
-                    }
-                    let Ok(rel_path) = abs.strip_prefix(root_path) else {
-                        return WalkState::Continue;
-                    };
-                    // Opened beneath the root, never through a symlink.
-                    let Ok(file) = root_dir.open_with(rel_path, open) else {
-                        return WalkState::Continue;
-                    };
-                    let file = file.into_std();
-                    if file
-                        .metadata()
-                        .map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) > 1)
-                    {
-                        return WalkState::Continue;
-                    }
-                    // The walk reads folders by path, so a folder swapped for a symlink between the
-                    // walk and the open (say, to `.ssh`) makes this open land somewhere the walk never
-                    // saw. Check where it landed, as read_file does.
-                    if root.check_real_path(&rel, &file, credentials).is_err() {
-                        return WalkState::Continue;
-                    }
-                    searched.fetch_add(1, Ordering::Relaxed);
-                    let mut local = Vec::new();
-                    let _ = searcher.search_file(
-                        matcher,
-                        &file,
-                        Lossy(|line, text| {
-                            if count.fetch_add(1, Ordering::Relaxed) >= max {
-                                truncated.store(true, Ordering::Relaxed);
-                                return Ok(false);
-                            }
-                            let text = text.trim_end_matches(['\n', '\r']);
-                            let text: String = text.chars().take(LINE_CHARS).collect();
-                            local.push(Match {
-                                path: rel.clone(),
-                                line: Some(line),
-                                text: Some(text),
-                            });
-                            Ok(true)
-                        }),
-                    );
-                    if !local.is_empty() {
-                        found.lock().expect("search results lock").extend(local);
-                    }
-                    WalkState::Continue
-                })
-            });
+                        let text = text.trim_end_matches(['\n', '\r']);
+                        let text: String = text.chars().take(LINE_CHARS).collect();
+                        local.push(Match {
+                            path: rel.clone(),
+                            line: Some(line),
+                            text: Some(text),
+                        });
+                        Ok(true)
+                    }),
+                );
+                if !local.is_empty() {
+                    found.lock().expect("search results lock").extend(local);
+                }
+                WalkState::Continue
+            })
+        });
         (
             found.into_inner().expect("search results lock"),
             searched.into_inner(),
@@ -316,7 +279,7 @@ async fn search_lines(
         ));
     }
     let output = Output {
-        root: loc.root.name.clone(),
+        root: root_name,
         mode: "lines".into(),
         matches,
         files_searched,

@@ -2,11 +2,100 @@
 //! honouring `.gitignore`/`.ignore` by default, never following symlinks, never entering `.git`
 //! or `.aether`, and never yielding credential files.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aether_policy::paths::CredentialFilter;
+use globset::{GlobBuilder, GlobMatcher};
 use ignore::{DirEntry, WalkBuilder};
+
+use crate::{CallContext, ToolError};
+
+/// Where a walk runs, checked: the folder opened beneath its root (so it cannot lead out),
+/// and what the walk's threads need, owned.
+pub(super) struct Walk {
+    pub root_name: String,
+    /// The real path of the folder walked.
+    pub base: PathBuf,
+    pub root_path: PathBuf,
+    /// The root's handle, for opening found files beneath it.
+    pub root_dir: cap_std::fs::Dir,
+    pub credentials: Arc<CredentialFilter>,
+    pub opts: WalkOptions,
+    /// Results returned at most: the caller's wish within the operator's limit.
+    pub max: usize,
+}
+
+impl Walk {
+    pub fn prepare(
+        cx: &CallContext,
+        root: Option<&str>,
+        path: &str,
+        opts: WalkOptions,
+        max_results: Option<usize>,
+    ) -> Result<Walk, ToolError> {
+        let mut rel = String::new();
+        let loc = cx.roots.locate(root, path, &mut rel)?;
+        let (_folder, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+        let root_dir = loc
+            .root
+            .dir()
+            .try_clone()
+            .map_err(|e| loc.root.io_error("", e))?;
+        Ok(Walk {
+            root_name: loc.root.name.clone(),
+            base,
+            root_path: loc.root.path.clone(),
+            root_dir,
+            credentials: Arc::new(cx.roots.credentials().clone()),
+            opts,
+            max: max_results
+                .unwrap_or(usize::MAX)
+                .min(cx.limits.search_results),
+        })
+    }
+
+    /// A parallel walker over the folder.
+    pub fn builder(&self) -> WalkBuilder {
+        builder(
+            &self.base,
+            &self.root_path,
+            self.opts,
+            self.credentials.clone(),
+        )
+    }
+}
+
+/// A glob as the workspace tools read it: without a "/", it matches file names anywhere;
+/// with one, paths relative to the folder walked.
+pub(super) struct NameGlob {
+    matcher: GlobMatcher,
+    by_name: bool,
+}
+
+impl NameGlob {
+    pub fn new(pattern: &str) -> Result<NameGlob, ToolError> {
+        let matcher = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| ToolError::InvalidArguments(format!("bad glob {pattern:?}: {e}")))?
+            .compile_matcher();
+        Ok(NameGlob {
+            matcher,
+            by_name: !pattern.contains('/'),
+        })
+    }
+
+    /// Whether `abs`, found walking `base`, matches.
+    pub fn matches(&self, abs: &Path, base: &Path) -> bool {
+        if self.by_name {
+            abs.file_name().is_some_and(|n| self.matcher.is_match(n))
+        } else {
+            abs.strip_prefix(base)
+                .is_ok_and(|p| self.matcher.is_match(p))
+        }
+    }
+}
 
 /// Walk options a caller may set.
 #[derive(Clone, Copy, Debug)]

@@ -237,3 +237,91 @@ fn progress_and_log_notifications_reach_the_client_before_the_result() {
     }
     assert_eq!(logs, 3);
 }
+
+#[test]
+fn protocol_versions_are_negotiated_as_the_spec_says() {
+    let ws = Ws::new();
+    for (offered, agreed) in [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-03-26", "2025-03-26"),
+        ("2024-11-05", "2024-11-05"),
+        // A version the server does not know: it answers with the newest it speaks.
+        ("2031-01-01", "2025-11-25"),
+    ] {
+        let mut s = StdioServer::spawn(&ws, &[]);
+        let init = s.initialize(offered);
+        assert_eq!(
+            init["result"]["protocolVersion"], agreed,
+            "{offered}: {init}"
+        );
+    }
+}
+
+#[test]
+fn resources_are_the_capabilities_and_the_callers_own_audit_events() {
+    let ws = Ws::new();
+    ws.write("aether.toml", "[agents.default]\nmcp_servers = [\"workspace\"]\n[agents.other]\nmcp_servers = [\"workspace\"]\n");
+    let config = ws.path().join("aether.toml").display().to_string();
+    {
+        let mut other = StdioServer::start(&ws, &["--config", &config, "--agent", "other"]);
+        other.call(1, "read_file", json!({"path": "README.md"}));
+    }
+    let mut s = StdioServer::start(&ws, &["--config", &config]);
+    s.call(1, "read_file", json!({"path": "src/hello.txt"}));
+    s.call(2, "read_file", json!({"path": ".env"}));
+    s.send_raw(r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#);
+    let list = s.recv(3);
+    assert_eq!(
+        list["result"]["resources"][0]["uri"], "aether://capabilities",
+        "{list}"
+    );
+    s.send_raw(r#"{"jsonrpc":"2.0","id":4,"method":"resources/templates/list"}"#);
+    assert_eq!(
+        s.recv(4)["result"]["resourceTemplates"][0]["uriTemplate"],
+        "aether://audit/events{?cursor,limit}"
+    );
+    s.send_raw(r#"{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"aether://capabilities"}}"#);
+    let caps: serde_json::Value =
+        serde_json::from_str(s.recv(5)["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let workspace = caps["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["capability"] == "workspace")
+        .unwrap()
+        .clone();
+    assert_eq!(workspace["mcp_exposure"], "exposed");
+    let shell = caps["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["capability"] == "shell")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        shell["mcp_exposure"], "planned",
+        "nothing unbuilt is advertised as a tool"
+    );
+    s.send_raw(r#"{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"aether://audit/events?limit=10"}}"#);
+    let events: serde_json::Value =
+        serde_json::from_str(s.recv(6)["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let rows = events["events"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "only this agent's rows: {events}");
+    assert!(rows.iter().all(|r| r["agent"] == "default"));
+    assert_eq!(rows[1]["outcome"], "refused");
+    let cursor = rows[0]["seq"].as_i64().unwrap();
+    s.send_raw(&format!(r#"{{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{{"uri":"aether://audit/events?cursor={cursor}"}}}}"#));
+    let page: serde_json::Value =
+        serde_json::from_str(s.recv(7)["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(page["events"].as_array().unwrap().len(), 1);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"aether://audit/events?cursor=abc"}}"#);
+    assert!(
+        s.recv(8)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cursor")
+    );
+    s.send_raw(r#"{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}"#);
+    assert!(s.recv(9)["error"].is_object());
+}

@@ -75,6 +75,23 @@ pub struct StdioServer {
 
 impl StdioServer {
     pub fn start(ws: &Ws, extra: &[&str]) -> StdioServer {
+        let mut s = StdioServer::spawn(ws, extra);
+        let init = s.initialize("2025-11-25");
+        assert_eq!(init["result"]["serverInfo"]["name"], "aether", "{init}");
+        s.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        s
+    }
+
+    /// Sends `initialize` offering `version`; returns the reply.
+    pub fn initialize(&mut self, version: &str) -> Value {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "aether-tests", "version": "1"}}});
+        self.send_raw(&init.to_string());
+        self.recv(0)
+    }
+
+    /// The server, started but not yet initialized.
+    pub fn spawn(ws: &Ws, extra: &[&str]) -> StdioServer {
         let mut child = aether()
             .arg("mcp-serve")
             .arg("--root")
@@ -97,18 +114,11 @@ impl StdioServer {
             }
         });
         let stdin = child.stdin.take();
-        let mut s = StdioServer {
+        StdioServer {
             child,
             stdin,
             lines: rx,
-        };
-        s.send_raw(
-            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"aether-tests","version":"1"}}}"#,
-        );
-        let init = s.recv(0);
-        assert_eq!(init["result"]["serverInfo"]["name"], "aether", "{init}");
-        s.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        s
+        }
     }
 
     pub fn send_raw(&mut self, line: &str) {

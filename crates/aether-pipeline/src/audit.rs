@@ -93,12 +93,14 @@ impl Draft {
         self.panicked = true;
     }
 
-    /// Writes the row and returns what the caller should hear.
+    /// Writes the row (on the calling thread when `alone`, see `Store::audit_alone`) and
+    /// returns what the caller should hear.
     pub async fn finish(
         mut self,
         store: &Store,
         outcome: CallOutcome,
         elapsed: Duration,
+        alone: bool,
     ) -> CallOutcome {
         let e = &mut self.event;
         e.duration_us = elapsed.as_micros() as i64;
@@ -131,7 +133,12 @@ impl Draft {
             }
         }
         let is_unknown = matches!(&outcome, CallOutcome::Refused(r) if r.step == Step::UnknownTool);
-        match store.audit(self.event).await {
+        let written = if alone {
+            store.audit_alone(self.event).await
+        } else {
+            store.audit(self.event).await
+        };
+        match written {
             Ok(_) => outcome,
             Err(err) => {
                 tracing::error!(error = %err, unknown_tool = is_unknown, "audit row could not be written");

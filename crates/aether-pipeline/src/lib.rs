@@ -19,7 +19,7 @@ mod session;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -87,6 +87,9 @@ pub struct Pipeline {
     limits: Arc<Limits>,
     store: Store,
     halted: Arc<AtomicBool>,
+    /// Calls inside [`Pipeline::call`] right now. A call that is alone commits its receipt and
+    /// audit row on its own thread; calls in company hand them to the store's group commit.
+    in_flight: AtomicUsize,
 }
 
 impl Pipeline {
@@ -116,6 +119,7 @@ impl Pipeline {
             limits: Arc::new(settings.limits),
             store: settings.store,
             halted: Arc::new(AtomicBool::new(halted)),
+            in_flight: AtomicUsize::new(0),
         };
         pipeline.reload_registry().await?;
         Ok(pipeline)
@@ -147,6 +151,14 @@ impl Pipeline {
         }));
         *self.registry.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
         Ok(())
+    }
+
+    /// Whether the current call is the only one in flight. Yields first, so that requests
+    /// already read but not yet started (on a single-threaded runtime they wait for this task
+    /// to yield) are counted.
+    async fn alone(&self) -> bool {
+        tokio::task::yield_now().await;
+        self.in_flight.load(Ordering::Relaxed) <= 1
     }
 
     fn registry(&self) -> Arc<RegistryView> {
@@ -245,6 +257,7 @@ impl Pipeline {
         cancel: CancellationToken,
     ) -> CallResult {
         let started = Instant::now();
+        let _in_flight = InFlight::enter(&self.in_flight);
         let call_id = uuid::Uuid::now_v7().to_string();
         let mut pending = PendingAudit {
             store: self.store.clone(),
@@ -259,7 +272,10 @@ impl Pipeline {
             .admit_and_run(ctx, tool_name, arguments, client, cancel, draft)
             .await;
         let draft = pending.draft.take().expect("the draft is taken only here");
-        let outcome = draft.finish(&self.store, outcome, started.elapsed()).await;
+        let alone = self.alone().await;
+        let outcome = draft
+            .finish(&self.store, outcome, started.elapsed(), alone)
+            .await;
         CallResult { call_id, outcome }
     }
 
@@ -362,7 +378,12 @@ impl Pipeline {
             arguments: draft.arguments_digest().to_string(),
             decision: "admitted".into(),
         };
-        match self.store.admit(receipt).await {
+        let admitted = if self.alone().await {
+            self.store.admit_alone(receipt).await
+        } else {
+            self.store.admit(receipt).await
+        };
+        match admitted {
             Ok(ReceiptOutcome::Durable) => {}
             Ok(ReceiptOutcome::Halted(state)) => {
                 self.halted.store(true, Ordering::Relaxed);
@@ -446,9 +467,30 @@ impl Drop for PendingAudit {
         let (store, elapsed) = (self.store.clone(), self.started.elapsed());
         runtime.spawn(async move {
             draft
-                .finish(&store, CallOutcome::Cancelled { timed_out: false }, elapsed)
+                .finish(
+                    &store,
+                    CallOutcome::Cancelled { timed_out: false },
+                    elapsed,
+                    false,
+                )
                 .await;
         });
+    }
+}
+
+/// Counts a call in [`Pipeline::in_flight`] while it lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a AtomicUsize) -> InFlight<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

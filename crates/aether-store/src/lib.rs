@@ -197,6 +197,23 @@ impl Store {
         }
     }
 
+    /// [`Store::admit`] for a caller that is the only one writing right now: the commit may
+    /// happen on the calling thread instead of being handed to the writer (less latency, no
+    /// grouping). Blocks the calling thread for one commit.
+    pub async fn admit_alone(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
+        match self {
+            Store::Sqlite(s) => s.admit_alone(receipt).await,
+        }
+    }
+
+    /// [`Store::audit`] for a caller that is the only one writing right now; see
+    /// [`Store::admit_alone`].
+    pub async fn audit_alone(&self, event: AuditEvent) -> Result<i64> {
+        match self {
+            Store::Sqlite(s) => s.audit_alone(event).await,
+        }
+    }
+
     /// Appends `event` to the audit chain, durably; returns its sequence number.
     pub async fn audit(&self, event: AuditEvent) -> Result<i64> {
         match self {

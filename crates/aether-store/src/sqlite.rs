@@ -40,6 +40,9 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     jobs: Mutex<mpsc::Sender<Job>>,
+    /// The write connection. The writer thread holds it for each batch; a caller writing
+    /// alone may take it directly (see [`SqliteStore::admit_alone`]).
+    writer: Arc<Mutex<Connection>>,
     reader: Mutex<Connection>,
 }
 
@@ -62,18 +65,47 @@ impl SqliteStore {
         let mut writer = connect(path)?;
         migrate(&mut writer, path)?;
         let reader = connect(path)?;
+        let writer = Arc::new(Mutex::new(writer));
         let (tx, rx) = mpsc::channel();
+        let thread_writer = writer.clone();
         std::thread::Builder::new()
             .name("aether-store-writer".into())
-            .spawn(move || run_writer(writer, rx))
+            .spawn(move || run_writer(thread_writer, rx))
             .map_err(open_err)?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 jobs: Mutex::new(tx),
+                writer,
                 reader: Mutex::new(reader),
             }),
         })
+    }
+
+    /// Commits `receipt` on the calling thread if the write connection is free, skipping the
+    /// hand-off to the writer thread and back (two cross-thread wake-ups, which on a virtual
+    /// machine cost about as much as the commit itself). Meant for a caller that knows it is
+    /// the only one writing; under concurrency, [`SqliteStore::admit`]'s group commit is better.
+    /// Blocks the calling thread for one commit.
+    pub async fn admit_alone(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
+        let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
+            write_batch(&mut conn, &[&receipt], &[]).map_err(|e| StoreError::Write(e.to_string()))
+        });
+        match direct {
+            Some(written) => written.map(|(halt, _)| receipt_outcome(&halt)),
+            None => self.admit(receipt).await,
+        }
+    }
+
+    /// [`SqliteStore::audit`] on the calling thread, as [`SqliteStore::admit_alone`].
+    pub async fn audit_alone(&self, event: AuditEvent) -> Result<i64> {
+        let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
+            write_batch(&mut conn, &[], &[&event]).map_err(|e| StoreError::Write(e.to_string()))
+        });
+        match direct {
+            Some(written) => written.map(|(_, seqs)| seqs[0]),
+            None => self.audit(event).await,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -381,8 +413,11 @@ fn audit_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
     })
 }
 
-fn run_writer(mut conn: Connection, jobs: mpsc::Receiver<Job>) {
+fn run_writer(conn: Arc<Mutex<Connection>>, jobs: mpsc::Receiver<Job>) {
     while let Ok(first) = jobs.recv() {
+        // A poisoned lock means a direct commit panicked mid-write; SQLite rolled the
+        // transaction back, so the connection itself is fine to keep using.
+        let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut receipts = Vec::new();
         let mut audits = Vec::new();
         let mut next = Some(first);
@@ -404,92 +439,108 @@ fn run_writer(mut conn: Connection, jobs: mpsc::Receiver<Job>) {
     }
 }
 
+/// Writes one transaction: the halt check and `receipts` (unless halted), then `audits` after
+/// the chain head, and commits. Returns the halt state met (if halted) and the audit rows'
+/// sequence numbers.
+fn write_batch(
+    conn: &mut Connection,
+    receipts: &[&AdmissionReceipt],
+    audits: &[&AuditEvent],
+) -> rusqlite::Result<(Option<HaltState>, Vec<i64>)> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut halt = None;
+    if !receipts.is_empty() {
+        let state = query_halt(&tx)?;
+        if state.halted {
+            halt = Some(state);
+        } else {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )?;
+            for r in receipts {
+                insert.execute(params![
+                    r.call_id,
+                    r.at_us,
+                    r.session,
+                    r.transport,
+                    r.agent,
+                    r.tool,
+                    r.definition,
+                    r.arguments,
+                    r.decision
+                ])?;
+            }
+        }
+    }
+    let mut seqs = Vec::with_capacity(audits.len());
+    if !audits.is_empty() {
+        let (mut seq, mut prev): (i64, String) = tx
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .unwrap_or((0, GENESIS.to_string()));
+        let mut insert = tx.prepare_cached(&format!(
+            "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ))?;
+        for e in audits {
+            seq += 1;
+            let hash = entry_hash(&prev, seq, e);
+            insert.execute(params![
+                seq,
+                e.at_us,
+                e.call_id,
+                e.session,
+                e.transport,
+                e.agent,
+                e.team,
+                e.project,
+                e.tool,
+                e.tier,
+                e.outcome,
+                e.step,
+                e.rule,
+                e.reason,
+                e.definition,
+                e.arguments_digest,
+                e.arguments,
+                e.result,
+                e.duration_us,
+                prev,
+                hash
+            ])?;
+            seqs.push(seq);
+            prev = hash;
+        }
+    }
+    tx.commit()?;
+    Ok((halt, seqs))
+}
+
+fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
+    match halt {
+        Some(state) => ReceiptOutcome::Halted(state.clone()),
+        None => ReceiptOutcome::Durable,
+    }
+}
+
 fn commit_batch(
     conn: &mut Connection,
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
     audits: Vec<(AuditEvent, Reply<i64>)>,
 ) {
-    let written = (|| -> rusqlite::Result<(Option<HaltState>, Vec<i64>)> {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut halt = None;
-        if !receipts.is_empty() {
-            let state = query_halt(&tx)?;
-            if state.halted {
-                halt = Some(state);
-            } else {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                )?;
-                for (r, _) in &receipts {
-                    insert.execute(params![
-                        r.call_id,
-                        r.at_us,
-                        r.session,
-                        r.transport,
-                        r.agent,
-                        r.tool,
-                        r.definition,
-                        r.arguments,
-                        r.decision
-                    ])?;
-                }
-            }
-        }
-        let mut seqs = Vec::with_capacity(audits.len());
-        if !audits.is_empty() {
-            let (mut seq, mut prev): (i64, String) = tx
-                .query_row(
-                    "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-                    [],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?
-                .unwrap_or((0, GENESIS.to_string()));
-            let mut insert = tx.prepare_cached(&format!(
-                "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            ))?;
-            for (e, _) in &audits {
-                seq += 1;
-                let hash = entry_hash(&prev, seq, e);
-                insert.execute(params![
-                    seq,
-                    e.at_us,
-                    e.call_id,
-                    e.session,
-                    e.transport,
-                    e.agent,
-                    e.team,
-                    e.project,
-                    e.tool,
-                    e.tier,
-                    e.outcome,
-                    e.step,
-                    e.rule,
-                    e.reason,
-                    e.definition,
-                    e.arguments_digest,
-                    e.arguments,
-                    e.result,
-                    e.duration_us,
-                    prev,
-                    hash
-                ])?;
-                seqs.push(seq);
-                prev = hash;
-            }
-        }
-        tx.commit()?;
-        Ok((halt, seqs))
-    })();
+    let written = {
+        let r: Vec<&AdmissionReceipt> = receipts.iter().map(|(r, _)| r).collect();
+        let a: Vec<&AuditEvent> = audits.iter().map(|(a, _)| a).collect();
+        write_batch(conn, &r, &a)
+    };
     match written {
         Ok((halt, seqs)) => {
             for (_, reply) in receipts {
-                let outcome = match &halt {
-                    Some(state) => ReceiptOutcome::Halted(state.clone()),
-                    None => ReceiptOutcome::Durable,
-                };
-                let _ = reply.send(Ok(outcome));
+                let _ = reply.send(Ok(receipt_outcome(&halt)));
             }
             for ((_, reply), seq) in audits.into_iter().zip(seqs) {
                 let _ = reply.send(Ok(seq));

@@ -297,3 +297,46 @@ fn unsupported_urls_are_named() {
     let err = Store::open_url("postgres://x").unwrap_err();
     assert!(err.to_string().contains("unsupported store URL"), "{err}");
 }
+
+#[tokio::test]
+async fn direct_commits_are_as_durable_and_as_halted_as_grouped_ones() {
+    let (_dir, store) = temp_store();
+    assert_eq!(
+        store.admit_alone(receipt("c1")).await.unwrap(),
+        ReceiptOutcome::Durable
+    );
+    assert_eq!(store.receipt("c1").await.unwrap(), Some(receipt("c1")));
+    assert_eq!(store.audit_alone(event("c1", "ok")).await.unwrap(), 1);
+    store.set_halt(true, "ops", "drill").await.unwrap();
+    assert!(matches!(
+        store.admit_alone(receipt("c2")).await.unwrap(),
+        ReceiptOutcome::Halted(_)
+    ));
+    assert_eq!(store.receipt("c2").await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_and_grouped_writers_interleave_into_one_chain() {
+    let (_dir, store) = temp_store();
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("c{i}");
+            if i % 3 == 0 {
+                s.admit_alone(receipt(&id)).await.unwrap();
+                s.audit_alone(event(&id, "ok")).await.unwrap()
+            } else {
+                s.admit(receipt(&id)).await.unwrap();
+                s.audit(event(&id, "ok")).await.unwrap()
+            }
+        }));
+    }
+    let mut seqs = Vec::new();
+    for t in tasks {
+        seqs.push(t.await.unwrap());
+    }
+    seqs.sort();
+    assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
+    assert!(store.verify_audit().await.unwrap().is_intact());
+}

@@ -251,7 +251,7 @@ impl Root {
         }
         let file = self
             .dir
-            .open(rel)
+            .open_with(rel, &read_options())
             .map_err(|e| self.io_error(rel, e))?
             .into_std();
         let meta = file.metadata().map_err(|e| self.io_error(rel, e))?;
@@ -330,6 +330,18 @@ impl Root {
             .ok()
             .map(|p| p.to_string_lossy().into_owned())
     }
+}
+
+/// How every file a tool reads is opened: read-only, non-blocking (a FIFO or a device named
+/// like a file must not hang the open; regular files read the same either way) and never as a
+/// controlling terminal. The type is checked right after the open.
+pub fn read_options() -> cap_std::fs::OpenOptions {
+    use cap_std::fs::OpenOptionsExt;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    options
 }
 
 fn escape_error() -> io::Error {

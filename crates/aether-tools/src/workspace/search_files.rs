@@ -176,8 +176,8 @@ async fn search_lines(
         let count = AtomicUsize::new(0);
         let searched = AtomicUsize::new(0);
         let truncated = AtomicBool::new(false);
-        let mut open = cap_std::fs::OpenOptions::new();
-        open.read(true).follow(FollowSymlinks::No);
+        let mut open = crate::roots::read_options();
+        open.follow(FollowSymlinks::No);
         let (root_dir, root_path, credentials, base) = (
             &walk.root_dir,
             &walk.root_path,
@@ -210,10 +210,11 @@ async fn search_lines(
                     return WalkState::Continue;
                 };
                 let file = file.into_std();
-                if file
-                    .metadata()
-                    .map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) > 1)
-                {
+                // A regular file with one name only: a file swapped for a FIFO or a device
+                // since the walk saw it is skipped, as is a hard link.
+                if file.metadata().map_or(true, |m| {
+                    !m.is_file() || std::os::unix::fs::MetadataExt::nlink(&m) > 1
+                }) {
                     return WalkState::Continue;
                 }
                 // The walk reads folders by path, so a folder swapped for a symlink between the

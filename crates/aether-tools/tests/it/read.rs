@@ -426,3 +426,35 @@ async fn read_multiple_files_shares_the_result_budget() {
         json!({"path": "b.txt", "content": "b".repeat(100), "truncated": false})
     );
 }
+
+#[tokio::test]
+async fn a_fifo_named_like_a_file_is_refused_without_hanging() {
+    let t = Tree::new();
+    let fifo = t.ws.join("pipe.txt");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let cx = t.cx();
+    let result = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        call(&cx, "read_file", json!({"path": "pipe.txt"})),
+    )
+    .await
+    .expect("opening a FIFO must not block");
+    let message = failed(result);
+    assert!(message.contains("not a regular file"), "{message}");
+    // And a search over the tree steps over it.
+    let found = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        call(
+            &cx,
+            "search_files",
+            json!({"query": "anything", "include_hidden": true}),
+        ),
+    )
+    .await
+    .expect("a search must not block on a FIFO");
+    assert!(found.is_ok());
+}

@@ -2,12 +2,17 @@
 //! honouring `.gitignore`/`.ignore` by default, never following symlinks, never entering `.git`
 //! or `.aether`, and never yielding credential files.
 
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use aether_policy::paths::CredentialFilter;
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use globset::{GlobBuilder, GlobMatcher};
-use ignore::{DirEntry, WalkBuilder};
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::{DirEntry, Match, WalkBuilder};
 
 use crate::{CallContext, ToolError};
 
@@ -60,6 +65,7 @@ impl Walk {
         builder(
             &self.base,
             &self.root_path,
+            &self.root_dir,
             self.opts,
             self.credentials.clone(),
         )
@@ -111,34 +117,135 @@ pub(super) fn yes() -> bool {
 /// Folders no walk enters, hidden or not.
 const NEVER_ENTER: [&str; 2] = [".git", ".aether"];
 
-/// A parallel walker over `base` (a real path under `root_path`).
+/// The most bytes of one ignore file Aether reads.
+const MAX_IGNORE_FILE: u64 = 1 << 20;
+
+/// A parallel walker over `base` (a real path under `root_path`). Ignore files are read by
+/// [`IgnoreRules`], beneath the root's handle, never by the walker itself: the walker opens
+/// them by name and would follow a `.gitignore` symlinked out of the root, or block on one
+/// that is a FIFO.
 pub(super) fn builder(
     base: &Path,
     root_path: &Path,
+    root_dir: &cap_std::fs::Dir,
     opts: WalkOptions,
     credentials: Arc<CredentialFilter>,
 ) -> WalkBuilder {
     let mut b = WalkBuilder::new(base);
     b.hidden(!opts.include_hidden)
-        .git_ignore(opts.respect_ignore)
-        .git_exclude(opts.respect_ignore)
-        .ignore(opts.respect_ignore)
+        .git_ignore(false)
+        .git_exclude(false)
+        .ignore(false)
         .git_global(false)
         .parents(false)
-        .require_git(false)
         .follow_links(false)
         .threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(8)));
     let root_path = root_path.to_path_buf();
+    let rules = opts.respect_ignore.then(|| {
+        root_dir.try_clone().ok().map(|dir| IgnoreRules {
+            root_dir: dir,
+            root_path: root_path.clone(),
+            base: base.to_path_buf(),
+            chains: Mutex::default(),
+        })
+    });
+    let rules = rules.flatten();
     b.filter_entry(move |entry| {
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         if is_dir && NEVER_ENTER.iter().any(|n| entry.file_name() == *n) {
             return false;
         }
         // Credential folders (.ssh, .aws, ...) are not entered either.
-        !is_dir
-            || relative(entry.path(), &root_path).is_none_or(|rel| !credentials.is_credential(&rel))
+        if is_dir
+            && relative(entry.path(), &root_path).is_some_and(|rel| credentials.is_credential(&rel))
+        {
+            return false;
+        }
+        rules
+            .as_ref()
+            .is_none_or(|r| !r.ignored(entry.path(), is_dir))
     });
     b
+}
+
+/// `.gitignore` and `.ignore` rules of the folders of one walk (`.ignore` wins where both
+/// speak). Each file is opened beneath the root without following symlinks and is read only
+/// if it is a regular file with one link and at most [`MAX_IGNORE_FILE`] bytes; anything else
+/// is passed over as if absent.
+struct IgnoreRules {
+    root_dir: cap_std::fs::Dir,
+    root_path: PathBuf,
+    base: PathBuf,
+    /// For each folder seen, the rules that apply inside it, shallowest first.
+    chains: Mutex<HashMap<PathBuf, Arc<Vec<Gitignore>>>>,
+}
+
+impl IgnoreRules {
+    fn ignored(&self, path: &Path, is_dir: bool) -> bool {
+        let Some(parent) = path.parent() else {
+            return false;
+        };
+        for rules in self.chain(parent).iter().rev() {
+            match rules.matched(path, is_dir) {
+                Match::Ignore(_) => return true,
+                Match::Whitelist(_) => return false,
+                Match::None => {}
+            }
+        }
+        false
+    }
+
+    fn chain(&self, dir: &Path) -> Arc<Vec<Gitignore>> {
+        if let Some(found) = self.chains.lock().expect("ignore rules lock").get(dir) {
+            return found.clone();
+        }
+        let mut chain = match dir.parent() {
+            Some(parent) if dir != self.base && dir.starts_with(&self.base) => {
+                (*self.chain(parent)).clone()
+            }
+            _ => Vec::new(),
+        };
+        if let Some(own) = self.load(dir) {
+            chain.push(own);
+        }
+        let chain = Arc::new(chain);
+        self.chains
+            .lock()
+            .expect("ignore rules lock")
+            .insert(dir.to_path_buf(), chain.clone());
+        chain
+    }
+
+    fn load(&self, dir: &Path) -> Option<Gitignore> {
+        let rel = dir.strip_prefix(&self.root_path).ok()?;
+        let mut builder = GitignoreBuilder::new(dir);
+        let mut found = false;
+        let mut options = crate::roots::read_options();
+        options.follow(FollowSymlinks::No);
+        for name in [".gitignore", ".ignore"] {
+            let Ok(file) = self.root_dir.open_with(rel.join(name), &options) else {
+                continue;
+            };
+            let file = file.into_std();
+            let Ok(meta) = file.metadata() else { continue };
+            if !meta.is_file() || meta.nlink() > 1 || meta.len() > MAX_IGNORE_FILE {
+                continue;
+            }
+            let mut text = String::new();
+            if (&file)
+                .take(MAX_IGNORE_FILE)
+                .read_to_string(&mut text)
+                .is_err()
+            {
+                continue;
+            }
+            for line in text.lines() {
+                let _ = builder.add_line(None, line);
+            }
+            found = true;
+        }
+        found.then(|| builder.build().ok()).flatten()
+    }
 }
 
 /// A regular file from the walk, as (absolute path, root-relative path), unless it is a

@@ -487,3 +487,47 @@ async fn a_cancelled_call_stops_with_cancelled() {
         assert_eq!(result, Err(ToolError::Cancelled), "{tool}");
     }
 }
+
+#[tokio::test]
+async fn an_ignore_file_symlinked_out_of_the_root_is_not_read() {
+    // A cloned repository's `.gitignore` pointing outside the root must not let a file out
+    // there decide what the agent sees (nor be read at all: /dev/zero would exhaust memory).
+    let t = Tree::new();
+    std::fs::write(t.outside.join("outside_rules"), "hidden.rs\n").unwrap();
+    t.link(t.outside.join("outside_rules"), ".gitignore");
+    t.file("sub/kept.rs", "x\n");
+    t.link("/dev/zero", "sub/.ignore");
+    t.file("hidden.rs", "x\n");
+    let cx = t.cx();
+    check_glob(
+        &cx,
+        json!({"pattern": "*.rs"}),
+        &["hidden.rs", "sub/kept.rs"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_ignore_file_that_is_a_fifo_does_not_hang_the_walk() {
+    let t = Tree::new();
+    t.file("src/main.rs", "needle\n");
+    let status = std::process::Command::new("mkfifo")
+        .arg(t.ws.join("src/.gitignore"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let cx = t.cx();
+    let found = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        check_search(
+            &cx,
+            json!({"query": "needle"}),
+            &[("src/main.rs", 1, "needle")],
+        ),
+    )
+    .await;
+    assert!(
+        found.is_ok(),
+        "the walk must not block on a FIFO ignore file"
+    );
+}

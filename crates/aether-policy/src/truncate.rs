@@ -28,6 +28,37 @@ pub fn bound_text(text: &str, max_chars: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// For a selection that was itself cut before it reached here (so its full length is not
+/// known): `text` if it fits, else its head, or for `keep_end` its tail, with a marker that
+/// says more exists, together no longer than `max_chars`. `always_mark` adds the marker even
+/// when `text` fits, because the selection behind it was longer.
+pub fn bound_partial(text: &str, max_chars: usize, keep_end: bool, always_mark: bool) -> String {
+    let count = text.chars().count();
+    if count <= max_chars && !always_mark {
+        return text.to_string();
+    }
+    let marker = if keep_end {
+        "[… earlier lines cut by Aether; ask for a range …]\n"
+    } else {
+        "\n[… truncated by Aether: the selection goes on past this; ask for a narrower range …]"
+    };
+    let keep = max_chars.saturating_sub(marker.chars().count()).min(count);
+    let mut out = String::with_capacity(text.len().min(max_chars * 4) + marker.len());
+    if keep_end {
+        let start = text
+            .char_indices()
+            .nth(count - keep)
+            .map_or(text.len(), |(i, _)| i);
+        out.push_str(marker);
+        out.push_str(&text[start..]);
+    } else {
+        let end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+        out.push_str(&text[..end]);
+        out.push_str(marker);
+    }
+    out
+}
+
 fn marker(total: usize) -> String {
     format!(
         "\n[… truncated by Aether: {total} characters in all, cut here; ask for a narrower range …]"
@@ -37,6 +68,19 @@ fn marker(total: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partial_selections_keep_the_head_or_the_tail_within_the_bound() {
+        let text = format!("{}END", "a".repeat(1000));
+        let head = bound_partial(&text, 200, false, false);
+        assert!(head.chars().count() <= 200 && head.starts_with("aaa") && head.contains("goes on"));
+        let tail = bound_partial(&text, 200, true, false);
+        assert!(
+            tail.chars().count() <= 200 && tail.ends_with("END") && tail.starts_with("[… earlier")
+        );
+        assert_eq!(bound_partial("short", 200, false, false), "short");
+        assert!(bound_partial("short", 200, false, true).starts_with("short\n[… truncated"));
+    }
 
     #[test]
     fn short_text_is_untouched() {

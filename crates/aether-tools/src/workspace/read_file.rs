@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 
 use aether_policy::ToolDef;
-use aether_policy::truncate::bound_text;
+use aether_policy::truncate::{bound_partial, bound_text};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -133,15 +133,27 @@ impl Tool for ReadFile {
                 cx.limits.read_file_bytes
             )));
         }
+        let limit = cx.limits.result_chars;
+        let bounds = Bounds {
+            keep_bytes: limit * 4 + 4,
+            cancel: cx.cancel.clone(),
+        };
         let read = if span == Span::Whole && size <= MAX_INLINE_READ {
-            read_span(file, span, &shown)
+            read_span(file, span, &shown, &bounds)
         } else {
             let shown = shown.clone();
-            blocking(move || read_span(file, span, &shown)).await
+            blocking(move || read_span(file, span, &shown, &bounds)).await
         }?;
-        let limit = cx.limits.result_chars;
-        let bounded = bound_text(&read.text, limit);
-        let truncated = bounded.len() != read.text.len();
+        // A read that stopped early does not know its full length; a tail keeps its end.
+        let (content, truncated) = if read.cut || span_is_tail(span) {
+            let content = bound_partial(&read.text, limit, span_is_tail(span), read.cut);
+            let truncated = read.cut || content.len() != read.text.len();
+            (content, truncated)
+        } else {
+            let bounded = bound_text(&read.text, limit);
+            let truncated = bounded.len() != read.text.len();
+            (bounded.into_owned(), truncated)
+        };
         let output = Output {
             root: loc.root.name.clone(),
             path: loc.rel.to_string(),
@@ -150,7 +162,7 @@ impl Tool for ReadFile {
             end_line: read.last,
             total_lines: read.total,
             truncated,
-            content: bounded.into_owned(),
+            content,
         };
         let text = output.content.clone();
         Ok(ToolOutput::with_structured(
@@ -160,11 +172,58 @@ impl Tool for ReadFile {
     }
 }
 
+fn span_is_tail(span: Span) -> bool {
+    matches!(span, Span::Tail(_))
+}
+
 struct Slice {
     text: String,
     first: Option<u64>,
     last: Option<u64>,
     total: Option<u64>,
+    /// Lines were left out or cut short to stay within [`Bounds::keep_bytes`].
+    cut: bool,
+}
+
+/// What a line read may hold and when it must stop: however large the file or its lines,
+/// memory stays within a few result budgets, and a cancelled call stops reading.
+struct Bounds {
+    keep_bytes: usize,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+/// Lines read between checks of the cancellation token.
+const CHECK_EVERY: u64 = 4096;
+
+/// Reads the next line into `out`, at most `max` bytes of it (the rest of a longer line is
+/// skipped). `None` at the end of the file; `Some(true)` when the line was cut.
+fn next_line(
+    reader: &mut BufReader<File>,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    out.clear();
+    let n = (&mut *reader).take(max as u64).read_until(b'\n', out)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let cut = n == max && !out.ends_with(b"\n");
+    if cut {
+        reader.skip_until(b'\n')?;
+    }
+    Ok(Some(cut))
+}
+
+/// `bytes` as text: a line cut inside a multi-byte character keeps its valid part; anything
+/// else that is not UTF-8 makes the file binary.
+fn line_text(bytes: &[u8], cut: bool) -> Option<&str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Some(text),
+        Err(e) if cut && e.error_len().is_none() => {
+            std::str::from_utf8(&bytes[..e.valid_up_to()]).ok()
+        }
+        Err(_) => None,
+    }
 }
 
 fn binary(shown: &str, size: u64) -> ToolError {
@@ -190,7 +249,7 @@ fn text_lines(file: File, shown: &str, size: u64) -> Result<BufReader<File>, Too
     Ok(reader)
 }
 
-fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
+fn read_span(file: File, span: Span, shown: &str, bounds: &Bounds) -> Result<Slice, ToolError> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let io = |e: std::io::Error| ToolError::failed(format!("{shown}: {e}"));
     match span {
@@ -207,6 +266,7 @@ fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
                 first: None,
                 last: None,
                 total: Some(total),
+                cut: false,
             })
         }
         Span::Lines { start, end } => {
@@ -214,20 +274,28 @@ fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
             let mut text = String::new();
             let mut line = Vec::new();
             let mut n = 0u64;
-            loop {
-                line.clear();
-                if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
-                    break;
-                }
+            let mut cut = false;
+            while let Some(line_cut) =
+                next_line(&mut reader, &mut line, bounds.keep_bytes).map_err(io)?
+            {
                 n += 1;
+                if n % CHECK_EVERY == 0 && bounds.cancel.is_cancelled() {
+                    return Err(ToolError::Cancelled);
+                }
                 if n >= start {
-                    text.push_str(std::str::from_utf8(&line).map_err(|_| binary(shown, size))?);
+                    text.push_str(line_text(&line, line_cut).ok_or_else(|| binary(shown, size))?);
+                    cut |= line_cut;
+                    if text.len() >= bounds.keep_bytes {
+                        // Enough for any result: stop reading, report where.
+                        cut = true;
+                        break;
+                    }
                 }
                 if n >= end {
                     break;
                 }
             }
-            let reached_end = n < end;
+            let reached_end = n < end && !cut;
             if start > n && !(n == 0 && start == 1) {
                 return Err(ToolError::InvalidArguments(format!(
                     "{shown} has {n} lines; start_line {start} is past the end"
@@ -238,32 +306,44 @@ fn read_span(file: File, span: Span, shown: &str) -> Result<Slice, ToolError> {
                 first: Some(start),
                 last: Some(n.min(end)),
                 total: reached_end.then_some(n),
+                cut,
             })
         }
         Span::Tail(count) => {
+            // One pass, keeping the last `count` lines but never more than `keep_bytes`: the
+            // end of the file is what a tail is for, so it is the front that gives way.
             let mut reader = text_lines(file, shown, size)?;
-            let mut lines: VecDeque<String> = VecDeque::new();
+            let mut lines: VecDeque<(String, bool)> = VecDeque::new();
+            let mut kept = 0usize;
+            let mut dropped_for_room = false;
             let mut line = Vec::new();
             let mut n = 0u64;
-            loop {
-                line.clear();
-                if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
-                    break;
-                }
+            while let Some(line_cut) =
+                next_line(&mut reader, &mut line, bounds.keep_bytes).map_err(io)?
+            {
                 n += 1;
-                let text = String::from_utf8(std::mem::take(&mut line))
-                    .map_err(|_| binary(shown, size))?;
-                lines.push_back(text);
+                if n % CHECK_EVERY == 0 && bounds.cancel.is_cancelled() {
+                    return Err(ToolError::Cancelled);
+                }
+                let text = line_text(&line, line_cut).ok_or_else(|| binary(shown, size))?;
+                kept += text.len();
+                lines.push_back((text.to_string(), line_cut));
                 if lines.len() as u64 > count {
-                    lines.pop_front();
+                    kept -= lines.pop_front().map_or(0, |(l, _)| l.len());
+                }
+                while kept > bounds.keep_bytes && lines.len() > 1 {
+                    kept -= lines.pop_front().map_or(0, |(l, _)| l.len());
+                    dropped_for_room = true;
                 }
             }
+            let cut = dropped_for_room || lines.iter().any(|(_, cut)| *cut);
             let first = n.saturating_sub(lines.len() as u64) + 1;
             Ok(Slice {
-                text: lines.into_iter().collect(),
+                text: lines.into_iter().map(|(l, _)| l).collect(),
                 first: Some(first.min(n.max(1))),
                 last: Some(n),
                 total: Some(n),
+                cut,
             })
         }
     }

@@ -20,6 +20,9 @@ use serde_json::Value;
 use super::walk::{self, NameGlob, Walk, WalkOptions};
 use crate::{CallContext, Tool, ToolError, ToolOutput, blocking, parse_args};
 
+/// The most memory one file's search may use for its buffer.
+const SEARCH_HEAP: usize = 8 << 20;
+
 /// Characters of one matching line kept in a result.
 const LINE_CHARS: usize = 300;
 
@@ -188,6 +191,9 @@ async fn search_lines(
             let mut searcher = SearcherBuilder::new()
                 .binary_detection(BinaryDetection::quit(b'\x00'))
                 .line_number(true)
+                // A single enormous line must not pull the whole file into memory; a file
+                // with one is skipped and the search goes on.
+                .heap_limit(Some(SEARCH_HEAP))
                 .build();
             let matcher = &matcher;
             let (found, count, searched, truncated) = (&found, &count, &searched, &truncated);

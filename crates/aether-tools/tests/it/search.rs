@@ -531,3 +531,17 @@ async fn an_ignore_file_that_is_a_fifo_does_not_hang_the_walk() {
         "the walk must not block on a FIFO ignore file"
     );
 }
+
+#[tokio::test]
+async fn a_file_that_is_one_enormous_line_is_skipped_not_loaded() {
+    let t = Tree::new();
+    t.file("huge.log", &"z".repeat(32 << 20));
+    t.file("small.txt", "zzz here\n");
+    let cx = t.cx();
+    check_search(
+        &cx,
+        json!({"query": "zzz here"}),
+        &[("small.txt", 1, "zzz here")],
+    )
+    .await;
+}

@@ -90,6 +90,8 @@ pub struct Pipeline {
     /// Calls inside [`Pipeline::call`] right now. A call that is alone commits its receipt and
     /// audit row on its own thread; calls in company hand them to the store's group commit.
     in_flight: AtomicUsize,
+    /// Cancelled by [`Pipeline::shut_down`]: stops running tools, refuses new calls.
+    shutdown: CancellationToken,
 }
 
 impl Pipeline {
@@ -120,6 +122,7 @@ impl Pipeline {
             store: settings.store,
             halted: Arc::new(AtomicBool::new(halted)),
             in_flight: AtomicUsize::new(0),
+            shutdown: CancellationToken::new(),
         };
         pipeline.reload_registry().await?;
         Ok(pipeline)
@@ -151,6 +154,18 @@ impl Pipeline {
         }));
         *self.registry.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
         Ok(())
+    }
+
+    /// Stops every running call (each is audited as cancelled), refuses new ones, and waits up
+    /// to `wait` for the calls in flight to write their audit rows. Transports call this when
+    /// they stop, so that a client leaving, or Ctrl-C, does not leave an admitted call without
+    /// its audit row.
+    pub async fn shut_down(&self, wait: Duration) {
+        self.shutdown.cancel();
+        let deadline = Instant::now() + wait;
+        while self.in_flight.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Whether the current call is the only one in flight. Yields first, so that requests
@@ -288,6 +303,13 @@ impl Pipeline {
         cancel: CancellationToken,
         draft: &mut audit::Draft,
     ) -> CallOutcome {
+        if self.shutdown.is_cancelled() {
+            return refuse(
+                Step::Halt,
+                "shutdown",
+                "Aether is shutting down; no calls are admitted",
+            );
+        }
         // 2. Halt (the fast check; the receipt transaction makes it exact).
         if self.halted.load(Ordering::Relaxed) {
             // The flag may be stale: a receipt that meets a halt sets it, and only `watch_halt`
@@ -420,6 +442,10 @@ impl Pipeline {
         tokio::select! {
             biased;
             _ = cancel.cancelled() => CallOutcome::Cancelled { timed_out: false },
+            _ = self.shutdown.cancelled() => {
+                tool_cancel.cancel();
+                CallOutcome::Cancelled { timed_out: false }
+            }
             _ = tokio::time::sleep(limit) => {
                 tool_cancel.cancel();
                 CallOutcome::Cancelled { timed_out: true }

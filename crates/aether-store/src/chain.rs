@@ -52,11 +52,25 @@ pub struct ChainReport {
     pub last_seq: Option<i64>,
     pub head: String,
     pub breaks: Vec<ChainBreak>,
+    /// Receipts checked against the audit: every admitted call must have exactly one audit
+    /// row, for the same tool, definition and arguments. This is what catches rows removed
+    /// from the end of the chain, or a chain rewritten from some row on.
+    pub receipts: u64,
+    /// Admitted calls older than [`SETTLE_US`] with no audit row: a crash mid-call, or rows
+    /// deleted. (Younger ones may still be running and are only counted in `in_flight`.)
+    pub unaudited: Vec<String>,
+    pub in_flight: u64,
+    /// Admitted calls whose audit row names another tool, definition or arguments, or
+    /// which have several rows.
+    pub mismatched: Vec<ChainBreak>,
 }
+
+/// How long an admitted call may go without its audit row before `verify` calls it missing.
+pub const SETTLE_US: i64 = 10 * 60 * 1_000_000;
 
 impl ChainReport {
     pub fn is_intact(&self) -> bool {
-        self.breaks.is_empty()
+        self.breaks.is_empty() && self.unaudited.is_empty() && self.mismatched.is_empty()
     }
 }
 
@@ -77,6 +91,10 @@ impl Default for ChainVerifier {
                 last_seq: None,
                 head: GENESIS.to_string(),
                 breaks: Vec::new(),
+                receipts: 0,
+                unaudited: Vec::new(),
+                in_flight: 0,
+                mismatched: Vec::new(),
             },
             expected_prev: GENESIS.to_string(),
             expected_seq: Some(1),

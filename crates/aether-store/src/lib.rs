@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use chain::{ChainBreak, ChainReport, GENESIS};
+pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
 pub use sqlite::SqliteStore;
 
 /// An admission receipt: written, durably, before the admitted call runs.
@@ -227,11 +227,12 @@ impl Store {
         }
     }
 
-    /// Walks the whole chain and reports the first row that does not follow from the one
-    /// before it.
-    pub async fn verify_audit(&self) -> Result<ChainReport> {
+    /// Walks the whole chain and reports every row that does not follow from the one before
+    /// it, checks every receipt against its audit row, and, given `expect_head` (a sequence
+    /// number and hash recorded elsewhere earlier), that the chain still contains it.
+    pub async fn verify_audit(&self, expect_head: Option<(i64, String)>) -> Result<ChainReport> {
         match self {
-            Store::Sqlite(s) => s.verify_audit().await,
+            Store::Sqlite(s) => s.verify_audit(expect_head).await,
         }
     }
 

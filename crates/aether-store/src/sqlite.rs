@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use crate::chain::{ChainVerifier, GENESIS, entry_hash};
+use crate::chain::{ChainBreak, ChainVerifier, GENESIS, SETTLE_US, entry_hash};
 use crate::{
     AdmissionReceipt, AuditEvent, AuditQuery, AuditRecord, BuiltinDefinition, ChainReport,
     HaltState, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
@@ -193,8 +193,8 @@ impl SqliteStore {
         .await
     }
 
-    pub async fn verify_audit(&self) -> Result<ChainReport> {
-        self.read(|conn| {
+    pub async fn verify_audit(&self, expect_head: Option<(i64, String)>) -> Result<ChainReport> {
+        self.read(move |conn| {
             let mut stmt = conn
                 .prepare(&format!(
                     "SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"
@@ -205,7 +205,24 @@ impl SqliteStore {
             while let Some(row) = rows.next().map_err(StoreError::sql("audit verify"))? {
                 verifier.push(&audit_record(row).map_err(StoreError::sql("audit verify"))?);
             }
-            Ok(verifier.finish())
+            let mut report = verifier.finish();
+            check_receipts(conn, &mut report).map_err(StoreError::sql("audit verify"))?;
+            if let Some((seq, hash)) = expect_head {
+                let found: Option<String> = conn
+                    .query_row("SELECT hash FROM audit WHERE seq = ?", [seq], |r| r.get(0))
+                    .optional()
+                    .map_err(StoreError::sql("audit verify"))?;
+                if found.as_deref() != Some(hash.as_str()) {
+                    report.breaks.push(ChainBreak {
+                        seq,
+                        problem: match found {
+                            None => "the expected head row is gone".into(),
+                            Some(h) => format!("the expected head was {hash}, the row now hashes to {h} (rewritten)"),
+                        },
+                    });
+                }
+            }
+            Ok(report)
         })
         .await
     }
@@ -365,6 +382,47 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
 
 fn read_halt(conn: &Connection) -> Result<HaltState> {
     query_halt(conn).map_err(StoreError::sql("read halt"))
+}
+
+/// Every receipt against the audit (a join the query planner indexes on the fly).
+fn check_receipts(conn: &Connection, report: &mut ChainReport) -> rusqlite::Result<()> {
+    let settled_before = now_us() - SETTLE_US;
+    let mut stmt = conn.prepare(
+        "SELECT r.call_id, r.at_us, r.tool, r.definition, r.arguments,
+                count(a.seq), min(a.tool), min(a.definition), min(a.arguments_digest)
+         FROM receipts r LEFT JOIN audit a ON a.call_id = r.call_id
+         GROUP BY r.call_id",
+    )?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        report.receipts += 1;
+        let call_id: String = r.get(0)?;
+        let audited: i64 = r.get(5)?;
+        if audited == 0 {
+            if r.get::<_, i64>(1)? < settled_before {
+                if report.unaudited.len() < 100 {
+                    report.unaudited.push(call_id);
+                }
+            } else {
+                report.in_flight += 1;
+            }
+            continue;
+        }
+        let same = r.get::<_, String>(2)? == r.get::<_, String>(6)?
+            && Some(r.get::<_, String>(3)?) == r.get::<_, Option<String>>(7)?
+            && r.get::<_, String>(4)? == r.get::<_, String>(8)?;
+        if (audited > 1 || !same) && report.mismatched.len() < 100 {
+            report.mismatched.push(ChainBreak {
+                seq: 0,
+                problem: if audited > 1 {
+                    format!("call {call_id} has {audited} audit rows")
+                } else {
+                    format!("call {call_id}: its audit row names another tool, definition or arguments than its receipt")
+                },
+            });
+        }
+    }
+    Ok(())
 }
 
 fn query_halt(conn: &Connection) -> rusqlite::Result<HaltState> {

@@ -14,8 +14,12 @@ use crate::setup::{self, Common};
 pub enum Command {
     /// The newest audit rows, oldest of them first.
     Tail(TailArgs),
-    /// Walk the whole hash chain; exit 1 if any row was edited, removed or inserted.
+    /// Walk the whole hash chain and check every receipt against its audit row; exit 1 if any
+    /// row was edited, removed or inserted, or an admitted call has no audit row.
     Verify(VerifyArgs),
+    /// Print the chain's head as SEQ:HASH. Keep it somewhere else; `verify --expect-head`
+    /// later proves the chain still holds it (so it was not cut short or rewritten).
+    Head(HeadArgs),
 }
 
 #[derive(ClapArgs, Debug)]
@@ -40,15 +44,26 @@ pub struct TailArgs {
 }
 
 #[derive(ClapArgs, Debug)]
+pub struct HeadArgs {
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(ClapArgs, Debug)]
 pub struct VerifyArgs {
     #[command(flatten)]
     common: Common,
+    /// A head recorded earlier (SEQ:HASH, from `aether audit head`) that must still be in
+    /// the chain, unchanged.
+    #[arg(long)]
+    expect_head: Option<String>,
 }
 
 pub async fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Tail(args) => tail(args).await,
         Command::Verify(args) => verify(args).await,
+        Command::Head(args) => head(args).await,
     }
 }
 
@@ -101,28 +116,79 @@ fn line(r: &AuditRecord) -> String {
 }
 
 async fn verify(args: VerifyArgs) -> Result<ExitCode> {
+    let expect = match &args.expect_head {
+        Some(text) => Some(parse_head(text)?),
+        None => None,
+    };
     let loaded = setup::load(&args.common)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
-    let report = store.verify_audit().await?;
+    let report = store.verify_audit(expect).await?;
+    let span = match (report.first_seq, report.last_seq) {
+        (Some(a), Some(b)) => format!("{} rows, {a}..{b}", report.rows),
+        _ => "no rows yet".to_string(),
+    };
     if report.is_intact() {
-        match (report.first_seq, report.last_seq) {
-            (Some(a), Some(b)) => println!(
-                "audit chain intact: {} rows, {a}..{b}, head {}",
-                report.rows, report.head
-            ),
-            _ => println!("audit chain intact: no rows yet"),
-        }
-        Ok(ExitCode::SUCCESS)
-    } else {
         println!(
-            "audit chain BROKEN ({url}): {} problem(s) in {} rows",
-            report.breaks.len(),
-            report.rows
+            "audit chain intact: {span}; {} receipts each with its audit row",
+            report.receipts
         );
-        for b in &report.breaks {
-            println!("  row {}: {}", b.seq, b.problem);
+        if report.in_flight > 0 {
+            println!(
+                "  ({} calls admitted in the last 10 minutes have no audit row yet: running, or interrupted)",
+                report.in_flight
+            );
         }
-        Ok(ExitCode::from(1))
+        println!("head {}:{}", report.last_seq.unwrap_or(0), report.head);
+        return Ok(ExitCode::SUCCESS);
     }
+    println!("audit chain BROKEN ({url}): {span}");
+    for b in &report.breaks {
+        println!("  row {}: {}", b.seq, b.problem);
+    }
+    if !report.unaudited.is_empty() {
+        println!(
+            "  {} admitted call(s) have no audit row (a crash mid-call, or rows deleted), e.g. {}",
+            report.unaudited.len(),
+            report
+                .unaudited
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for m in &report.mismatched {
+        println!("  {}", m.problem);
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// `SEQ:HASH` as printed by `aether audit verify` or `aether audit head`.
+fn parse_head(text: &str) -> Result<(i64, String)> {
+    let (seq, hash) = text.split_once(':').ok_or_else(|| {
+        anyhow::anyhow!("--expect-head takes SEQ:HASH, as `aether audit head` prints it")
+    })?;
+    let seq = seq
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--expect-head: {seq:?} is not a sequence number"))?;
+    Ok((seq, hash.to_string()))
+}
+
+async fn head(args: HeadArgs) -> Result<ExitCode> {
+    let loaded = setup::load(&args.common)?;
+    let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let rows = store
+        .audit_query(AuditQuery {
+            limit: 1,
+            newest_first: true,
+            ..Default::default()
+        })
+        .await?;
+    match rows.first() {
+        Some(r) => println!("{}:{}", r.seq, r.hash),
+        None => println!("0:{}", aether_store::GENESIS),
+    }
+    Ok(ExitCode::SUCCESS)
 }

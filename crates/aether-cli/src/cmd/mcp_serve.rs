@@ -53,6 +53,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     } else {
         Mode::Shipped
     };
-    serve_stdio(AetherMcp::new(pipeline, session, mode)).await?;
+    let served = serve_stdio(AetherMcp::new(pipeline.clone(), session, mode)).await;
+    // The client has gone: stop what still runs and let it write its audit rows.
+    pipeline.shut_down(Duration::from_secs(10)).await;
+    served?;
     Ok(ExitCode::SUCCESS)
 }

@@ -65,9 +65,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         let _ = tokio::signal::ctrl_c().await;
         signal.cancel();
     });
-    serve_http(listener, app, shutdown)
-        .await
-        .context("the HTTP server stopped")?;
+    let served = serve_http(listener, app, shutdown).await;
+    pipeline.shut_down(Duration::from_secs(10)).await;
+    served.context("the HTTP server stopped")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -44,5 +44,5 @@ async fn a_kill_right_after_a_reported_success_loses_neither_receipt_nor_audit_r
             "audit row of {id}"
         );
     }
-    assert!(store.verify_audit().await.unwrap().is_intact());
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
 }

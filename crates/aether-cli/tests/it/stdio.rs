@@ -325,3 +325,30 @@ fn resources_are_the_capabilities_and_the_callers_own_audit_events() {
     s.send_raw(r#"{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}"#);
     assert!(s.recv(9)["error"].is_object());
 }
+
+#[test]
+fn a_client_leaving_mid_call_leaves_no_call_without_its_audit_row() {
+    let ws = Ws::new();
+    let mut s = StdioServer::start(&ws, &["--conformance-fixtures"]);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"test_wait_until_cancelled","arguments":{}}}"#);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    s.close_stdin();
+    let status = s
+        .wait_exit(std::time::Duration::from_secs(30))
+        .expect("the server exits when its client leaves");
+    assert!(status.success(), "{status:?}");
+    let store = ws.store_url();
+    let (_, out, _) = ws.run(&[
+        "audit",
+        "tail",
+        "--json",
+        "--tool",
+        "test_wait_until_cancelled",
+        "--store",
+        &store,
+    ]);
+    assert!(out.contains("\"outcome\":\"cancelled\""), "{out}");
+    let (code, out, _) = ws.run(&["audit", "verify", "--store", &store]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("have no audit row yet"), "{out}");
+}

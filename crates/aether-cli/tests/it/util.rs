@@ -143,6 +143,23 @@ impl StdioServer {
         }
     }
 
+    /// Closes the server's stdin, as a client does when it goes away.
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Waits for the server to exit, up to `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// The next message of any kind.
     pub fn next_message(&self) -> Value {
         let line = self

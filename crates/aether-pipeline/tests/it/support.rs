@@ -399,7 +399,7 @@ impl Harness {
     /// rows; a call has a receipt exactly when no pipeline step refused it, and every receipt
     /// has its audit row.
     pub async fn check(&self) -> ChainReport {
-        let report = self.store.verify_audit().await.unwrap();
+        let report = self.store.verify_audit(None).await.unwrap();
         assert!(
             report.is_intact(),
             "audit chain broken: {:?}",

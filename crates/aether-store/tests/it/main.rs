@@ -116,7 +116,7 @@ async fn concurrent_appends_form_one_intact_chain() {
     }
     seqs.sort();
     assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
-    let report = store.verify_audit().await.unwrap();
+    let report = store.verify_audit(None).await.unwrap();
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.rows, 200);
 }
@@ -126,7 +126,7 @@ async fn chain_of(n: usize) -> (tempfile::TempDir, Store) {
     for i in 0..n {
         store.audit(event(&format!("c{i}"), "ok")).await.unwrap();
     }
-    assert!(store.verify_audit().await.unwrap().is_intact());
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
     (dir, store)
 }
 
@@ -136,7 +136,7 @@ async fn verify_finds_an_edited_row() {
     raw(&dir)
         .execute("UPDATE audit SET outcome = 'refused' WHERE seq = 3", [])
         .unwrap();
-    let report = store.verify_audit().await.unwrap();
+    let report = store.verify_audit(None).await.unwrap();
     assert_eq!(report.breaks.len(), 1, "{report:?}");
     assert_eq!(report.breaks[0].seq, 3);
     assert!(report.breaks[0].problem.contains("edited"));
@@ -148,7 +148,7 @@ async fn verify_finds_a_deleted_row() {
     raw(&dir)
         .execute("DELETE FROM audit WHERE seq = 2", [])
         .unwrap();
-    let report = store.verify_audit().await.unwrap();
+    let report = store.verify_audit(None).await.unwrap();
     assert_eq!(report.breaks[0].seq, 3, "{report:?}");
     assert!(report.breaks[0].problem.contains("missing"));
 }
@@ -163,7 +163,7 @@ async fn verify_finds_a_rehashed_forgery() {
         [],
     )
     .unwrap();
-    let report = store.verify_audit().await.unwrap();
+    let report = store.verify_audit(None).await.unwrap();
     let seqs: Vec<i64> = report.breaks.iter().map(|b| b.seq).collect();
     assert_eq!(seqs, [2, 3], "{report:?}");
 }
@@ -174,7 +174,7 @@ async fn verify_finds_a_truncated_start() {
     raw(&dir)
         .execute("DELETE FROM audit WHERE seq = 1", [])
         .unwrap();
-    let report = store.verify_audit().await.unwrap();
+    let report = store.verify_audit(None).await.unwrap();
     assert!(!report.is_intact());
     assert_eq!(report.breaks[0].seq, 2);
 }
@@ -338,5 +338,94 @@ async fn direct_and_grouped_writers_interleave_into_one_chain() {
     }
     seqs.sort();
     assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
-    assert!(store.verify_audit().await.unwrap().is_intact());
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+}
+
+/// `n` admitted calls, each with its audit row.
+async fn admitted_calls(n: usize) -> (tempfile::TempDir, Store) {
+    let (dir, store) = temp_store();
+    for i in 0..n {
+        let id = format!("c{i}");
+        store.admit(receipt(&id)).await.unwrap();
+        store.audit(event(&id, "ok")).await.unwrap();
+    }
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.receipts, n as u64);
+    (dir, store)
+}
+
+#[tokio::test]
+async fn verify_finds_rows_cut_from_the_end_through_their_receipts() {
+    let (dir, store) = admitted_calls(5).await;
+    raw(&dir)
+        .execute("DELETE FROM audit WHERE seq >= 4", [])
+        .unwrap();
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(
+        report.breaks.is_empty(),
+        "the rest of the chain is consistent"
+    );
+    assert!(!report.is_intact());
+    assert_eq!(report.unaudited, ["c3", "c4"]);
+    raw(&dir).execute("DELETE FROM audit", []).unwrap();
+    assert_eq!(store.verify_audit(None).await.unwrap().unaudited.len(), 5);
+}
+
+#[tokio::test]
+async fn verify_finds_a_rewritten_row_whose_receipt_disagrees() {
+    let (dir, store) = admitted_calls(3).await;
+    // A forger who also recomputes every hash after the row still contradicts the receipt.
+    let conn = raw(&dir);
+    conn.execute("UPDATE audit SET tool = 'list_roots' WHERE seq = 2", [])
+        .unwrap();
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(
+        report.mismatched.iter().any(|m| m.problem.contains("c1")),
+        "{report:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_expected_head_catches_truncation_and_rewriting() {
+    let (dir, store) = admitted_calls(3).await;
+    let report = store.verify_audit(None).await.unwrap();
+    let head = (report.last_seq.unwrap(), report.head.clone());
+    assert!(
+        store
+            .verify_audit(Some(head.clone()))
+            .await
+            .unwrap()
+            .is_intact()
+    );
+    raw(&dir)
+        .execute("UPDATE audit SET hash = 'rewritten' WHERE seq = 3", [])
+        .unwrap();
+    let report = store.verify_audit(Some(head.clone())).await.unwrap();
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.seq == 3 && b.problem.contains("rewritten")),
+        "{report:?}"
+    );
+    raw(&dir)
+        .execute("DELETE FROM audit WHERE seq = 3", [])
+        .unwrap();
+    let report = store.verify_audit(Some(head)).await.unwrap();
+    assert!(
+        report.breaks.iter().any(|b| b.problem.contains("gone")),
+        "{report:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_still_running_is_not_reported_missing() {
+    let (_dir, store) = temp_store();
+    let mut r = receipt("now");
+    r.at_us = aether_store::now_us();
+    store.admit(r).await.unwrap();
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.in_flight, 1);
 }

@@ -279,7 +279,7 @@ fn read_span(file: File, span: Span, shown: &str, bounds: &Bounds) -> Result<Sli
                 next_line(&mut reader, &mut line, bounds.keep_bytes).map_err(io)?
             {
                 n += 1;
-                if n % CHECK_EVERY == 0 && bounds.cancel.is_cancelled() {
+                if n.is_multiple_of(CHECK_EVERY) && bounds.cancel.is_cancelled() {
                     return Err(ToolError::Cancelled);
                 }
                 if n >= start {
@@ -322,7 +322,7 @@ fn read_span(file: File, span: Span, shown: &str, bounds: &Bounds) -> Result<Sli
                 next_line(&mut reader, &mut line, bounds.keep_bytes).map_err(io)?
             {
                 n += 1;
-                if n % CHECK_EVERY == 0 && bounds.cancel.is_cancelled() {
+                if n.is_multiple_of(CHECK_EVERY) && bounds.cancel.is_cancelled() {
                     return Err(ToolError::Cancelled);
                 }
                 let text = line_text(&line, line_cut).ok_or_else(|| binary(shown, size))?;

@@ -535,7 +535,7 @@ async fn an_ignore_file_that_is_a_fifo_does_not_hang_the_walk() {
 #[tokio::test]
 async fn a_file_that_is_one_enormous_line_is_skipped_not_loaded() {
     let t = Tree::new();
-    t.file("huge.log", &"z".repeat(32 << 20));
+    t.file("huge.log", "z".repeat(32 << 20));
     t.file("small.txt", "zzz here\n");
     let cx = t.cx();
     check_search(

@@ -179,6 +179,16 @@ pub const CREDENTIAL_GLOBS: &[&str] = &[
     "**/.kube/config",
     "**/.docker/config.json",
     "**/.git/config",
+    "**/.git/**/config",
+    "**/.envrc",
+    "**/.cargo/credentials",
+    "**/.cargo/credentials.toml",
+    "**/.vault-token",
+    "**/*.ppk",
+    "**/.terraformrc",
+    "**/credentials.tfrc.json",
+    "**/.gem/credentials",
+    "**/.config/hub",
     "**/.git-credentials",
     "**/.netrc",
     "**/_netrc",
@@ -239,10 +249,11 @@ impl CredentialFilter {
         })
     }
 
-    /// Whether `relative` (a clean root-relative path) names a credential file or lies inside
-    /// a credential folder.
-    pub fn is_credential(&self, relative: &str) -> bool {
-        !relative.is_empty() && self.deny.is_match(relative) && !self.except.is_match(relative)
+    /// Whether `path` names a credential file or lies inside a credential folder. Give the
+    /// absolute path where there is one: a root that is itself a credential folder (say
+    /// `~/.aws`) has nothing credential-looking in its relative paths.
+    pub fn is_credential(&self, path: &str) -> bool {
+        !path.is_empty() && self.deny.is_match(path) && !self.except.is_match(path)
     }
 
     pub fn check(&self, relative: &str) -> Result<(), PathRefusal> {
@@ -328,6 +339,13 @@ mod tests {
             ".config/gcloud/adc.json",
             "x/.netrc",
             "infra/terraform.tfstate",
+            "/home/u/.aws/credentials",
+            "/home/u/.config/gh/hosts.yml",
+            ".git/modules/lib/config",
+            "proj/.envrc",
+            "/home/u/.cargo/credentials.toml",
+            "/home/u/.vault-token",
+            "keys/server.ppk",
         ] {
             assert!(f.is_credential(p), "{p} should be refused");
         }

@@ -177,13 +177,26 @@ impl Roots {
             (r, path.to_string())
         };
         *rel = clean_relative(&relative).map_err(deny)?;
-        self.credentials.check(rel).map_err(deny)?;
+        if found.is_credential(&self.credentials, rel) {
+            return Err(deny(PathRefusal::Credential(found.display(rel))));
+        }
         found.check_present()?;
         Ok(Located { root: found, rel })
     }
 }
 
 impl Root {
+    /// Whether `rel`, under this root, is a credential file or inside a credential folder,
+    /// judged on its whole path (so a root opened at `~/.aws` is all credentials).
+    pub fn is_credential(&self, credentials: &CredentialFilter, rel: &str) -> bool {
+        let full = if rel.is_empty() {
+            self.path.clone()
+        } else {
+            self.path.join(rel)
+        };
+        credentials.is_credential(&full.to_string_lossy())
+    }
+
     /// `root:rel` as shown to callers.
     pub fn display(&self, rel: &str) -> String {
         if rel.is_empty() {
@@ -311,7 +324,7 @@ impl Root {
             .map_err(|_| self.io_error(rel, escape_error()))?
             .to_string_lossy()
             .into_owned();
-        if real_rel != rel && credentials.is_credential(&real_rel) {
+        if credentials.is_credential(&real.to_string_lossy()) {
             return Err(ToolError::denied(
                 "confinement",
                 format!(

@@ -78,7 +78,7 @@ impl Tool for GetFileInfo {
             let real = root
                 .relative_of(&real_parent.join(name))
                 .unwrap_or_default();
-            if cx.roots.credentials().is_credential(&real) {
+            if root.is_credential(cx.roots.credentials(), &real) {
                 return Err(ToolError::denied(
                     "confinement",
                     format!(

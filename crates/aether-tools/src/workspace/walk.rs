@@ -156,9 +156,7 @@ pub(super) fn builder(
             return false;
         }
         // Credential folders (.ssh, .aws, ...) are not entered either.
-        if is_dir
-            && relative(entry.path(), &root_path).is_some_and(|rel| credentials.is_credential(&rel))
-        {
+        if is_dir && credentials.is_credential(&entry.path().to_string_lossy()) {
             return false;
         }
         rules
@@ -259,10 +257,10 @@ pub(super) fn regular_file(
     if !entry.file_type()?.is_file() {
         return None;
     }
-    let rel = relative(entry.path(), root_path)?;
-    if credentials.is_credential(&rel) {
+    if credentials.is_credential(&entry.path().to_string_lossy()) {
         return None;
     }
+    let rel = relative(entry.path(), root_path)?;
     Some((entry.into_path(), rel))
 }
 

@@ -309,3 +309,47 @@ async fn a_folder_swapped_for_a_symlink_to_a_credential_folder_never_leaks_it() 
     swap.stop();
     assert!(found > 0, "search never found the harmless file");
 }
+
+#[tokio::test]
+async fn a_root_opened_at_a_credential_folder_serves_none_of_it() {
+    let home = tempfile::tempdir().unwrap();
+    let aws = home.path().join(".aws");
+    fs::create_dir_all(&aws).unwrap();
+    fs::write(aws.join("credentials"), format!("aws_secret = {TOKEN}\n")).unwrap();
+    let roots = std::sync::Arc::new(
+        aether_tools::Roots::open(&[crate::common::spec("aws", &aws)]).unwrap(),
+    );
+    let t = Tree::new();
+    let cx = aether_tools::CallContext { roots, ..t.cx() };
+    check_refused(
+        call(&cx, "read_file", json!({"path": "credentials"})).await,
+        "read_file in ~/.aws",
+    );
+    check_refused(
+        call(
+            &cx,
+            "search_files",
+            json!({"query": TOKEN, "include_hidden": true}),
+        )
+        .await,
+        "search_files over ~/.aws",
+    );
+}
+
+#[tokio::test]
+async fn submodule_configs_and_other_credential_shapes_are_refused() {
+    let t = tree();
+    for path in [
+        ".git/modules/lib/config",
+        ".envrc",
+        ".cargo/credentials.toml",
+        ".vault-token",
+        "keys/deploy.ppk",
+    ] {
+        t.file(path, &format!("secret {TOKEN}\n"));
+        check_refused(
+            call(&t.cx(), "read_file", json!({"path": path})).await,
+            path,
+        );
+    }
+}

@@ -16,6 +16,9 @@ use serde_json::Value;
 
 use crate::{CallOutcome, SessionContext};
 
+/// Characters of a refusal's reason an audit row keeps.
+const REASON_CHARS: usize = 1024;
+
 /// Characters of arguments or result a Standard tool's audit row keeps.
 const SUMMARY_CHARS: usize = 512;
 
@@ -121,8 +124,10 @@ impl Draft {
             CallOutcome::Refused(r) => {
                 e.outcome = "refused".into();
                 e.step = Some(r.step.as_str().into());
-                e.rule = Some(r.rule.clone());
-                e.reason = Some(r.reason.clone());
+                // A reason can quote what the caller sent (an unknown tool's name, say):
+                // bounded, so that no caller can grow the audit at will.
+                e.rule = Some(r.rule.chars().take(128).collect());
+                e.reason = Some(r.reason.chars().take(REASON_CHARS).collect());
             }
             CallOutcome::Cancelled { timed_out } => {
                 e.outcome = if *timed_out { "timed_out" } else { "cancelled" }.into();
@@ -142,12 +147,21 @@ impl Draft {
             Ok(_) => outcome,
             Err(err) => {
                 tracing::error!(error = %err, unknown_tool = is_unknown, "audit row could not be written");
+                // No outcome reaches the caller as if recorded when it was not.
                 match outcome {
-                    // A call that ran is not reported as done without its audit row.
                     CallOutcome::Ran(_) => CallOutcome::Failed(format!(
                         "the call ran, but its audit row could not be written ({err}); treat its result as lost"
                     )),
-                    other => other,
+                    CallOutcome::Refused(r) => CallOutcome::Failed(format!(
+                        "the call was refused ({}: {}), and the refusal could not be recorded ({err})",
+                        r.step, r.reason
+                    )),
+                    CallOutcome::Cancelled { .. } => CallOutcome::Failed(format!(
+                        "the call was stopped, and that could not be recorded ({err})"
+                    )),
+                    CallOutcome::Failed(message) => CallOutcome::Failed(format!(
+                        "{message}; moreover its audit row could not be written ({err})"
+                    )),
                 }
             }
         }

@@ -332,7 +332,10 @@ impl Pipeline {
             return refuse(
                 Step::UnknownTool,
                 "catalog",
-                format!("no tool named {tool_name:?}"),
+                format!(
+                    "no tool named {:?}",
+                    tool_name.chars().take(128).collect::<String>()
+                ),
             );
         };
         let def = entry.def();

@@ -62,6 +62,24 @@ impl SqliteStore {
                 .create(dir)
                 .map_err(open_err)?;
         }
+        // Owner-only: the store holds summaries of every file an agent read. SQLite gives the
+        // -wal and -shm files the main file's permissions.
+        if !path.exists() {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        Ok(std::fs::File::open(path)?)
+                    } else {
+                        Err(e)
+                    }
+                })
+                .map_err(open_err)?;
+        }
         let mut writer = connect(path)?;
         migrate(&mut writer, path)?;
         let reader = connect(path)?;

@@ -40,6 +40,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         Some(a) => a,
         None => loaded.raw.server.listen.parse().context("server.listen")?,
     };
+    if !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "refusing to listen on {addr}: beyond this machine, callers must authenticate with \
+             per-agent bearer tokens, which this build does not have yet; listen on 127.0.0.1 or [::1]"
+        );
+    }
     // Bind first: the gate answers to the address actually bound (port 0 picks one).
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -178,3 +178,16 @@ fn stateless_mode_answers_in_plain_json_without_a_session() {
         "{v}"
     );
 }
+
+#[test]
+fn listening_beyond_loopback_is_refused_until_callers_can_authenticate() {
+    let ws = Ws::new();
+    for addr in ["0.0.0.0:0", "[::]:0"] {
+        let (code, _, err) = ws.run(&["serve", "--listen", addr]);
+        assert_eq!(code, 1, "{addr}");
+        assert!(
+            err.contains("bearer tokens") && err.contains("127.0.0.1"),
+            "{err}"
+        );
+    }
+}

@@ -39,6 +39,12 @@ async fn an_unknown_tool_is_refused_before_anything_else() {
     let result = call(&p, &ctx, &long, json!({})).await;
     let (_, row) = refused(&h.store, &result, Step::UnknownTool, "catalog").await;
     assert_eq!(row.event.tool, "x".repeat(128));
+    // However long the name, neither the reply nor the audit row grows with it.
+    let huge = "y".repeat(1 << 20);
+    let result = call(&p, &ctx, &huge, json!({})).await;
+    let (reason, row) = refused(&h.store, &result, Step::UnknownTool, "catalog").await;
+    assert!(reason.len() < 1024, "{} bytes", reason.len());
+    assert!(row.event.reason.unwrap().len() <= 1024 * 4);
     assert_eq!(echo.calls(), 0);
     h.check().await;
 }

@@ -282,14 +282,22 @@ async fn a_store_from_a_newer_aether_is_refused() {
 }
 
 #[tokio::test]
-async fn the_store_folder_is_private() {
+async fn the_store_folder_and_files_are_private() {
     use std::os::unix::fs::PermissionsExt;
-    let (dir, _store) = temp_store();
+    let (dir, store) = temp_store();
     let mode = std::fs::metadata(dir.path().join(".aether"))
         .unwrap()
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o700);
+    store.admit(receipt("c1")).await.unwrap();
+    for file in ["aether.db", "aether.db-wal", "aether.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(".aether").join(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{file}");
+    }
 }
 
 #[test]

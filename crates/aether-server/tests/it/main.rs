@@ -89,3 +89,47 @@ async fn an_agent_that_does_not_exist_is_refused_at_startup() {
     let err = router(pipeline(&dir).await, &options("ghost")).expect_err("refused");
     assert!(err.to_string().contains("ghost"), "{err}");
 }
+
+#[tokio::test]
+async fn doubled_headers_and_foreign_absolute_targets_are_refused() {
+    let (_dir, app) = app().await;
+    let two_hosts = Request::builder()
+        .uri("/api/health")
+        .header("host", "127.0.0.1:8484")
+        .header("host", "evil.example.com")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(two_hosts).await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    let two_origins = Request::builder()
+        .uri("/api/health")
+        .header("host", "127.0.0.1:8484")
+        .header("origin", "http://127.0.0.1:8484")
+        .header("origin", "http://evil.example.com")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(two_origins).await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    let absolute = Request::builder()
+        .uri("http://evil.example.com:8484/api/health")
+        .header("host", "127.0.0.1:8484")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(absolute).await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    let own_absolute = Request::builder()
+        .uri("http://127.0.0.1:8484/api/health")
+        .header("host", "127.0.0.1:8484")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(own_absolute).await.unwrap().status(),
+        StatusCode::OK
+    );
+}

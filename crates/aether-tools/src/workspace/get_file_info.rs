@@ -70,35 +70,53 @@ impl Tool for GetFileInfo {
             .roots
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let root = loc.root;
-        let dir = root.dir();
         // The path's folders may be symlinks (inside the root, or the open would fail): what
-        // the path really names must not be a credential file either.
-        if let Some((parent, name)) = loc.rel.rsplit_once('/') {
-            let (_folder, real_parent) = root.open_folder(parent, cx.roots.credentials())?;
-            let real = root
-                .relative_of(&real_parent.join(name))
-                .unwrap_or_default();
-            if root.is_credential(cx.roots.credentials(), &real) {
-                return Err(ToolError::denied(
-                    "confinement",
-                    format!(
-                        "{} resolves to {}, a credential file; refused",
-                        root.display(loc.rel),
-                        root.display(&real)
-                    ),
-                ));
+        // the path really names must not be a credential file either. The metadata is then
+        // read through the folder handle just checked, not looked up again by name.
+        let (folder, name) = match loc.rel.rsplit_once('/') {
+            Some((parent, name)) => {
+                let (folder, real_parent) = root.open_folder(parent, cx.roots.credentials())?;
+                let real = root
+                    .relative_of(&real_parent.join(name))
+                    .unwrap_or_default();
+                if root.is_credential(cx.roots.credentials(), &real) {
+                    return Err(ToolError::denied(
+                        "confinement",
+                        format!(
+                            "{} resolves to {}, a credential file; refused",
+                            root.display(loc.rel),
+                            root.display(&real)
+                        ),
+                    ));
+                }
+                (folder, name)
             }
-        }
-        let meta = if loc.rel.is_empty() {
-            dir.dir_metadata()
+            None => (
+                root.dir().try_clone().map_err(|e| root.io_error("", e))?,
+                loc.rel,
+            ),
+        };
+        let meta = if name.is_empty() {
+            folder.dir_metadata()
         } else {
-            dir.symlink_metadata(loc.rel)
+            folder.symlink_metadata(name)
         }
         .map_err(|e| root.io_error(loc.rel, e))?;
         let ft = meta.file_type();
+        if ft.is_file() && meta.nlink() > 1 {
+            return Err(ToolError::denied(
+                "confinement",
+                format!(
+                    "{} has {} hard links; another of its names may lie outside every root, so Aether refuses it",
+                    root.display(loc.rel),
+                    meta.nlink()
+                ),
+            ));
+        }
         let kind = super::kind_of(&ft);
         let symlink_target = if ft.is_symlink() {
-            dir.read_link_contents(loc.rel)
+            folder
+                .read_link_contents(name)
                 .ok()
                 .map(|p| p.to_string_lossy().into_owned())
         } else {

@@ -72,10 +72,14 @@ pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String
     };
     let walk = Walk::prepare(cx, args.root.as_deref(), &args.path, opts, args.max_results)?;
     let (max, root_name) = (walk.max, walk.root_name.clone());
+    // The paths returned, together, stay within the result budget.
+    let budget = cx.limits.result_chars;
     let cancel = cx.cancel.clone();
+    let _turn = walk::turn(cx).await?;
     let (mut matches, truncated) = blocking(move || {
         let found = Mutex::new(Vec::new());
         let count = AtomicUsize::new(0);
+        let used = AtomicUsize::new(0);
         let truncated = AtomicBool::new(false);
         walk.builder().build_parallel().run(|| {
             Box::new(|entry| {
@@ -90,7 +94,9 @@ pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String
                 if glob.matches(&abs, &walk.base)
                     && still_beneath(&walk.root_dir, &walk.root_path, &abs)
                 {
-                    if count.fetch_add(1, Ordering::Relaxed) >= max {
+                    if count.fetch_add(1, Ordering::Relaxed) >= max
+                        || used.fetch_add(rel.len() + 1, Ordering::Relaxed) + rel.len() > budget
+                    {
                         truncated.store(true, Ordering::Relaxed);
                         return WalkState::Quit;
                     }

@@ -2,6 +2,7 @@
 
 use aether_policy::ToolDef;
 use async_trait::async_trait;
+use cap_std::fs::MetadataExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -75,12 +76,16 @@ impl Tool for ListDir {
         let loc = cx
             .roots
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
-        let (dir, _real) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+        let (dir, real) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
         let root_name = loc.root.name.clone();
         let shown = loc.root.display(loc.rel);
+        let credentials = cx.roots.credentials().clone();
+        // Names listed until they fill the result budget; the rest are counted.
+        let budget = cx.limits.result_chars;
         let listed = blocking(move || -> Result<(Vec<Entry>, usize), String> {
             let mut entries = Vec::new();
             let mut omitted = 0;
+            let mut used = 0;
             for item in dir.entries().map_err(|e| e.to_string())? {
                 let item = item.map_err(|e| e.to_string())?;
                 let os_name = item.file_name();
@@ -88,16 +93,23 @@ impl Tool for ListDir {
                 if name == ".aether" {
                     continue; // Aether's own store is not part of anyone's workspace.
                 }
-                if entries.len() >= MAX_ENTRIES {
+                if entries.len() >= MAX_ENTRIES || used + name.len() > budget {
                     omitted += 1;
                     continue;
                 }
+                used += name.len() + 24;
                 let meta = item.metadata().ok();
                 let ft = item.file_type().map_err(|e| e.to_string())?;
                 let kind = super::kind_of(&ft);
+                // A credential file's name is listed, its size is not; nor is the size of a
+                // file with several hard links (its other names may lie outside the root).
+                let secret = credentials.is_credential(&real.join(&os_name).to_string_lossy());
+                let size = meta
+                    .filter(|m| kind == "file" && !secret && m.nlink() == 1)
+                    .map(|m| m.len());
                 entries.push(Entry {
                     lossy_name: os_name.to_str().is_none(),
-                    size: (kind == "file").then(|| meta.map(|m| m.len())).flatten(),
+                    size,
                     kind: kind.into(),
                     name,
                 });

@@ -168,15 +168,19 @@ async fn search_lines(
     };
     let walk = Walk::prepare(cx, args.root.as_deref(), &args.path, opts, args.max_results)?;
     let (max, root_name) = (walk.max, walk.root_name.clone());
+    // The matches returned, together, stay within the result budget.
+    let budget = cx.limits.result_chars;
     let roots = cx.roots.clone();
     let cancel = cx.cancel.clone();
 
+    let _turn = walk::turn(cx).await?;
     let (mut matches, files_searched, truncated) = blocking(move || {
         let root = roots
             .get(&walk.root_name)
             .expect("the located root is among the roots");
         let found: Mutex<Vec<Match>> = Mutex::new(Vec::new());
         let count = AtomicUsize::new(0);
+        let used = AtomicUsize::new(0);
         let searched = AtomicUsize::new(0);
         let truncated = AtomicBool::new(false);
         let mut open = crate::roots::read_options();
@@ -196,7 +200,8 @@ async fn search_lines(
                 .heap_limit(Some(SEARCH_HEAP))
                 .build();
             let matcher = &matcher;
-            let (found, count, searched, truncated) = (&found, &count, &searched, &truncated);
+            let (found, count, used, searched, truncated) =
+                (&found, &count, &used, &searched, &truncated);
             let (name_glob, open, cancel) = (&name_glob, &open, &cancel);
             Box::new(move |entry| {
                 if cancel.is_cancelled() || truncated.load(Ordering::Relaxed) {
@@ -235,7 +240,10 @@ async fn search_lines(
                     matcher,
                     &file,
                     Lossy(|line, text| {
-                        if count.fetch_add(1, Ordering::Relaxed) >= max {
+                        let size = rel.len() + text.len().min(LINE_CHARS * 4) + 12;
+                        if count.fetch_add(1, Ordering::Relaxed) >= max
+                            || used.fetch_add(size, Ordering::Relaxed) + size > budget
+                        {
                             truncated.store(true, Ordering::Relaxed);
                             return Ok(false);
                         }

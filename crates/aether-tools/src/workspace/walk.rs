@@ -16,6 +16,20 @@ use ignore::{DirEntry, Match, WalkBuilder};
 
 use crate::{CallContext, ToolError};
 
+/// Tree walks running at once, across all calls: each takes a worker per core, so more would
+/// only queue threads. A call waits its turn (and stops waiting when cancelled).
+static WALKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
+/// Waits for a turn to walk.
+pub(super) async fn turn(
+    cx: &CallContext,
+) -> Result<tokio::sync::SemaphorePermit<'static>, ToolError> {
+    tokio::select! {
+        permit = WALKS.acquire() => permit.map_err(|_| ToolError::failed("tree walks are shut down")),
+        _ = cx.cancel.cancelled() => Err(ToolError::Cancelled),
+    }
+}
+
 /// Where a walk runs, checked: the folder opened beneath its root (so it cannot lead out),
 /// and what the walk's threads need, owned.
 pub(super) struct Walk {

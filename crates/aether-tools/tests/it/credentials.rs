@@ -346,7 +346,7 @@ async fn submodule_configs_and_other_credential_shapes_are_refused() {
         ".vault-token",
         "keys/deploy.ppk",
     ] {
-        t.file(path, &format!("secret {TOKEN}\n"));
+        t.file(path, format!("secret {TOKEN}\n"));
         check_refused(
             call(&t.cx(), "read_file", json!({"path": path})).await,
             path,

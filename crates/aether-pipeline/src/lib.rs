@@ -234,13 +234,9 @@ impl Pipeline {
 
     /// The session's catalog: every tool it may call, in catalog order.
     pub fn offered(&self, ctx: &SessionContext) -> Vec<&Entry> {
-        let registry = self.registry();
         self.catalog
             .iter()
-            .filter(|e| {
-                registry.admits(&e.def().name, e.digest).is_ok()
-                    && ctx.agent.offer(e.def(), &ctx.groups) == Offer::Offered
-            })
+            .filter(|e| self.offer(ctx, e) == Offer::Offered)
             .collect()
     }
 

@@ -255,14 +255,6 @@ impl CredentialFilter {
     pub fn is_credential(&self, path: &str) -> bool {
         !path.is_empty() && self.deny.is_match(path) && !self.except.is_match(path)
     }
-
-    pub fn check(&self, relative: &str) -> Result<(), PathRefusal> {
-        if self.is_credential(relative) {
-            Err(PathRefusal::Credential(relative.to_string()))
-        } else {
-            Ok(())
-        }
-    }
 }
 
 fn compile(globs: &[&str]) -> Result<GlobSet, globset::Error> {

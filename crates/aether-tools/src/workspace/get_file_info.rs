@@ -76,10 +76,13 @@ impl Tool for GetFileInfo {
         let (folder, name) = match loc.rel.rsplit_once('/') {
             Some((parent, name)) => {
                 let (folder, real_parent) = root.open_folder(parent, cx.roots.credentials())?;
-                let real = root
-                    .relative_of(&real_parent.join(name))
-                    .unwrap_or_default();
-                if root.is_credential(cx.roots.credentials(), &real) {
+                let real_path = real_parent.join(name);
+                if cx
+                    .roots
+                    .credentials()
+                    .is_credential(&real_path.to_string_lossy())
+                {
+                    let real = root.relative_of(&real_path).unwrap_or_default();
                     return Err(ToolError::denied(
                         "confinement",
                         format!(

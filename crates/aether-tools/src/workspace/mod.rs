@@ -23,8 +23,6 @@ use schemars::JsonSchema;
 
 use crate::{Tool, schema_of};
 
-pub use read_file::MAX_INLINE_READ;
-
 /// The workspace tools, in catalog order.
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![

@@ -35,6 +35,14 @@ enum Command {
     /// Inspect the tool catalog as an agent sees it.
     #[command(subcommand)]
     Tools(cmd::tools::Command),
+    /// The roots, and sealing a sealed root.
+    #[command(subcommand)]
+    Roots(cmd::roots::Command),
+    /// The journal of file changes.
+    #[command(subcommand)]
+    Journal(cmd::journal::Command),
+    /// Undo every file change one call made (journalled and audited itself).
+    Undo(cmd::journal::UndoArgs),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -62,6 +70,9 @@ pub fn run() -> ExitCode {
             Command::Halt(args) => cmd::halt::run(args, true).await,
             Command::Resume(args) => cmd::halt::run(args, false).await,
             Command::Tools(c) => cmd::tools::run(c).await,
+            Command::Roots(c) => cmd::roots::run(c).await,
+            Command::Journal(c) => cmd::journal::run(c).await,
+            Command::Undo(args) => cmd::journal::undo(args).await,
         }
     });
     match result {

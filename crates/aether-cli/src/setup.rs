@@ -103,6 +103,8 @@ pub fn configured_roots(loaded: &Loaded) -> Vec<RootSpec> {
             name: name.clone(),
             path: loaded.base.join(&r.path).display().to_string(),
             mode: r.mode,
+            writable: r.writable.clone(),
+            allow_delete: r.allow_delete,
         })
         .collect()
 }
@@ -125,6 +127,8 @@ pub fn roots(flags: &[String], loaded: &Loaded, default_to_cwd: bool) -> Result<
             name: "workspace".into(),
             path: cwd.display().to_string(),
             mode: RootMode::ReadWrite,
+            writable: None,
+            allow_delete: false,
         });
     }
     Ok(specs)
@@ -137,6 +141,21 @@ pub fn tools(fixtures: bool) -> Vec<Arc<dyn Tool>> {
         tools.extend(aether_tools::fixtures::tools());
     }
     tools
+}
+
+/// The store for commands that act on what a server recorded: as `mcp-serve` finds it
+/// (beside the first `--root` when no configuration is in use), else as `serve` does.
+pub fn store_for_roots(
+    common: &Common,
+    loaded: &Loaded,
+    roots: &[RootSpec],
+) -> Result<(Store, String)> {
+    let base = match (loaded.from_file, roots.first()) {
+        (false, Some(first)) if common.store.is_none() => PathBuf::from(&first.path),
+        _ => loaded.base.clone(),
+    };
+    let url = store_url(common, loaded, &base);
+    Ok((open_store(&url)?, url))
 }
 
 /// Builds the pipeline. In fixtures mode every agent also reaches the conformance group.
@@ -162,6 +181,7 @@ pub async fn pipeline(
         limits: loaded.raw.limits.clone(),
         store,
         tools: tools(fixtures),
+        journal: loaded.raw.journal.clone(),
     })
     .await
     .context("cannot start the pipeline")?;

@@ -15,6 +15,7 @@
 mod audit;
 mod capabilities;
 mod catalog;
+mod ledger;
 mod session;
 
 use std::collections::BTreeMap;
@@ -23,14 +24,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use aether_policy::config::Limits;
+use aether_policy::config::{JournalSection, Limits};
 use aether_policy::decision::{Refusal, Step};
 use aether_policy::registry::RegistryEntry;
 use aether_policy::{AgentProfile, Digest, Hidden, Offer, RegistryState, RegistryView, Tier};
 use aether_store::{
     AdmissionReceipt, AuditQuery, AuditRecord, BuiltinDefinition, ReceiptOutcome, Store,
 };
-use aether_tools::{CallContext, ClientLink, Content, Roots, Tool, ToolError, ToolOutput};
+use aether_tools::{
+    CallContext, ClientLink, Content, Ledger, Roots, SealManifest, Tool, ToolError, ToolOutput,
+};
 
 use futures::FutureExt;
 use serde_json::{Map, Value};
@@ -38,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use capabilities::capabilities;
 pub use catalog::{Catalog, CatalogError, Entry};
+pub use ledger::StoreLedger;
 pub use session::{SessionContext, Transport};
 
 /// Everything the pipeline is built from.
@@ -47,6 +51,7 @@ pub struct Settings {
     pub limits: Limits,
     pub store: Store,
     pub tools: Vec<Arc<dyn Tool>>,
+    pub journal: JournalSection,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +91,10 @@ pub struct Pipeline {
     roots: Arc<Roots>,
     limits: Arc<Limits>,
     store: Store,
+    ledger: Arc<dyn Ledger>,
+    journal: JournalSection,
+    /// The seal generation last loaded into the roots.
+    seal_generation: std::sync::atomic::AtomicI64,
     halted: Arc<AtomicBool>,
     /// Calls inside [`Pipeline::call`] right now. A call that is alone commits its receipt and
     /// audit row on its own thread; calls in company hand them to the store's group commit.
@@ -109,6 +118,8 @@ impl Pipeline {
             .collect();
         settings.store.sync_builtins(builtins).await?;
         let halted = settings.store.halt_state().await?.halted;
+        let mut roots = settings.roots;
+        roots.set_private(settings.store.private_paths());
         let pipeline = Pipeline {
             catalog,
             registry: RwLock::new(Arc::new(RegistryView::default())),
@@ -117,15 +128,135 @@ impl Pipeline {
                 .into_iter()
                 .map(|(k, v)| (k, Arc::new(v)))
                 .collect(),
-            roots: Arc::new(settings.roots),
+            roots: Arc::new(roots),
             limits: Arc::new(settings.limits),
+            ledger: Arc::new(StoreLedger::new(settings.store.clone())),
+            journal: settings.journal,
+            seal_generation: std::sync::atomic::AtomicI64::new(-1),
             store: settings.store,
             halted: Arc::new(AtomicBool::new(halted)),
             in_flight: AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
         };
         pipeline.reload_registry().await?;
+        pipeline.reload_seals().await?;
+        pipeline.prune_journal().await?;
         Ok(pipeline)
+    }
+
+    /// Loads the seals of the sealed roots from the store, if any seal changed since the last
+    /// load. A root sealed at another path, or never sealed, gets no manifest: its files are
+    /// refused.
+    pub async fn reload_seals(&self) -> Result<(), PipelineError> {
+        let seals = self.store.seals().await?;
+        let newest = seals.iter().map(|s| s.generation).max().unwrap_or(0);
+        if self.seal_generation.load(Ordering::Relaxed) == newest {
+            return Ok(());
+        }
+        for root in self.roots.iter() {
+            if root.mode != aether_policy::paths::RootMode::Sealed {
+                continue;
+            }
+            let manifest = match seals.iter().find(|s| s.root == root.name) {
+                Some(seal) => {
+                    let pins = self.store.seal_pins(&root.name).await?;
+                    Some(SealManifest {
+                        generation: seal.generation,
+                        root_path: seal.root_path.clone(),
+                        at_us: seal.at_us,
+                        pins: pins
+                            .into_iter()
+                            .map(|p| (p.path, (p.hash, p.size as u64)))
+                            .collect(),
+                    })
+                }
+                None => None,
+            };
+            root.set_seal(manifest);
+        }
+        self.seal_generation.store(newest, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Drops journal entries past the configured retention.
+    pub async fn prune_journal(&self) -> Result<usize, PipelineError> {
+        let days = self.journal.keep_days.min(100_000) as i64;
+        let before = aether_store::now_us() - days * 86_400 * 1_000_000;
+        Ok(self
+            .store
+            .prune_journal(before, self.journal.keep_entries)
+            .await?)
+    }
+
+    /// Undoes every file change of `call_id`, as the operator `by`: a call of its own, with a
+    /// receipt (written even while Aether is halted: an undo is how an operator repairs what a
+    /// halted agent did), journal entries and an audit row.
+    pub async fn operator_undo(&self, by: &str, call_id: &str) -> CallResult {
+        let tool: Arc<dyn Tool> = Arc::new(aether_tools::workspace::UndoCall::new());
+        let agent = AgentProfile::with_groups(&format!("operator:{by}"), &[]);
+        let ctx = SessionContext {
+            session_id: format!("operator:{by}"),
+            transport: Transport::InProcess,
+            agent: Arc::new(agent),
+            groups: Arc::new(Default::default()),
+        };
+        let started = Instant::now();
+        let id = uuid::Uuid::now_v7().to_string();
+        let mut draft = audit::Draft::new(&id, &ctx, "undo_call");
+        let digest = aether_policy::sha256(
+            aether_policy::canonical_json(&serde_json::to_value(tool.def()).unwrap_or_default())
+                .as_bytes(),
+        );
+        draft.tool_known(tool.def(), digest);
+        let args = serde_json::json!({ "call_id": call_id });
+        draft.arguments(&args, tool.def().tier);
+        let receipt = AdmissionReceipt {
+            call_id: id.clone(),
+            at_us: aether_store::now_us(),
+            session: ctx.session_id.clone(),
+            transport: ctx.transport.as_str().into(),
+            agent: ctx.agent.name.clone(),
+            tool: tool.def().name.clone(),
+            definition: digest.to_string(),
+            arguments: draft.arguments_digest().to_string(),
+            decision: "operator".into(),
+        };
+        let outcome = match self.store.admit_operator(receipt).await {
+            Err(e) => CallOutcome::Failed(format!(
+                "the admission receipt could not be written, so nothing was undone: {e}"
+            )),
+            Ok(()) => {
+                draft.admitted();
+                let cx = CallContext {
+                    call_id: id.clone(),
+                    session: ctx.session_id.clone(),
+                    agent: ctx.agent.clone(),
+                    roots: self.roots.clone(),
+                    limits: self.limits.clone(),
+                    cancel: CancellationToken::new(),
+                    client: Arc::new(aether_tools::NoClient),
+                    ledger: self.ledger.clone(),
+                };
+                match tool.call(cx, args).await {
+                    Ok(output) => CallOutcome::Ran(bound(output, self.limits.result_chars)),
+                    Err(e) => {
+                        draft.tool_error(&e);
+                        CallOutcome::Ran(ToolOutput {
+                            content: vec![Content::Text(e.to_string())],
+                            structured: None,
+                            is_error: true,
+                        })
+                    }
+                }
+            }
+        };
+        let outcome = draft
+            .finish(&self.store, outcome, started.elapsed(), false)
+            .await;
+        CallResult {
+            call_id: id,
+            outcome,
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -183,17 +314,30 @@ impl Pipeline {
             .clone()
     }
 
-    /// Keeps the in-memory halt flag in step with the store (another process may set it).
+    /// Keeps the in-memory halt flag and the seals in step with the store (another process,
+    /// such as `aether halt` or `aether roots seal`, may change them), and runs the journal's
+    /// retention about hourly.
     /// The flag in the store stays authoritative: it is read again inside every receipt's
     /// transaction.
     pub fn watch_halt(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
+            let mut last_prune = Instant::now();
             loop {
                 tokio::time::sleep(every).await;
                 let Some(p) = me.upgrade() else { return };
                 if let Ok(state) = p.store.halt_state().await {
                     p.halted.store(state.halted, Ordering::Relaxed);
+                }
+                if let Err(e) = p.reload_seals().await {
+                    tracing::warn!(error = %e, "cannot re-read the seals");
+                }
+                // Retention, about hourly.
+                if last_prune.elapsed() >= Duration::from_secs(3600) {
+                    last_prune = Instant::now();
+                    if let Err(e) = p.prune_journal().await {
+                        tracing::warn!(error = %e, "journal retention failed");
+                    }
                 }
             }
         })
@@ -430,11 +574,13 @@ impl Pipeline {
         let tool_cancel = cancel.child_token();
         let cx = CallContext {
             call_id: draft.call_id().to_string(),
+            session: ctx.session_id.clone(),
             agent: ctx.agent.clone(),
             roots: self.roots.clone(),
             limits: self.limits.clone(),
             cancel: tool_cancel.clone(),
             client,
+            ledger: self.ledger.clone(),
         };
         let limit = Duration::from_secs(self.limits.tool_seconds);
         let run = AssertUnwindSafe(entry.tool.call(cx, args)).catch_unwind();

@@ -32,6 +32,8 @@ pub struct RawConfig {
     pub agents: BTreeMap<String, RawAgent>,
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub journal: JournalSection,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -77,6 +79,11 @@ pub struct RawRoot {
     pub path: String,
     #[serde(default = "default_root_mode")]
     pub mode: RootMode,
+    /// Globs (relative to the root) where writes are allowed; unset: anywhere.
+    pub writable: Option<Vec<String>>,
+    /// Lets `delete_file` delete under this root.
+    #[serde(default)]
+    pub allow_delete: bool,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -110,6 +117,38 @@ pub struct Limits {
     /// Seconds a built-in tool may run before it is stopped.
     #[serde(default = "default_tool_seconds")]
     pub tool_seconds: u64,
+    /// Bytes a write may put in one file, and the largest file a write, edit or delete may
+    /// replace (its old content goes to the journal).
+    #[serde(default = "default_read_bytes")]
+    pub write_file_bytes: u64,
+}
+
+/// How long the journal keeps what it needs for undo.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalSection {
+    /// Entries older than this many days are dropped.
+    #[serde(default = "default_journal_days")]
+    pub keep_days: u64,
+    /// At most this many entries are kept (the oldest go first).
+    #[serde(default = "default_journal_entries")]
+    pub keep_entries: usize,
+}
+
+impl Default for JournalSection {
+    fn default() -> Self {
+        JournalSection {
+            keep_days: default_journal_days(),
+            keep_entries: default_journal_entries(),
+        }
+    }
+}
+
+fn default_journal_days() -> u64 {
+    30
+}
+fn default_journal_entries() -> usize {
+    100_000
 }
 
 impl Default for Limits {
@@ -119,6 +158,7 @@ impl Default for Limits {
             read_file_bytes: default_read_bytes(),
             search_results: default_search_results(),
             tool_seconds: default_tool_seconds(),
+            write_file_bytes: default_read_bytes(),
         }
     }
 }
@@ -189,6 +229,15 @@ impl RawConfig {
             if root.path.trim().is_empty() {
                 problems.push(format!("roots.{name}.path is empty"));
             }
+            if let Err(e) = crate::paths::WriteGate::new(root.writable.as_deref()) {
+                problems.push(format!("roots.{name}.writable: {e}"));
+            }
+            if root.mode != RootMode::ReadWrite && (root.writable.is_some() || root.allow_delete) {
+                problems.push(format!(
+                    "roots.{name}: writable and allow_delete need mode = \"rw\" (this root is {:?})",
+                    root.mode.as_str()
+                ));
+            }
         }
         if let Some(url) = &self.store.url
             && !url.starts_with("sqlite:")
@@ -228,6 +277,15 @@ impl RawConfig {
         }
         if !(1..=300).contains(&l.tool_seconds) {
             problems.push("limits.tool_seconds must be between 1 and 300".into());
+        }
+        if !(1..=(1 << 30)).contains(&l.write_file_bytes) {
+            problems.push("limits.write_file_bytes must be between 1 and 1073741824".into());
+        }
+        if self.journal.keep_days == 0 || self.journal.keep_entries == 0 {
+            problems.push(
+                "journal.keep_days and journal.keep_entries must be at least 1 (undo needs the journal)"
+                    .into(),
+            );
         }
         if l.search_results == 0 || l.search_results > 10_000 {
             problems.push("limits.search_results must be between 1 and 10000".into());

@@ -10,6 +10,7 @@ pub mod agent;
 pub mod canon;
 pub mod config;
 pub mod decision;
+pub mod journal;
 pub mod paths;
 pub mod registry;
 pub mod tool;

@@ -43,12 +43,17 @@ impl RootMode {
     }
 }
 
-/// A root as given on the command line: `NAME=PATH[:ro|rw|sealed]`.
+/// A root as given on the command line (`NAME=PATH[:ro|rw|sealed]`) or in `aether.toml`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RootSpec {
     pub name: String,
     pub path: String,
     pub mode: RootMode,
+    /// The operator's write manifest: globs (relative to the root) where writes are allowed.
+    /// `None`: anywhere in a read-write root.
+    pub writable: Option<Vec<String>>,
+    /// Whether `delete_file` may delete here (off unless the operator opts in).
+    pub allow_delete: bool,
 }
 
 impl RootSpec {
@@ -74,6 +79,8 @@ impl RootSpec {
             name: name.to_string(),
             path: path.to_string(),
             mode,
+            writable: None,
+            allow_delete: false,
         })
     }
 }
@@ -84,6 +91,74 @@ pub fn is_root_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Names no tool writes under, whatever their case or Unicode spelling: `.git` (its config
+/// and hooks run programs) and `.aether` (Aether's own store). Also the look-alikes a
+/// case-insensitive or normalising filesystem would treat as the same folder (`.GIT`, `.git.`,
+/// `.gi\u{200B}t`, fullwidth letters, `GIT~1`).
+pub const PROTECTED_NAMES: [&str; 2] = [".git", ".aether"];
+
+/// The protected name `component` stands for, if any (see [`PROTECTED_NAMES`]).
+pub fn protected_name(component: &str) -> Option<&'static str> {
+    use unicode_normalization::UnicodeNormalization;
+    // Compatibility forms decomposed (fullwidth letters become ASCII, accented letters a base
+    // letter and a combining mark), then everything that is neither a letter, a digit nor
+    // punctuation dropped (zero-width characters and combining marks), then
+    // case folded, then the trailing dots and spaces Windows filesystems ignore.
+    let folded: String = component
+        .nfkd()
+        .filter(|c| c.is_alphanumeric() || c.is_ascii_punctuation())
+        .flat_map(char::to_lowercase)
+        .collect();
+    let folded = folded.trim_end_matches(['.', ' ']);
+    if folded == "git~1" {
+        return Some(".git");
+    }
+    PROTECTED_NAMES.into_iter().find(|n| folded == *n)
+}
+
+/// The first protected component of a relative path, if any.
+pub fn protected_component(rel: &str) -> Option<(&str, &'static str)> {
+    rel.split('/')
+        .find_map(|c| protected_name(c).map(|name| (c, name)))
+}
+
+/// The operator's write manifest for one root, compiled.
+#[derive(Clone, Debug)]
+pub struct WriteGate {
+    globs: Option<(GlobSet, Vec<String>)>,
+}
+
+impl WriteGate {
+    pub fn new(writable: Option<&[String]>) -> Result<WriteGate, String> {
+        let globs = match writable {
+            None => None,
+            Some(list) => {
+                let mut set = GlobSetBuilder::new();
+                for g in list {
+                    set.add(
+                        GlobBuilder::new(g)
+                            .literal_separator(true)
+                            .build()
+                            .map_err(|e| format!("write glob {g:?}: {e}"))?,
+                    );
+                }
+                Some((set.build().map_err(|e| e.to_string())?, list.to_vec()))
+            }
+        };
+        Ok(WriteGate { globs })
+    }
+
+    /// Whether the manifest lets a write land on `rel`.
+    pub fn allows(&self, rel: &str) -> bool {
+        self.globs.as_ref().is_none_or(|(set, _)| set.is_match(rel))
+    }
+
+    /// The globs, for error messages; `None` when every path is writable.
+    pub fn globs(&self) -> Option<&[String]> {
+        self.globs.as_ref().map(|(_, list)| list.as_slice())
+    }
 }
 
 /// Why a requested path was refused before any IO.
@@ -179,6 +254,8 @@ pub const CREDENTIAL_GLOBS: &[&str] = &[
     "**/.kube/config",
     "**/.docker/config.json",
     "**/.git/config",
+    "**/.aether",
+    "**/.aether/**",
     "**/.git/**/config",
     "**/.envrc",
     "**/.cargo/credentials",
@@ -232,6 +309,8 @@ pub const CREDENTIAL_EXCEPTIONS: &[&str] = &[
 pub struct CredentialFilter {
     deny: GlobSet,
     except: GlobSet,
+    /// Aether's own files and folders (its store), refused like credentials.
+    private: Vec<std::path::PathBuf>,
 }
 
 impl Default for CredentialFilter {
@@ -246,14 +325,29 @@ impl CredentialFilter {
         Ok(CredentialFilter {
             deny: compile(deny)?,
             except: compile(except)?,
+            private: Vec::new(),
         })
+    }
+
+    /// Also refuses everything at or under `paths` (absolute, real paths).
+    pub fn with_private(mut self, paths: Vec<std::path::PathBuf>) -> CredentialFilter {
+        self.private = paths;
+        self
+    }
+
+    /// Whether `path` is at or under one of the private paths.
+    pub fn is_private(&self, path: &str) -> bool {
+        self.private
+            .iter()
+            .any(|p| std::path::Path::new(path).starts_with(p))
     }
 
     /// Whether `path` names a credential file or lies inside a credential folder. Give the
     /// absolute path where there is one: a root that is itself a credential folder (say
     /// `~/.aws`) has nothing credential-looking in its relative paths.
     pub fn is_credential(&self, path: &str) -> bool {
-        !path.is_empty() && self.deny.is_match(path) && !self.except.is_match(path)
+        !path.is_empty()
+            && ((self.deny.is_match(path) && !self.except.is_match(path)) || self.is_private(path))
     }
 }
 
@@ -273,6 +367,53 @@ fn compile(globs: &[&str]) -> Result<GlobSet, globset::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protected_names_cover_their_look_alikes() {
+        for name in [
+            ".git",
+            ".GIT",
+            ".Git",
+            ".git.",
+            ".git ",
+            ".gi\u{200B}t",
+            ".g\u{0307}it",
+            "\u{FF0E}\u{FF47}\u{FF49}\u{FF54}",
+            "GIT~1",
+            ".aether",
+            ".AETHER",
+            "\u{FEFF}.aether",
+        ] {
+            assert!(protected_name(name).is_some(), "{name:?}");
+        }
+        for name in [
+            "git",
+            ".github",
+            ".gitignore",
+            "x.git",
+            "aether",
+            ".gitmodules",
+        ] {
+            assert_eq!(protected_name(name), None, "{name:?}");
+        }
+        assert_eq!(
+            protected_component("a/.GIT/hooks/pre-commit"),
+            Some((".GIT", ".git"))
+        );
+        assert_eq!(protected_component("src/main.rs"), None);
+    }
+
+    #[test]
+    fn write_gate_matches_the_manifest() {
+        let open = WriteGate::new(None).unwrap();
+        assert!(open.allows("anything/at/all"));
+        let gate = WriteGate::new(Some(&["src/**".into(), "*.md".into()])).unwrap();
+        assert!(gate.allows("src/a/b.rs"));
+        assert!(gate.allows("README.md"));
+        assert!(!gate.allows("docs/x.md"));
+        assert!(!gate.allows("build.rs"));
+        assert!(WriteGate::new(Some(&["[".into()])).is_err());
+    }
 
     #[test]
     fn clean_relative_refuses_escapes() {

@@ -14,6 +14,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use aether_policy::journal::{
+    JournalEntry, JournalOp, JournalQuery, JournalWrite, SealPin, SealRecord, content_hash,
+};
 pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
 pub use sqlite::SqliteStore;
 
@@ -258,6 +261,85 @@ impl Store {
     pub async fn registry(&self) -> Result<Vec<RegistryRow>> {
         match self {
             Store::Sqlite(s) => s.registry().await,
+        }
+    }
+
+    /// Makes an operator's receipt durable on its own, whether or not Aether is halted.
+    pub async fn admit_operator(&self, receipt: AdmissionReceipt) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.admit_operator(receipt).await,
+        }
+    }
+
+    /// The store's own files, which no tool may open.
+    pub fn private_paths(&self) -> Vec<std::path::PathBuf> {
+        match self {
+            Store::Sqlite(s) => {
+                let db = s.path().to_path_buf();
+                let mut paths: Vec<std::path::PathBuf> = ["", "-wal", "-shm", "-journal"]
+                    .iter()
+                    .map(|suffix| {
+                        let mut p = db.clone().into_os_string();
+                        p.push(suffix);
+                        p.into()
+                    })
+                    .collect();
+                if let Some(dir) = db.parent()
+                    && dir.file_name().is_some_and(|n| n == ".aether")
+                {
+                    paths.push(dir.to_path_buf());
+                }
+                paths
+            }
+        }
+    }
+
+    /// Makes journal entries (and the images they refer to) durable; returns their ids.
+    pub async fn journal(&self, write: JournalWrite) -> Result<Vec<i64>> {
+        match self {
+            Store::Sqlite(s) => s.journal(write).await,
+        }
+    }
+
+    pub async fn journal_entries(&self, query: JournalQuery) -> Result<Vec<JournalEntry>> {
+        match self {
+            Store::Sqlite(s) => s.journal_entries(query).await,
+        }
+    }
+
+    /// The bytes of a journalled image, by content hash.
+    pub async fn journal_blob(&self, hash: &str) -> Result<Option<Vec<u8>>> {
+        match self {
+            Store::Sqlite(s) => s.journal_blob(hash).await,
+        }
+    }
+
+    /// Drops journal entries older than `before_us`, then the oldest beyond `keep`, and the
+    /// images nothing refers to any more. Returns how many entries went.
+    pub async fn prune_journal(&self, before_us: i64, keep: usize) -> Result<usize> {
+        match self {
+            Store::Sqlite(s) => s.prune_journal(before_us, keep).await,
+        }
+    }
+
+    /// Pins `pins` as the sealed content of `root` (replacing any earlier seal).
+    pub async fn seal(&self, seal: SealRecord, pins: Vec<SealPin>) -> Result<SealRecord> {
+        match self {
+            Store::Sqlite(s) => s.seal(seal, pins).await,
+        }
+    }
+
+    /// Every seal on record (without pins).
+    pub async fn seals(&self) -> Result<Vec<SealRecord>> {
+        match self {
+            Store::Sqlite(s) => s.seals().await,
+        }
+    }
+
+    /// The pins of one sealed root.
+    pub async fn seal_pins(&self, root: &str) -> Result<Vec<SealPin>> {
+        match self {
+            Store::Sqlite(s) => s.seal_pins(root).await,
         }
     }
 

@@ -9,6 +9,7 @@
 //! This crate knows files and processes. It knows nothing of MCP, HTTP or SQL.
 
 pub mod fixtures;
+pub mod ledger;
 pub mod roots;
 pub mod workspace;
 
@@ -21,7 +22,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use roots::{Root, RootError, Roots};
+pub use ledger::{Ledger, NoLedger};
+pub use roots::{Root, RootError, Roots, SealManifest};
 
 /// One block of a tool's result.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,11 +150,15 @@ impl ClientLink for NoClient {
 #[derive(Clone)]
 pub struct CallContext {
     pub call_id: String,
+    /// The caller's session (what `revert_file` undoes is this session's changes).
+    pub session: String,
     pub agent: Arc<AgentProfile>,
     pub roots: Arc<Roots>,
     pub limits: Arc<Limits>,
     pub cancel: CancellationToken,
     pub client: Arc<dyn ClientLink>,
+    /// The journal every change is recorded in before it is made.
+    pub ledger: Arc<dyn Ledger>,
 }
 
 #[async_trait]

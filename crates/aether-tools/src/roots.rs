@@ -12,19 +12,30 @@
 //! - a regular file with more than one hard link is refused: its other name may lie outside
 //!   every root, and no path check can tell;
 //! - a root whose folder was removed or replaced since start-up is reported as gone instead
-//!   of quietly serving the old, unlinked directory.
+//!   of quietly serving the old, unlinked directory;
+//! - Aether's own files (the store, given by [`Roots::set_private`]) are never opened;
+//! - in a sealed root, a file is read only if its content still has the hash pinned when the
+//!   operator sealed the root.
+//!
+//! Writes add: the root must be read-write, the path must match the operator's write
+//! manifest, and no component (requested or real) may be a protected name (`.git`,
+//! `.aether`, and their look-alikes).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use aether_policy::paths::{
-    CredentialFilter, PathRefusal, RootMode, RootSpec, clean_relative, strip_root,
+    CredentialFilter, PathRefusal, RootMode, RootSpec, WriteGate, clean_relative,
+    protected_component, strip_root,
 };
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use sha2::Digest as _;
 
 use crate::ToolError;
 
@@ -40,6 +51,21 @@ pub enum RootError {
     NotAFolder { name: String, path: String },
     #[error("root name {0:?} is used twice")]
     Duplicate(String),
+    #[error("root {name:?}: {message}")]
+    Invalid { name: String, message: String },
+}
+
+/// The files of a sealed root as pinned when the operator sealed it.
+#[derive(Debug, Default)]
+pub struct SealManifest {
+    /// Which seal this is (the store counts them); a re-seal has a higher one.
+    pub generation: i64,
+    /// The root's path when sealed: a seal of another folder does not count.
+    pub root_path: String,
+    /// When, in microseconds since the epoch.
+    pub at_us: i64,
+    /// Root-relative path → (sha256 hex, size).
+    pub pins: HashMap<String, (String, u64)>,
 }
 
 /// A named folder the tools may work in.
@@ -49,8 +75,13 @@ pub struct Root {
     /// The canonical path, symlinks resolved.
     pub path: PathBuf,
     pub mode: RootMode,
+    /// Where writes may land (the operator's manifest).
+    pub gate: WriteGate,
+    /// Whether `delete_file` may delete here.
+    pub allow_delete: bool,
     dir: Dir,
     identity: (u64, u64),
+    seal: RwLock<Option<Arc<SealManifest>>>,
 }
 
 /// A path that passed the lexical checks: a root and a clean path relative to it.
@@ -63,6 +94,7 @@ pub struct Located<'a> {
 #[derive(Debug)]
 pub struct Roots {
     roots: Vec<Root>,
+    /// Credential patterns, and Aether's own files (never opened by a tool).
     credentials: CredentialFilter,
 }
 
@@ -86,19 +118,42 @@ impl Roots {
                     path: spec.path.clone(),
                 });
             }
+            let gate =
+                WriteGate::new(spec.writable.as_deref()).map_err(|message| RootError::Invalid {
+                    name: spec.name.clone(),
+                    message,
+                })?;
             let dir = Dir::open_ambient_dir(&path, ambient_authority()).map_err(open_err)?;
             roots.push(Root {
                 name: spec.name.clone(),
                 path,
                 mode: spec.mode,
+                gate,
+                allow_delete: spec.allow_delete,
                 dir,
                 identity: (meta.dev(), meta.ino()),
+                seal: RwLock::new(None),
             });
         }
         Ok(Roots {
             roots,
             credentials: CredentialFilter::default(),
         })
+    }
+
+    /// Marks paths (Aether's store and its folder) that no tool may open, read or write,
+    /// whichever root they lie in.
+    pub fn set_private(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        let private = paths
+            .into_iter()
+            .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+            .collect();
+        self.credentials = self.credentials.clone().with_private(private);
+    }
+
+    /// Whether `real` (a real path) is one of Aether's own files or inside one of its folders.
+    pub fn is_private(&self, real: &Path) -> bool {
+        self.credentials.is_private(&real.to_string_lossy())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Root> {
@@ -223,6 +278,217 @@ impl Root {
         }
     }
 
+    /// The seal in force, if the root is sealed and a seal is on record.
+    pub fn seal(&self) -> Option<Arc<SealManifest>> {
+        self.seal.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Installs the seal read from the store (a re-seal replaces it).
+    pub fn set_seal(&self, manifest: Option<SealManifest>) {
+        *self.seal.write().unwrap_or_else(|e| e.into_inner()) = manifest.map(Arc::new);
+    }
+
+    /// In a sealed root, refuses a file whose content no longer has its pinned hash. `real_rel`
+    /// is the file's real root-relative path; the hash is taken from the open handle, so what
+    /// is checked is what is then read.
+    pub fn verify_seal(&self, real_rel: &str, file: &File) -> Result<(), ToolError> {
+        if self.mode != RootMode::Sealed {
+            return Ok(());
+        }
+        let shown = self.display(real_rel);
+        let reseal = format!(
+            "the operator re-seals it with `aether roots seal {}`",
+            self.name
+        );
+        let Some(seal) = self.seal() else {
+            return Err(ToolError::denied(
+                "sealed",
+                format!(
+                    "root {:?} is sealed but no seal is on record; nothing in it is read until {reseal}",
+                    self.name
+                ),
+            ));
+        };
+        if seal.root_path != self.path.to_string_lossy() {
+            return Err(ToolError::denied(
+                "sealed",
+                format!(
+                    "root {:?} was sealed at {}, not {}; nothing in it is read until {reseal}",
+                    self.name,
+                    seal.root_path,
+                    self.path.display()
+                ),
+            ));
+        }
+        let Some((pinned, size)) = seal.pins.get(real_rel) else {
+            return Err(ToolError::denied(
+                "sealed",
+                format!(
+                    "{shown} was added after root {:?} was sealed; it is not read until {reseal}",
+                    self.name
+                ),
+            ));
+        };
+        let changed = || {
+            ToolError::denied(
+                "sealed",
+                format!(
+                    "{shown} changed on disk since root {:?} was sealed; it is not read until {reseal}",
+                    self.name
+                ),
+            )
+        };
+        let meta = file.metadata().map_err(|e| self.io_error(real_rel, e))?;
+        if meta.len() != *size {
+            return Err(changed());
+        }
+        if &hash_file(file).map_err(|e| self.io_error(real_rel, e))? != pinned {
+            return Err(changed());
+        }
+        Ok(())
+    }
+
+    /// Every regular file under the root with its content hash and size, for sealing: walked
+    /// without following symlinks, each file opened beneath the root without following one.
+    /// Aether's own files and credential files are left out (no tool reads them anyway).
+    pub fn pins(&self, credentials: &CredentialFilter) -> io::Result<Vec<(String, String, u64)>> {
+        use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+        let mut options = read_options();
+        options.follow(FollowSymlinks::No);
+        let mut pins = Vec::new();
+        let walk = ignore::WalkBuilder::new(&self.path)
+            .standard_filters(false)
+            .follow_links(false)
+            .build();
+        for entry in walk {
+            let entry = entry.map_err(io::Error::other)?;
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            if credentials.is_credential(&entry.path().to_string_lossy()) {
+                continue;
+            }
+            let Some(rel) = self.relative_of(entry.path()) else {
+                continue;
+            };
+            let file = self.dir.open_with(&rel, &options)?.into_std();
+            let meta = file.metadata()?;
+            if !meta.is_file() {
+                continue;
+            }
+            pins.push((rel, hash_file(&file)?, meta.len()));
+        }
+        pins.sort();
+        Ok(pins)
+    }
+
+    /// Checks that a write may land on `rel` (a clean path under this root): the root is
+    /// read-write, the operator's manifest allows the path, and no component is protected.
+    pub fn check_writable(&self, rel: &str, action: &str) -> Result<(), ToolError> {
+        let shown = self.display(rel);
+        if self.mode != RootMode::ReadWrite {
+            return Err(ToolError::denied(
+                "root-mode",
+                format!(
+                    "root {:?} is {}: nothing under it can be changed ({action} {shown} refused); \
+                     list_roots shows which roots are read-write",
+                    self.name,
+                    match self.mode {
+                        RootMode::Sealed => "sealed (read-only and pinned)",
+                        _ => "read-only",
+                    }
+                ),
+            ));
+        }
+        if rel.is_empty() {
+            return Err(ToolError::InvalidArguments(format!(
+                "{shown} is the root itself; give a path inside it"
+            )));
+        }
+        if let Some((component, name)) = protected_component(rel) {
+            return Err(protected(&shown, component, name));
+        }
+        if !self.gate.allows(rel) {
+            return Err(ToolError::denied(
+                "write-manifest",
+                format!(
+                    "{shown} is outside the paths the operator made writable in root {:?} ({}); \
+                     write somewhere those globs match",
+                    self.name,
+                    self.gate.globs().unwrap_or_default().join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Opens the folder that will hold `rel` (a path that passed [`Root::check_writable`])
+    /// beneath the root, creating missing folders when `create` is set, and checks where it
+    /// really is: still under the root, not protected, not a credential folder, not private.
+    /// Returns the folder, its real path, the file name, and the folders it created
+    /// (root-relative, outermost first).
+    pub fn open_parent(
+        &self,
+        roots: &Roots,
+        rel: &str,
+        create: bool,
+    ) -> Result<(Dir, PathBuf, String, Vec<String>), ToolError> {
+        let (parent, name) = match rel.rsplit_once('/') {
+            Some((parent, name)) => (parent, name),
+            None => ("", rel),
+        };
+        let mut created = Vec::new();
+        if create && !parent.is_empty() {
+            let mut at = String::new();
+            for component in parent.split('/') {
+                if !at.is_empty() {
+                    at.push('/');
+                }
+                at.push_str(component);
+                match self.dir.create_dir(&at) {
+                    Ok(()) => created.push(at.clone()),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(self.io_error(&at, e)),
+                }
+            }
+        }
+        let dir = if parent.is_empty() {
+            self.dir.try_clone().map_err(|e| self.io_error(parent, e))?
+        } else {
+            self.dir.open_dir(parent).map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => ToolError::failed(format!(
+                    "{}: the folder does not exist; create it first (create_directory), or pass create_parents",
+                    self.display(parent)
+                )),
+                _ => self.io_error(parent, e),
+            })?
+        };
+        let real = self.check_real_path(parent, &dir, &roots.credentials)?;
+        if roots.is_private(&real) {
+            return Err(private(&self.display(rel)));
+        }
+        if let Some(real_rel) = self.relative_of(&real)
+            && let Some((component, protected_as)) = protected_component(&real_rel)
+        {
+            return Err(protected(&self.display(rel), component, protected_as));
+        }
+        let full = real.join(name);
+        if roots.credentials.is_credential(&full.to_string_lossy()) {
+            return Err(ToolError::denied(
+                "confinement",
+                format!(
+                    "{} resolves to {}, a credential file; Aether does not let tools write credentials",
+                    self.display(rel),
+                    full.display()
+                ),
+            ));
+        }
+        if roots.is_private(&full) {
+            return Err(private(&self.display(rel)));
+        }
+        Ok((dir, real, name.to_string(), created))
+    }
+
     /// Maps an IO error on `rel` to a message for the caller.
     pub fn io_error(&self, rel: &str, e: io::Error) -> ToolError {
         let shown = self.display(rel);
@@ -290,7 +556,9 @@ impl Root {
                 ),
             ));
         }
-        self.check_real_path(rel, &file, credentials)?;
+        let real = self.check_real_path(rel, &file, credentials)?;
+        let real_rel = self.relative_of(&real).unwrap_or_default();
+        self.verify_seal(&real_rel, &file)?;
         Ok((file, meta))
     }
 
@@ -343,6 +611,47 @@ impl Root {
             .ok()
             .map(|p| p.to_string_lossy().into_owned())
     }
+}
+
+/// sha256 (hex) of everything in `file`, read from the start by position (the handle's offset
+/// is left alone).
+pub fn hash_file(file: &File) -> io::Result<String> {
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut at = 0u64;
+    loop {
+        let n = file.read_at(&mut buf, at)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn protected(shown: &str, component: &str, name: &str) -> ToolError {
+    let why = if name == ".git" {
+        "git's config and hooks run programs, so agents may not change anything in it"
+    } else {
+        "it holds Aether's own store"
+    };
+    let spelled = if component == name {
+        String::new()
+    } else {
+        format!(" ({component:?} is treated as {name})")
+    };
+    ToolError::denied(
+        "protected-path",
+        format!("{shown} is inside {name}{spelled}: {why}; refused"),
+    )
+}
+
+fn private(shown: &str) -> ToolError {
+    ToolError::denied(
+        "protected-path",
+        format!("{shown} is one of Aether's own files (its store); tools cannot touch it"),
+    )
 }
 
 /// How every file a tool reads is opened: read-only, non-blocking (a FIFO or a device named

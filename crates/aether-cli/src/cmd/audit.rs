@@ -96,10 +96,7 @@ async fn tail(args: TailArgs) -> Result<ExitCode> {
 
 fn line(r: &AuditRecord) -> String {
     let e = &r.event;
-    let at = OffsetDateTime::from_unix_timestamp_nanos(e.at_us as i128 * 1000)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_default();
+    let at = time_of(e.at_us);
     let mut s = format!(
         "{:>6}  {at}  {:<10} {:<20} {:<10}",
         r.seq, e.agent, e.tool, e.outcome
@@ -191,4 +188,12 @@ async fn head(args: HeadArgs) -> Result<ExitCode> {
         None => println!("0:{}", aether_store::GENESIS),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A time in microseconds since the epoch, as RFC 3339.
+pub fn time_of(at_us: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(at_us as i128 * 1000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| at_us.to_string())
 }

@@ -45,7 +45,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         .session(
             &args.agent,
             Transport::Stdio,
-            format!("stdio-{}", std::process::id()),
+            // The process id alone repeats across runs; a session must not inherit an
+            // earlier one's journal.
+            format!("stdio-{}-{}", std::process::id(), aether_store::now_us()),
         )
         .context("cannot start the session")?;
     let mode = if args.conformance_fixtures {

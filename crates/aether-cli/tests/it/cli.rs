@@ -108,7 +108,7 @@ fn tools_schemas_are_openai_functions_for_the_agent() {
     let (code, out, err) = ws.run(&["tools", "schemas", "--store", &ws.store_url()]);
     assert_eq!(code, 0, "{err}");
     let fns: Vec<Value> = serde_json::from_str(&out).unwrap();
-    assert_eq!(fns.len(), 7);
+    assert_eq!(fns.len(), 14);
     assert_eq!(fns[0]["type"], "function");
     assert_eq!(fns[0]["function"]["name"], "list_roots");
     assert_eq!(

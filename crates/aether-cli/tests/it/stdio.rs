@@ -25,11 +25,20 @@ fn tools_list_is_the_agents_catalog_and_read_file_reads() {
             "read_multiple_files",
             "get_file_info",
             "glob",
-            "search_files"
+            "search_files",
+            "list_files",
+            "write_file",
+            "edit_file",
+            "move_file",
+            "create_directory",
+            "delete_file",
+            "revert_file"
         ]
     );
     for tool in list["result"]["tools"].as_array().unwrap() {
-        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+        let name = tool["name"].as_str().unwrap();
+        let writes = names.iter().position(|n| *n == name).unwrap() >= 8;
+        assert_eq!(tool["annotations"]["readOnlyHint"], !writes, "{tool}");
         assert_eq!(tool["_meta"]["aether/tier"], "standard");
         assert!(tool["outputSchema"].is_object(), "{tool}");
     }

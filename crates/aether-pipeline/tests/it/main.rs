@@ -11,3 +11,4 @@ mod refusals;
 mod results;
 mod setup;
 mod support;
+mod writes;

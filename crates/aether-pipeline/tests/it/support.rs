@@ -339,12 +339,25 @@ impl Harness {
         limits: Limits,
         tools: Vec<Arc<dyn Tool>>,
     ) -> Result<Pipeline, PipelineError> {
+        self.try_pipeline_with_roots(agents, limits, tools, Roots::open(&[]).unwrap())
+            .await
+    }
+
+    /// As [`Harness::try_pipeline`], with the given roots (for the workspace tools).
+    pub async fn try_pipeline_with_roots(
+        &self,
+        agents: Vec<AgentProfile>,
+        limits: Limits,
+        tools: Vec<Arc<dyn Tool>>,
+        roots: Roots,
+    ) -> Result<Pipeline, PipelineError> {
         Pipeline::new(Settings {
             agents: self::agents(agents),
-            roots: Roots::open(&[]).unwrap(),
+            roots,
             limits,
             store: self.store.clone(),
             tools,
+            journal: Default::default(),
         })
         .await
     }

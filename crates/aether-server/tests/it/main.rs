@@ -17,6 +17,7 @@ async fn pipeline(dir: &tempfile::TempDir) -> Arc<Pipeline> {
         limits: Default::default(),
         store,
         tools: aether_tools::builtin_tools(),
+        journal: Default::default(),
     })
     .await
     .unwrap();

@@ -1,4 +1,4 @@
-//! The workspace group: tools that read (and, later, write) files under the named roots.
+//! The workspace group: tools that read and write files under the named roots.
 //!
 //! Every path goes through [`Roots::locate`](crate::roots::Roots::locate) and is opened beneath
 //! its root's directory handle; see `roots.rs` for the confinement rules. Small files are read
@@ -6,14 +6,25 @@
 //! blocking pool); anything that may take long (large files, tree walks, searches) runs on the
 //! blocking pool and watches the call's cancellation token.
 
+mod create_directory;
+mod delete_file;
+pub mod edit;
+mod edit_file;
 mod get_file_info;
 mod glob;
 mod list_dir;
+mod list_files;
 mod list_roots;
+mod move_file;
 mod read_file;
 mod read_multiple_files;
 mod search_files;
+mod undo;
 mod walk;
+mod write;
+mod write_file;
+
+pub use undo::{UndoCall, undo_call};
 
 use std::sync::Arc;
 
@@ -33,6 +44,13 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(get_file_info::GetFileInfo::new()),
         Arc::new(glob::GlobTool::new()),
         Arc::new(search_files::SearchFiles::new()),
+        Arc::new(list_files::ListFiles::new()),
+        Arc::new(write_file::WriteFile::new()),
+        Arc::new(edit_file::EditFile::new()),
+        Arc::new(move_file::MoveFile::new()),
+        Arc::new(create_directory::CreateDirectory::new()),
+        Arc::new(delete_file::DeleteFile::new()),
+        Arc::new(undo::RevertFile::new()),
     ]
 }
 

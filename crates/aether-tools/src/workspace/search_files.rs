@@ -174,7 +174,7 @@ async fn search_lines(
     let cancel = cx.cancel.clone();
 
     let _turn = walk::turn(cx).await?;
-    let (mut matches, files_searched, truncated) = blocking(move || {
+    let (mut matches, files_searched, truncated, unsealed) = blocking(move || {
         let root = roots
             .get(&walk.root_name)
             .expect("the located root is among the roots");
@@ -182,6 +182,7 @@ async fn search_lines(
         let count = AtomicUsize::new(0);
         let used = AtomicUsize::new(0);
         let searched = AtomicUsize::new(0);
+        let unsealed = AtomicUsize::new(0);
         let truncated = AtomicBool::new(false);
         let mut open = crate::roots::read_options();
         open.follow(FollowSymlinks::No);
@@ -200,8 +201,8 @@ async fn search_lines(
                 .heap_limit(Some(SEARCH_HEAP))
                 .build();
             let matcher = &matcher;
-            let (found, count, used, searched, truncated) =
-                (&found, &count, &used, &searched, &truncated);
+            let (found, count, used, searched, truncated, unsealed) =
+                (&found, &count, &used, &searched, &truncated, &unsealed);
             let (name_glob, open, cancel) = (&name_glob, &open, &cancel);
             Box::new(move |entry| {
                 if cancel.is_cancelled() || truncated.load(Ordering::Relaxed) {
@@ -231,7 +232,16 @@ async fn search_lines(
                 // The walk reads folders by path, so a folder swapped for a symlink between the
                 // walk and the open (say, to `.ssh`) makes this open land somewhere the walk never
                 // saw. Check where it landed, as read_file does.
-                if root.check_real_path(&rel, &file, credentials).is_err() {
+                let Ok(real) = root.check_real_path(&rel, &file, credentials) else {
+                    return WalkState::Continue;
+                };
+                // In a sealed root, a file changed since the seal is not searched.
+                if root.mode == aether_policy::paths::RootMode::Sealed
+                    && root
+                        .verify_seal(&root.relative_of(&real).unwrap_or_default(), &file)
+                        .is_err()
+                {
+                    unsealed.fetch_add(1, Ordering::Relaxed);
                     return WalkState::Continue;
                 }
                 searched.fetch_add(1, Ordering::Relaxed);
@@ -267,6 +277,7 @@ async fn search_lines(
             found.into_inner().expect("search results lock"),
             searched.into_inner(),
             truncated.into_inner(),
+            unsealed.into_inner(),
         )
     })
     .await;
@@ -291,6 +302,11 @@ async fn search_lines(
     if truncated {
         text.push_str(&format!(
             "[… more lines match; showing the first {max}. Narrow the query, glob or path]\n"
+        ));
+    }
+    if unsealed > 0 {
+        text.push_str(&format!(
+            "[{unsealed} file(s) not searched: they changed since the root was sealed, or were added after]\n"
         ));
     }
     let output = Output {

@@ -98,6 +98,18 @@ impl Tree {
         context(self.roots(), Limits::default())
     }
 
+    /// A context whose root is read-write with deletes allowed, and whose journal is kept in
+    /// memory (the store's journal is tested through the pipeline).
+    pub fn cx_writable(&self) -> CallContext {
+        let mut s = spec("ws", &self.ws);
+        s.mode = RootMode::ReadWrite;
+        s.allow_delete = true;
+        CallContext {
+            ledger: Arc::new(MemoryLedger::default()),
+            ..context(Arc::new(Roots::open(&[s]).unwrap()), Limits::default())
+        }
+    }
+
     pub fn cx_with(&self, limits: Limits) -> CallContext {
         context(self.roots(), limits)
     }
@@ -108,17 +120,21 @@ pub fn spec(name: &str, path: &Path) -> RootSpec {
         name: name.into(),
         path: path.to_str().unwrap().into(),
         mode: RootMode::ReadOnly,
+        writable: None,
+        allow_delete: false,
     }
 }
 
 pub fn context(roots: Arc<Roots>, limits: Limits) -> CallContext {
     CallContext {
         call_id: "test-call".into(),
+        session: "test-session".into(),
         agent: Arc::new(AgentProfile::with_groups("t", &["workspace"])),
         roots,
         limits: Arc::new(limits),
         cancel: CancellationToken::new(),
         client: Arc::new(NoClient),
+        ledger: Arc::new(aether_tools::NoLedger),
     }
 }
 
@@ -154,6 +170,64 @@ fn tools() -> &'static HashMap<String, Checked> {
 }
 
 /// Names of every built-in tool.
+/// A journal in memory, for tool tests that need writes to succeed.
+#[derive(Default)]
+pub struct MemoryLedger {
+    entries: std::sync::Mutex<Vec<aether_policy::journal::JournalEntry>>,
+    blobs: std::sync::Mutex<HashMap<String, Vec<u8>>>,
+}
+
+#[async_trait::async_trait]
+impl aether_tools::Ledger for MemoryLedger {
+    async fn record(
+        &self,
+        write: aether_policy::journal::JournalWrite,
+    ) -> Result<Vec<i64>, String> {
+        let mut entries = self.entries.lock().unwrap();
+        for id in &write.reverts {
+            let e = entries
+                .iter_mut()
+                .find(|e| e.id == *id)
+                .ok_or("no such entry")?;
+            e.reverted_by = write.entries.first().map(|n| n.call_id.clone());
+        }
+        self.blobs.lock().unwrap().extend(write.blobs);
+        let mut ids = Vec::new();
+        for mut e in write.entries {
+            e.id = entries.len() as i64 + 1;
+            ids.push(e.id);
+            entries.push(e);
+        }
+        Ok(ids)
+    }
+
+    async fn entries(
+        &self,
+        q: aether_policy::journal::JournalQuery,
+    ) -> Result<Vec<aether_policy::journal::JournalEntry>, String> {
+        let entries = self.entries.lock().unwrap();
+        Ok(entries
+            .iter()
+            .rev()
+            .filter(|e| q.session.as_ref().is_none_or(|s| &e.session == s))
+            .filter(|e| q.call_id.as_ref().is_none_or(|c| &e.call_id == c))
+            .filter(|e| q.root.as_ref().is_none_or(|r| &e.root == r))
+            .filter(|e| {
+                q.path
+                    .as_ref()
+                    .is_none_or(|p| &e.path == p || e.dest.as_ref() == Some(p))
+            })
+            .filter(|e| !q.live_only || e.reverted_by.is_none())
+            .take(q.limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn image(&self, hash: &str) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.blobs.lock().unwrap().get(hash).cloned())
+    }
+}
+
 pub fn tool_names() -> Vec<String> {
     aether_tools::builtin_tools()
         .iter()

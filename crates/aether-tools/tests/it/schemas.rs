@@ -8,16 +8,29 @@ use serde_json::json;
 use crate::common::{Tree, call, ok, tool_names};
 
 #[test]
-fn every_definition_is_a_read_only_workspace_tool_with_valid_schemas() {
+fn every_definition_is_a_workspace_tool_with_valid_schemas_and_honest_metadata() {
+    const WRITERS: [&str; 6] = [
+        "write_file",
+        "edit_file",
+        "move_file",
+        "create_directory",
+        "delete_file",
+        "revert_file",
+    ];
     for tool in aether_tools::builtin_tools() {
         let def = tool.def();
         assert_eq!(def.group, "workspace", "{}", def.name);
-        assert_eq!(
-            def.meta,
-            aether_policy::ToolMeta::read_only(),
-            "{}",
-            def.name
-        );
+        if WRITERS.contains(&def.name.as_str()) {
+            assert!(!def.meta.read_only, "{}", def.name);
+            assert!(!def.meta.reaches_network, "{}", def.name);
+        } else {
+            assert_eq!(
+                def.meta,
+                aether_policy::ToolMeta::read_only(),
+                "{}",
+                def.name
+            );
+        }
         for schema in [&def.input_schema, &def.output_schema] {
             if let Err(e) = jsonschema::meta::validate(schema) {
                 panic!("{}: {schema} is not a valid JSON Schema: {e}", def.name);
@@ -33,7 +46,7 @@ async fn every_tool_output_validates_against_its_schema() {
     t.file("src/lib.rs", "pub fn needle() {}\n");
     t.file("notes.txt", "one\ntwo\n");
     t.link("notes.txt", "alias");
-    let cx = t.cx();
+    let cx = t.cx_writable();
     // `call` validates the arguments against the input schema and the structured output
     // against the output schema; these calls cover every tool and every output shape.
     let calls = [
@@ -52,6 +65,26 @@ async fn every_tool_output_validates_against_its_schema() {
         ("glob", json!({"pattern": "*.rs"})),
         ("search_files", json!({"query": "needle"})),
         ("search_files", json!({"glob": "*.txt"})),
+        ("list_files", json!({})),
+        (
+            "write_file",
+            json!({"path": "new/a.txt", "content": "a\nb\n"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "new/a.txt", "search": "b", "replace": "c"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "new/a.txt", "search": "c", "replace": "d", "dry_run": true}),
+        ),
+        (
+            "move_file",
+            json!({"source": "new/a.txt", "destination": "new/b.txt"}),
+        ),
+        ("create_directory", json!({"path": "made/here"})),
+        ("delete_file", json!({"path": "new/b.txt"})),
+        ("revert_file", json!({"path": "new/b.txt"})),
     ];
     let mut covered = BTreeSet::new();
     for (tool, args) in calls {

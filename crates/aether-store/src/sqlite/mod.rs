@@ -16,10 +16,15 @@ use tokio::sync::oneshot;
 use crate::chain::{ChainBreak, ChainVerifier, GENESIS, SETTLE_US, entry_hash};
 use crate::{
     AdmissionReceipt, AuditEvent, AuditQuery, AuditRecord, BuiltinDefinition, ChainReport,
-    HaltState, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
+    HaltState, JournalWrite, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
 };
 
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_foundation.sql")];
+mod journal;
+
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/sqlite/0001_foundation.sql"),
+    include_str!("../../migrations/sqlite/0002_journal_seals.sql"),
+];
 
 /// How many queued writes one transaction takes at most.
 const MAX_BATCH: usize = 512;
@@ -29,6 +34,7 @@ type Reply<T> = oneshot::Sender<Result<T>>;
 enum Job {
     Receipt(AdmissionReceipt, Reply<ReceiptOutcome>),
     Audit(AuditEvent, Reply<i64>),
+    Journal(JournalWrite, Reply<Vec<i64>>),
     Other(Box<dyn FnOnce(&mut Connection) + Send>),
 }
 
@@ -107,10 +113,11 @@ impl SqliteStore {
     /// Blocks the calling thread for one commit.
     pub async fn admit_alone(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
         let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
-            write_batch(&mut conn, &[&receipt], &[]).map_err(|e| StoreError::Write(e.to_string()))
+            write_batch(&mut conn, &[&receipt], &[], &[])
+                .map_err(|e| StoreError::Write(e.to_string()))
         });
         match direct {
-            Some(written) => written.map(|(halt, _)| receipt_outcome(&halt)),
+            Some(written) => written.map(|b| receipt_outcome(&b.halt)),
             None => self.admit(receipt).await,
         }
     }
@@ -118,10 +125,11 @@ impl SqliteStore {
     /// [`SqliteStore::audit`] on the calling thread, as [`SqliteStore::admit_alone`].
     pub async fn audit_alone(&self, event: AuditEvent) -> Result<i64> {
         let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
-            write_batch(&mut conn, &[], &[&event]).map_err(|e| StoreError::Write(e.to_string()))
+            write_batch(&mut conn, &[], &[&event], &[])
+                .map_err(|e| StoreError::Write(e.to_string()))
         });
         match direct {
-            Some(written) => written.map(|(_, seqs)| seqs[0]),
+            Some(written) => written.map(|b| b.seqs[0]),
             None => self.audit(event).await,
         }
     }
@@ -145,6 +153,59 @@ impl SqliteStore {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Audit(event, tx))?;
         rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Makes a journal write durable, grouped with whatever else is waiting.
+    /// An undo (a write with `reverts`) commits on its own: it may fail because another undo
+    /// got there first, and that must not fail the receipts it would have been grouped with.
+    pub async fn journal(&self, write: JournalWrite) -> Result<Vec<i64>> {
+        if !write.reverts.is_empty() {
+            return self
+                .write(move |conn| {
+                    let tx = conn
+                        .transaction_with_behavior(TransactionBehavior::Immediate)
+                        .map_err(StoreError::sql("write journal"))?;
+                    let ids = journal::write(&tx, &write).map_err(|e| match e {
+                        rusqlite::Error::SqliteFailure(_, Some(msg)) => StoreError::Invalid(msg),
+                        e => StoreError::Sql {
+                            context: "write journal",
+                            source: e,
+                        },
+                    })?;
+                    tx.commit().map_err(StoreError::sql("write journal"))?;
+                    Ok(ids)
+                })
+                .await;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Journal(write, tx))?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    pub async fn admit_operator(&self, receipt: AdmissionReceipt) -> Result<()> {
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(StoreError::sql("write operator receipt"))?;
+            tx.execute(
+                "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                params![
+                    receipt.call_id,
+                    receipt.at_us,
+                    receipt.session,
+                    receipt.transport,
+                    receipt.agent,
+                    receipt.tool,
+                    receipt.definition,
+                    receipt.arguments,
+                    receipt.decision
+                ],
+            )
+            .map_err(StoreError::sql("write operator receipt"))?;
+            tx.commit().map_err(StoreError::sql("write operator receipt"))
+        })
+        .await
     }
 
     /// Runs `f` on the writer thread, between batches.
@@ -496,34 +557,50 @@ fn run_writer(conn: Arc<Mutex<Connection>>, jobs: mpsc::Receiver<Job>) {
         let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut receipts = Vec::new();
         let mut audits = Vec::new();
+        let mut journals = Vec::new();
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
                 Job::Receipt(r, reply) => receipts.push((r, reply)),
                 Job::Audit(e, reply) => audits.push((e, reply)),
+                Job::Journal(j, reply) => journals.push((j, reply)),
                 // Not batched: runs now, in its own transaction, before the batch it
                 // interrupted is committed.
                 Job::Other(f) => f(&mut conn),
             }
-            if receipts.len() + audits.len() < MAX_BATCH {
+            if receipts.len() + audits.len() + journals.len() < MAX_BATCH {
                 next = jobs.try_recv().ok();
             }
         }
-        if !receipts.is_empty() || !audits.is_empty() {
-            commit_batch(&mut conn, receipts, audits);
+        if !receipts.is_empty() || !audits.is_empty() || !journals.is_empty() {
+            commit_batch(&mut conn, receipts, audits, journals);
         }
     }
 }
 
-/// Writes one transaction: the halt check and `receipts` (unless halted), then `audits` after
-/// the chain head, and commits. Returns the halt state met (if halted) and the audit rows'
-/// sequence numbers.
+/// What one committed batch produced.
+struct Batch {
+    /// The halt state met, if halted (no receipt was written).
+    halt: Option<HaltState>,
+    /// The audit rows' sequence numbers.
+    seqs: Vec<i64>,
+    /// Each journal write's entry ids.
+    journal_ids: Vec<Vec<i64>>,
+}
+
+/// Writes one transaction: the halt check and `receipts` (unless halted), `journals`, then
+/// `audits` after the chain head, and commits.
 fn write_batch(
     conn: &mut Connection,
     receipts: &[&AdmissionReceipt],
     audits: &[&AuditEvent],
-) -> rusqlite::Result<(Option<HaltState>, Vec<i64>)> {
+    journals: &[&JournalWrite],
+) -> rusqlite::Result<Batch> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut journal_ids = Vec::with_capacity(journals.len());
+    for j in journals {
+        journal_ids.push(journal::write(&tx, j)?);
+    }
     let mut halt = None;
     if !receipts.is_empty() {
         let state = query_halt(&tx)?;
@@ -593,7 +670,11 @@ fn write_batch(
         }
     }
     tx.commit()?;
-    Ok((halt, seqs))
+    Ok(Batch {
+        halt,
+        seqs,
+        journal_ids,
+    })
 }
 
 fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
@@ -607,19 +688,24 @@ fn commit_batch(
     conn: &mut Connection,
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
     audits: Vec<(AuditEvent, Reply<i64>)>,
+    journals: Vec<(JournalWrite, Reply<Vec<i64>>)>,
 ) {
     let written = {
         let r: Vec<&AdmissionReceipt> = receipts.iter().map(|(r, _)| r).collect();
         let a: Vec<&AuditEvent> = audits.iter().map(|(a, _)| a).collect();
-        write_batch(conn, &r, &a)
+        let j: Vec<&JournalWrite> = journals.iter().map(|(j, _)| j).collect();
+        write_batch(conn, &r, &a, &j)
     };
     match written {
-        Ok((halt, seqs)) => {
+        Ok(batch) => {
             for (_, reply) in receipts {
-                let _ = reply.send(Ok(receipt_outcome(&halt)));
+                let _ = reply.send(Ok(receipt_outcome(&batch.halt)));
             }
-            for ((_, reply), seq) in audits.into_iter().zip(seqs) {
+            for ((_, reply), seq) in audits.into_iter().zip(batch.seqs) {
                 let _ = reply.send(Ok(seq));
+            }
+            for ((_, reply), ids) in journals.into_iter().zip(batch.journal_ids) {
+                let _ = reply.send(Ok(ids));
             }
         }
         Err(e) => {
@@ -629,6 +715,9 @@ fn commit_batch(
                 let _ = reply.send(Err(StoreError::Write(msg.clone())));
             }
             for (_, reply) in audits {
+                let _ = reply.send(Err(StoreError::Write(msg.clone())));
+            }
+            for (_, reply) in journals {
                 let _ = reply.send(Err(StoreError::Write(msg.clone())));
             }
         }

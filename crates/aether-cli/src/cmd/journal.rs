@@ -1,0 +1,133 @@
+//! `aether journal list` and `aether undo CALL_ID`: what agents changed, and putting it back.
+
+use std::process::ExitCode;
+
+use aether_pipeline::CallOutcome;
+use aether_store::JournalQuery;
+use anyhow::{Result, bail};
+use clap::{Args as ClapArgs, Subcommand};
+
+use crate::setup::{self, Common};
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// File changes, newest first.
+    List(ListArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Roots as `mcp-serve` takes them (only to find the store the same way).
+    #[arg(long = "root")]
+    roots: Vec<String>,
+    /// Only this session's changes.
+    #[arg(long)]
+    session: Option<String>,
+    /// Only this call's changes.
+    #[arg(long)]
+    call: Option<String>,
+    /// Only changes to this path (root-relative).
+    #[arg(long)]
+    path: Option<String>,
+    /// At most this many entries.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(command: Command) -> Result<ExitCode> {
+    let Command::List(args) = command;
+    let loaded = setup::load(&args.common)?;
+    let specs = setup::roots(&args.roots, &loaded, true)?;
+    let (store, _) = setup::store_for_roots(&args.common, &loaded, &specs)?;
+    let entries = store
+        .journal_entries(JournalQuery {
+            session: args.session,
+            call_id: args.call,
+            path: args.path,
+            limit: args.limit,
+            ..Default::default()
+        })
+        .await?;
+    if entries.is_empty() {
+        println!("The journal is empty for this selection.");
+    }
+    for e in entries {
+        if args.json {
+            println!("{}", serde_json::to_string(&e)?);
+            continue;
+        }
+        let target = match &e.dest {
+            Some(dest) => format!("{}:{} -> {dest}", e.root, e.path),
+            None => format!("{}:{}", e.root, e.path),
+        };
+        let state = match (&e.reverted_by, e.undoes) {
+            (Some(by), _) => format!("undone by {by}"),
+            (None, Some(id)) => format!("undoes #{id}"),
+            _ => String::new(),
+        };
+        println!(
+            "#{:<6} {}  {:<6} {:<40} call {} ({} {}, session {}) {state}",
+            e.id,
+            crate::cmd::audit::time_of(e.at_us),
+            e.op.as_str(),
+            target,
+            e.call_id,
+            e.agent,
+            e.tool,
+            e.session
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct UndoArgs {
+    /// The call whose file changes to undo (from `aether journal list` or the audit).
+    call_id: String,
+    #[command(flatten)]
+    common: Common,
+    /// Roots as `mcp-serve` takes them; default: aether.toml's, or the current folder.
+    #[arg(long = "root")]
+    roots: Vec<String>,
+}
+
+pub async fn undo(args: UndoArgs) -> Result<ExitCode> {
+    let loaded = setup::load(&args.common)?;
+    let specs = setup::roots(&args.roots, &loaded, true)?;
+    let (store, _) = setup::store_for_roots(&args.common, &loaded, &specs)?;
+    let pipeline = setup::pipeline(&loaded, &specs, store, false).await?;
+    let result = pipeline
+        .operator_undo(&setup::operator(), &args.call_id)
+        .await;
+    match result.outcome {
+        CallOutcome::Ran(output) if !output.is_error => {
+            for c in output.content {
+                if let aether_tools::Content::Text(t) = c {
+                    println!("{t}");
+                }
+            }
+            println!(
+                "(the undo is call {}; `aether undo {}` re-applies the change)",
+                result.call_id, result.call_id
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        CallOutcome::Ran(output) => {
+            let text: Vec<String> = output
+                .content
+                .into_iter()
+                .filter_map(|c| match c {
+                    aether_tools::Content::Text(t) => Some(t),
+                    _ => None,
+                })
+                .collect();
+            bail!("{}", text.join("\n"))
+        }
+        other => bail!("the undo did not run: {other:?}"),
+    }
+}

@@ -1,0 +1,38 @@
+//! The workspace tools' journal, kept in the store.
+
+use aether_policy::journal::{JournalEntry, JournalQuery, JournalWrite};
+use aether_store::Store;
+use aether_tools::Ledger;
+use async_trait::async_trait;
+
+/// [`Ledger`] over the store: records go through the store's group commit, durably.
+pub struct StoreLedger {
+    store: Store,
+}
+
+impl StoreLedger {
+    pub fn new(store: Store) -> StoreLedger {
+        StoreLedger { store }
+    }
+}
+
+#[async_trait]
+impl Ledger for StoreLedger {
+    async fn record(&self, write: JournalWrite) -> Result<Vec<i64>, String> {
+        self.store.journal(write).await.map_err(|e| e.to_string())
+    }
+
+    async fn entries(&self, query: JournalQuery) -> Result<Vec<JournalEntry>, String> {
+        self.store
+            .journal_entries(query)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn image(&self, hash: &str) -> Result<Option<Vec<u8>>, String> {
+        self.store
+            .journal_blob(hash)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,119 @@
+//! The journal and the seals: what the workspace tools record and the store keeps.
+//!
+//! The journal holds, for every file change a tool made, the file's content before and after
+//! (by hash; the bytes are kept once per distinct content), so that the change can be undone.
+//! Seals pin the content of every file of a sealed root by hash.
+
+use serde::Serialize;
+
+/// What a journal entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JournalOp {
+    /// A file was created or its content replaced.
+    Write,
+    /// A file was deleted.
+    Delete,
+    /// A file or folder was renamed from `path` to `dest`.
+    Move,
+    /// A folder was created.
+    Mkdir,
+    /// An empty folder was removed (undoing a `Mkdir`).
+    Rmdir,
+}
+
+impl JournalOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JournalOp::Write => "write",
+            JournalOp::Delete => "delete",
+            JournalOp::Move => "move",
+            JournalOp::Mkdir => "mkdir",
+            JournalOp::Rmdir => "rmdir",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JournalOp> {
+        match s {
+            "write" => Some(JournalOp::Write),
+            "delete" => Some(JournalOp::Delete),
+            "move" => Some(JournalOp::Move),
+            "mkdir" => Some(JournalOp::Mkdir),
+            "rmdir" => Some(JournalOp::Rmdir),
+            _ => None,
+        }
+    }
+}
+
+/// One change to one file (a move: to two names).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JournalEntry {
+    /// Assigned by the store; ignored on write.
+    pub id: i64,
+    pub at_us: i64,
+    pub call_id: String,
+    pub session: String,
+    pub agent: String,
+    pub tool: String,
+    pub op: JournalOp,
+    pub root: String,
+    pub path: String,
+    pub dest: Option<String>,
+    /// Content hash before the change; `None`: no file was there.
+    pub before_hash: Option<String>,
+    pub before_mode: Option<u32>,
+    /// Content hash after the change; `None`: no file is there.
+    pub after_hash: Option<String>,
+    /// For an undo's entries: the entry it undid.
+    pub undoes: Option<i64>,
+    /// The call that undid this entry, once one has.
+    pub reverted_by: Option<String>,
+}
+
+/// One durable journal write: entries, the images they name, and earlier entries that these
+/// entries undo (marked reverted by the entries' call).
+#[derive(Clone, Debug, Default)]
+pub struct JournalWrite {
+    pub entries: Vec<JournalEntry>,
+    /// `(content hash, bytes)`; an image already stored is not stored again.
+    pub blobs: Vec<(String, Vec<u8>)>,
+    pub reverts: Vec<i64>,
+}
+
+/// Which journal entries to read (newest first).
+#[derive(Clone, Debug, Default)]
+pub struct JournalQuery {
+    pub session: Option<String>,
+    pub call_id: Option<String>,
+    pub root: Option<String>,
+    pub path: Option<String>,
+    /// Only entries no call has undone.
+    pub live_only: bool,
+    pub limit: usize,
+}
+
+/// A sealed root.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SealRecord {
+    pub root: String,
+    pub root_path: String,
+    pub at_us: i64,
+    pub by: String,
+    pub why: String,
+    pub files: i64,
+    /// Assigned by the store: one more than the last seal of any root.
+    pub generation: i64,
+}
+
+/// One sealed file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SealPin {
+    pub path: String,
+    pub hash: String,
+    pub size: i64,
+}
+
+/// The content hash the journal and seals use: sha256, lowercase hex.
+pub fn content_hash(bytes: &[u8]) -> String {
+    crate::canon::sha256(bytes).to_hex()
+}

@@ -1,0 +1,273 @@
+//! `list_files`: the tree under a folder, as an indented listing, honouring ignore files, with
+//! a depth and an entry limit and a marker where it stops. The whole tree (to the depth) is
+//! walked in parallel so the marker can say how much was left out.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use aether_policy::ToolDef;
+use async_trait::async_trait;
+use ignore::WalkState;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::walk::{self, Walk, WalkOptions};
+use crate::{CallContext, Tool, ToolError, ToolOutput, blocking, parse_args};
+
+/// Entries a walk collects at most before it stops counting.
+const MAX_WALKED: usize = 2_000_000;
+
+/// A walker thread's entries, handed over in batches and at the end.
+struct Batch<'a> {
+    items: Vec<(PathBuf, u8)>,
+    into: &'a Mutex<Vec<(PathBuf, u8)>>,
+}
+
+impl Batch<'_> {
+    fn flush(&mut self) {
+        self.into
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(&mut self.items);
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// Folder to list, relative to the root. Defaults to the whole root.
+    #[serde(default)]
+    path: String,
+    /// Name of the root (see list_roots). Defaults to the first root.
+    #[serde(default)]
+    root: Option<String>,
+    /// How many folder levels to descend (1: just the folder's own entries). Default 10.
+    #[serde(default = "default_depth")]
+    #[schemars(range(min = 1, max = 64))]
+    depth: usize,
+    /// Most entries to show. Default 500, at most 10000.
+    #[serde(default = "default_entries")]
+    #[schemars(range(min = 1, max = 10000))]
+    max_entries: usize,
+    /// Also list hidden files and folders (names starting with "."). Default false.
+    #[serde(default)]
+    include_hidden: bool,
+    /// Leave out what .gitignore and .ignore files exclude. Default true.
+    #[serde(default = "walk::yes")]
+    respect_ignore: bool,
+}
+
+fn default_depth() -> usize {
+    10
+}
+fn default_entries() -> usize {
+    500
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Output {
+    root: String,
+    path: String,
+    /// Files and folders found (to the depth).
+    files: usize,
+    folders: usize,
+    /// Entries shown in the listing.
+    shown: usize,
+    /// Whether the listing stopped before the end.
+    truncated: bool,
+}
+
+pub struct ListFiles {
+    def: ToolDef,
+}
+
+impl ListFiles {
+    pub fn new() -> ListFiles {
+        ListFiles {
+            def: super::reader::<Args, Output>(
+                "list_files",
+                "List a folder as a tree",
+                "The files and folders under a folder as an indented tree (folders end in \"/\"), \
+                 sorted, honouring .gitignore and .ignore, skipping hidden entries unless asked. \
+                 Limited by depth and entry count; a marker says where and how much it left out.",
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for ListFiles {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        if args.max_entries == 0 || args.max_entries > 10_000 || args.depth == 0 || args.depth > 64
+        {
+            return Err(ToolError::InvalidArguments(
+                "depth is 1-64 and max_entries 1-10000".into(),
+            ));
+        }
+        let opts = WalkOptions {
+            include_hidden: args.include_hidden,
+            respect_ignore: args.respect_ignore,
+        };
+        let walk = Walk::prepare(&cx, args.root.as_deref(), &args.path, opts, None)?;
+        let root_name = walk.root_name.clone();
+        let shown_base = walk
+            .base
+            .strip_prefix(&walk.root_path)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let cancel = cx.cancel.clone();
+        let depth = args.depth;
+        let _turn = walk::turn(&cx).await?;
+        let (mut entries, capped) = blocking(move || {
+            let found: Mutex<Vec<(PathBuf, u8)>> = Mutex::new(Vec::new());
+            let count = AtomicUsize::new(0);
+            let capped = AtomicBool::new(false);
+            let mut builder = walk.builder();
+            builder.max_depth(Some(depth));
+            builder.build_parallel().run(|| {
+                let mut local = Batch {
+                    items: Vec::new(),
+                    into: &found,
+                };
+                let (count, capped, walk, cancel) = (&count, &capped, &walk, &cancel);
+                Box::new(move |entry| {
+                    if cancel.is_cancelled() {
+                        return WalkState::Quit;
+                    }
+                    let Ok(entry) = entry else {
+                        return WalkState::Continue;
+                    };
+                    if entry.depth() == 0 {
+                        return WalkState::Continue;
+                    }
+                    let Some(ft) = entry.file_type() else {
+                        return WalkState::Continue;
+                    };
+                    if walk
+                        .credentials
+                        .is_credential(&entry.path().to_string_lossy())
+                    {
+                        return WalkState::Continue;
+                    }
+                    let Ok(rel) = entry.path().strip_prefix(&walk.base) else {
+                        return WalkState::Continue;
+                    };
+                    if count.fetch_add(1, Ordering::Relaxed) >= MAX_WALKED {
+                        capped.store(true, Ordering::Relaxed);
+                        return WalkState::Quit;
+                    }
+                    let kind = if ft.is_dir() {
+                        1
+                    } else if ft.is_symlink() {
+                        2
+                    } else {
+                        0
+                    };
+                    local.items.push((rel.to_path_buf(), kind));
+                    if local.items.len() >= 256 {
+                        local.flush();
+                    }
+                    WalkState::Continue
+                })
+            });
+            (found.into_inner().expect("list lock"), capped.into_inner())
+        })
+        .await;
+        if cx.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let folders = entries.iter().filter(|e| e.1 == 1).count();
+        let files = entries.len() - folders;
+        let max = args.max_entries;
+        let budget = cx.limits.result_chars.saturating_sub(400);
+        let loc_root = cx.roots.get(&root_name).expect("the walk's root exists");
+        let mut text = format!(
+            "{} — {folders} folder(s), {files} file(s){}{}\n",
+            loc_root.display(&shown_base),
+            if args.respect_ignore {
+                ", ignore files honoured"
+            } else {
+                ""
+            },
+            if args.include_hidden {
+                ""
+            } else {
+                ", hidden entries skipped"
+            },
+        );
+        let mut shown = 0;
+        for (rel, kind) in &entries {
+            if shown >= max || text.len() >= budget {
+                break;
+            }
+            let depth = rel.components().count();
+            let name = rel
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            // A name seen by the walk must still be beneath the root (a folder swapped for a
+            // symlink mid-walk can show the walk entries from elsewhere).
+            let full = PathBuf::from(&shown_base).join(rel);
+            if loc_root.dir().symlink_metadata(&full).is_err() {
+                continue;
+            }
+            for _ in 1..depth {
+                text.push_str("  ");
+            }
+            text.push_str(&name);
+            text.push_str(match kind {
+                1 => "/",
+                2 => "@",
+                _ => "",
+            });
+            text.push('\n');
+            shown += 1;
+        }
+        let truncated = shown < entries.len() || capped;
+        if truncated {
+            text.push_str(&format!(
+                "[… stopped after {shown} of {}{} entries: {} more not shown. List a sub-folder, lower depth, or raise max_entries (up to 10000)]\n",
+                entries.len(),
+                if capped { "+" } else { "" },
+                entries.len() - shown
+            ));
+        }
+        if entries
+            .iter()
+            .any(|(rel, kind)| *kind == 1 && rel.components().count() == depth)
+        {
+            text.push_str(&format!(
+                "[folders at depth {depth} are not opened; raise depth to see inside them]\n"
+            ));
+        }
+        if entries.is_empty() {
+            text.push_str("(empty)\n");
+        }
+        Ok(ToolOutput::with_structured(
+            text,
+            serde_json::to_value(Output {
+                root: root_name,
+                path: shown_base,
+                files,
+                folders,
+                shown,
+                truncated,
+            })
+            .map_err(ToolError::failed)?,
+        ))
+    }
+}

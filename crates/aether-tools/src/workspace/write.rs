@@ -1,0 +1,342 @@
+//! What every workspace write shares: where it may land, the lock that serializes writes to
+//! one file, the old content read safely for the journal, and the atomic replace.
+//!
+//! A write goes: locate and check the path (root mode, manifest, protected names) → open the
+//! parent folder beneath the root and check its real path → take the file's lock → read what
+//! is there now (a regular file with one link, never through a symlink) → record it in the
+//! journal, durably → write a temporary file beside the target, fsync it, rename it over the
+//! target, fsync the folder. A crash at any point leaves the old file or the new one, never
+//! half of either; and the journal always knows the old one.
+
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use aether_policy::journal::{JournalEntry, JournalOp, content_hash};
+use aether_policy::tool::groups;
+use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, OpenOptionsExt};
+use schemars::JsonSchema;
+use tokio::sync::{Mutex, MutexGuard};
+
+use crate::roots::{Located, Root};
+use crate::{CallContext, ToolError, schema_of};
+
+/// Writes to one file wait for each other. Locks are striped by the file's real path: 256
+/// stripes keep memory fixed while two unrelated files rarely share one.
+static LOCKS: [Mutex<()>; 256] = [const { Mutex::const_new(()) }; 256];
+
+fn stripe(real: &Path) -> usize {
+    let hasher =
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+    (hasher.hash_one(real) % LOCKS.len() as u64) as usize
+}
+
+/// Locks the files at `paths` (real paths) for one write, in a fixed order so that two
+/// writes locking the same pair cannot deadlock.
+pub(super) async fn lock(paths: &[&Path]) -> Vec<MutexGuard<'static, ()>> {
+    let mut stripes: Vec<usize> = paths.iter().map(|p| stripe(p)).collect();
+    stripes.sort_unstable();
+    stripes.dedup();
+    let mut guards = Vec::with_capacity(stripes.len());
+    for s in stripes {
+        guards.push(LOCKS[s].lock().await);
+    }
+    guards
+}
+
+/// The definition of a workspace tool that changes files.
+pub(super) fn writer<I: JsonSchema, O: JsonSchema>(
+    name: &str,
+    title: &str,
+    description: &str,
+    destructive: bool,
+    idempotent: bool,
+) -> ToolDef {
+    ToolDef {
+        name: name.into(),
+        title: title.into(),
+        group: groups::WORKSPACE.into(),
+        tier: Tier::Standard,
+        description: description.into(),
+        input_schema: schema_of::<I>(),
+        output_schema: schema_of::<O>(),
+        meta: ToolMeta {
+            risk: if destructive { Risk::Medium } else { Risk::Low },
+            read_only: false,
+            reaches_network: false,
+            needs_confirmation: false,
+            idempotent,
+            destructive,
+        },
+    }
+}
+
+/// A file about to be written: its root, its clean path, the open parent folder and the name
+/// in it, and the real path (the lock key).
+pub(super) struct Target<'a> {
+    pub root: &'a Root,
+    pub rel: String,
+    pub dir: Dir,
+    pub name: String,
+    pub real: std::path::PathBuf,
+    /// Folders created on the way (root-relative, outermost first).
+    pub created: Vec<String>,
+}
+
+impl Target<'_> {
+    pub fn shown(&self) -> String {
+        self.root.display(&self.rel)
+    }
+}
+
+/// Locates `path` for a write and opens its folder, with every check of the module docs.
+pub(super) fn target<'a>(
+    cx: &'a CallContext,
+    root: Option<&str>,
+    path: &str,
+    action: &str,
+    create_parents: bool,
+) -> Result<Target<'a>, ToolError> {
+    let mut rel = String::new();
+    let Located { root, rel } = cx.roots.locate(root, path, &mut rel)?;
+    let (name, rel) = (root.name.clone(), rel.to_string());
+    let root = cx.roots.get(&name).expect("located in this root");
+    root.check_writable(&rel, action)?;
+    let (dir, real_parent, name, created) = root.open_parent(&cx.roots, &rel, create_parents)?;
+    Ok(Target {
+        root,
+        real: real_parent.join(&name),
+        rel,
+        dir,
+        name,
+        created,
+    })
+}
+
+/// What is at a target before the write.
+#[derive(Debug)]
+pub(super) enum Before {
+    Absent,
+    File {
+        bytes: Vec<u8>,
+        mode: u32,
+        hash: String,
+    },
+}
+
+impl Before {
+    pub fn hash(&self) -> Option<String> {
+        match self {
+            Before::Absent => None,
+            Before::File { hash, .. } => Some(hash.clone()),
+        }
+    }
+
+    pub fn mode(&self) -> Option<u32> {
+        match self {
+            Before::Absent => None,
+            Before::File { mode, .. } => Some(*mode),
+        }
+    }
+}
+
+/// Reads what is at the target now, for the journal: nothing, or a regular file with one link
+/// and at most `max` bytes, read without following a symlink. Anything else is refused.
+pub(super) fn read_before(t: &Target<'_>, max: u64) -> Result<Before, ToolError> {
+    let shown = t.shown();
+    let meta = match t.dir.symlink_metadata(&t.name) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Before::Absent),
+        Err(e) => return Err(t.root.io_error(&t.rel, e)),
+    };
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        return Err(ToolError::denied(
+            "confinement",
+            format!(
+                "{shown} is a symlink; Aether does not write through symlinks. Write to the file it \
+                 points at (get_file_info shows the target)"
+            ),
+        ));
+    }
+    if ft.is_dir() {
+        return Err(ToolError::failed(format!(
+            "{shown} is a folder, not a file"
+        )));
+    }
+    if !ft.is_file() {
+        return Err(ToolError::denied(
+            "confinement",
+            format!("{shown} is not a regular file (a FIFO, socket or device); refused"),
+        ));
+    }
+    let mut options = crate::roots::read_options();
+    options.follow(FollowSymlinks::No);
+    let file = t
+        .dir
+        .open_with(&t.name, &options)
+        .map_err(|e| t.root.io_error(&t.rel, e))?
+        .into_std();
+    let meta = file.metadata().map_err(|e| t.root.io_error(&t.rel, e))?;
+    if !meta.is_file() {
+        return Err(ToolError::denied(
+            "confinement",
+            format!("{shown} is not a regular file (a FIFO, socket or device); refused"),
+        ));
+    }
+    if meta.nlink() > 1 {
+        return Err(ToolError::denied(
+            "confinement",
+            format!(
+                "{shown} has {} hard links; another of its names may lie outside every root, so \
+                 Aether refuses to change it",
+                meta.nlink()
+            ),
+        ));
+    }
+    if meta.len() > max {
+        return Err(ToolError::failed(format!(
+            "{shown} is {} bytes, more than the {max} bytes a change may replace (its old content \
+             must fit in the journal so the change can be undone)",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    (&file)
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| t.root.io_error(&t.rel, e))?;
+    if bytes.len() as u64 > max {
+        return Err(ToolError::failed(format!(
+            "{shown} grew past {max} bytes while being read; try again"
+        )));
+    }
+    let hash = content_hash(&bytes);
+    Ok(Before::File {
+        bytes,
+        mode: meta.mode() & 0o7777,
+        hash,
+    })
+}
+
+/// Replaces (or creates) the target with `bytes`: a temporary file beside it, fsynced, renamed
+/// over it, and the folder fsynced. `mode` keeps an existing file's permissions.
+pub(super) fn replace(t: &Target<'_>, bytes: &[u8], mode: Option<u32>) -> Result<(), ToolError> {
+    let tmp = temp_name();
+    let mut options = cap_std::fs::OpenOptions::new();
+    options
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW);
+    let file = t
+        .dir
+        .open_with(&tmp, &options)
+        .map_err(|e| t.root.io_error(&t.rel, e))?
+        .into_std();
+    let written = (|| {
+        let mut f = &file;
+        f.write_all(bytes)?;
+        let perms = std::os::unix::fs::PermissionsExt::from_mode(mode.unwrap_or(0o644));
+        file.set_permissions(perms)?;
+        file.sync_all()?;
+        t.dir.rename(&tmp, &t.dir, &t.name)
+    })();
+    if let Err(e) = written {
+        let _ = t.dir.remove_file(&tmp);
+        return Err(t.root.io_error(&t.rel, e));
+    }
+    sync_dir(&t.dir).map_err(|e| t.root.io_error(&t.rel, e))
+}
+
+/// Makes a folder's entries (a rename, a removal) durable.
+pub(super) fn sync_dir(dir: &Dir) -> std::io::Result<()> {
+    // The root's handle may be a path-only descriptor, which cannot be synced: open the
+    // folder itself for reading.
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true);
+    let folder = dir.open_with(".", &options)?.into_std();
+    match folder.sync_all() {
+        // Some filesystems cannot sync a folder; the rename is as durable as they allow.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+        other => other,
+    }
+}
+
+fn temp_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    COUNTER.fetch_add(1, Ordering::Relaxed).hash(&mut h);
+    std::process::id().hash(&mut h);
+    format!(".aether-tmp-{:016x}", h.finish())
+}
+
+/// A journal entry for a change by this call.
+pub(super) fn entry(
+    cx: &CallContext,
+    tool: &str,
+    op: JournalOp,
+    root: &str,
+    path: &str,
+) -> JournalEntry {
+    JournalEntry {
+        id: 0,
+        at_us: now_us(),
+        call_id: cx.call_id.clone(),
+        session: cx.session.clone(),
+        agent: cx.agent.name.clone(),
+        tool: tool.into(),
+        op,
+        root: root.into(),
+        path: path.into(),
+        dest: None,
+        before_hash: None,
+        before_mode: None,
+        after_hash: None,
+        undoes: None,
+        reverted_by: None,
+    }
+}
+
+/// Journal entries for folders a write created on the way.
+pub(super) fn mkdir_entries(cx: &CallContext, tool: &str, t: &Target<'_>) -> Vec<JournalEntry> {
+    t.created
+        .iter()
+        .map(|dir| entry(cx, tool, JournalOp::Mkdir, &t.root.name, dir))
+        .collect()
+}
+
+/// Records `write` in the journal; a change is never made unless this succeeded.
+pub(super) async fn record(
+    cx: &CallContext,
+    write: aether_policy::journal::JournalWrite,
+) -> Result<Vec<i64>, ToolError> {
+    cx.ledger.record(write).await.map_err(|e| {
+        ToolError::failed(format!(
+            "the change could not be recorded in the journal, so nothing was changed: {e}"
+        ))
+    })
+}
+
+pub(super) fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// Checks content against the write limit.
+pub(super) fn check_size(cx: &CallContext, shown: &str, len: usize) -> Result<(), ToolError> {
+    let max = cx.limits.write_file_bytes;
+    if len as u64 > max {
+        return Err(ToolError::InvalidArguments(format!(
+            "the content for {shown} is {len} bytes, more than the {max} bytes one write may put in a file; \
+             split it into several files"
+        )));
+    }
+    Ok(())
+}

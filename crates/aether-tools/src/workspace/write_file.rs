@@ -1,0 +1,134 @@
+//! `write_file`: create a file or replace its content, atomically and undoably.
+
+use aether_policy::ToolDef;
+use aether_policy::journal::{JournalOp, JournalWrite, content_hash};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::write::{self, Before};
+use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args};
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The path: relative to the root, or absolute inside a root.
+    path: String,
+    /// The whole new content of the file (UTF-8 text).
+    content: String,
+    /// Name of the root (see list_roots). Defaults to the first root.
+    #[serde(default)]
+    root: Option<String>,
+    /// Create missing parent folders. Default true.
+    #[serde(default = "yes")]
+    create_parents: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Serialize, JsonSchema)]
+pub(super) struct Output {
+    root: String,
+    path: String,
+    /// Bytes now in the file.
+    bytes: u64,
+    /// Whether the file is new.
+    created: bool,
+    /// Whether the content was already exactly this (nothing was written).
+    unchanged: bool,
+    /// The call to name to `aether undo`; `revert_file` undoes this session's changes.
+    call_id: String,
+}
+
+pub struct WriteFile {
+    def: ToolDef,
+}
+
+impl WriteFile {
+    pub fn new() -> WriteFile {
+        WriteFile {
+            def: write::writer::<Args, Output>(
+                "write_file",
+                "Write a file",
+                "Create a file, or replace all of its content, under a read-write root. The write is \
+                 atomic (a crash leaves the old file or the new one, never half) and journalled: \
+                 revert_file undoes it. Missing parent folders are created. Use edit_file to change \
+                 part of a file.",
+                true,
+                true,
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for WriteFile {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let t = write::target(
+            &cx,
+            args.root.as_deref(),
+            &args.path,
+            "write",
+            args.create_parents,
+        )?;
+        write::check_size(&cx, &t.shown(), args.content.len())?;
+        let _guard = write::lock(&[&t.real]).await;
+        let before = write::read_before(&t, cx.limits.write_file_bytes)?;
+        let bytes = args.content.into_bytes();
+        let after = content_hash(&bytes);
+        let shown = t.shown();
+        let unchanged = before.hash().as_deref() == Some(after.as_str());
+        if !unchanged {
+            let mut entries = write::mkdir_entries(&cx, "write_file", &t);
+            let mut e = write::entry(&cx, "write_file", JournalOp::Write, &t.root.name, &t.rel);
+            e.before_hash = before.hash();
+            e.before_mode = before.mode();
+            e.after_hash = Some(after);
+            entries.push(e);
+            let blobs = match &before {
+                Before::File { bytes, hash, .. } => vec![(hash.clone(), bytes.clone())],
+                Before::Absent => Vec::new(),
+            };
+            write::record(
+                &cx,
+                JournalWrite {
+                    entries,
+                    blobs,
+                    reverts: Vec::new(),
+                },
+            )
+            .await?;
+            write::replace(&t, &bytes, before.mode())?;
+        }
+        let created = matches!(before, Before::Absent);
+        let text = if unchanged {
+            format!("{shown} already had exactly this content; nothing was written")
+        } else {
+            format!(
+                "{} {shown} ({} bytes). revert_file undoes it.",
+                if created { "created" } else { "wrote" },
+                bytes.len()
+            )
+        };
+        Ok(ToolOutput::with_structured(
+            text,
+            serde_json::to_value(Output {
+                root: t.root.name.clone(),
+                path: t.rel.clone(),
+                bytes: bytes.len() as u64,
+                created,
+                unchanged,
+                call_id: cx.call_id.clone(),
+            })
+            .unwrap_or_default(),
+        ))
+    }
+}

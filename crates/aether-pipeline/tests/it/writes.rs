@@ -624,6 +624,17 @@ async fn edit_file_dry_run_returns_the_diff_and_writes_nothing() {
     )
     .await;
     assert!(!w.exists("ws/dry/new.txt"));
+    assert!(!w.exists("ws/dry"), "a dry run creates no folders either");
+
+    // An edit that fails creates nothing on the way: not the file, not its folders.
+    let (message, _) = w
+        .refused(
+            "edit_file",
+            json!({"path": "missing/sub/x.txt", "search": "abc", "replace": "d"}),
+        )
+        .await;
+    assert!(message.contains("does not exist"), "{message}");
+    assert!(!w.exists("ws/missing"));
     w.h.check().await;
 }
 
@@ -1127,9 +1138,9 @@ async fn move_file_never_replaces_and_stays_in_one_root() {
 // Attacks on every write tool
 // ---------------------------------------------------------------------------------------------
 
-/// Every way a write tool can be pointed at `path` (in `root`, if given): write_file, both
-/// forms of edit_file (create, and change existing text), move_file from it and to it,
-/// create_directory and delete_file.
+/// Every way a write tool can be pointed at `path` (in `root`, if given): write_file, the forms
+/// of edit_file (create, change existing text, and a dry run, which must be refused just the
+/// same), move_file from it and to it, create_directory and delete_file.
 fn every_write(path: &str, root: Option<&str>) -> Vec<(&'static str, Value)> {
     let with_root = |mut v: Value| {
         if let Some(root) = root {
@@ -1149,6 +1160,10 @@ fn every_write(path: &str, root: Option<&str>) -> Vec<(&'static str, Value)> {
         (
             "edit_file",
             with_root(json!({"path": path, "search": "TOP SECRET", "replace": "pwned"})),
+        ),
+        (
+            "edit_file",
+            with_root(json!({"path": path, "search": "", "replace": "pwned\n", "dry_run": true})),
         ),
         (
             "move_file",
@@ -1521,6 +1536,13 @@ async fn content_over_the_write_limit_is_refused() {
         "{message}"
     );
     assert!(!w.exists("ws/big.txt"));
+    // Nor are the folders it would have gone in made.
+    w.refused(
+        "write_file",
+        json!({"path": "deep/er/big.txt", "content": big}),
+    )
+    .await;
+    assert!(!w.exists("ws/deep"));
 
     // An edit that would grow a file past the limit.
     w.put("ws/small.txt", "small\n");

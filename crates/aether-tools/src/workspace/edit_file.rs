@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::edit::{self, EditRequest, Landed};
-use super::write::{self, Before};
+use super::write::{self, Before, Place};
 use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 
 #[derive(Deserialize, JsonSchema)]
@@ -113,10 +113,22 @@ impl Tool for EditFile {
                 "end_line {e} is before start_line {s}"
             )));
         }
-        let t = write::target(&cx, args.root.as_deref(), &args.path, "edit", true)?;
-        let shown = t.shown();
-        let _guard = write::lock(&[&t.real]).await;
-        let before = write::read_before(&t, cx.limits.write_file_bytes)?;
+        // A new file's folders are made only once the edit is known to be written: a dry run or
+        // a failing edit leaves nothing behind.
+        let place = write::place(&cx, args.root.as_deref(), &args.path, "edit")?;
+        let (root, rel) = match &place {
+            Place::Ready(t) => (t.root, t.rel.clone()),
+            Place::NoFolder { root, rel } => (*root, rel.clone()),
+        };
+        let shown = root.display(&rel);
+        let _guard = match &place {
+            Place::Ready(t) => write::lock(&[&t.real]).await,
+            Place::NoFolder { .. } => Vec::new(),
+        };
+        let before = match &place {
+            Place::Ready(t) => write::read_before(t, cx.limits.write_file_bytes)?,
+            Place::NoFolder { .. } => Before::Absent,
+        };
         let current = match &before {
             Before::Absent => None,
             Before::File { bytes, .. } => Some(std::str::from_utf8(bytes).map_err(|_| {
@@ -160,10 +172,27 @@ impl Tool for EditFile {
         }
         let new_text = text.unwrap_or_default();
         write::check_size(&cx, &shown, new_text.len())?;
-        let diff = edit::unified_diff(&t.rel, current.unwrap_or(""), &new_text);
+        let diff = edit::unified_diff(&rel, current.unwrap_or(""), &new_text);
         let changed = current != Some(new_text.as_str());
         let written = changed && !args.dry_run;
+        let _created_guard;
         if written {
+            let t = match place {
+                Place::Ready(t) => t,
+                Place::NoFolder { .. } => {
+                    let t = write::target(&cx, Some(&root.name), &rel, "edit", true)?;
+                    _created_guard = write::lock(&[&t.real]).await;
+                    if !matches!(
+                        write::read_before(&t, cx.limits.write_file_bytes)?,
+                        Before::Absent
+                    ) {
+                        return Err(ToolError::failed(format!(
+                            "{shown} was created by someone else meanwhile; nothing was written, try again"
+                        )));
+                    }
+                    t
+                }
+            };
             let mut entries = write::mkdir_entries(&cx, "edit_file", &t);
             let mut e = write::entry(&cx, "edit_file", JournalOp::Write, &t.root.name, &t.rel);
             e.before_hash = before.hash();
@@ -215,8 +244,8 @@ impl Tool for EditFile {
         Ok(ToolOutput::with_structured(
             text,
             serde_json::to_value(Output {
-                root: t.root.name.clone(),
-                path: t.rel.clone(),
+                root: root.name.clone(),
+                path: rel,
                 matched: matched.into(),
                 lines,
                 written,

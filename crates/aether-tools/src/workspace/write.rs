@@ -116,6 +116,49 @@ pub(super) fn target<'a>(
     })
 }
 
+/// Where a write that may create its file will land: the target if its folder exists, or the
+/// root and clean path if the folder is not there yet (then the file is certainly absent).
+pub(super) enum Place<'a> {
+    Ready(Target<'a>),
+    NoFolder { root: &'a Root, rel: String },
+}
+
+/// Like [`target`] without creating folders, for a tool that knows only later whether it will
+/// write (edit_file: a dry run or a failing edit must leave nothing behind); it makes them with
+/// [`target`] once it does. Every check that needs no folder is made here; any failure other
+/// than a missing folder (a symlink out, say) is returned as is.
+pub(super) fn place<'a>(
+    cx: &'a CallContext,
+    root: Option<&str>,
+    path: &str,
+    action: &str,
+) -> Result<Place<'a>, ToolError> {
+    let mut rel = String::new();
+    let Located { root, rel } = cx.roots.locate(root, path, &mut rel)?;
+    let (name, rel) = (root.name.clone(), rel.to_string());
+    let root = cx.roots.get(&name).expect("located in this root");
+    root.check_writable(&rel, action)?;
+    match root.open_parent(&cx.roots, &rel, false) {
+        Ok((dir, real_parent, name, created)) => Ok(Place::Ready(Target {
+            root,
+            real: real_parent.join(&name),
+            rel,
+            dir,
+            name,
+            created,
+        })),
+        Err(e) => {
+            let parent = rel.rsplit_once('/').map_or("", |(parent, _)| parent);
+            match root.dir().symlink_metadata(parent) {
+                Err(m) if !parent.is_empty() && m.kind() == std::io::ErrorKind::NotFound => {
+                    Ok(Place::NoFolder { root, rel })
+                }
+                _ => Err(e),
+            }
+        }
+    }
+}
+
 /// What is at a target before the write.
 #[derive(Debug)]
 pub(super) enum Before {

@@ -72,6 +72,8 @@ impl Tool for WriteFile {
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
+        // Before the target: a write refused for its size makes no folders.
+        write::check_size(&cx, &args.path, args.content.len())?;
         let t = write::target(
             &cx,
             args.root.as_deref(),
@@ -79,7 +81,6 @@ impl Tool for WriteFile {
             "write",
             args.create_parents,
         )?;
-        write::check_size(&cx, &t.shown(), args.content.len())?;
         let _guard = write::lock(&[&t.real]).await;
         let before = write::read_before(&t, cx.limits.write_file_bytes)?;
         let bytes = args.content.into_bytes();

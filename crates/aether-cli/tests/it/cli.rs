@@ -116,3 +116,65 @@ fn tools_schemas_are_openai_functions_for_the_agent() {
         json!(["path"])
     );
 }
+
+/// An edit over stdio, then `aether journal list` and `aether undo` from the command line:
+/// the file comes back, the undo is audited, and a second undo of the same call is refused.
+#[test]
+fn journal_list_and_undo_put_an_edit_back() {
+    use std::io::{BufRead, Write};
+    let ws = Ws::new();
+    let root = format!("{}:rw", ws.root_arg());
+    let mut child = crate::util::aether()
+        .args(["mcp-serve", "--root", &root])
+        .current_dir(ws.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for msg in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"edit_file","arguments":{"path":"src/hello.txt","search":"hello from aether","replace":"changed"}}}"#,
+    ] {
+        writeln!(stdin, "{msg}").unwrap();
+    }
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let reply: Value = loop {
+        let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if v["id"] == 1 {
+            break v;
+        }
+    };
+    drop(stdin);
+    child.wait().unwrap();
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    let call = reply["result"]["structuredContent"]["call_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let edited = std::fs::read_to_string(ws.path().join("src/hello.txt")).unwrap();
+    assert!(edited.starts_with("changed\n"), "{edited}");
+
+    let (code, out, err) = ws.run(&["journal", "list", "--root", &root, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let entry: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(entry["call_id"], call.as_str());
+    assert_eq!(
+        (entry["op"].as_str(), entry["path"].as_str()),
+        (Some("write"), Some("src/hello.txt"))
+    );
+
+    let (code, out, err) = ws.run(&["undo", &call, "--root", &root]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("restored ws:src/hello.txt"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("src/hello.txt")).unwrap(),
+        "hello from aether\nsecond line\n"
+    );
+    let (code, _, err) = ws.run(&["undo", &call, "--root", &root]);
+    assert_eq!(code, 1);
+    assert!(err.contains("nothing of call"), "{err}");
+    let (code, verify, _) = ws.run(&["audit", "verify", "--store", &ws.store_url()]);
+    assert_eq!(code, 0, "{verify}");
+}

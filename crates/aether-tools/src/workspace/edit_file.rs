@@ -2,7 +2,7 @@
 //! and undoably, or as a dry run that shows the diff.
 
 use aether_policy::ToolDef;
-use aether_policy::journal::{JournalOp, JournalWrite, content_hash};
+use aether_policy::journal::content_hash;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -193,26 +193,9 @@ impl Tool for EditFile {
                     t
                 }
             };
-            let mut entries = write::mkdir_entries(&cx, "edit_file", &t);
-            let mut e = write::entry(&cx, "edit_file", JournalOp::Write, &t.root.name, &t.rel);
-            e.before_hash = before.hash();
-            e.before_mode = before.mode();
-            e.after_hash = Some(content_hash(new_text.as_bytes()));
-            entries.push(e);
-            let blobs = match &before {
-                Before::File { bytes, hash, .. } => vec![(hash.clone(), bytes.clone())],
-                Before::Absent => Vec::new(),
-            };
-            write::record(
-                &cx,
-                JournalWrite {
-                    entries,
-                    blobs,
-                    reverts: Vec::new(),
-                },
-            )
-            .await?;
-            write::replace(&t, new_text.as_bytes(), before.mode())?;
+            let after = content_hash(new_text.as_bytes());
+            write::journal_and_replace(&cx, "edit_file", &t, &before, new_text.as_bytes(), after)
+                .await?;
         }
         let (matched, lines) = match &landed {
             Landed::Created => ("created", vec![1]),

@@ -23,12 +23,8 @@ struct Args {
     #[serde(default)]
     root: Option<String>,
     /// Create missing parent folders of the destination. Default true.
-    #[serde(default = "yes")]
+    #[serde(default = "super::walk::yes")]
     create_parents: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -118,13 +114,8 @@ impl Tool for MoveFile {
             .symlink_metadata(&from.name)
             .map_err(|e| from.root.io_error(&from.rel, e))?;
         let ft = meta.file_type();
-        let kind = if ft.is_dir() {
-            "dir"
-        } else if ft.is_symlink() {
-            "symlink"
-        } else if ft.is_file() {
-            "file"
-        } else {
+        let kind = super::kind_of(&ft);
+        if kind == "other" {
             return Err(ToolError::denied(
                 "confinement",
                 format!(
@@ -132,7 +123,7 @@ impl Tool for MoveFile {
                     from.shown()
                 ),
             ));
-        };
+        }
         if ft.is_file() && meta.nlink() > 1 {
             return Err(ToolError::denied(
                 "confinement",

@@ -92,19 +92,29 @@ impl Target<'_> {
     }
 }
 
-/// Locates `path` for a write and opens its folder, with every check of the module docs.
-pub(super) fn target<'a>(
+/// Locates `path` for a write and makes the checks that need no IO (root mode, manifest,
+/// protected names).
+fn writable<'a>(
     cx: &'a CallContext,
     root: Option<&str>,
     path: &str,
     action: &str,
-    create_parents: bool,
-) -> Result<Target<'a>, ToolError> {
+) -> Result<(&'a Root, String), ToolError> {
     let mut rel = String::new();
     let Located { root, rel } = cx.roots.locate(root, path, &mut rel)?;
     let (name, rel) = (root.name.clone(), rel.to_string());
     let root = cx.roots.get(&name).expect("located in this root");
     root.check_writable(&rel, action)?;
+    Ok((root, rel))
+}
+
+/// Opens the folder of `rel` (see [`Root::open_parent`]) as a [`Target`].
+fn open<'a>(
+    cx: &CallContext,
+    root: &'a Root,
+    rel: String,
+    create_parents: bool,
+) -> Result<Target<'a>, ToolError> {
     let (dir, real_parent, name, created) = root.open_parent(&cx.roots, &rel, create_parents)?;
     Ok(Target {
         root,
@@ -114,6 +124,18 @@ pub(super) fn target<'a>(
         name,
         created,
     })
+}
+
+/// Locates `path` for a write and opens its folder, with every check of the module docs.
+pub(super) fn target<'a>(
+    cx: &'a CallContext,
+    root: Option<&str>,
+    path: &str,
+    action: &str,
+    create_parents: bool,
+) -> Result<Target<'a>, ToolError> {
+    let (root, rel) = writable(cx, root, path, action)?;
+    open(cx, root, rel, create_parents)
 }
 
 /// Where a write that may create its file will land: the target if its folder exists, or the
@@ -133,20 +155,9 @@ pub(super) fn place<'a>(
     path: &str,
     action: &str,
 ) -> Result<Place<'a>, ToolError> {
-    let mut rel = String::new();
-    let Located { root, rel } = cx.roots.locate(root, path, &mut rel)?;
-    let (name, rel) = (root.name.clone(), rel.to_string());
-    let root = cx.roots.get(&name).expect("located in this root");
-    root.check_writable(&rel, action)?;
-    match root.open_parent(&cx.roots, &rel, false) {
-        Ok((dir, real_parent, name, created)) => Ok(Place::Ready(Target {
-            root,
-            real: real_parent.join(&name),
-            rel,
-            dir,
-            name,
-            created,
-        })),
+    let (root, rel) = writable(cx, root, path, action)?;
+    match open(cx, root, rel.clone(), false) {
+        Ok(t) => Ok(Place::Ready(t)),
         Err(e) => {
             let parent = rel.rsplit_once('/').map_or("", |(parent, _)| parent);
             match root.dir().symlink_metadata(parent) {
@@ -351,6 +362,38 @@ pub(super) fn mkdir_entries(cx: &CallContext, tool: &str, t: &Target<'_>) -> Vec
         .iter()
         .map(|dir| entry(cx, tool, JournalOp::Mkdir, &t.root.name, dir))
         .collect()
+}
+
+/// Replaces the target's content with `bytes` (whose hash is `after`), journalling first what
+/// was there (`before`) and the folders created on the way.
+pub(super) async fn journal_and_replace(
+    cx: &CallContext,
+    tool: &str,
+    t: &Target<'_>,
+    before: &Before,
+    bytes: &[u8],
+    after: String,
+) -> Result<(), ToolError> {
+    let mut entries = mkdir_entries(cx, tool, t);
+    let mut e = entry(cx, tool, JournalOp::Write, &t.root.name, &t.rel);
+    e.before_hash = before.hash();
+    e.before_mode = before.mode();
+    e.after_hash = Some(after);
+    entries.push(e);
+    let blobs = match before {
+        Before::File { bytes, hash, .. } => vec![(hash.clone(), bytes.clone())],
+        Before::Absent => Vec::new(),
+    };
+    record(
+        cx,
+        aether_policy::journal::JournalWrite {
+            entries,
+            blobs,
+            reverts: Vec::new(),
+        },
+    )
+    .await?;
+    replace(t, bytes, before.mode())
 }
 
 /// Records `write` in the journal; a change is never made unless this succeeded.

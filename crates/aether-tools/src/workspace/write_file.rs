@@ -1,7 +1,7 @@
 //! `write_file`: create a file or replace its content, atomically and undoably.
 
 use aether_policy::ToolDef;
-use aether_policy::journal::{JournalOp, JournalWrite, content_hash};
+use aether_policy::journal::content_hash;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -21,12 +21,8 @@ struct Args {
     #[serde(default)]
     root: Option<String>,
     /// Create missing parent folders. Default true.
-    #[serde(default = "yes")]
+    #[serde(default = "super::walk::yes")]
     create_parents: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -88,26 +84,7 @@ impl Tool for WriteFile {
         let shown = t.shown();
         let unchanged = before.hash().as_deref() == Some(after.as_str());
         if !unchanged {
-            let mut entries = write::mkdir_entries(&cx, "write_file", &t);
-            let mut e = write::entry(&cx, "write_file", JournalOp::Write, &t.root.name, &t.rel);
-            e.before_hash = before.hash();
-            e.before_mode = before.mode();
-            e.after_hash = Some(after);
-            entries.push(e);
-            let blobs = match &before {
-                Before::File { bytes, hash, .. } => vec![(hash.clone(), bytes.clone())],
-                Before::Absent => Vec::new(),
-            };
-            write::record(
-                &cx,
-                JournalWrite {
-                    entries,
-                    blobs,
-                    reverts: Vec::new(),
-                },
-            )
-            .await?;
-            write::replace(&t, &bytes, before.mode())?;
+            write::journal_and_replace(&cx, "write_file", &t, &before, &bytes, after).await?;
         }
         let created = matches!(before, Before::Absent);
         let text = if unchanged {

@@ -1955,3 +1955,51 @@ async fn list_files_shows_the_tree_honouring_ignores_depth_and_limits() {
     );
     w.h.check().await;
 }
+
+#[tokio::test]
+async fn list_files_never_leaves_the_root_nor_shows_what_it_guards() {
+    let w = World::new().await;
+    w.put("ws/src/lib.rs", "\n");
+    w.put("ws/src/gen/.gitignore", "*.tmp\n");
+    w.put("ws/src/gen/keep.rs", "\n");
+    w.put("ws/src/gen/junk.tmp", "\n");
+    w.put("ws/.git/config", "[core]\n");
+    w.put("ws/.ssh/id_ed25519", "key\n");
+    w.put("ws/.aether/x", "\n");
+    std::os::unix::fs::symlink(w.path("outside"), w.path("ws/out")).unwrap();
+    std::os::unix::fs::symlink("../ws_evil", w.path("ws/evil")).unwrap();
+
+    let tree = ok_text(
+        &w.call(
+            "list_files",
+            json!({"include_hidden": true, "depth": 64, "max_entries": 10000}),
+        )
+        .await,
+    );
+    // Symlinks are shown as such and never entered, wherever they point.
+    assert!(tree.contains("out@") && tree.contains("evil@"), "{tree}");
+    assert!(
+        !tree.contains("secret.txt") && !tree.contains("x.txt"),
+        "{tree}"
+    );
+    // A nested ignore file speaks for its own folder.
+    assert!(
+        tree.contains("keep.rs") && !tree.contains("junk.tmp"),
+        "{tree}"
+    );
+    // .git, .aether and credential folders are never listed, hidden entries asked for or not.
+    let names: Vec<&str> = tree.lines().skip(1).map(str::trim).collect();
+    for absent in [".git/", ".aether/", ".ssh/", "id_ed25519", "config", "x"] {
+        assert!(!names.contains(&absent), "{absent} listed: {tree}");
+    }
+    // The listing is sorted folder by folder ("src/" before "src.txt" would be by bytes).
+    w.put("ws/src.txt", "\n");
+    let tree = ok_text(&w.call("list_files", json!({})).await);
+    let src = tree.find("src/").unwrap();
+    assert!(src < tree.find("  lib.rs").unwrap(), "{tree}");
+    assert!(
+        tree.find("  lib.rs").unwrap() < tree.find("src.txt").unwrap(),
+        "{tree}"
+    );
+    w.h.check().await;
+}

@@ -2,43 +2,17 @@
 //! a depth and an entry limit and a marker where it stops. The whole tree (to the depth) is
 //! walked in parallel so the marker can say how much was left out.
 
-use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
 use aether_policy::ToolDef;
 use async_trait::async_trait;
-use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::walk::{self, Walk, WalkOptions};
+use super::walk::{self, Kind, Walk, WalkOptions};
 use crate::{CallContext, Tool, ToolError, ToolOutput, blocking, parse_args};
 
 /// Entries a walk collects at most before it stops counting.
 const MAX_WALKED: usize = 2_000_000;
-
-/// A walker thread's entries, handed over in batches and at the end.
-struct Batch<'a> {
-    items: Vec<(PathBuf, u8)>,
-    into: &'a Mutex<Vec<(PathBuf, u8)>>,
-}
-
-impl Batch<'_> {
-    fn flush(&mut self) {
-        self.into
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .append(&mut self.items);
-    }
-}
-
-impl Drop for Batch<'_> {
-    fn drop(&mut self) {
-        self.flush();
-    }
-}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -131,66 +105,13 @@ impl Tool for ListFiles {
         let cancel = cx.cancel.clone();
         let depth = args.depth;
         let _turn = walk::turn(&cx).await?;
-        let (mut entries, capped) = blocking(move || {
-            let found: Mutex<Vec<(PathBuf, u8)>> = Mutex::new(Vec::new());
-            let count = AtomicUsize::new(0);
-            let capped = AtomicBool::new(false);
-            let mut builder = walk.builder();
-            builder.max_depth(Some(depth));
-            builder.build_parallel().run(|| {
-                let mut local = Batch {
-                    items: Vec::new(),
-                    into: &found,
-                };
-                let (count, capped, walk, cancel) = (&count, &capped, &walk, &cancel);
-                Box::new(move |entry| {
-                    if cancel.is_cancelled() {
-                        return WalkState::Quit;
-                    }
-                    let Ok(entry) = entry else {
-                        return WalkState::Continue;
-                    };
-                    if entry.depth() == 0 {
-                        return WalkState::Continue;
-                    }
-                    let Some(ft) = entry.file_type() else {
-                        return WalkState::Continue;
-                    };
-                    if walk
-                        .credentials
-                        .is_credential(&entry.path().to_string_lossy())
-                    {
-                        return WalkState::Continue;
-                    }
-                    let Ok(rel) = entry.path().strip_prefix(&walk.base) else {
-                        return WalkState::Continue;
-                    };
-                    if count.fetch_add(1, Ordering::Relaxed) >= MAX_WALKED {
-                        capped.store(true, Ordering::Relaxed);
-                        return WalkState::Quit;
-                    }
-                    let kind = if ft.is_dir() {
-                        1
-                    } else if ft.is_symlink() {
-                        2
-                    } else {
-                        0
-                    };
-                    local.items.push((rel.to_path_buf(), kind));
-                    if local.items.len() >= 256 {
-                        local.flush();
-                    }
-                    WalkState::Continue
-                })
-            });
-            (found.into_inner().expect("list lock"), capped.into_inner())
-        })
-        .await;
+        let tree = blocking(move || walk::tree(&walk, depth, MAX_WALKED, &cancel)).await;
         if cx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
+        let (mut entries, capped) = (tree.entries, tree.capped);
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let folders = entries.iter().filter(|e| e.1 == 1).count();
+        let folders = entries.iter().filter(|e| e.1 == Kind::Folder).count();
         let files = entries.len() - folders;
         let max = args.max_entries;
         let budget = cx.limits.result_chars.saturating_sub(400);
@@ -210,29 +131,19 @@ impl Tool for ListFiles {
             },
         );
         let mut shown = 0;
-        for (rel, kind) in &entries {
+        for (key, kind) in &entries {
             if shown >= max || text.len() >= budget {
                 break;
             }
-            let depth = rel.components().count();
-            let name = rel
-                .file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default();
-            // A name seen by the walk must still be beneath the root (a folder swapped for a
-            // symlink mid-walk can show the walk entries from elsewhere).
-            let full = PathBuf::from(&shown_base).join(rel);
-            if loc_root.dir().symlink_metadata(&full).is_err() {
-                continue;
-            }
+            let (depth, name) = level_and_name(key);
             for _ in 1..depth {
                 text.push_str("  ");
             }
-            text.push_str(&name);
+            text.push_str(&String::from_utf8_lossy(name));
             text.push_str(match kind {
-                1 => "/",
-                2 => "@",
-                _ => "",
+                Kind::Folder => "/",
+                Kind::Symlink => "@",
+                Kind::File => "",
             });
             text.push('\n');
             shown += 1;
@@ -248,7 +159,7 @@ impl Tool for ListFiles {
         }
         if entries
             .iter()
-            .any(|(rel, kind)| *kind == 1 && rel.components().count() == depth)
+            .any(|(key, kind)| *kind == Kind::Folder && level_and_name(key).0 == depth)
         {
             text.push_str(&format!(
                 "[folders at depth {depth} are not opened; raise depth to see inside them]\n"
@@ -270,4 +181,11 @@ impl Tool for ListFiles {
             .map_err(ToolError::failed)?,
         ))
     }
+}
+
+/// An entry's level (1: in the folder listed) and its own name, from its [`walk::Tree`] key.
+fn level_and_name(key: &[u8]) -> (usize, &[u8]) {
+    let mut parts = key.rsplit(|b| *b == 0);
+    let name = parts.next().unwrap_or_default();
+    (parts.count() + 1, name)
 }

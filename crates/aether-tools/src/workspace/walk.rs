@@ -14,6 +14,8 @@ use globset::{GlobBuilder, GlobMatcher};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::{DirEntry, Match, WalkBuilder};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::{CallContext, ToolError};
 
 /// Tree walks running at once, across all calls: each takes a worker per core, so more would
@@ -39,6 +41,8 @@ pub(super) struct Walk {
     pub root_path: PathBuf,
     /// The root's handle, for opening found files beneath it.
     pub root_dir: cap_std::fs::Dir,
+    /// The folder walked, opened beneath the root.
+    pub folder: cap_std::fs::Dir,
     pub credentials: Arc<CredentialFilter>,
     pub opts: WalkOptions,
     /// Results returned at most: the caller's wish within the operator's limit.
@@ -55,7 +59,7 @@ impl Walk {
     ) -> Result<Walk, ToolError> {
         let mut rel = String::new();
         let loc = cx.roots.locate(root, path, &mut rel)?;
-        let (_folder, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+        let (folder, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
         let root_dir = loc
             .root
             .dir()
@@ -66,6 +70,7 @@ impl Walk {
             base,
             root_path: loc.root.path.clone(),
             root_dir,
+            folder,
             credentials: Arc::new(cx.roots.credentials().clone()),
             opts,
             max: max_results
@@ -197,14 +202,7 @@ impl IgnoreRules {
         let Some(parent) = path.parent() else {
             return false;
         };
-        for rules in self.chain(parent).iter().rev() {
-            match rules.matched(path, is_dir) {
-                Match::Ignore(_) => return true,
-                Match::Whitelist(_) => return false,
-                Match::None => {}
-            }
-        }
-        false
+        ignored(&self.chain(parent), path, is_dir)
     }
 
     fn chain(&self, dir: &Path) -> Arc<Vec<Gitignore>> {
@@ -230,34 +228,181 @@ impl IgnoreRules {
 
     fn load(&self, dir: &Path) -> Option<Gitignore> {
         let rel = dir.strip_prefix(&self.root_path).ok()?;
-        let mut builder = GitignoreBuilder::new(dir);
-        let mut found = false;
-        let mut options = crate::roots::read_options();
-        options.follow(FollowSymlinks::No);
-        for name in [".gitignore", ".ignore"] {
-            let Ok(file) = self.root_dir.open_with(rel.join(name), &options) else {
-                continue;
-            };
-            let file = file.into_std();
-            let Ok(meta) = file.metadata() else { continue };
-            if !meta.is_file() || meta.nlink() > 1 || meta.len() > MAX_IGNORE_FILE {
+        read_rules(&self.root_dir, rel, dir)
+    }
+}
+
+/// The `.gitignore` and `.ignore` rules of the folder `within` (a relative path) beneath
+/// `handle`, whose real path is `abs`.
+fn read_rules(handle: &cap_std::fs::Dir, within: &Path, abs: &Path) -> Option<Gitignore> {
+    let mut builder = GitignoreBuilder::new(abs);
+    let mut found = false;
+    let mut options = crate::roots::read_options();
+    options.follow(FollowSymlinks::No);
+    for name in [".gitignore", ".ignore"] {
+        let Ok(file) = handle.open_with(within.join(name), &options) else {
+            continue;
+        };
+        let file = file.into_std();
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file() || meta.nlink() > 1 || meta.len() > MAX_IGNORE_FILE {
+            continue;
+        }
+        let mut text = String::new();
+        if (&file)
+            .take(MAX_IGNORE_FILE)
+            .read_to_string(&mut text)
+            .is_err()
+        {
+            continue;
+        }
+        for line in text.lines() {
+            let _ = builder.add_line(None, line);
+        }
+        found = true;
+    }
+    found.then(|| builder.build().ok()).flatten()
+}
+
+/// What [`tree`] found: each entry's path relative to the folder walked, its components
+/// joined by NUL (so that a plain byte sort orders the tree folder by folder), and its kind.
+pub(super) struct Tree {
+    pub entries: Vec<(Vec<u8>, Kind)>,
+    /// Whether the walk stopped at `max` entries.
+    pub capped: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    File,
+    Folder,
+    Symlink,
+}
+
+/// Every entry under the walk's folder to `depth` levels (1: the folder's own entries), at
+/// most `max`, by the same rules as the parallel walk (hidden, ignore files, never `.git`,
+/// `.aether` or credential folders, never following symlinks).
+///
+/// The walk goes by handles, not names: each folder is read through a handle opened from its
+/// parent's handle without following symlinks, so nothing it lists can come from outside the
+/// root, even if a folder is swapped for a symlink while it runs. (A walk by path, like the
+/// parallel one, would follow such a swap and list the names it leads to.)
+pub(super) fn tree(walk: &Walk, depth: usize, max: usize, cancel: &CancellationToken) -> Tree {
+    let mut tw = TreeWalk {
+        walk,
+        depth,
+        max,
+        cancel,
+        tree: Tree {
+            entries: Vec::new(),
+            capped: false,
+        },
+    };
+    let mut key = Vec::new();
+    tw.visit(&walk.folder, &walk.base, &mut key, 1, &Arc::new(Vec::new()));
+    tw.tree
+}
+
+struct TreeWalk<'a> {
+    walk: &'a Walk,
+    depth: usize,
+    max: usize,
+    cancel: &'a CancellationToken,
+    tree: Tree,
+}
+
+impl TreeWalk<'_> {
+    /// Lists `dir` (real path `abs`, key `key`), whose entries are at `level`, under the
+    /// ignore rules `outer` of the folders above it. Returns false once the walk must stop.
+    fn visit(
+        &mut self,
+        dir: &cap_std::fs::Dir,
+        abs: &Path,
+        key: &mut Vec<u8>,
+        level: usize,
+        outer: &Arc<Vec<Gitignore>>,
+    ) -> bool {
+        use cap_fs_ext::DirExt;
+        use std::os::unix::ffi::OsStrExt;
+        let opts = self.walk.opts;
+        let rules = match opts
+            .respect_ignore
+            .then(|| read_rules(dir, Path::new(""), abs))
+        {
+            Some(Some(own)) => {
+                let mut chain = (**outer).clone();
+                chain.push(own);
+                Arc::new(chain)
+            }
+            _ => outer.clone(),
+        };
+        let Ok(entries) = dir.entries() else {
+            return true;
+        };
+        for entry in entries {
+            if self.cancel.is_cancelled() {
+                return false;
+            }
+            let Ok(entry) = entry else { continue };
+            let Ok(ft) = entry.file_type() else { continue };
+            let name = entry.file_name();
+            let bytes = name.as_bytes();
+            if !opts.include_hidden && bytes.starts_with(b".") {
                 continue;
             }
-            let mut text = String::new();
-            if (&file)
-                .take(MAX_IGNORE_FILE)
-                .read_to_string(&mut text)
-                .is_err()
+            let is_dir = ft.is_dir();
+            if is_dir && NEVER_ENTER.iter().any(|n| bytes == n.as_bytes()) {
+                continue;
+            }
+            let child = abs.join(&name);
+            if self
+                .walk
+                .credentials
+                .is_credential(&child.to_string_lossy())
+                || ignored(&rules, &child, is_dir)
             {
                 continue;
             }
-            for line in text.lines() {
-                let _ = builder.add_line(None, line);
+            if self.tree.entries.len() >= self.max {
+                self.tree.capped = true;
+                return false;
             }
-            found = true;
+            let len = key.len();
+            if len > 0 {
+                key.push(0);
+            }
+            key.extend_from_slice(bytes);
+            let kind = if is_dir {
+                Kind::Folder
+            } else if ft.is_symlink() {
+                Kind::Symlink
+            } else {
+                Kind::File
+            };
+            self.tree.entries.push((key.clone(), kind));
+            if is_dir
+                && level < self.depth
+                && let Ok(sub) = dir.open_dir_nofollow(&name)
+                && !self.visit(&sub, &child, key, level + 1, &rules)
+            {
+                return false;
+            }
+            key.truncate(len);
         }
-        found.then(|| builder.build().ok()).flatten()
+        true
     }
+}
+
+/// Whether the innermost rule of `chain` that speaks of `path` ignores it.
+fn ignored(chain: &[Gitignore], path: &Path, is_dir: bool) -> bool {
+    for rules in chain.iter().rev() {
+        match rules.matched(path, is_dir) {
+            Match::Ignore(_) => return true,
+            Match::Whitelist(_) => return false,
+            Match::None => {}
+        }
+    }
+    false
 }
 
 /// A regular file from the walk, as (absolute path, root-relative path), unless it is a

@@ -1726,6 +1726,72 @@ async fn concurrent_edits_of_one_file_lose_no_update() {
     w.h.check().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_edits_each_get_their_own_outcome_and_the_journal_chains() {
+    let w = Arc::new(World::new().await);
+    w.put("ws/log.txt", "END\n");
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let w = w.clone();
+        let ctx = w.session(&format!("s-{}", i % 3));
+        tasks.push(tokio::spawn(async move {
+            // Every third edit searches for text that is not there: it fails alone, and the
+            // edits queued with it still land.
+            let search = if i % 3 == 0 { format!("NOPE-{i}") } else { "END".into() };
+            let result = w
+                .call_as(
+                    &ctx,
+                    "edit_file",
+                    json!({"path": "log.txt", "search": search, "replace": format!("line-{i}\nEND")}),
+                )
+                .await;
+            (i, result)
+        }));
+    }
+    let mut failed = Vec::new();
+    for t in tasks {
+        let (i, result) = t.await.unwrap();
+        match error_of(&result) {
+            Some(e) => {
+                assert_eq!(i % 3, 0, "edit {i} failed: {e}");
+                assert!(e.contains("the file is unchanged"), "{e}");
+                failed.push(result.call_id.clone());
+            }
+            None => assert_ne!(i % 3, 0, "edit {i} should have failed: {result:?}"),
+        }
+    }
+    assert_eq!(failed.len(), 8);
+    let content = w.read("ws/log.txt");
+    assert_eq!(content.lines().count(), 17, "{content}");
+    // One entry per edit that landed, none for the failures; each entry's old content is the
+    // one before it's new content, from the original file to what is on disk now.
+    let sql = w.h.sql();
+    let mut stmt = sql
+        .prepare("SELECT call_id, before_hash, after_hash FROM journal WHERE path = 'log.txt' ORDER BY id")
+        .unwrap();
+    let rows: Vec<(String, String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 16);
+    assert!(rows.iter().all(|(call, _, _)| !failed.contains(call)));
+    assert_eq!(rows[0].1, content_hash(b"END\n"));
+    for pair in rows.windows(2) {
+        assert_eq!(pair[1].1, pair[0].2, "the journal does not chain");
+    }
+    assert_eq!(rows[15].2, content_hash(content.as_bytes()));
+    // Every old content is kept, so the newest edit undoes to the one before it.
+    let blobs: i64 = sql
+        .query_row("SELECT count(*) FROM journal_blobs", [], |r| r.get(0))
+        .unwrap();
+    assert!(blobs >= 16, "{blobs} images kept");
+    let undo = w.p.operator_undo("alice", &rows[15].0).await;
+    assert!(error_of(&undo).is_none(), "{undo:?}");
+    assert_eq!(content_hash(w.read("ws/log.txt").as_bytes()), rows[15].1);
+    w.h.check().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sealed roots
 // ---------------------------------------------------------------------------------------------

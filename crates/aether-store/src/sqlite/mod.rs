@@ -24,6 +24,7 @@ mod journal;
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0001_foundation.sql"),
     include_str!("../../migrations/sqlite/0002_journal_seals.sql"),
+    include_str!("../../migrations/sqlite/0003_journal_blobs_rowid.sql"),
 ];
 
 /// How many queued writes one transaction takes at most.

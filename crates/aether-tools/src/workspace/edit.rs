@@ -281,16 +281,120 @@ fn reindent(search: &str, replace: &str, matched_first: &str) -> String {
 
 /// A unified diff of `before` → `after`, labelled with `name`.
 pub fn unified_diff(name: &str, before: &str, after: &str) -> String {
-    similar::TextDiff::from_lines(before, after)
+    // Only the changed middle is diffed: the lines both texts share at the start and at the
+    // end, less the context kept around a change, are left out, and the hunk headers are moved
+    // down by the lines dropped from the start. An edit touches a few lines of a file; diffing
+    // it whole cost more than everything else an edit does.
+    let old: Vec<&str> = before.split_inclusive('\n').collect();
+    let new: Vec<&str> = after.split_inclusive('\n').collect();
+    let same_start = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let same_end = old[same_start..]
+        .iter()
+        .rev()
+        .zip(new[same_start..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let skip = same_start.saturating_sub(CONTEXT);
+    let keep_end = same_end.saturating_sub(CONTEXT);
+    let old_mid = old[skip..old.len() - keep_end].concat();
+    let new_mid = new[skip..new.len() - keep_end].concat();
+    let diff = similar::TextDiff::from_lines(&old_mid, &new_mid)
         .unified_diff()
-        .context_radius(3)
+        .context_radius(CONTEXT)
         .header(&format!("a/{name}"), &format!("b/{name}"))
-        .to_string()
+        .to_string();
+    if skip == 0 {
+        return diff;
+    }
+    let mut shifted = String::with_capacity(diff.len() + 16);
+    for line in diff.split_inclusive('\n') {
+        match shift_hunk_header(line, skip) {
+            Some(header) => shifted.push_str(&header),
+            None => shifted.push_str(line),
+        }
+    }
+    shifted
+}
+
+/// Lines of context around each change in a diff.
+const CONTEXT: usize = 3;
+
+/// `line` with its ranges moved down by `by` lines, if it is a hunk header
+/// (`@@ -start[,len] +start[,len] @@`).
+fn shift_hunk_header(line: &str, by: usize) -> Option<String> {
+    let rest = line.strip_prefix("@@ -")?;
+    let (old, rest) = rest.split_once(" +")?;
+    let (new, tail) = rest.split_once(" @@")?;
+    let shift = |range: &str| -> Option<String> {
+        let (start, len) = match range.split_once(',') {
+            Some((s, l)) => (s, Some(l)),
+            None => (range, None),
+        };
+        let start: usize = start.parse().ok()?;
+        Some(match len {
+            Some(len) => format!("{},{len}", start + by),
+            None => format!("{}", start + by),
+        })
+    };
+    Some(format!("@@ -{} +{} @@{tail}", shift(old)?, shift(new)?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole-text diff, as `unified_diff` made it before it trimmed the shared lines.
+    fn whole_diff(name: &str, before: &str, after: &str) -> String {
+        similar::TextDiff::from_lines(before, after)
+            .unified_diff()
+            .context_radius(CONTEXT)
+            .header(&format!("a/{name}"), &format!("b/{name}"))
+            .to_string()
+    }
+
+    #[test]
+    fn the_trimmed_diff_is_the_whole_texts_diff() {
+        let lines: Vec<String> = (1..=60).map(|i| format!("line {}\n", i % 7)).collect();
+        let base = lines.concat();
+        let mut cases: Vec<(String, String)> = vec![
+            (base.clone(), base.clone()),
+            (String::new(), "new\n".into()),
+            ("a\n".into(), String::new()),
+            ("a\nb".into(), "a\nc".into()),
+            ("x\ny\nz".into(), "x\ny\nz\n".into()),
+        ];
+        for at in [0, 1, 2, 3, 4, 10, 30, 56, 57, 58, 59] {
+            let mut changed = lines.clone();
+            changed[at] = "changed\n".into();
+            cases.push((base.clone(), changed.concat()));
+            let mut inserted = lines.clone();
+            inserted.insert(at, "inserted\n".into());
+            cases.push((base.clone(), inserted.concat()));
+            let mut removed = lines.clone();
+            removed.remove(at);
+            cases.push((base.clone(), removed.concat()));
+            // Two changes far apart (two hunks) and close together (one).
+            let mut two = lines.clone();
+            two[at] = "first\n".into();
+            two[(at + 20) % 60] = "second\n".into();
+            cases.push((base.clone(), two.concat()));
+            let mut near = lines.clone();
+            near[at] = "first\n".into();
+            near[(at + 4) % 60] = "second\n".into();
+            cases.push((base.clone(), near.concat()));
+        }
+        // No newline at the end, changed near the end.
+        let trimmed = base.trim_end().to_string();
+        cases.push((trimmed.clone(), format!("{trimmed} more")));
+        cases.push((trimmed.clone(), trimmed.replace("line 3\nline 4", "x")));
+        for (before, after) in cases {
+            assert_eq!(
+                unified_diff("f.txt", &before, &after),
+                whole_diff("f.txt", &before, &after),
+                "before:\n{before}\nafter:\n{after}"
+            );
+        }
+    }
 
     fn edit(text: Option<&str>, search: &str, replace: &str) -> Result<Edited, String> {
         apply(

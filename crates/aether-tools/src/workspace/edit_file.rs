@@ -2,13 +2,14 @@
 //! and undoably, or as a dry run that shows the diff.
 
 use aether_policy::ToolDef;
-use aether_policy::journal::content_hash;
+use aether_policy::journal::{JournalOp, content_hash};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::edit::{self, EditRequest, Landed};
+use super::coalesce;
+use super::edit::{self, EditRequest, Edited, Landed};
 use super::write::{self, Before, Place};
 use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 
@@ -121,82 +122,76 @@ impl Tool for EditFile {
             Place::NoFolder { root, rel } => (*root, rel.clone()),
         };
         let shown = root.display(&rel);
-        let _guard = match &place {
-            Place::Ready(t) => write::lock(&[&t.real]).await,
-            Place::NoFolder { .. } => Vec::new(),
-        };
-        let before = match &place {
-            Place::Ready(t) => write::read_before(t, cx.limits.write_file_bytes)?,
-            Place::NoFolder { .. } => Before::Absent,
-        };
-        let current = match &before {
-            Before::Absent => None,
-            Before::File { bytes, .. } => Some(std::str::from_utf8(bytes).map_err(|_| {
-                ToolError::failed(format!(
-                    "{shown} is not UTF-8 text, so it cannot be edited as text; write_file replaces it whole"
-                ))
-            })?),
-        };
-        let requests: Vec<EditRequest<'_>> = match &args.edits {
+        let requests: Vec<(String, String, Option<usize>, Option<usize>)> = match args.edits {
             Some(pairs) if pairs.is_empty() => {
                 return Err(ToolError::InvalidArguments("edits is empty".into()));
             }
             Some(pairs) => pairs
-                .iter()
-                .map(|p| EditRequest {
-                    search: &p.search,
-                    replace: &p.replace,
-                    ..Default::default()
-                })
+                .into_iter()
+                .map(|p| (p.search, p.replace, None, None))
                 .collect(),
-            None => vec![EditRequest {
-                search: &args.search,
-                replace: &args.replace,
-                start_line: args.start_line,
-                end_line: args.end_line,
-            }],
+            None => vec![(args.search, args.replace, args.start_line, args.end_line)],
         };
-        let mut text: Option<String> = current.map(str::to_string);
-        let mut landed = Landed::Created;
-        for (i, req) in requests.iter().enumerate() {
-            let edited = edit::apply(text.as_deref(), req).map_err(|e| {
-                let which = if requests.len() > 1 {
-                    format!("edit {} of {}: ", i + 1, requests.len())
-                } else {
-                    String::new()
+        let max = cx.limits.write_file_bytes;
+        let run = {
+            let shown = shown.clone();
+            move |current: Option<&[u8]>| edit_text(&shown, current, &requests, max)
+        };
+        let (before, edited, written) = match place {
+            // The common case goes through the file's queue, in a batch with other edits to it.
+            Place::Ready(t) if !args.dry_run => {
+                let change = coalesce::Change {
+                    entry: write::entry(&cx, "edit_file", JournalOp::Write, &root.name, &rel),
+                    cancel: cx.cancel.clone(),
+                    edit: Box::new(run),
                 };
-                ToolError::failed(format!("{shown}: {which}{e}; the file is unchanged"))
-            })?;
-            text = Some(edited.text);
-            landed = edited.landed;
-        }
-        let new_text = text.unwrap_or_default();
-        write::check_size(&cx, &shown, new_text.len())?;
-        let diff = edit::unified_diff(&rel, current.unwrap_or(""), &new_text);
-        let changed = current != Some(new_text.as_str());
-        let written = changed && !args.dry_run;
-        let _created_guard;
-        if written {
-            let t = match place {
-                Place::Ready(t) => t,
-                Place::NoFolder { .. } => {
+                let at = coalesce::Place::of(t, &cx.roots, &cx.ledger, max);
+                let applied = coalesce::apply(at, change).await?;
+                (applied.before, applied.edited, applied.written)
+            }
+            // A dry run, or a new file whose folder is not there yet.
+            place => {
+                let _guard = match &place {
+                    Place::Ready(t) => write::lock(&[&t.real]).await,
+                    Place::NoFolder { .. } => Vec::new(),
+                };
+                let before = match &place {
+                    Place::Ready(t) => write::read_before(t, max)?,
+                    Place::NoFolder { .. } => Before::Absent,
+                };
+                let current = match &before {
+                    Before::Absent => None,
+                    Before::File { bytes, .. } => Some(bytes.as_slice()),
+                };
+                let edited = run(current)?;
+                let current = current.map(|b| String::from_utf8_lossy(b).into_owned());
+                let written = !args.dry_run && current.as_deref() != Some(edited.text.as_str());
+                if written {
+                    // Only a new file in a missing folder gets here: make the folders now.
                     let t = write::target(&cx, Some(&root.name), &rel, "edit", true)?;
-                    _created_guard = write::lock(&[&t.real]).await;
-                    if !matches!(
-                        write::read_before(&t, cx.limits.write_file_bytes)?,
-                        Before::Absent
-                    ) {
+                    let _created_guard = write::lock(&[&t.real]).await;
+                    if !matches!(write::read_before(&t, max)?, Before::Absent) {
                         return Err(ToolError::failed(format!(
                             "{shown} was created by someone else meanwhile; nothing was written, try again"
                         )));
                     }
-                    t
+                    let after = content_hash(edited.text.as_bytes());
+                    write::journal_and_replace(
+                        &cx,
+                        "edit_file",
+                        &t,
+                        &Before::Absent,
+                        edited.text.as_bytes(),
+                        after,
+                    )
+                    .await?;
                 }
-            };
-            let after = content_hash(new_text.as_bytes());
-            write::journal_and_replace(&cx, "edit_file", &t, &before, new_text.as_bytes(), after)
-                .await?;
-        }
+                (current, edited, written)
+            }
+        };
+        let changed = before.as_deref() != Some(edited.text.as_str());
+        let diff = edit::unified_diff(&rel, before.as_deref().unwrap_or(""), &edited.text);
+        let landed = edited.landed;
         let (matched, lines) = match &landed {
             Landed::Created => ("created", vec![1]),
             Landed::Lines { start, end } => ("lines", vec![*start, *end]),
@@ -238,4 +233,45 @@ impl Tool for EditFile {
             .unwrap_or_default(),
         ))
     }
+}
+
+/// Applies `requests` (search, replace, start line, end line) in order to `current`, all or
+/// nothing, and checks the result against the write limit `max`.
+fn edit_text(
+    shown: &str,
+    current: Option<&[u8]>,
+    requests: &[(String, String, Option<usize>, Option<usize>)],
+    max: u64,
+) -> Result<Edited, ToolError> {
+    let current = match current {
+        None => None,
+        Some(bytes) => Some(std::str::from_utf8(bytes).map_err(|_| {
+            ToolError::failed(format!(
+                "{shown} is not UTF-8 text, so it cannot be edited as text; write_file replaces it whole"
+            ))
+        })?),
+    };
+    let mut text: Option<String> = current.map(str::to_string);
+    let mut landed = Landed::Created;
+    for (i, (search, replace, start_line, end_line)) in requests.iter().enumerate() {
+        let req = EditRequest {
+            search,
+            replace,
+            start_line: *start_line,
+            end_line: *end_line,
+        };
+        let edited = edit::apply(text.as_deref(), &req).map_err(|e| {
+            let which = if requests.len() > 1 {
+                format!("edit {} of {}: ", i + 1, requests.len())
+            } else {
+                String::new()
+            };
+            ToolError::failed(format!("{shown}: {which}{e}; the file is unchanged"))
+        })?;
+        text = Some(edited.text);
+        landed = edited.landed;
+    }
+    let text = text.unwrap_or_default();
+    write::check_len(max, shown, text.len())?;
+    Ok(Edited { text, landed })
 }

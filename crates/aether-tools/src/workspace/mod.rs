@@ -6,6 +6,7 @@
 //! blocking pool); anything that may take long (large files, tree walks, searches) runs on the
 //! blocking pool and watches the call's cancellation token.
 
+mod coalesce;
 mod create_directory;
 mod delete_file;
 pub mod edit;

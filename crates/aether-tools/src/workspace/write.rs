@@ -26,9 +26,9 @@ use crate::{CallContext, ToolError, schema_of};
 
 /// Writes to one file wait for each other. Locks are striped by the file's real path: 256
 /// stripes keep memory fixed while two unrelated files rarely share one.
-static LOCKS: [Mutex<()>; 256] = [const { Mutex::const_new(()) }; 256];
+pub(super) static LOCKS: [Mutex<()>; 256] = [const { Mutex::const_new(()) }; 256];
 
-fn stripe(real: &Path) -> usize {
+pub(super) fn stripe(real: &Path) -> usize {
     let hasher =
         std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
     (hasher.hash_one(real) % LOCKS.len() as u64) as usize
@@ -279,6 +279,13 @@ pub(super) fn read_before(t: &Target<'_>, max: u64) -> Result<Before, ToolError>
 /// Replaces (or creates) the target with `bytes`: a temporary file beside it, fsynced, renamed
 /// over it, and the folder fsynced. `mode` keeps an existing file's permissions.
 pub(super) fn replace(t: &Target<'_>, bytes: &[u8], mode: Option<u32>) -> Result<(), ToolError> {
+    let tmp = write_temp(&t.dir, bytes, mode).map_err(|e| t.root.io_error(&t.rel, e))?;
+    install(&t.dir, &tmp, &t.name).map_err(|e| t.root.io_error(&t.rel, e))
+}
+
+/// Writes `bytes` to a new temporary file in `dir` with `mode` (0644 for a new file) and
+/// fsyncs it; returns its name. Nothing is left behind on failure.
+fn write_temp(dir: &Dir, bytes: &[u8], mode: Option<u32>) -> std::io::Result<String> {
     let tmp = temp_name();
     let mut options = cap_std::fs::OpenOptions::new();
     options
@@ -286,24 +293,73 @@ pub(super) fn replace(t: &Target<'_>, bytes: &[u8], mode: Option<u32>) -> Result
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW);
-    let file = t
-        .dir
-        .open_with(&tmp, &options)
-        .map_err(|e| t.root.io_error(&t.rel, e))?
-        .into_std();
+    let file = dir.open_with(&tmp, &options)?.into_std();
     let written = (|| {
         let mut f = &file;
         f.write_all(bytes)?;
         let perms = std::os::unix::fs::PermissionsExt::from_mode(mode.unwrap_or(0o644));
         file.set_permissions(perms)?;
-        file.sync_all()?;
-        t.dir.rename(&tmp, &t.dir, &t.name)
+        file.sync_all()
     })();
-    if let Err(e) = written {
-        let _ = t.dir.remove_file(&tmp);
-        return Err(t.root.io_error(&t.rel, e));
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = dir.remove_file(&tmp);
+            Err(e)
+        }
     }
-    sync_dir(&t.dir).map_err(|e| t.root.io_error(&t.rel, e))
+}
+
+/// Renames the temporary file `tmp` over `name` in `dir` and fsyncs the folder. The temporary
+/// file is removed if the rename fails.
+fn install(dir: &Dir, tmp: &str, name: &str) -> std::io::Result<()> {
+    if let Err(e) = dir.rename(tmp, dir, name) {
+        let _ = dir.remove_file(tmp);
+        return Err(e);
+    }
+    sync_dir(dir)
+}
+
+/// Records `write` in the journal and replaces the target with `bytes`. The new content is
+/// written and fsynced to a temporary file while the journal commits (two fsyncs in parallel,
+/// not in turn); only once both are durable is it renamed over the target. If the journal
+/// cannot be written, the temporary file is removed and nothing changes.
+pub(super) async fn record_and_replace(
+    ledger: &dyn crate::Ledger,
+    t: &Target<'_>,
+    write: aether_policy::journal::JournalWrite,
+    bytes: Vec<u8>,
+    mode: Option<u32>,
+) -> Result<(), ToolError> {
+    let dir = t.dir.try_clone().map_err(|e| t.root.io_error(&t.rel, e))?;
+    let temp =
+        tokio::task::spawn_blocking(move || write_temp(&dir, &bytes, mode).map(|tmp| (dir, tmp)));
+    let recorded = ledger.record(write).await;
+    let (dir, tmp) = match temp.await {
+        Ok(Ok(done)) => done,
+        Ok(Err(e)) => return Err(t.root.io_error(&t.rel, e)),
+        Err(e) => {
+            return Err(ToolError::failed(format!(
+                "writing {} failed: {e}",
+                t.shown()
+            )));
+        }
+    };
+    if let Err(e) = recorded {
+        let _ = dir.remove_file(&tmp);
+        return Err(ToolError::failed(format!(
+            "the change could not be recorded in the journal, so nothing was changed: {e}"
+        )));
+    }
+    let name = t.name.clone();
+    match tokio::task::spawn_blocking(move || install(&dir, &tmp, &name)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(t.root.io_error(&t.rel, e)),
+        Err(e) => Err(ToolError::failed(format!(
+            "writing {} failed: {e}",
+            t.shown()
+        ))),
+    }
 }
 
 /// Makes a folder's entries (a rename, a removal) durable.
@@ -384,16 +440,12 @@ pub(super) async fn journal_and_replace(
         Before::File { bytes, hash, .. } => vec![(hash.clone(), bytes.clone())],
         Before::Absent => Vec::new(),
     };
-    record(
-        cx,
-        aether_policy::journal::JournalWrite {
-            entries,
-            blobs,
-            reverts: Vec::new(),
-        },
-    )
-    .await?;
-    replace(t, bytes, before.mode())
+    let write = aether_policy::journal::JournalWrite {
+        entries,
+        blobs,
+        reverts: Vec::new(),
+    };
+    record_and_replace(cx.ledger.as_ref(), t, write, bytes.to_vec(), before.mode()).await
 }
 
 /// Records `write` in the journal; a change is never made unless this succeeded.
@@ -417,7 +469,11 @@ pub(super) fn now_us() -> i64 {
 
 /// Checks content against the write limit.
 pub(super) fn check_size(cx: &CallContext, shown: &str, len: usize) -> Result<(), ToolError> {
-    let max = cx.limits.write_file_bytes;
+    check_len(cx.limits.write_file_bytes, shown, len)
+}
+
+/// Checks content of `len` bytes against the write limit `max`.
+pub(super) fn check_len(max: u64, shown: &str, len: usize) -> Result<(), ToolError> {
     if len as u64 > max {
         return Err(ToolError::InvalidArguments(format!(
             "the content for {shown} is {len} bytes, more than the {max} bytes one write may put in a file; \

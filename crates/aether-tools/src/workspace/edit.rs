@@ -54,6 +54,14 @@ pub fn apply(current: Option<&str>, req: &EditRequest<'_>) -> Result<Edited, Str
                 .into(),
         );
     };
+    // The common case, an exact search of the whole file, needs no line table.
+    let whole = req.start_line.is_none() && req.end_line.is_none();
+    if whole
+        && !req.search.is_empty()
+        && let Some(edited) = exact(text, 0, text.len(), 1, req)?
+    {
+        return Ok(edited);
+    }
     let lines = split_lines(text);
     let count = lines.len();
     let range = match (req.start_line, req.end_line) {
@@ -94,33 +102,9 @@ pub fn apply(current: Option<&str>, req: &EditRequest<'_>) -> Result<Edited, Str
         ),
         None => (0, text.len()),
     };
-    let scope = &text[lo..hi];
     let first_line = range.map_or(1, |(s, _)| s);
-    let found: Vec<usize> = scope.match_indices(req.search).map(|(i, _)| i).collect();
-    if !found.is_empty() {
-        let inserted = found.len() * req.replace.len();
-        if found.len() > 1 && inserted > scope.len() {
-            return Err(format!(
-                "the search matches {} places, and replacing them all would insert {inserted} bytes, \
-                 more than the {} bytes of text being edited; refused rather than repeated. Add \
-                 surrounding lines to the search so it matches once, or confine it with \
-                 start_line/end_line",
-                found.len(),
-                scope.len()
-            ));
-        }
-        let at_lines = found
-            .iter()
-            .map(|&i| first_line + scope[..i].matches('\n').count())
-            .collect();
-        let mut out = String::with_capacity(text.len() + inserted);
-        out.push_str(&text[..lo]);
-        out.push_str(&scope.replace(req.search, req.replace));
-        out.push_str(&text[hi..]);
-        return Ok(Edited {
-            text: out,
-            landed: Landed::Exact { at_lines },
-        });
+    if let Some(edited) = exact(text, lo, hi, first_line, req)? {
+        return Ok(edited);
     }
     // Whitespace-tolerant: compare lines with whitespace collapsed.
     let want: Vec<String> = req.search.lines().map(collapse).collect();
@@ -212,6 +196,45 @@ fn miss(text: &str, lines: &[&str], search: &str, range: Option<(usize, usize)>)
     msg
 }
 
+/// Replaces every exact occurrence of the search in `text[lo..hi]` (whose first line is
+/// `first_line`), or `None` if there is none.
+fn exact(
+    text: &str,
+    lo: usize,
+    hi: usize,
+    first_line: usize,
+    req: &EditRequest<'_>,
+) -> Result<Option<Edited>, String> {
+    let scope = &text[lo..hi];
+    let found: Vec<usize> = scope.match_indices(req.search).map(|(i, _)| i).collect();
+    if found.is_empty() {
+        return Ok(None);
+    }
+    let inserted = found.len() * req.replace.len();
+    if found.len() > 1 && inserted > scope.len() {
+        return Err(format!(
+            "the search matches {} places, and replacing them all would insert {inserted} bytes, \
+             more than the {} bytes of text being edited; refused rather than repeated. Add \
+             surrounding lines to the search so it matches once, or confine it with \
+             start_line/end_line",
+            found.len(),
+            scope.len()
+        ));
+    }
+    let at_lines = found
+        .iter()
+        .map(|&i| first_line + scope[..i].matches('\n').count())
+        .collect();
+    let mut out = String::with_capacity(text.len() + inserted);
+    out.push_str(&text[..lo]);
+    out.push_str(&scope.replace(req.search, req.replace));
+    out.push_str(&text[hi..]);
+    Ok(Some(Edited {
+        text: out,
+        landed: Landed::Exact { at_lines },
+    }))
+}
+
 /// The text's lines, each with its line ending (the last may have none).
 fn split_lines(text: &str) -> Vec<&str> {
     text.split_inclusive('\n').collect()
@@ -285,20 +308,41 @@ pub fn unified_diff(name: &str, before: &str, after: &str) -> String {
     // end, less the context kept around a change, are left out, and the hunk headers are moved
     // down by the lines dropped from the start. An edit touches a few lines of a file; diffing
     // it whole cost more than everything else an edit does.
-    let old: Vec<&str> = before.split_inclusive('\n').collect();
-    let new: Vec<&str> = after.split_inclusive('\n').collect();
-    let same_start = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let same_end = old[same_start..]
+    let (b, a) = (before.as_bytes(), after.as_bytes());
+    let same = common_prefix(b, a);
+    let tail = common_suffix(&b[same..], &a[same..]);
+    // Whole lines shared at the start end at the last newline before the first difference;
+    // whole lines shared at the end start after the first newline of the shared tail.
+    let mut start = b[..same]
         .iter()
-        .rev()
-        .zip(new[same_start..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let skip = same_start.saturating_sub(CONTEXT);
-    let keep_end = same_end.saturating_sub(CONTEXT);
-    let old_mid = old[skip..old.len() - keep_end].concat();
-    let new_mid = new[skip..new.len() - keep_end].concat();
-    let diff = similar::TextDiff::from_lines(&old_mid, &new_mid)
+        .rposition(|&c| c == b'\n')
+        .map_or(0, |i| i + 1);
+    let tail_at = b.len() - tail;
+    let mut end_b = b[tail_at..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(b.len(), |i| tail_at + i + 1);
+    for _ in 0..CONTEXT {
+        if start == 0 {
+            break;
+        }
+        start = b[..start - 1]
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |i| i + 1);
+    }
+    for _ in 0..CONTEXT {
+        if end_b == b.len() {
+            break;
+        }
+        end_b = b[end_b..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(b.len(), |i| end_b + i + 1);
+    }
+    let end_a = a.len() - (b.len() - end_b);
+    let skip = b[..start].iter().filter(|&&c| c == b'\n').count();
+    let diff = similar::TextDiff::from_lines(&before[start..end_b], &after[start..end_a])
         .unified_diff()
         .context_radius(CONTEXT)
         .header(&format!("a/{name}"), &format!("b/{name}"))
@@ -314,6 +358,32 @@ pub fn unified_diff(name: &str, before: &str, after: &str) -> String {
         }
     }
     shifted
+}
+
+/// How many bytes `a` and `b` share at the start.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 64 <= n && a[i..i + 64] == b[i..i + 64] {
+        i += 64;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// How many bytes `a` and `b` share at the end.
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 64 <= n && a[a.len() - i - 64..a.len() - i] == b[b.len() - i - 64..b.len() - i] {
+        i += 64;
+    }
+    while i < n && a[a.len() - i - 1] == b[b.len() - i - 1] {
+        i += 1;
+    }
+    i
 }
 
 /// Lines of context around each change in a diff.

@@ -107,7 +107,8 @@ pub(super) async fn apply(place: Place, change: Change) -> Result<Applied, ToolE
     }
     outcome.await.unwrap_or_else(|_| {
         Err(ToolError::failed(
-            "the edit was abandoned; the file is unchanged",
+            "the edit's outcome was lost because Aether is stopping; `aether journal list` \
+             shows whether it was made",
         ))
     })
 }

@@ -7,11 +7,12 @@
 //! entry and pre-image, and replaces the file once. Each caller then gets its own outcome:
 //! an edit that fails leaves the text as it was for the next one.
 //!
-//! The batch runs in a task of its own, so a caller that goes away (cancelled) cannot tear
-//! it down halfway; an edit whose caller has gone before its turn is skipped.
+//! The batch runs in a task of its own, on a thread of its own ([`batcher`]), so a caller that
+//! goes away (cancelled) cannot tear it down halfway; an edit whose caller has gone before its
+//! turn is skipped.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use aether_policy::journal::{JournalEntry, JournalWrite, content_hash};
 use cap_std::fs::Dir;
@@ -103,13 +104,32 @@ pub(super) async fn apply(place: Place, change: Change) -> Result<Applied, ToolE
         !std::mem::replace(&mut q.draining, true)
     };
     if start {
-        tokio::spawn(drain(s));
+        batcher().spawn(drain(s));
     }
     outcome.await.unwrap_or_else(|_| {
         Err(ToolError::failed(
-            "the edit's outcome was lost because Aether is stopping; `aether journal list` \
+            "the edit failed inside Aether before it was answered; `aether journal list` \
              shows whether it was made",
         ))
+    })
+}
+
+/// The runtime batches run on, on a thread of its own: a batch never belongs to a caller's
+/// runtime, so it is not dropped halfway when that runtime stops, and the edits' CPU work
+/// leaves the callers' threads.
+fn batcher() -> &'static tokio::runtime::Handle {
+    static HANDLE: OnceLock<tokio::runtime::Handle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the edit batcher's runtime starts");
+        let handle = runtime.handle().clone();
+        std::thread::Builder::new()
+            .name("aether-edits".into())
+            .spawn(move || runtime.block_on(std::future::pending::<()>()))
+            .expect("the edit batcher's thread starts");
+        handle
     })
 }
 
@@ -133,8 +153,10 @@ async fn drain(s: usize) {
                 None => batches.push(vec![p]),
             }
         }
+        // Each batch in a task of its own: a panic fails that batch's callers (their answers
+        // are dropped), never the queue.
         for batch in batches {
-            run(batch).await;
+            let _ = tokio::spawn(run(batch)).await;
         }
     }
 }

@@ -109,8 +109,9 @@ pub fn apply(current: Option<&str>, req: &EditRequest<'_>) -> Result<Edited, Str
     // Whitespace-tolerant: compare lines with whitespace collapsed.
     let want: Vec<String> = req.search.lines().map(collapse).collect();
     let want: Vec<&str> = trim_blank_ends(&want);
+    // An empty file has no lines, though a range on it is clamped to line 1.
     let (first_idx, last_idx) = match range {
-        Some((s, e)) => (s - 1, e),
+        Some((s, e)) => ((s - 1).min(count), e.min(count)),
         None => (0, count),
     };
     let have: Vec<String> = lines.iter().map(|l| collapse(l)).collect();
@@ -158,7 +159,7 @@ fn miss(text: &str, lines: &[&str], search: &str, range: Option<(usize, usize)>)
         .unwrap_or(search);
     let (from, to) = range.map_or((1, lines.len()), |(s, e)| (s, e));
     let mut best: Option<(f32, usize)> = None;
-    for n in from..=to {
+    for n in from..=to.min(lines.len()) {
         let line = lines[n - 1].trim();
         if line.is_empty() {
             continue;
@@ -309,6 +310,11 @@ pub fn unified_diff(name: &str, before: &str, after: &str) -> String {
     // down by the lines dropped from the start. An edit touches a few lines of a file; diffing
     // it whole cost more than everything else an edit does.
     let (b, a) = (before.as_bytes(), after.as_bytes());
+    // `similar` also breaks lines at a lone CR, which the trimming below does not count: such
+    // text is diffed whole.
+    if b.contains(&b'\r') || a.contains(&b'\r') {
+        return whole_diff(name, before, after);
+    }
     let same = common_prefix(b, a);
     let tail = common_suffix(&b[same..], &a[same..]);
     // Whole lines shared at the start end at the last newline before the first difference;
@@ -342,16 +348,17 @@ pub fn unified_diff(name: &str, before: &str, after: &str) -> String {
     }
     let end_a = a.len() - (b.len() - end_b);
     let skip = b[..start].iter().filter(|&&c| c == b'\n').count();
-    let diff = similar::TextDiff::from_lines(&before[start..end_b], &after[start..end_a])
-        .unified_diff()
-        .context_radius(CONTEXT)
-        .header(&format!("a/{name}"), &format!("b/{name}"))
-        .to_string();
+    let diff = whole_diff(name, &before[start..end_b], &after[start..end_a]);
     if skip == 0 {
         return diff;
     }
     let mut shifted = String::with_capacity(diff.len() + 16);
     for line in diff.split_inclusive('\n') {
+        // The two header lines name the file and are never shifted.
+        if line.starts_with("--- ") || line.starts_with("+++ ") {
+            shifted.push_str(line);
+            continue;
+        }
         match shift_hunk_header(line, skip) {
             Some(header) => shifted.push_str(&header),
             None => shifted.push_str(line),
@@ -386,6 +393,15 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
     i
 }
 
+/// The unified diff of two whole texts.
+fn whole_diff(name: &str, before: &str, after: &str) -> String {
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(CONTEXT)
+        .header(&format!("a/{name}"), &format!("b/{name}"))
+        .to_string()
+}
+
 /// Lines of context around each change in a diff.
 const CONTEXT: usize = 3;
 
@@ -413,13 +429,23 @@ fn shift_hunk_header(line: &str, by: usize) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// The whole-text diff, as `unified_diff` made it before it trimmed the shared lines.
-    fn whole_diff(name: &str, before: &str, after: &str) -> String {
-        similar::TextDiff::from_lines(before, after)
-            .unified_diff()
-            .context_radius(CONTEXT)
-            .header(&format!("a/{name}"), &format!("b/{name}"))
-            .to_string()
+    #[test]
+    fn a_search_in_an_empty_file_misses_cleanly() {
+        for (search, start) in [
+            ("x", Some(1)),
+            ("  ", Some(1)),
+            ("x", None),
+            ("  \n ", None),
+        ] {
+            let req = EditRequest {
+                search,
+                replace: "y",
+                start_line: start,
+                end_line: None,
+            };
+            let err = apply(Some(""), &req).unwrap_err();
+            assert!(err.contains("not in the file"), "{search:?}: {err}");
+        }
     }
 
     #[test]
@@ -453,6 +479,11 @@ mod tests {
             near[(at + 4) % 60] = "second\n".into();
             cases.push((base.clone(), near.concat()));
         }
+        // Lone CRs (which similar counts as line breaks) and CRLF.
+        let cr = base.replace("line 1\n", "line 1\r");
+        cases.push((cr.clone(), cr.replace("line 5\n", "five\n")));
+        let crlf = base.replace('\n', "\r\n");
+        cases.push((crlf.clone(), crlf.replace("line 5\r\n", "five\r\n")));
         // No newline at the end, changed near the end.
         let trimmed = base.trim_end().to_string();
         cases.push((trimmed.clone(), format!("{trimmed} more")));

@@ -136,6 +136,12 @@ pub(super) fn yes() -> bool {
 /// Folders no walk enters, hidden or not.
 const NEVER_ENTER: [&str; 2] = [".git", ".aether"];
 
+/// Whether the folder `name` at `path` is one no walk enters or shows: `.git`, `.aether`, or
+/// a credential folder (`.ssh`, `.aws`, ...).
+fn closed_folder(name: &std::ffi::OsStr, path: &Path, credentials: &CredentialFilter) -> bool {
+    NEVER_ENTER.iter().any(|n| name == *n) || credentials.is_credential(&path.to_string_lossy())
+}
+
 /// The most bytes of one ignore file Aether reads.
 const MAX_IGNORE_FILE: u64 = 1 << 20;
 
@@ -171,11 +177,7 @@ pub(super) fn builder(
     let rules = rules.flatten();
     b.filter_entry(move |entry| {
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        if is_dir && NEVER_ENTER.iter().any(|n| entry.file_name() == *n) {
-            return false;
-        }
-        // Credential folders (.ssh, .aws, ...) are not entered either.
-        if is_dir && credentials.is_credential(&entry.path().to_string_lossy()) {
+        if is_dir && closed_folder(entry.file_name(), entry.path(), &credentials) {
             return false;
         }
         rules
@@ -351,14 +353,16 @@ impl TreeWalk<'_> {
                 continue;
             }
             let is_dir = ft.is_dir();
-            if is_dir && NEVER_ENTER.iter().any(|n| bytes == n.as_bytes()) {
+            let child = abs.join(&name);
+            if is_dir && closed_folder(&name, &child, &self.walk.credentials) {
                 continue;
             }
-            let child = abs.join(&name);
-            if self
-                .walk
-                .credentials
-                .is_credential(&child.to_string_lossy())
+            // Credential files are left out too (folders were judged just above).
+            if (!is_dir
+                && self
+                    .walk
+                    .credentials
+                    .is_credential(&child.to_string_lossy()))
                 || ignored(&rules, &child, is_dir)
             {
                 continue;

@@ -347,9 +347,7 @@ pub(super) async fn record_and_replace(
     };
     if let Err(e) = recorded {
         let _ = dir.remove_file(&tmp);
-        return Err(ToolError::failed(format!(
-            "the change could not be recorded in the journal, so nothing was changed: {e}"
-        )));
+        return Err(not_recorded(e));
     }
     let name = t.name.clone();
     match tokio::task::spawn_blocking(move || install(&dir, &tmp, &name)).await {
@@ -453,11 +451,14 @@ pub(super) async fn record(
     cx: &CallContext,
     write: aether_policy::journal::JournalWrite,
 ) -> Result<Vec<i64>, ToolError> {
-    cx.ledger.record(write).await.map_err(|e| {
-        ToolError::failed(format!(
-            "the change could not be recorded in the journal, so nothing was changed: {e}"
-        ))
-    })
+    cx.ledger.record(write).await.map_err(not_recorded)
+}
+
+/// The error of a change refused because the journal could not record it.
+fn not_recorded(e: String) -> ToolError {
+    ToolError::failed(format!(
+        "the change could not be recorded in the journal, so nothing was changed: {e}"
+    ))
 }
 
 pub(super) fn now_us() -> i64 {

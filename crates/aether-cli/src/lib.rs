@@ -43,6 +43,18 @@ enum Command {
     Journal(cmd::journal::Command),
     /// Undo every file change one call made (journalled and audited itself).
     Undo(cmd::journal::UndoArgs),
+    /// Which tool definitions are approved: list, show, approve, withdraw, undo, history.
+    #[command(subcommand)]
+    Registry(cmd::registry::Command),
+    /// Calls waiting for a person: list, approve, deny.
+    #[command(subcommand)]
+    Approvals(cmd::approvals::Command),
+    /// The operator's rules (permissions.yaml): check a file, replay past calls against a draft.
+    #[command(subcommand)]
+    Policy(cmd::policy::Command),
+    /// Bearer tokens for HTTP callers and the admin API.
+    #[command(subcommand)]
+    Tokens(cmd::tokens::Command),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -73,6 +85,10 @@ pub fn run() -> ExitCode {
             Command::Roots(c) => cmd::roots::run(c).await,
             Command::Journal(c) => cmd::journal::run(c).await,
             Command::Undo(args) => cmd::journal::undo(args).await,
+            Command::Registry(c) => cmd::registry::run(c).await,
+            Command::Approvals(c) => cmd::approvals::run(c).await,
+            Command::Policy(c) => cmd::policy::run(c).await,
+            Command::Tokens(c) => cmd::tokens::run(c).await,
         }
     });
     match result {

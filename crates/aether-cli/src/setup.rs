@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use aether_pipeline::{Pipeline, Settings};
+use aether_pipeline::{Pipeline, Rules, Settings};
 use aether_policy::config::RawConfig;
 use aether_policy::paths::{RootMode, RootSpec};
 use aether_store::Store;
@@ -181,11 +181,28 @@ pub async fn pipeline(
         limits: loaded.raw.limits.clone(),
         store,
         tools: tools(fixtures),
+        external_tools: Vec::new(),
         journal: loaded.raw.journal.clone(),
+        approval_window: std::time::Duration::from_secs(loaded.raw.approvals.window_seconds),
+        rules: rules(loaded)?,
     })
     .await
     .context("cannot start the pipeline")?;
     Ok(Arc::new(pipeline))
+}
+
+/// The rules file: `policy.rules` from the configuration (it must exist), else
+/// `permissions.yaml` beside the configuration (if it exists now or appears later).
+pub fn rules_path(loaded: &Loaded) -> (PathBuf, bool) {
+    match &loaded.raw.policy.rules {
+        Some(path) => (loaded.base.join(path), true),
+        None => (loaded.base.join(aether_policy::rules::RULES_FILE), false),
+    }
+}
+
+pub fn rules(loaded: &Loaded) -> Result<Rules> {
+    let (path, required) = rules_path(loaded);
+    Rules::load(&path, required).map_err(anyhow::Error::msg)
 }
 
 /// Logs go to stderr (stdout may be the MCP transport). `RUST_LOG` overrides the default.

@@ -28,6 +28,9 @@ pub(crate) struct Draft {
     arguments_digest: Digest,
     denied_by_tool: Option<&'static str>,
     panicked: bool,
+    /// The operator's rule that matched an admitted call, and who approved it.
+    matched_rule: Option<String>,
+    approval: Option<String>,
 }
 
 impl Draft {
@@ -58,6 +61,8 @@ impl Draft {
             arguments_digest: empty,
             denied_by_tool: None,
             panicked: false,
+            matched_rule: None,
+            approval: None,
         }
     }
 
@@ -92,6 +97,22 @@ impl Draft {
         }
     }
 
+    /// The call ended before admission without a refusal (cancelled while it waited for a
+    /// person): the row says at which step, and so that it has no receipt.
+    pub fn stopped_at(&mut self, step: Step, rule: &str) {
+        self.event.step = Some(step.as_str().into());
+        self.event.rule = Some(rule.to_string());
+    }
+
+    pub fn matched_rule(&mut self, rule: &str) {
+        self.matched_rule = Some(rule.to_string());
+    }
+
+    /// Who approved the call and why (kept in the row's reason).
+    pub fn approved(&mut self, note: &str) {
+        self.approval = Some(note.chars().take(REASON_CHARS).collect());
+    }
+
     pub fn panicked(&mut self) {
         self.panicked = true;
     }
@@ -114,11 +135,16 @@ impl Draft {
                     (true, Some(_)) => "refused".into(),
                     (true, None) => "tool_error".into(),
                 };
-                e.rule = self.denied_by_tool.map(String::from);
+                e.rule = self
+                    .denied_by_tool
+                    .map(String::from)
+                    .or(self.matched_rule.take());
                 let text = result_text(&out.content);
-                if out.is_error {
-                    e.reason = Some(text.chars().take(SUMMARY_CHARS).collect());
-                }
+                e.reason = if out.is_error {
+                    Some(text.chars().take(SUMMARY_CHARS).collect())
+                } else {
+                    self.approval.take()
+                };
                 e.result = keep(&text, self.tier);
             }
             CallOutcome::Refused(r) => {
@@ -166,6 +192,39 @@ impl Draft {
             }
         }
     }
+}
+
+/// Writes an operator's action (halt, resume, a registry change, an approval decision) to the
+/// audit chain, as its own row: agent `operator:BY`, transport `operator`.
+pub(crate) async fn operator_action(
+    store: &Store,
+    by: &str,
+    action: &str,
+    detail: Value,
+) -> Result<i64, aether_store::StoreError> {
+    let text = canonical_json(&detail);
+    store
+        .audit(AuditEvent {
+            at_us: aether_store::now_us(),
+            call_id: uuid::Uuid::now_v7().to_string(),
+            session: format!("operator:{by}"),
+            transport: "operator".into(),
+            agent: format!("operator:{by}"),
+            team: None,
+            project: None,
+            tool: action.to_string(),
+            tier: "operator".into(),
+            outcome: "ok".into(),
+            step: None,
+            rule: None,
+            reason: None,
+            definition: None,
+            arguments_digest: sha256(text.as_bytes()).to_string(),
+            arguments: text,
+            result: String::new(),
+            duration_us: 0,
+        })
+        .await
 }
 
 /// `text` whole for Elevated and Restricted tools, its head for Standard ones.

@@ -12,11 +12,15 @@
 //! This crate knows no MCP, HTTP or SQL: transports call [`Pipeline::call`] and
 //! [`Pipeline::offered`]; the store is behind `aether-store`.
 
+mod approval;
 mod audit;
 mod capabilities;
 mod catalog;
 mod ledger;
+pub mod operator;
+pub mod rules;
 mod session;
+pub mod tokens;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -29,7 +33,8 @@ use aether_policy::decision::{Refusal, Step};
 use aether_policy::registry::RegistryEntry;
 use aether_policy::{AgentProfile, Digest, Hidden, Offer, RegistryState, RegistryView, Tier};
 use aether_store::{
-    AdmissionReceipt, AuditQuery, AuditRecord, BuiltinDefinition, ReceiptOutcome, Store,
+    AdmissionReceipt, ApprovalRow, AuditQuery, AuditRecord, BuiltinDefinition, HaltState,
+    ReceiptOutcome, RegistryChange, RegistryRow, Revisions, Store,
 };
 use aether_tools::{
     CallContext, ClientLink, Content, Ledger, Roots, SealManifest, Tool, ToolError, ToolOutput,
@@ -42,7 +47,9 @@ use tokio_util::sync::CancellationToken;
 pub use capabilities::capabilities;
 pub use catalog::{Catalog, CatalogError, Entry};
 pub use ledger::StoreLedger;
+pub use rules::Rules;
 pub use session::{SessionContext, Transport};
+pub use tokens::{Principal, TokenIndex};
 
 /// Everything the pipeline is built from.
 pub struct Settings {
@@ -51,7 +58,13 @@ pub struct Settings {
     pub limits: Limits,
     pub store: Store,
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Tools not approved from source (upstream servers'): recorded as seen, offered once an
+    /// operator approves their definition.
+    pub external_tools: Vec<Arc<dyn Tool>>,
     pub journal: JournalSection,
+    /// How long a call waits for a person before it is denied.
+    pub approval_window: Duration,
+    pub rules: Rules,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,22 +114,43 @@ pub struct Pipeline {
     in_flight: AtomicUsize,
     /// Cancelled by [`Pipeline::shut_down`]: stops running tools, refuses new calls.
     shutdown: CancellationToken,
+    rules: Rules,
+    approval_window: Duration,
+    /// Bumped whenever the store's approvals change (a call waiting for a person re-reads).
+    approvals_changed: tokio::sync::watch::Sender<i64>,
+    /// Bumped whenever what some agent is offered may have changed (registry, rules).
+    catalog_changed: tokio::sync::watch::Sender<u64>,
+    tokens: RwLock<Arc<TokenIndex>>,
+    /// The store's revisions as last seen by [`Pipeline::watch`].
+    seen: std::sync::Mutex<Revisions>,
 }
 
 impl Pipeline {
     /// Builds the pipeline: checks the catalog, records the built-ins as approved from source,
     /// loads the registry and the halt flag.
     pub async fn new(settings: Settings) -> Result<Pipeline, PipelineError> {
-        let catalog = Catalog::new(settings.tools)?;
-        let builtins = catalog
+        let external: std::collections::HashSet<String> = settings
+            .external_tools
+            .iter()
+            .map(|t| t.def().name.clone())
+            .collect();
+        let mut tools = settings.tools;
+        tools.extend(settings.external_tools);
+        let catalog = Catalog::new(tools)?;
+        let (builtins, seen): (Vec<_>, Vec<_>) = catalog
             .iter()
             .map(|t| BuiltinDefinition {
                 name: t.def().name.clone(),
                 digest: t.digest.to_string(),
                 definition: serde_json::to_string(t.def()).unwrap_or_default(),
             })
-            .collect();
+            .partition(|b| !external.contains(&b.name));
         settings.store.sync_builtins(builtins).await?;
+        if !seen.is_empty() {
+            settings.store.record_seen(seen, "external").await?;
+        }
+        let tokens = TokenIndex::load(&settings.store).await?;
+        let revisions = settings.store.revisions().await?;
         let halted = settings.store.halt_state().await?.halted;
         let mut roots = settings.roots;
         roots.set_private(settings.store.private_paths());
@@ -137,6 +171,12 @@ impl Pipeline {
             halted: Arc::new(AtomicBool::new(halted)),
             in_flight: AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
+            rules: settings.rules,
+            approval_window: settings.approval_window,
+            approvals_changed: tokio::sync::watch::channel(revisions.approvals).0,
+            catalog_changed: tokio::sync::watch::channel(0).0,
+            tokens: RwLock::new(Arc::new(tokens)),
+            seen: std::sync::Mutex::new(revisions),
         };
         pipeline.reload_registry().await?;
         pipeline.reload_seals().await?;
@@ -314,25 +354,30 @@ impl Pipeline {
             .clone()
     }
 
-    /// Keeps the in-memory halt flag and the seals in step with the store (another process,
-    /// such as `aether halt` or `aether roots seal`, may change them), and runs the journal's
-    /// retention about hourly.
-    /// The flag in the store stays authoritative: it is read again inside every receipt's
-    /// transaction.
-    pub fn watch_halt(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+    /// Keeps this process in step with the store, which other processes (`aether halt`,
+    /// `aether registry`, `aether approvals`, another replica) change: one small read of the
+    /// store's revision counters every `every`, and on a change, the halt flag, the registry,
+    /// the seals, the tokens, and a wake-up for calls waiting for a person. Also runs the
+    /// journal's retention about hourly and closes approval windows left open by a process
+    /// that stopped. The halt flag in the store stays authoritative: it is read again inside
+    /// every receipt's transaction.
+    pub fn watch(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut last_prune = Instant::now();
+            let mut last_sweep = Instant::now();
             loop {
                 tokio::time::sleep(every).await;
                 let Some(p) = me.upgrade() else { return };
-                if let Ok(state) = p.store.halt_state().await {
-                    p.halted.store(state.halted, Ordering::Relaxed);
+                if let Err(e) = p.sync().await {
+                    tracing::warn!(error = %e, "cannot re-read the store's state");
                 }
-                if let Err(e) = p.reload_seals().await {
-                    tracing::warn!(error = %e, "cannot re-read the seals");
+                if last_sweep.elapsed() >= Duration::from_secs(5) {
+                    last_sweep = Instant::now();
+                    if let Err(e) = p.store.expire_approvals(aether_store::now_us()).await {
+                        tracing::warn!(error = %e, "cannot close expired approval windows");
+                    }
                 }
-                // Retention, about hourly.
                 if last_prune.elapsed() >= Duration::from_secs(3600) {
                     last_prune = Instant::now();
                     if let Err(e) = p.prune_journal().await {
@@ -341,6 +386,162 @@ impl Pipeline {
                 }
             }
         })
+    }
+
+    /// One step of [`Pipeline::watch`]: reads the store's revisions and reloads what changed.
+    pub async fn sync(&self) -> Result<(), PipelineError> {
+        let now = self.store.revisions().await?;
+        let before = std::mem::replace(
+            &mut *self.seen.lock().unwrap_or_else(|e| e.into_inner()),
+            now.clone(),
+        );
+        self.halted.store(now.halted, Ordering::Relaxed);
+        if now.registry != before.registry {
+            self.reload_registry().await?;
+            self.catalog_changed.send_modify(|n| *n += 1);
+        }
+        if now.seals != before.seals {
+            self.reload_seals().await?;
+        }
+        if now.tokens != before.tokens {
+            let tokens = TokenIndex::load(&self.store).await?;
+            *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(tokens);
+        }
+        if now.approvals != before.approvals {
+            self.approvals_changed.send_replace(now.approvals);
+        }
+        Ok(())
+    }
+
+    /// Watches the rules file and reloads it (debounced) when it changes. A broken file keeps
+    /// the last good rules; the error is logged and kept for [`Rules::last_error`]. Returns
+    /// `None` when there is no rules file to watch; drop the watcher to stop watching.
+    pub fn watch_rules(self: &Arc<Self>) -> Option<notify::RecommendedWatcher> {
+        use notify::Watcher;
+        let path = self.rules.path()?.to_path_buf();
+        let folder = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())?
+            .to_path_buf();
+        let name = path.file_name()?.to_os_string();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(
+            move |event: notify::Result<notify::Event>| {
+                if let Ok(event) = event
+                    && event
+                        .paths
+                        .iter()
+                        .any(|p| p.file_name() == Some(name.as_os_str()))
+                {
+                    let _ = tx.send(());
+                }
+            },
+        )
+        .map_err(
+            |e| tracing::warn!(error = %e, "cannot watch the rules file; changes need a restart"),
+        )
+        .ok()?;
+        if let Err(e) = watcher.watch(&folder, notify::RecursiveMode::NonRecursive) {
+            tracing::warn!(error = %e, folder = %folder.display(), "cannot watch the rules file's folder; changes need a restart");
+            return None;
+        }
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                // Debounce: an editor's save is several events.
+                tokio::time::sleep(rules::DEBOUNCE).await;
+                while rx.try_recv().is_ok() {}
+                let Some(p) = me.upgrade() else { return };
+                match p.reload_rules() {
+                    Ok(true) => tracing::info!(rules = p.rules.current().len(), "rules reloaded"),
+                    Ok(false) => {}
+                    Err(e) => tracing::error!(error = %e, "rules file rejected"),
+                }
+            }
+        });
+        Some(watcher)
+    }
+
+    /// Reads the rules file again now (see [`Rules::reload`]).
+    pub fn reload_rules(&self) -> Result<bool, String> {
+        let changed = self.rules.reload()?;
+        if changed {
+            self.catalog_changed.send_modify(|n| *n += 1);
+        }
+        Ok(changed)
+    }
+
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// Changes whenever what an agent is offered may have changed; sessions compare their
+    /// catalog and tell their client (`notifications/tools/list_changed`).
+    pub fn catalog_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.catalog_changed.subscribe()
+    }
+
+    /// Who a bearer token speaks for, if anyone.
+    pub fn authenticate(&self, token: &str) -> Option<Principal> {
+        self.tokens
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .lookup(token)
+            .cloned()
+    }
+
+    /// How many unrevoked agent tokens exist (HTTP's `auth = "auto"` requires tokens from the
+    /// first one on).
+    pub fn agent_tokens(&self) -> usize {
+        self.tokens
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .agent_tokens()
+    }
+
+    /// Halts or resumes, as the operator `by` (see [`operator::set_halt`]), and brings this
+    /// process in step at once.
+    pub async fn set_halt(
+        &self,
+        halted: bool,
+        by: &str,
+        why: &str,
+    ) -> Result<HaltState, PipelineError> {
+        let state = operator::set_halt(&self.store, halted, by, why).await?;
+        self.sync().await?;
+        Ok(state)
+    }
+
+    /// An operator's decision on a call waiting for a person (see [`operator::decide`]).
+    pub async fn decide(
+        &self,
+        call_id: &str,
+        approve: bool,
+        by: &str,
+        why: &str,
+    ) -> Result<ApprovalRow, PipelineError> {
+        let row = operator::decide(&self.store, call_id, approve, by, why).await?;
+        self.sync().await?;
+        Ok(row)
+    }
+
+    /// An operator's change to the registry (see [`operator::change_registry`]).
+    pub async fn change_registry(
+        &self,
+        change: RegistryChange,
+    ) -> Result<RegistryRow, PipelineError> {
+        let row = operator::change_registry(&self.store, change).await?;
+        self.sync().await?;
+        Ok(row)
+    }
+
+    /// The old name of [`Pipeline::watch`].
+    pub fn watch_halt(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        self.watch(every)
+    }
+
+    pub fn has_agent(&self, name: &str) -> bool {
+        self.agents.contains_key(name)
     }
 
     /// The session context for `agent` on `transport`.
@@ -373,7 +574,21 @@ impl Pipeline {
         if let Err(hidden) = self.registry().admits(&entry.def().name, entry.digest) {
             return Offer::Hidden(hidden);
         }
-        ctx.agent.offer(entry.def(), &ctx.groups)
+        match ctx.agent.offer(entry.def(), &ctx.groups) {
+            Offer::Offered => {}
+            hidden => return hidden,
+        }
+        let rules = self.rules.current();
+        if let Some(v) = rules.denies_outright(
+            &entry.def().name,
+            &ctx.agent.name,
+            ctx.agent.team.as_deref(),
+        ) {
+            return Offer::Hidden(Hidden::DeniedByRule {
+                rule: v.rule.to_string(),
+            });
+        }
+        Offer::Offered
     }
 
     /// The session's catalog: every tool it may call, in catalog order.
@@ -381,6 +596,25 @@ impl Pipeline {
         self.catalog
             .iter()
             .filter(|e| self.offer(ctx, e) == Offer::Offered)
+            .collect()
+    }
+
+    /// The session's catalog as OpenAI function schemas (the `tools` of a chat completion):
+    /// the same view `tools/list` gives it.
+    pub fn openai_functions(&self, ctx: &SessionContext) -> Vec<Value> {
+        self.offered(ctx)
+            .into_iter()
+            .map(|e| {
+                let def = e.def();
+                serde_json::json!({
+                    "type": "function",
+                    "function": {
+                        "name": def.name,
+                        "description": def.description,
+                        "parameters": def.input_schema,
+                    }
+                })
+            })
             .collect()
     }
 
@@ -519,17 +753,87 @@ impl Pipeline {
                 ),
             );
         }
-        // 9. Tier gate. (Rules, step 7, and egress, step 8, arrive with the tools they govern.)
-        if def.tier == Tier::Restricted {
-            return refuse(
-                Step::Tier,
-                "tier:restricted",
-                format!(
-                    "{} is a Restricted tool: each call needs a person's approval, and this build has no \
-                     approval queue yet, so Restricted calls are refused",
-                    def.name
-                ),
-            );
+        // 7. The operator's rules.
+        let rules = self.rules.current();
+        let mut ask = None;
+        let mut allowed_by_rule = false;
+        let mut decision = String::from("admitted");
+        if !rules.is_empty() {
+            let (paths, hosts) = self.facts(&args);
+            let facts = aether_policy::rules::CallFacts {
+                tool: &def.name,
+                agent: &ctx.agent.name,
+                team: ctx.agent.team.as_deref(),
+                arguments: &args,
+                paths: &paths,
+                hosts: &hosts,
+            };
+            if let Some(v) = rules.evaluate(&facts) {
+                let rule = format!("rule:{}", v.rule);
+                draft.matched_rule(&rule);
+                match v.action {
+                    aether_policy::rules::Action::AlwaysDeny => {
+                        return refuse(
+                            Step::Rules,
+                            rule,
+                            v.reason.map(String::from).unwrap_or_else(|| {
+                                format!("the operator's rules deny {} here", def.name)
+                            }),
+                        );
+                    }
+                    aether_policy::rules::Action::AskUser => {
+                        ask = Some(approval::Ask {
+                            asked_by: rule,
+                            reason: v.reason.map(String::from),
+                        });
+                    }
+                    aether_policy::rules::Action::AlwaysAllow => {
+                        allowed_by_rule = true;
+                        decision = format!("allowed by {rule}");
+                    }
+                }
+            }
+        }
+        // 9. Tier gate: a Restricted tool waits for a person, unless an operator's
+        // `always_allow` rule approved it in advance. (Egress, step 8, arrives with the tools
+        // that reach the network.)
+        if def.tier == Tier::Restricted && !allowed_by_rule && ask.is_none() {
+            ask = Some(approval::Ask {
+                asked_by: "tier:restricted".into(),
+                reason: None,
+            });
+        }
+        if let Some(ask) = ask {
+            let digest = draft.arguments_digest().to_string();
+            let call_id = draft.call_id().to_string();
+            match self
+                .wait_for_person(
+                    ctx,
+                    entry,
+                    &call_id,
+                    &args,
+                    &digest,
+                    ask,
+                    client.as_ref(),
+                    &cancel,
+                )
+                .await
+            {
+                Ok(note) => {
+                    draft.approved(&note);
+                    decision = note;
+                }
+                Err(outcome) => {
+                    match &outcome {
+                        CallOutcome::Cancelled { .. } => {
+                            draft.stopped_at(Step::Tier, "approval:cancelled")
+                        }
+                        CallOutcome::Failed(_) => draft.stopped_at(Step::Tier, "approval:failed"),
+                        _ => {}
+                    }
+                    return outcome;
+                }
+            }
         }
         // 11. The receipt, durable before the tool runs.
         let receipt = AdmissionReceipt {
@@ -541,7 +845,7 @@ impl Pipeline {
             tool: def.name.clone(),
             definition: entry.digest.to_string(),
             arguments: draft.arguments_digest().to_string(),
-            decision: "admitted".into(),
+            decision,
         };
         let admitted = if self.alone().await {
             self.store.admit_alone(receipt).await
@@ -612,6 +916,54 @@ impl Pipeline {
             },
         }
     }
+}
+
+impl Pipeline {
+    /// The paths and hosts a call names, for the rules: each path relative to its root as
+    /// written (cleaned) and, where it differs, as it really is after symlinks (so a link
+    /// cannot walk a call around a path rule); each URL's host.
+    fn facts(&self, args: &Value) -> (Vec<String>, Vec<String>) {
+        let (root, named) = aether_policy::rules::path_arguments(args);
+        let mut paths = Vec::new();
+        for path in named {
+            let mut rel = String::new();
+            match self.roots.locate(root, path, &mut rel) {
+                Ok(loc) => {
+                    let rel = loc.rel.to_string();
+                    if let Some(real) = real_relative(loc.root, &rel)
+                        && real != rel
+                    {
+                        paths.push(real);
+                    }
+                    paths.push(rel);
+                }
+                // The tool refuses it anyway; the rules still see what was asked for.
+                Err(_) => paths.push(path.trim_start_matches("./").to_string()),
+            }
+        }
+        (paths, aether_policy::rules::url_hosts(args))
+    }
+}
+
+/// `rel` under `root` after symlinks, relative to the root: the real path of its deepest
+/// existing ancestor, plus the rest.
+fn real_relative(root: &aether_tools::Root, rel: &str) -> Option<String> {
+    let mut existing = root.path.join(rel);
+    let mut rest = Vec::new();
+    let real = loop {
+        match std::fs::canonicalize(&existing) {
+            Ok(real) => break real,
+            Err(_) => {
+                rest.push(existing.file_name()?.to_os_string());
+                existing = existing.parent()?.to_path_buf();
+            }
+        }
+    };
+    let mut full = real;
+    for part in rest.into_iter().rev() {
+        full.push(part);
+    }
+    root.relative_of(&full)
 }
 
 /// The audit row of a call whose future the transport dropped midway (a client that went

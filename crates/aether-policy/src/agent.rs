@@ -31,6 +31,8 @@ pub struct AgentProfile {
     pub allowed_domains: Vec<String>,
     /// Per-tool argument defaults, filled in where the caller left an argument out.
     pub arg_defaults: BTreeMap<String, Map<String, Value>>,
+    /// Who decides this agent's calls that wait for a person.
+    pub approval: crate::config::ApprovalRoute,
 }
 
 /// Why a tool is not in an agent's catalog.
@@ -47,6 +49,8 @@ pub enum Hidden {
     GroupNotAllowed { group: String },
     /// The capability layer: the agent's `tools` list leaves it out.
     NotInToolList,
+    /// An operator's `always_deny` rule refuses every call of it by this agent.
+    DeniedByRule { rule: String },
 }
 
 impl Hidden {
@@ -62,6 +66,9 @@ impl Hidden {
             ),
             Hidden::NotInToolList => {
                 format!("tool {tool:?} is not in agent {agent:?}'s tool list")
+            }
+            Hidden::DeniedByRule { rule } => {
+                format!("the operator's rule {rule:?} denies tool {tool:?} to agent {agent:?}")
             }
         }
     }
@@ -85,6 +92,7 @@ impl AgentProfile {
             supervisor: false,
             allowed_domains: Vec::new(),
             arg_defaults: BTreeMap::new(),
+            approval: Default::default(),
         }
     }
 

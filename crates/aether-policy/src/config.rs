@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::agent::AgentProfile;
@@ -34,6 +34,66 @@ pub struct RawConfig {
     pub limits: Limits,
     #[serde(default)]
     pub journal: JournalSection,
+    #[serde(default)]
+    pub approvals: ApprovalsSection,
+    #[serde(default)]
+    pub policy: PolicySection,
+}
+
+/// Calls that wait for a person.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsSection {
+    /// How long a call waits for a decision before it is denied.
+    #[serde(default = "default_window")]
+    pub window_seconds: u64,
+}
+
+impl Default for ApprovalsSection {
+    fn default() -> Self {
+        ApprovalsSection {
+            window_seconds: default_window(),
+        }
+    }
+}
+
+fn default_window() -> u64 {
+    300
+}
+
+/// The operator's rules.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// The rules file (relative to this configuration's folder). Unset: `permissions.yaml`
+    /// beside the configuration, if it exists (or appears later).
+    pub rules: Option<String>,
+}
+
+/// How HTTP callers prove who they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpAuth {
+    /// Bearer tokens as soon as one agent token exists; until then, loopback callers act as
+    /// `http_agent` (and a listener off loopback refuses to start).
+    #[default]
+    Auto,
+    /// Always a bearer token.
+    Token,
+    /// Never: every caller is `http_agent`. Loopback listeners only.
+    None,
+}
+
+/// Who decides an agent's calls that wait for a person.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalRoute {
+    /// An operator, in the console, the admin API or `aether approvals`.
+    #[default]
+    Operator,
+    /// The person at the agent's MCP client, asked through MCP elicitation (falls back to an
+    /// operator when the client cannot be asked).
+    Elicit,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -50,6 +110,8 @@ pub struct ServerSection {
     /// log messages first.
     #[serde(default = "yes")]
     pub sessions: bool,
+    #[serde(default)]
+    pub auth: HttpAuth,
 }
 
 impl Default for ServerSection {
@@ -58,6 +120,7 @@ impl Default for ServerSection {
             listen: default_listen(),
             http_agent: default_agent(),
             sessions: true,
+            auth: HttpAuth::Auto,
         }
     }
 }
@@ -99,6 +162,8 @@ pub struct RawAgent {
     pub allowed_domains: Vec<String>,
     #[serde(default)]
     pub arg_defaults: BTreeMap<String, Map<String, Value>>,
+    #[serde(default)]
+    pub approval: ApprovalRoute,
 }
 
 /// Bounds on what one call may produce or read.
@@ -287,6 +352,26 @@ impl RawConfig {
                     .into(),
             );
         }
+        if !(1..=86_400).contains(&self.approvals.window_seconds) {
+            problems.push("approvals.window_seconds must be between 1 and 86400".into());
+        }
+        if let Some(rules) = &self.policy.rules
+            && rules.trim().is_empty()
+        {
+            problems.push("policy.rules is empty; leave it out to use permissions.yaml".into());
+        }
+        if self.server.auth == HttpAuth::None
+            && self
+                .server
+                .listen
+                .parse::<SocketAddr>()
+                .is_ok_and(|a| !a.ip().is_loopback())
+        {
+            problems.push(format!(
+                "server.auth = \"none\" needs a loopback server.listen (this is {:?}): anyone who can reach the port would act as {:?}",
+                self.server.listen, self.server.http_agent
+            ));
+        }
         if l.search_results == 0 || l.search_results > 10_000 {
             problems.push("limits.search_results must be between 1 and 10000".into());
         }
@@ -314,6 +399,7 @@ impl RawConfig {
                     supervisor: a.supervisor,
                     allowed_domains: a.allowed_domains.clone(),
                     arg_defaults: a.arg_defaults.clone(),
+                    approval: a.approval,
                 };
                 (name.clone(), profile)
             })

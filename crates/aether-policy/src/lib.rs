@@ -13,6 +13,7 @@ pub mod decision;
 pub mod journal;
 pub mod paths;
 pub mod registry;
+pub mod rules;
 pub mod tool;
 pub mod truncate;
 
@@ -20,4 +21,5 @@ pub use agent::{AgentProfile, Hidden, Offer};
 pub use canon::{Digest, canonical_json, sha256};
 pub use decision::{Refusal, Step};
 pub use registry::{RegistryState, RegistryView};
+pub use rules::{Action, CallFacts, RuleSet, RulesError, Verdict};
 pub use tool::{Risk, Tier, ToolDef, ToolMeta};

@@ -43,10 +43,25 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2024_11_05,
 ];
 
+/// The agent an HTTP request authenticated as, put in the request's extensions by the
+/// listener's auth layer (`http.rs`) before the MCP service sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub agent: String,
+}
+
 #[derive(Clone)]
 pub struct AetherMcp {
     pipeline: Arc<Pipeline>,
+    /// The session as the transport opened it: stdio's `--agent`; for HTTP, the listener's
+    /// agent, replaced by the first request's authenticated [`Caller`] (see `session_for`).
     session: SessionContext,
+    /// HTTP: the session bound to the agent of the first authenticated request. A request
+    /// authenticated as another agent cannot use this MCP session.
+    bound: Arc<std::sync::OnceLock<SessionContext>>,
+    /// Whether this session outlives one request (then it is told when its catalog changes).
+    lasting: bool,
+    watching: Arc<std::sync::atomic::AtomicBool>,
     log_level: SessionLogLevel,
     mode: Mode,
     /// What `initialize` answers; built once, since rmcp may ask for it on any request.
@@ -79,10 +94,94 @@ impl AetherMcp {
         AetherMcp {
             pipeline,
             session,
+            bound: Arc::default(),
+            lasting: true,
+            watching: Arc::default(),
             log_level: SessionLogLevel::default(),
             mode,
             info: Arc::new(server_info(mode)),
         }
+    }
+
+    /// For a stateless HTTP listener: each request is a session of its own, so there is
+    /// nobody to tell when the catalog changes.
+    pub fn one_shot(mut self) -> AetherMcp {
+        self.lasting = false;
+        self
+    }
+
+    /// The session this request acts in: the transport's, or, for an HTTP request that
+    /// authenticated, the one bound to its agent.
+    fn session_for(
+        &self,
+        extensions: &rmcp::model::Extensions,
+    ) -> Result<SessionContext, ErrorData> {
+        let caller = extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>());
+        let Some(caller) = caller else {
+            return Ok(self.session.clone());
+        };
+        if let Some(bound) = self.bound.get() {
+            if bound.agent.name == caller.agent {
+                return Ok(bound.clone());
+            }
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "this MCP session belongs to another agent; a token for agent {:?} must open its own session",
+                    caller.agent
+                ),
+                None,
+            ));
+        }
+        let session = self
+            .pipeline
+            .session(
+                &caller.agent,
+                self.session.transport,
+                self.session.session_id.clone(),
+            )
+            .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        let bound = self.bound.get_or_init(|| session);
+        if bound.agent.name != caller.agent {
+            return Err(ErrorData::invalid_request(
+                "this MCP session belongs to another agent".to_string(),
+                None,
+            ));
+        }
+        Ok(bound.clone())
+    }
+
+    /// From the first `tools/list` on, tells the client whenever its catalog changes
+    /// (registry, rules), and only then: the offered names are compared, not the cause.
+    fn watch_catalog(&self, session: &SessionContext, peer: rmcp::Peer<RoleServer>) {
+        use std::sync::atomic::Ordering;
+        if !self.lasting || self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let pipeline = Arc::downgrade(&self.pipeline);
+        let mut changes = self.pipeline.catalog_changes();
+        let session = session.clone();
+        let names = move |p: &Pipeline| -> Vec<String> {
+            p.offered(&session)
+                .iter()
+                .map(|e| e.def().name.clone())
+                .collect()
+        };
+        let mut last = names(&self.pipeline);
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let Some(p) = pipeline.upgrade() else { return };
+                let now = names(&p);
+                drop(p);
+                if now != last {
+                    last = now;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
     }
 
     fn fixtures(&self) -> bool {
@@ -170,7 +269,11 @@ fn error_result(text: String, call_id: &str) -> CallToolResult {
 }
 
 /// The `resources/read` answer for a URI of `aether://…`.
-async fn read_aether(me: &AetherMcp, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+async fn read_aether(
+    me: &AetherMcp,
+    session: &SessionContext,
+    uri: &str,
+) -> Result<ReadResourceResult, ErrorData> {
     let text = if uri == "aether://capabilities" {
         capabilities(me.pipeline.catalog()).to_string()
     } else if let Some(query) = uri.strip_prefix("aether://audit/events") {
@@ -199,7 +302,7 @@ async fn read_aether(me: &AetherMcp, uri: &str) -> Result<ReadResourceResult, Er
         }
         let events = me
             .pipeline
-            .audit_events(&me.session, cursor, limit)
+            .audit_events(session, cursor, limit)
             .await
             .map_err(|e| {
                 ErrorData::internal_error(format!("audit could not be read: {e}"), None)
@@ -230,11 +333,13 @@ impl ServerHandler for AetherMcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let session = self.session_for(&context.extensions)?;
+        self.watch_catalog(&session, context.peer.clone());
         let tools = self
             .pipeline
-            .offered(&self.session)
+            .offered(&session)
             .into_iter()
             .map(mcp_tool)
             .collect();
@@ -246,6 +351,7 @@ impl ServerHandler for AetherMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let session = self.session_for(&context.extensions)?;
         let link = Arc::new(McpClientLink {
             peer: context.peer.clone(),
             progress_token: context.meta.get_progress_token(),
@@ -254,7 +360,7 @@ impl ServerHandler for AetherMcp {
         let result = self
             .pipeline
             .call(
-                &self.session,
+                &session,
                 &request.name,
                 request.arguments,
                 link,
@@ -353,14 +459,17 @@ impl ServerHandler for AetherMcp {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         if self.fixtures()
             && let Some(found) = fixtures::read_resource(&request.uri)
         {
             return found.map(Into::into);
         }
-        read_aether(self, &request.uri).await.map(Into::into)
+        let session = self.session_for(&context.extensions)?;
+        read_aether(self, &session, &request.uri)
+            .await
+            .map(Into::into)
     }
 
     #[allow(deprecated)]

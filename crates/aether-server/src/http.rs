@@ -17,8 +17,12 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin;
 use crate::gate::{self, HostGate};
-use crate::handler::{AetherMcp, Mode};
+use crate::handler::{AetherMcp, Caller, Mode};
+use aether_pipeline::Principal;
+use aether_policy::config::HttpAuth;
+use aether_store::TokenKind;
 
 /// The largest JSON-RPC message `/mcp` accepts.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -33,6 +37,8 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// Sessions and SSE replies (`true`), or stateless with plain JSON replies (`false`).
     pub sessions: bool,
+    /// How `/mcp` callers prove who they are.
+    pub auth: HttpAuth,
     pub shutdown: CancellationToken,
 }
 
@@ -50,23 +56,105 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         .with_cancellation_token(opts.shutdown.child_token())
         .with_legacy_session_mode(opts.sessions)
         .with_json_response(!opts.sessions);
-    let (p, agent, mode) = (pipeline.clone(), opts.agent.clone(), opts.mode);
+    let (p, agent, mode, lasting) = (
+        pipeline.clone(),
+        opts.agent.clone(),
+        opts.mode,
+        opts.sessions,
+    );
     let mcp = StreamableHttpService::new(
         move || {
             let session = p
                 .session(&agent, Transport::Http, uuid::Uuid::now_v7().to_string())
                 .map_err(std::io::Error::other)?;
-            Ok(AetherMcp::new(p.clone(), session, mode))
+            let handler = AetherMcp::new(p.clone(), session, mode);
+            Ok(if lasting { handler } else { handler.one_shot() })
         },
         Arc::new(sessions),
         config,
     );
+    let auth = McpAuth {
+        pipeline: pipeline.clone(),
+        mode: opts.auth,
+        agent: opts.agent.clone(),
+        loopback: opts.addr.ip().is_loopback(),
+    };
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(auth, authenticate));
+    let api = admin::routes().layer(axum::middleware::from_fn_with_state(
+        pipeline.clone(),
+        admin::require_operator,
+    ));
     Ok(Router::new()
         .route("/api/health", get(health))
-        .nest_service("/mcp", mcp)
+        .merge(api)
+        .merge(mcp)
         .fallback(not_found)
         .with_state(pipeline)
         .layer(axum::middleware::from_fn_with_state(gate, gate::guard)))
+}
+
+/// How `/mcp` requests are authenticated.
+#[derive(Clone)]
+struct McpAuth {
+    pipeline: Arc<Pipeline>,
+    mode: HttpAuth,
+    /// The agent of a caller without a token, where that is allowed.
+    agent: String,
+    loopback: bool,
+}
+
+impl McpAuth {
+    /// Whether a caller must bring a token: always with `auth = "token"`, never with
+    /// `"none"`, and with `"auto"` off loopback or once any agent token exists.
+    fn required(&self) -> bool {
+        match self.mode {
+            HttpAuth::Token => true,
+            HttpAuth::None => false,
+            HttpAuth::Auto => !self.loopback || self.pipeline.agent_tokens() > 0,
+        }
+    }
+}
+
+/// Resolves the caller of an `/mcp` request to an agent ([`Caller`]) before the MCP service
+/// sees it, or answers 401/403. Identity comes from here, never from the request's body.
+async fn authenticate(
+    State(auth): State<McpAuth>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let agent = match admin::bearer(request.headers()) {
+        Some(token) => match auth.pipeline.authenticate(token) {
+            Some(Principal {
+                kind: TokenKind::Agent,
+                subject,
+                ..
+            }) => subject,
+            Some(_) => {
+                return admin::error(
+                    StatusCode::FORBIDDEN,
+                    "an operator's token cannot call tools; use an agent's token",
+                );
+            }
+            None => return admin::unauthorized("the bearer token is unknown or revoked"),
+        },
+        None if auth.required() => {
+            return admin::unauthorized(
+                "this server needs a bearer token (Authorization: Bearer …); an operator makes one with `aether tokens create --agent NAME`",
+            );
+        }
+        None => auth.agent.clone(),
+    };
+    if !auth.pipeline.has_agent(&agent) {
+        // A token for an agent the configuration no longer has.
+        return admin::error(
+            StatusCode::FORBIDDEN,
+            &format!("this token's agent {agent:?} is not configured on this server"),
+        );
+    }
+    request.extensions_mut().insert(Caller { agent });
+    next.run(request).await
 }
 
 async fn health(State(pipeline): State<Arc<Pipeline>>) -> impl IntoResponse {

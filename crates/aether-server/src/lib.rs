@@ -8,6 +8,7 @@
 // (SEP-2577) but are part of every version Aether negotiates today.
 #![allow(deprecated)]
 
+mod admin;
 mod fixtures;
 mod gate;
 mod handler;
@@ -15,7 +16,7 @@ mod http;
 mod link;
 
 pub use gate::HostGate;
-pub use handler::{AetherMcp, Mode};
+pub use handler::{AetherMcp, Caller, Mode};
 pub use http::{HttpOptions, router, serve_http};
 
 /// Serves one MCP session over this process's stdin and stdout until the client leaves.

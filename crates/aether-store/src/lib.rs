@@ -86,6 +86,8 @@ pub struct AuditRecord {
 pub struct AuditQuery {
     /// Only rows after this sequence number.
     pub after: Option<i64>,
+    /// Only rows written at or after this time (µs since the epoch).
+    pub since_us: Option<i64>,
     pub agent: Option<String>,
     pub tool: Option<String>,
     pub outcome: Option<String>,
@@ -114,6 +116,162 @@ pub struct RegistryRow {
     pub updated_at_us: i64,
     pub updated_by: String,
     pub why: String,
+    /// The digest of the definition last seen (what an approval now would bind).
+    pub seen_digest: Option<String>,
+    /// The definition the approval bound (for the diff against a changed one).
+    pub approved_definition: Option<String>,
+}
+
+/// What an operator does to a registry row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegistryAction {
+    /// Approve the definition last seen; with `digest`, only if that is still the one seen
+    /// (the operator approves what they reviewed, not whatever is there now).
+    Approve {
+        digest: Option<String>,
+    },
+    Withdraw,
+    /// Go back to the state before the newest change not already undone.
+    Undo,
+}
+
+#[derive(Clone, Debug)]
+pub struct RegistryChange {
+    pub name: String,
+    pub action: RegistryAction,
+    pub by: String,
+    pub why: String,
+}
+
+/// One change of the registry: the row's state after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RegistryHistoryRow {
+    pub id: i64,
+    pub at_us: i64,
+    pub name: String,
+    pub from_state: Option<String>,
+    pub to_state: String,
+    /// The approved digest after the change.
+    pub digest: Option<String>,
+    pub by: String,
+    pub why: String,
+    /// For an undo: the change it reverted.
+    pub undoes: Option<i64>,
+}
+
+/// One counter per kind of change, for processes sharing the store to notice changes cheaply.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Revisions {
+    pub halted: bool,
+    pub registry: i64,
+    pub approvals: i64,
+    pub tokens: i64,
+    pub seals: i64,
+}
+
+/// A call waiting for a person, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ApprovalRequest {
+    /// The call id.
+    pub id: String,
+    pub requested_at_us: i64,
+    pub expires_at_us: i64,
+    pub session: String,
+    pub transport: String,
+    pub agent: String,
+    pub team: Option<String>,
+    pub project: Option<String>,
+    pub tool: String,
+    pub tier: String,
+    pub definition: String,
+    /// The arguments (canonical JSON, bounded), for the person deciding.
+    pub arguments: String,
+    pub arguments_digest: String,
+    /// What asked for a person: `tier:restricted` or `rule:NAME`.
+    pub asked_by: String,
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalState {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+    Cancelled,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Approved => "approved",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Expired => "expired",
+            ApprovalState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ApprovalState> {
+        Some(match s {
+            "pending" => ApprovalState::Pending,
+            "approved" => ApprovalState::Approved,
+            "denied" => ApprovalState::Denied,
+            "expired" => ApprovalState::Expired,
+            "cancelled" => ApprovalState::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ApprovalRow {
+    #[serde(flatten)]
+    pub request: ApprovalRequest,
+    pub state: ApprovalState,
+    pub decided_at_us: Option<i64>,
+    pub decided_by: Option<String>,
+    pub why: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenKind {
+    /// An MCP caller, acting as the agent named by `subject`.
+    Agent,
+    /// The admin API, as the operator named by `subject`.
+    Operator,
+}
+
+impl TokenKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenKind::Agent => "agent",
+            TokenKind::Operator => "operator",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TokenKind> {
+        match s {
+            "agent" => Some(TokenKind::Agent),
+            "operator" => Some(TokenKind::Operator),
+            _ => None,
+        }
+    }
+}
+
+/// A bearer token as recorded (never the token itself).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TokenRow {
+    pub id: String,
+    pub kind: TokenKind,
+    pub subject: String,
+    pub label: String,
+    pub created_at_us: i64,
+    pub created_by: String,
+    pub revoked_at_us: Option<i64>,
+    pub revoked_by: Option<String>,
 }
 
 /// A built-in tool as shipped: approved from source.
@@ -340,6 +498,99 @@ impl Store {
     pub async fn seal_pins(&self, root: &str) -> Result<Vec<SealPin>> {
         match self {
             Store::Sqlite(s) => s.seal_pins(root).await,
+        }
+    }
+
+    /// Applies an operator's change to one registry row (recorded in its history with who and
+    /// why); returns the row after it. A change that cannot apply is a clear `Invalid` error
+    /// and changes nothing.
+    pub async fn registry_change(&self, change: RegistryChange) -> Result<RegistryRow> {
+        match self {
+            Store::Sqlite(s) => s.registry_change(change).await,
+        }
+    }
+
+    /// The registry's changes, oldest first; one tool's with `name`.
+    pub async fn registry_history(&self, name: Option<String>) -> Result<Vec<RegistryHistoryRow>> {
+        match self {
+            Store::Sqlite(s) => s.registry_history(name).await,
+        }
+    }
+
+    /// Records the definitions of tools that are not approved from source (upstream tools):
+    /// a new name starts `unapproved`; a known one has its seen definition updated (its
+    /// approval, if any, still binds the old digest, so a changed tool is held back).
+    pub async fn record_seen(&self, seen: Vec<BuiltinDefinition>, origin: &str) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.record_seen(seen, origin.to_string()).await,
+        }
+    }
+
+    pub async fn revisions(&self) -> Result<Revisions> {
+        match self {
+            Store::Sqlite(s) => s.revisions().await,
+        }
+    }
+
+    /// Records a call as waiting for a person, unless Aether is halted (then nothing is
+    /// written and the halt is returned).
+    pub async fn request_approval(&self, request: ApprovalRequest) -> Result<Option<HaltState>> {
+        match self {
+            Store::Sqlite(s) => s.request_approval(request).await,
+        }
+    }
+
+    /// Moves a pending approval to `to` (see the SQLite backend for the rules).
+    pub async fn settle_approval(
+        &self,
+        id: &str,
+        to: ApprovalState,
+        by: &str,
+        why: &str,
+    ) -> Result<ApprovalRow> {
+        match self {
+            Store::Sqlite(s) => {
+                s.settle_approval(id.to_string(), to, by.to_string(), why.to_string())
+                    .await
+            }
+        }
+    }
+
+    pub async fn approval(&self, id: &str) -> Result<Option<ApprovalRow>> {
+        match self {
+            Store::Sqlite(s) => s.approval(id.to_string()).await,
+        }
+    }
+
+    pub async fn approvals(&self, pending: bool, limit: usize) -> Result<Vec<ApprovalRow>> {
+        match self {
+            Store::Sqlite(s) => s.approvals(pending, limit).await,
+        }
+    }
+
+    pub async fn expire_approvals(&self, now_us: i64) -> Result<usize> {
+        match self {
+            Store::Sqlite(s) => s.expire_approvals(now_us).await,
+        }
+    }
+
+    /// Records a token by the SHA-256 (hex) of its secret.
+    pub async fn create_token(&self, row: TokenRow, hash: String) -> Result<TokenRow> {
+        match self {
+            Store::Sqlite(s) => s.create_token(row, hash).await,
+        }
+    }
+
+    pub async fn revoke_token(&self, id: &str, by: &str) -> Result<TokenRow> {
+        match self {
+            Store::Sqlite(s) => s.revoke_token(id.to_string(), by.to_string()).await,
+        }
+    }
+
+    /// Every token and the hash of its secret.
+    pub async fn tokens(&self) -> Result<Vec<(TokenRow, String)>> {
+        match self {
+            Store::Sqlite(s) => s.tokens().await,
         }
     }
 

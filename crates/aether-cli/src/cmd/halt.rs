@@ -23,7 +23,8 @@ pub async fn run(args: Args, halt: bool) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
-    let state = store.set_halt(halt, &setup::operator(), &args.why).await?;
+    let state =
+        aether_pipeline::operator::set_halt(&store, halt, &setup::operator(), &args.why).await?;
     if state.halted {
         println!("Halted: no new call is admitted until `aether resume --why ...`. ({url})");
     } else {

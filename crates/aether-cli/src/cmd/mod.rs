@@ -1,9 +1,13 @@
 //! One module per subcommand.
 
+pub mod approvals;
 pub mod audit;
 pub mod halt;
 pub mod journal;
 pub mod mcp_serve;
+pub mod policy;
+pub mod registry;
 pub mod roots;
 pub mod serve;
+pub mod tokens;
 pub mod tools;

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use aether_policy::config::HttpAuth;
 use aether_server::{HttpOptions, Mode, router, serve_http};
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
@@ -35,15 +36,18 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
     let pipeline = setup::pipeline(&loaded, &roots, store, args.conformance_fixtures).await?;
-    let _halt_watch = pipeline.watch_halt(Duration::from_millis(500));
+    let _watch = pipeline.watch(Duration::from_millis(50));
+    let _rules_watch = pipeline.watch_rules();
     let addr = match args.listen {
         Some(a) => a,
         None => loaded.raw.server.listen.parse().context("server.listen")?,
     };
-    if !addr.ip().is_loopback() {
+    let auth = loaded.raw.server.auth;
+    if !addr.ip().is_loopback() && auth == HttpAuth::None {
         anyhow::bail!(
-            "refusing to listen on {addr}: beyond this machine, callers must authenticate with \
-             per-agent bearer tokens, which this build does not have yet; listen on 127.0.0.1 or [::1]"
+            "refusing to listen on {addr} with server.auth = \"none\": anyone who can reach the port \
+             would act as {:?}; use tokens (server.auth = \"token\") or listen on 127.0.0.1",
+            loaded.raw.server.http_agent
         );
     }
     // Bind first: the gate answers to the address actually bound (port 0 picks one).
@@ -62,10 +66,16 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         agent: loaded.raw.server.http_agent.clone(),
         session_idle: Duration::from_secs(30 * 60),
         sessions: loaded.raw.server.sessions,
+        auth,
         shutdown: shutdown.clone(),
     };
     let app = router(pipeline.clone(), &opts)?;
-    print_banner(addr, &loaded.source, &url, &roots);
+    let tokens = match auth {
+        HttpAuth::Token => true,
+        HttpAuth::None => false,
+        HttpAuth::Auto => !addr.ip().is_loopback() || pipeline.agent_tokens() > 0,
+    };
+    print_banner(addr, &loaded.source, &url, &roots, tokens, &opts.agent);
     let signal = shutdown.clone();
     tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
@@ -82,6 +92,8 @@ fn print_banner(
     config: &str,
     store: &str,
     roots: &[aether_policy::paths::RootSpec],
+    tokens: bool,
+    agent: &str,
 ) {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
@@ -101,7 +113,20 @@ fn print_banner(
         root_args.push("--root".to_string());
         root_args.push(format!("{}={}:{}", r.name, r.path, r.mode.as_str()));
     }
-    let http = json!({"mcpServers": {"aether": {"url": format!("http://{addr}/mcp")}}});
+    if tokens {
+        println!(
+            "  callers:               bearer token per agent (aether tokens create --agent NAME)"
+        );
+    } else {
+        println!(
+            "  callers:               act as agent {agent:?} (no token until one is created: aether tokens create --agent NAME)"
+        );
+    }
+    let mut http = json!({"mcpServers": {"aether": {"url": format!("http://{addr}/mcp")}}});
+    if tokens {
+        http["mcpServers"]["aether"]["headers"] =
+            json!({"Authorization": "Bearer <token from aether tokens create --agent NAME>"});
+    }
     let mut stdio_args = vec!["mcp-serve".to_string()];
     stdio_args.extend(root_args);
     let stdio = json!({"mcpServers": {"aether": {"command": exe, "args": stdio_args}}});

@@ -6,7 +6,6 @@ use aether_pipeline::Transport;
 use aether_policy::Offer;
 use anyhow::Result;
 use clap::{Args as ClapArgs, Subcommand};
-use serde_json::json;
 
 use crate::setup::{self, Common};
 
@@ -38,12 +37,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     let pipeline = setup::pipeline(&loaded, &roots, store, false).await?;
     let ctx = pipeline.session(&args.agent, Transport::InProcess, "cli".into())?;
     if schemas {
-        let functions: Vec<_> = pipeline
-            .offered(&ctx)
-            .into_iter()
-            .map(|e| e.def())
-            .map(|d| json!({"type": "function", "function": {"name": d.name, "description": d.description, "parameters": d.input_schema}}))
-            .collect();
+        let functions = pipeline.openai_functions(&ctx);
         println!("{}", serde_json::to_string_pretty(&functions)?);
     } else {
         for entry in pipeline.catalog().iter() {

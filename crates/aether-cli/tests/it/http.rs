@@ -79,9 +79,12 @@ fn health_undeclared_paths_and_oversized_bodies() {
         404
     );
     assert_eq!(
-        http(&srv.addr, "GET", "/api/registry", &[("Host", &host)], b"").status,
+        http(&srv.addr, "GET", "/api/nothing", &[("Host", &host)], b"").status,
         404
     );
+    // Declared admin routes need an operator's token.
+    let r = http(&srv.addr, "GET", "/api/registry", &[("Host", &host)], b"");
+    assert_eq!(r.status, 401, "{}", r.body);
     let big = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
         "x".repeat(5 << 20)
@@ -180,14 +183,23 @@ fn stateless_mode_answers_in_plain_json_without_a_session() {
 }
 
 #[test]
-fn listening_beyond_loopback_is_refused_until_callers_can_authenticate() {
+fn listening_beyond_loopback_without_tokens_is_refused() {
     let ws = Ws::new();
+    ws.write("aether.toml", "[server]\nauth = \"none\"\n");
     for addr in ["0.0.0.0:0", "[::]:0"] {
         let (code, _, err) = ws.run(&["serve", "--listen", addr]);
         assert_eq!(code, 1, "{addr}");
         assert!(
-            err.contains("bearer tokens") && err.contains("127.0.0.1"),
+            err.contains("server.auth = \"none\"") && err.contains("127.0.0.1"),
             "{err}"
         );
     }
+    // In the configuration itself, too.
+    ws.write(
+        "aether.toml",
+        "[server]\nauth = \"none\"\nlisten = \"0.0.0.0:8484\"\n",
+    );
+    let (code, _, err) = ws.run(&["serve"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("needs a loopback server.listen"), "{err}");
 }

@@ -2,13 +2,16 @@
 //! temporary store (when it needs one), builds its own test tools and pipeline, and ends with
 //! `Harness::check()`, which verifies the audit chain and the receipt/audit invariants.
 
+mod approvals;
 mod arguments;
 mod concurrency;
 mod halt;
 mod offers;
 mod outcomes;
 mod refusals;
+mod registry;
 mod results;
+mod rules;
 mod setup;
 mod support;
 mod writes;

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use aether_pipeline::CallOutcome;
-use aether_policy::config::Limits;
 use aether_policy::{AgentProfile, Hidden, Offer, Step, Tier};
 use aether_tools::Tool;
 
@@ -19,6 +19,7 @@ fn step_of(hidden: &Hidden) -> (Step, String) {
         Hidden::DefinitionChanged => (Step::Registry, "registry:definition-changed".into()),
         Hidden::GroupNotAllowed { .. } => (Step::Connection, "connection".into()),
         Hidden::NotInToolList => (Step::Capability, "capability".into()),
+        Hidden::DeniedByRule { rule } => (Step::Rules, format!("rule:{rule}")),
     }
 }
 
@@ -61,7 +62,12 @@ async fn offered_equals_runnable_for_every_profile() {
     };
     let nothing = AgentProfile::with_groups("nothing", &[]);
     let profiles = vec![groups_only, tools_list, no_servers, supervisor, nothing];
-    let p = h.pipeline(profiles.clone(), Limits::default(), tools).await;
+    // Restricted calls wait for a person; here nobody decides, so they end quickly, denied.
+    let p = h
+        .pipeline_with(profiles.clone(), tools, |s| {
+            s.approval_window = Duration::from_millis(50)
+        })
+        .await;
     h.edit_registry(&p, "withdrawn", "state = 'withdrawn'")
         .await;
     h.edit_registry(

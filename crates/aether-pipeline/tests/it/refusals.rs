@@ -2,6 +2,7 @@
 //! audited once with its step and rule, and a refused call never runs and is never receipted.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use aether_policy::config::Limits;
 use aether_policy::{AgentProfile, Step, Tier};
@@ -175,19 +176,31 @@ async fn the_capability_layer_refuses_a_tool_left_out_of_the_agents_list() {
 }
 
 #[tokio::test]
-async fn a_restricted_tool_is_refused_at_the_tier_gate() {
+async fn a_restricted_tool_nobody_approves_is_denied_when_its_window_closes() {
     let h = Harness::new();
     let restricted = Echo::new("restricted", "alpha", Tier::Restricted);
     let p = h
-        .pipeline(vec![worker()], Limits::default(), vec![restricted.clone()])
+        .pipeline_with(vec![worker()], vec![restricted.clone()], |s| {
+            s.approval_window = Duration::from_millis(300)
+        })
         .await;
     let ctx = session(&p, "worker", "s1");
 
+    let started = std::time::Instant::now();
     let result = call(&p, &ctx, "restricted", valid()).await;
-    let (reason, row) = refused(&h.store, &result, Step::Tier, "tier:restricted").await;
-    assert!(reason.contains("approval"), "{reason}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let (reason, row) = refused(
+        &h.store,
+        &result,
+        Step::Tier,
+        "approval:expired (tier:restricted)",
+    )
+    .await;
+    assert!(reason.contains("nobody decided in time"), "{reason}");
     assert_eq!(row.event.tier, "restricted");
     assert_eq!(restricted.calls(), 0);
+    let request = h.store.approval(&result.call_id).await.unwrap().unwrap();
+    assert_eq!(request.state, aether_store::ApprovalState::Expired);
     h.check().await;
 }
 
@@ -206,7 +219,11 @@ async fn no_refused_call_runs_or_writes_a_receipt() {
         .collect();
     let mut agent = AgentProfile::with_groups("agent", &["alpha"]);
     agent.tools = Some(["echo", "restricted", "withdrawn"].map(String::from).into());
-    let p = h.pipeline(vec![agent], Limits::default(), tools).await;
+    let p = h
+        .pipeline_with(vec![agent], tools, |s| {
+            s.approval_window = Duration::from_millis(50)
+        })
+        .await;
     h.edit_registry(&p, "withdrawn", "state = 'withdrawn'")
         .await;
     let ctx = session(&p, "agent", "s1");

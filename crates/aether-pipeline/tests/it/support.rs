@@ -351,15 +351,44 @@ impl Harness {
         tools: Vec<Arc<dyn Tool>>,
         roots: Roots,
     ) -> Result<Pipeline, PipelineError> {
-        Pipeline::new(Settings {
+        Pipeline::new(self.settings(agents, limits, tools, roots)).await
+    }
+
+    /// The settings most tests use: no external tools, no rules, a 5-minute approval window.
+    pub fn settings(
+        &self,
+        agents: Vec<AgentProfile>,
+        limits: Limits,
+        tools: Vec<Arc<dyn Tool>>,
+        roots: Roots,
+    ) -> Settings {
+        Settings {
             agents: self::agents(agents),
             roots,
             limits,
             store: self.store.clone(),
             tools,
+            external_tools: Vec::new(),
             journal: Default::default(),
-        })
-        .await
+            approval_window: Duration::from_secs(300),
+            rules: aether_pipeline::Rules::none(),
+        }
+    }
+
+    /// A pipeline from [`Harness::settings`] as changed by `change`.
+    pub async fn pipeline_with(
+        &self,
+        agents: Vec<AgentProfile>,
+        tools: Vec<Arc<dyn Tool>>,
+        change: impl FnOnce(&mut Settings),
+    ) -> Arc<Pipeline> {
+        let mut settings =
+            self.settings(agents, Limits::default(), tools, Roots::open(&[]).unwrap());
+        change(&mut settings);
+        match Pipeline::new(settings).await {
+            Ok(p) => Arc::new(p),
+            Err(e) => panic!("pipeline did not start: {e}"),
+        }
     }
 
     pub async fn pipeline(
@@ -429,7 +458,8 @@ impl Harness {
             );
         }
         let receipts = self.receipt_ids();
-        for r in &rows {
+        // Operator actions (halt, registry changes, decisions) are rows without a call.
+        for r in rows.iter().filter(|r| r.event.transport != "operator") {
             let receipted = receipts.contains(&r.event.call_id);
             match &r.event.step {
                 Some(step) => assert!(

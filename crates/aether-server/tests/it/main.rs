@@ -17,7 +17,10 @@ async fn pipeline(dir: &tempfile::TempDir) -> Arc<Pipeline> {
         limits: Default::default(),
         store,
         tools: aether_tools::builtin_tools(),
+        external_tools: Vec::new(),
         journal: Default::default(),
+        approval_window: std::time::Duration::from_secs(300),
+        rules: aether_pipeline::Rules::none(),
     })
     .await
     .unwrap();
@@ -31,6 +34,7 @@ fn options(agent: &str) -> HttpOptions {
         agent: agent.into(),
         session_idle: std::time::Duration::from_secs(60),
         sessions: true,
+        auth: Default::default(),
         shutdown: CancellationToken::new(),
     }
 }

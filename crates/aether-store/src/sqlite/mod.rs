@@ -19,12 +19,14 @@ use crate::{
     HaltState, JournalWrite, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
 };
 
+mod governance;
 mod journal;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0001_foundation.sql"),
     include_str!("../../migrations/sqlite/0002_journal_seals.sql"),
     include_str!("../../migrations/sqlite/0003_journal_blobs_rowid.sql"),
+    include_str!("../../migrations/sqlite/0004_governance.sql"),
 ];
 
 /// How many queued writes one transaction takes at most.
@@ -246,6 +248,10 @@ impl SqliteStore {
                 sql.push_str(" AND seq > ?");
                 args.push(after.into());
             }
+            if let Some(since) = q.since_us {
+                sql.push_str(" AND at_us >= ?");
+                args.push(since.into());
+            }
             for (col, val) in [
                 ("agent", &q.agent),
                 ("tool", &q.tool),
@@ -341,12 +347,33 @@ impl SqliteStore {
     pub async fn set_halt(&self, halted: bool, by: &str, why: &str) -> Result<HaltState> {
         let (by, why) = (by.to_string(), why.to_string());
         self.write(move |conn| {
-            conn.execute(
+            let context = "set halt";
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(StoreError::sql(context))?;
+            let now = now_us();
+            tx.execute(
                 "UPDATE halt SET halted = ?, by = ?, why = ?, at_us = ? WHERE id = 1",
-                params![halted, by, why, now_us()],
+                params![halted, by, why, now],
             )
-            .map_err(StoreError::sql("set halt"))?;
-            read_halt(conn)
+            .map_err(StoreError::sql(context))?;
+            governance::bump(&tx, "halt").map_err(StoreError::sql(context))?;
+            if halted {
+                // A halt denies every call still waiting for a person, in the same commit.
+                let denied = tx
+                    .execute(
+                        "UPDATE approvals SET state = 'denied', decided_at_us = ?, decided_by = ?,
+                             why = ? WHERE state = 'pending'",
+                        params![now, by, format!("halted: {why}")],
+                    )
+                    .map_err(StoreError::sql(context))?;
+                if denied > 0 {
+                    governance::bump(&tx, "approvals").map_err(StoreError::sql(context))?;
+                }
+            }
+            let state = query_halt(&tx).map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))?;
+            Ok(state)
         })
         .await
     }
@@ -355,23 +382,13 @@ impl SqliteStore {
         self.read(|conn| {
             let mut stmt = conn
                 .prepare(
-                    "SELECT name, state, approved_digest, definition, origin, updated_at_us, updated_by, why
+                    "SELECT name, state, approved_digest, definition, origin, updated_at_us, updated_by, why,
+                         seen_digest, approved_definition
                      FROM registry ORDER BY name",
                 )
                 .map_err(StoreError::sql("read registry"))?;
             let rows = stmt
-                .query_map([], |r| {
-                    Ok(RegistryRow {
-                        name: r.get(0)?,
-                        state: r.get(1)?,
-                        approved_digest: r.get(2)?,
-                        definition: r.get(3)?,
-                        origin: r.get(4)?,
-                        updated_at_us: r.get(5)?,
-                        updated_by: r.get(6)?,
-                        why: r.get(7)?,
-                    })
-                })
+                .query_map([], governance::registry_row)
                 .map_err(StoreError::sql("read registry"))?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(StoreError::sql("read registry"))
         })
@@ -380,45 +397,62 @@ impl SqliteStore {
 
     pub async fn sync_builtins(&self, builtins: Vec<BuiltinDefinition>) -> Result<Vec<String>> {
         self.write(move |conn| {
+            let context = "sync built-ins";
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::sql("sync built-ins"))?;
+                .map_err(StoreError::sql(context))?;
             let mut changed = Vec::new();
             let now = now_us();
             for b in builtins {
-                let current: Option<(String, Option<String>)> = tx
+                let current: Option<(String, Option<String>, Option<String>)> = tx
                     .query_row(
-                        "SELECT state, approved_digest FROM registry WHERE name = ?",
+                        "SELECT state, approved_digest, seen_digest FROM registry WHERE name = ?",
                         [&b.name],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                     )
                     .optional()
-                    .map_err(StoreError::sql("sync built-ins"))?;
+                    .map_err(StoreError::sql(context))?;
                 let why = match &current {
                     None => "built-in, approved from source",
-                    Some((state, digest)) if state == "approved" && digest.as_deref() != Some(&b.digest) => {
+                    Some((state, digest, _)) if state == "approved" && digest.as_deref() != Some(&b.digest) => {
                         "built-in definition changed with this release; approved from source"
                     }
-                    // Approved and unchanged, or withdrawn/unapproved by an operator: leave it.
-                    Some(_) => continue,
+                    // Withdrawn or unapproved by an operator: stays so, but the registry keeps
+                    // the definition this release serves, for the operator to approve.
+                    Some((_, _, seen)) => {
+                        if seen.as_deref() != Some(&b.digest) {
+                            tx.execute(
+                                "UPDATE registry SET seen_digest = ?, definition = ? WHERE name = ?",
+                                params![b.digest, b.definition, b.name],
+                            )
+                            .map_err(StoreError::sql(context))?;
+                        }
+                        continue;
+                    }
                 };
                 tx.execute(
-                    "INSERT INTO registry (name, state, approved_digest, definition, origin, updated_at_us, updated_by, why)
-                     VALUES (?1, 'approved', ?2, ?3, 'builtin', ?4, 'aether', ?5)
+                    "INSERT INTO registry (name, state, approved_digest, definition, origin, updated_at_us,
+                         updated_by, why, seen_digest, approved_definition)
+                     VALUES (?1, 'approved', ?2, ?3, 'builtin', ?4, 'aether', ?5, ?2, ?3)
                      ON CONFLICT (name) DO UPDATE SET state = 'approved', approved_digest = ?2,
-                       definition = ?3, updated_at_us = ?4, updated_by = 'aether', why = ?5",
+                       definition = ?3, updated_at_us = ?4, updated_by = 'aether', why = ?5,
+                       seen_digest = ?2, approved_definition = ?3",
                     params![b.name, b.digest, b.definition, now, why],
                 )
-                .map_err(StoreError::sql("sync built-ins"))?;
+                .map_err(StoreError::sql(context))?;
                 tx.execute(
-                    "INSERT INTO registry_history (at_us, name, from_state, to_state, digest, by, why)
-                     VALUES (?, ?, ?, 'approved', ?, 'aether', ?)",
-                    params![now, b.name, current.map(|c| c.0), b.digest, why],
+                    "INSERT INTO registry_history (at_us, name, from_state, to_state, digest, by, why,
+                         approved_definition)
+                     VALUES (?, ?, ?, 'approved', ?, 'aether', ?, ?)",
+                    params![now, b.name, current.map(|c| c.0), b.digest, why, b.definition],
                 )
-                .map_err(StoreError::sql("sync built-ins"))?;
+                .map_err(StoreError::sql(context))?;
                 changed.push(b.name);
             }
-            tx.commit().map_err(StoreError::sql("sync built-ins"))?;
+            if !changed.is_empty() {
+                governance::bump(&tx, "registry").map_err(StoreError::sql(context))?;
+            }
+            tx.commit().map_err(StoreError::sql(context))?;
             Ok(changed)
         })
         .await
@@ -505,7 +539,7 @@ fn check_receipts(conn: &Connection, report: &mut ChainReport) -> rusqlite::Resu
     Ok(())
 }
 
-fn query_halt(conn: &Connection) -> rusqlite::Result<HaltState> {
+pub(super) fn query_halt(conn: &Connection) -> rusqlite::Result<HaltState> {
     conn.query_row(
         "SELECT halted, by, why, at_us FROM halt WHERE id = 1",
         [],

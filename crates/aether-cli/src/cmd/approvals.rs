@@ -1,0 +1,120 @@
+//! `aether approvals list|approve|deny`: calls waiting for a person. Only an operator decides:
+//! this command (on the store the server shares) or the admin API with an operator token.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::{Args as ClapArgs, Subcommand};
+
+use crate::cmd::audit::time_of;
+use crate::setup::{self, Common};
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Calls waiting for a decision, newest first (with --all, decided ones too).
+    List(ListArgs),
+    /// Let a waiting call run.
+    Approve(DecideArgs),
+    /// Refuse a waiting call.
+    Deny(DecideArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Decided, expired and cancelled requests too.
+    #[arg(long)]
+    all: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct DecideArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The call id (from `list`).
+    id: String,
+    /// Why (recorded with the decision and in the audit).
+    #[arg(long)]
+    why: String,
+}
+
+pub async fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::List(args) => {
+            let loaded = setup::load(&args.common)?;
+            let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+            // Requests whose window closed while no server was watching are expired first.
+            store.expire_approvals(aether_store::now_us()).await?;
+            let rows = store.approvals(!args.all, 500).await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            if rows.is_empty() {
+                println!(
+                    "{}",
+                    if args.all {
+                        "No call has asked for approval yet."
+                    } else {
+                        "No call is waiting for approval."
+                    }
+                );
+            }
+            let now = aether_store::now_us();
+            for row in rows {
+                let r = &row.request;
+                let status = match row.state {
+                    aether_store::ApprovalState::Pending => format!(
+                        "pending, {} s left",
+                        (r.expires_at_us - now).max(0) / 1_000_000
+                    ),
+                    other => format!(
+                        "{} by {}: {}",
+                        other.as_str(),
+                        row.decided_by.as_deref().unwrap_or("?"),
+                        row.why.as_deref().unwrap_or("")
+                    ),
+                };
+                println!("{}  {}", r.id, status);
+                println!(
+                    "    {} asked {} by agent {} ({}; {})",
+                    time_of(r.requested_at_us),
+                    r.tool,
+                    r.agent,
+                    r.asked_by,
+                    r.reason.as_deref().unwrap_or("no reason given")
+                );
+                println!("    arguments: {}", r.arguments);
+            }
+        }
+        Command::Approve(args) => decide(args, true).await?,
+        Command::Deny(args) => decide(args, false).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn decide(args: DecideArgs, approve: bool) -> Result<()> {
+    if args.why.trim().is_empty() {
+        bail!("--why must say why");
+    }
+    let loaded = setup::load(&args.common)?;
+    let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let row =
+        aether_pipeline::operator::decide(&store, &args.id, approve, &setup::operator(), &args.why)
+            .await?;
+    println!(
+        "{} {} for agent {}: {}.",
+        row.request.tool,
+        row.state.as_str(),
+        row.request.agent,
+        if approve {
+            "it runs now"
+        } else {
+            "it will not run"
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! `aether registry list|show|approve|withdraw|undo|history`: which tool definitions may be
+//! offered and run, every change recorded with who and why (and audited).
+
+use std::process::ExitCode;
+
+use aether_store::{RegistryAction, RegistryChange, RegistryRow};
+use anyhow::{Result, bail};
+use clap::{Args as ClapArgs, Subcommand};
+
+use crate::cmd::audit::time_of as when;
+use crate::setup::{self, Common};
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Every tool the registry knows, its state, and whether its definition changed since it
+    /// was approved.
+    List(ListArgs),
+    /// One tool: state, who changed it last and why, the definition, and the diff of a
+    /// changed definition against the approved one.
+    Show(NameArgs),
+    /// Approve the definition the registry last saw (pass --digest to approve only the one you
+    /// reviewed).
+    Approve(ApproveArgs),
+    /// Withdraw a tool: neither offered nor runnable until approved again or undone.
+    Withdraw(ChangeArgs),
+    /// Undo the newest change of a tool that is not already undone.
+    Undo(ChangeArgs),
+    /// The changes, oldest first (one tool's with NAME).
+    History(HistoryArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct NameArgs {
+    #[command(flatten)]
+    common: Common,
+    name: String,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct ChangeArgs {
+    #[command(flatten)]
+    common: Common,
+    name: String,
+    /// Why (recorded with the change).
+    #[arg(long)]
+    why: String,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    change: ChangeArgs,
+    /// The definition digest you reviewed (from `show`); refused if the tool changed since.
+    #[arg(long)]
+    digest: Option<String>,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    common: Common,
+    name: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn store(common: &Common) -> Result<aether_store::Store> {
+    let loaded = setup::load(common)?;
+    setup::open_store(&setup::store_url(common, &loaded, &loaded.base))
+}
+
+/// `approved`, or `approved (definition changed: held back)` when the seen definition is not
+/// the approved one.
+fn state_of(row: &RegistryRow) -> String {
+    let changed = row.state == "approved" && row.seen_digest != row.approved_digest;
+    if changed {
+        "approved, but the definition changed since: held back".into()
+    } else {
+        row.state.clone()
+    }
+}
+
+pub async fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::List(args) => {
+            let rows = store(&args.common)?.registry().await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            for row in rows {
+                println!(
+                    "{:<24} {:<9} {:<50} {} by {}",
+                    row.name,
+                    row.origin,
+                    state_of(&row),
+                    when(row.updated_at_us),
+                    row.updated_by
+                );
+            }
+        }
+        Command::Show(args) => {
+            let rows = store(&args.common)?.registry().await?;
+            let Some(row) = rows.into_iter().find(|r| r.name == args.name) else {
+                bail!(
+                    "the registry has no tool named {:?} (`aether registry list` shows them)",
+                    args.name
+                );
+            };
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&row)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            show(&row);
+        }
+        Command::Approve(args) => {
+            let c = args.change;
+            change(
+                &c,
+                RegistryAction::Approve {
+                    digest: args.digest,
+                },
+            )
+            .await?;
+        }
+        Command::Withdraw(c) => change(&c, RegistryAction::Withdraw).await?,
+        Command::Undo(c) => change(&c, RegistryAction::Undo).await?,
+        Command::History(args) => {
+            let rows = store(&args.common)?.registry_history(args.name).await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            for h in rows {
+                let undoes = h
+                    .undoes
+                    .map(|u| format!(" (undoes #{u})"))
+                    .unwrap_or_default();
+                println!(
+                    "#{:<5} {} {:<24} {} -> {}{undoes} by {}: {}",
+                    h.id,
+                    when(h.at_us),
+                    h.name,
+                    h.from_state.as_deref().unwrap_or("(new)"),
+                    h.to_state,
+                    h.by,
+                    h.why
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn change(c: &ChangeArgs, action: RegistryAction) -> Result<()> {
+    if c.why.trim().is_empty() {
+        bail!("--why must say why");
+    }
+    let store = store(&c.common)?;
+    let row = aether_pipeline::operator::change_registry(
+        &store,
+        RegistryChange {
+            name: c.name.clone(),
+            action,
+            by: setup::operator(),
+            why: c.why.clone(),
+        },
+    )
+    .await?;
+    println!(
+        "{} is now {} (approved definition: {}). Running servers apply it within a second.",
+        row.name,
+        state_of(&row),
+        row.approved_digest.as_deref().unwrap_or("none")
+    );
+    Ok(())
+}
+
+fn show(row: &RegistryRow) {
+    println!("tool:                {}", row.name);
+    println!("origin:              {}", row.origin);
+    println!("state:               {}", state_of(row));
+    println!(
+        "last change:         {} by {}: {}",
+        when(row.updated_at_us),
+        row.updated_by,
+        row.why
+    );
+    println!(
+        "approved definition: {}",
+        row.approved_digest.as_deref().unwrap_or("none")
+    );
+    println!(
+        "seen definition:     {}",
+        row.seen_digest.as_deref().unwrap_or("none")
+    );
+    let pretty = |text: &str| {
+        serde_json::from_str::<serde_json::Value>(text)
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .unwrap_or_else(|_| text.to_string())
+    };
+    let seen = pretty(&row.definition);
+    match row.approved_definition.as_deref().map(pretty) {
+        Some(approved) if approved != seen => {
+            println!("\nThe definition changed since it was approved (- approved, + seen now):");
+            let diff = similar::TextDiff::from_lines(&approved, &seen);
+            print!(
+                "{}",
+                diff.unified_diff()
+                    .context_radius(3)
+                    .header("approved", "seen")
+            );
+        }
+        _ => println!("\n{seen}"),
+    }
+}

@@ -1,0 +1,267 @@
+//! Calls that wait for a person (step 9: a Restricted tool, or an `ask_user` rule).
+//!
+//! The request is recorded in the store, so an operator in another process (`aether
+//! approvals`, the admin API of another replica) can decide it; the waiting call learns of the
+//! decision through the store's approvals counter, which every pipeline polls. The window
+//! closes with a conditional update, so an approval and the timeout cannot both win. While it
+//! waits, the client hears progress (when it asked for progress) and one log message saying
+//! what it waits for. An agent cannot approve: decisions come from the CLI, the admin API
+//! with an operator token, or (for an agent configured so) the person at its MCP client
+//! through elicitation.
+
+use std::time::{Duration, Instant};
+
+use aether_policy::config::ApprovalRoute;
+use aether_policy::decision::Step;
+use aether_store::{ApprovalRequest, ApprovalRow, ApprovalState};
+use aether_tools::{ClientLink, LogLevel};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{CallOutcome, Entry, Pipeline, SessionContext, refuse};
+
+/// Characters of the arguments a person is shown.
+const SHOWN_ARGUMENT_CHARS: usize = 16_000;
+
+/// What asked for a person, and why.
+pub(crate) struct Ask {
+    /// `tier:restricted` or `rule:NAME`.
+    pub asked_by: String,
+    pub reason: Option<String>,
+}
+
+impl Pipeline {
+    /// Waits for a person's decision on this call. `Ok` carries who approved it and why, for
+    /// the audit; `Err` is how the call ends instead (denied, expired, halted, cancelled).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn wait_for_person(
+        &self,
+        ctx: &SessionContext,
+        entry: &Entry,
+        call_id: &str,
+        args: &Value,
+        args_digest: &str,
+        ask: Ask,
+        client: &dyn ClientLink,
+        cancel: &CancellationToken,
+    ) -> Result<String, CallOutcome> {
+        let def = entry.def();
+        let window = self.approval_window;
+        let now = aether_store::now_us();
+        let shown = aether_policy::canonical_json(args);
+        let request = ApprovalRequest {
+            id: call_id.to_string(),
+            requested_at_us: now,
+            expires_at_us: now + window.as_micros() as i64,
+            session: ctx.session_id.clone(),
+            transport: ctx.transport.as_str().into(),
+            agent: ctx.agent.name.clone(),
+            team: ctx.agent.team.clone(),
+            project: ctx.agent.project.clone(),
+            tool: def.name.clone(),
+            tier: def.tier.as_str().into(),
+            definition: entry.digest.to_string(),
+            arguments: aether_policy::truncate::bound_text(&shown, SHOWN_ARGUMENT_CHARS)
+                .into_owned(),
+            arguments_digest: args_digest.to_string(),
+            asked_by: ask.asked_by.clone(),
+            reason: ask.reason.clone(),
+        };
+        // Subscribe before the request exists, so no decision can slip between the two.
+        let mut changes = self.approvals_changed.subscribe();
+        match self.store.request_approval(request).await {
+            Ok(None) => {}
+            Ok(Some(halt)) => {
+                return Err(refuse(
+                    Step::Halt,
+                    "halt",
+                    format!(
+                        "Aether is halted by an operator ({}); no calls are admitted until it is resumed",
+                        halt.why.unwrap_or_default()
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(CallOutcome::Failed(format!(
+                    "the call needs a person's approval, and the request could not be recorded, so it did not run: {e}"
+                )));
+            }
+        }
+        let what = match &ask.reason {
+            Some(reason) => format!("{} ({reason})", ask.asked_by),
+            None => ask.asked_by.clone(),
+        };
+        client
+            .log(
+                LogLevel::Notice,
+                json!({
+                    "message": format!(
+                        "{} waits for a person's approval ({what}); it is denied if nobody decides within {} s",
+                        def.name,
+                        window.as_secs()
+                    ),
+                    "call_id": call_id,
+                }),
+            )
+            .await;
+        // An agent configured for it asks the person at its own client; the operator queue
+        // stays open meanwhile, and whichever decides first wins.
+        let elicited = if ctx.agent.approval == ApprovalRoute::Elicit {
+            let params = json!({
+                "message": format!(
+                    "Aether: agent {:?} wants to run {} ({what}) with these arguments:\n{}\nApprove?",
+                    ctx.agent.name,
+                    def.name,
+                    aether_policy::truncate::bound_text(&shown, 2_000)
+                ),
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "approve": {"type": "boolean", "title": "Approve this call"},
+                        "why": {"type": "string", "title": "Why (recorded in the audit)"}
+                    },
+                    "required": ["approve"]
+                }
+            });
+            futures::future::Either::Left(Box::pin(client.elicit(params)))
+        } else {
+            futures::future::Either::Right(futures::future::pending())
+        };
+        let mut elicited = std::pin::pin!(elicited);
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + window;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        let settle = |to: ApprovalState, by: &str, why: &str| {
+            let (store, id) = (self.store.clone(), call_id.to_string());
+            let (by, why) = (by.to_string(), why.to_string());
+            async move { store.settle_approval(&id, to, &by, &why).await }
+        };
+        loop {
+            let row = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    let _ = settle(ApprovalState::Cancelled, "aether", "the caller cancelled the call").await;
+                    return Err(CallOutcome::Cancelled { timed_out: false });
+                }
+                _ = self.shutdown.cancelled() => {
+                    let _ = settle(ApprovalState::Cancelled, "aether", "Aether shut down").await;
+                    return Err(CallOutcome::Cancelled { timed_out: false });
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    settle(ApprovalState::Expired, "aether", "nobody decided within the approval window").await
+                }
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Err(CallOutcome::Failed("the approval watcher stopped".into()));
+                    }
+                    self.store.approval(call_id).await.and_then(|row| {
+                        row.ok_or_else(|| aether_store::StoreError::Invalid("the approval request vanished".into()))
+                    })
+                }
+                answer = &mut elicited => {
+                    // Asked once: from here on, only the operator queue decides.
+                    elicited.set(futures::future::Either::Right(futures::future::pending()));
+                    let answer = match answer {
+                        Ok(answer) => answer,
+                        Err(e) => {
+                            tracing::info!(call = call_id, error = %e, "the client cannot ask its user; an operator decides");
+                            continue;
+                        }
+                    };
+                    let (to, why) = elicitation_decision(&answer);
+                    // An operator may have decided first; the row says who won.
+                    let _ = settle(to, "client-user (elicitation)", &why).await;
+                    self.store.approval(call_id).await.and_then(|row| {
+                        row.ok_or_else(|| aether_store::StoreError::Invalid("the approval request vanished".into()))
+                    })
+                }
+                _ = tick.tick() => {
+                    let waited = started.elapsed().as_secs_f64();
+                    client
+                        .progress(
+                            waited,
+                            Some(window.as_secs_f64()),
+                            Some(format!(
+                                "waiting for a person's approval: {} s left",
+                                window.as_secs().saturating_sub(waited as u64)
+                            )),
+                        )
+                        .await;
+                    continue;
+                }
+            };
+            let row = match row {
+                Ok(row) => row,
+                Err(e) => {
+                    // Not knowing the decision is never an approval.
+                    let _ = settle(
+                        ApprovalState::Cancelled,
+                        "aether",
+                        "the decision could not be read",
+                    )
+                    .await;
+                    return Err(CallOutcome::Failed(format!(
+                        "the approval could not be read from the store, so the call did not run: {e}"
+                    )));
+                }
+            };
+            if let Some(outcome) = decided(&row, &def.name) {
+                return outcome;
+            }
+        }
+    }
+}
+
+/// The call's fate once its row is no longer pending; `None` while it is.
+fn decided(row: &ApprovalRow, tool: &str) -> Option<Result<String, CallOutcome>> {
+    let by = row.decided_by.clone().unwrap_or_else(|| "unknown".into());
+    let why = row.why.clone().unwrap_or_default();
+    Some(match row.state {
+        ApprovalState::Pending => return None,
+        ApprovalState::Approved => Ok(format!("approved by {by}: {why}")),
+        ApprovalState::Denied => Err(refuse(
+            Step::Tier,
+            format!("approval:denied ({})", row.request.asked_by),
+            format!("{tool} was denied by {by}: {why}"),
+        )),
+        ApprovalState::Expired => Err(refuse(
+            Step::Tier,
+            format!("approval:expired ({})", row.request.asked_by),
+            format!(
+                "{tool} needed a person's approval and nobody decided in time, so it was denied"
+            ),
+        )),
+        ApprovalState::Cancelled => Err(CallOutcome::Cancelled { timed_out: false }),
+    })
+}
+
+/// An elicitation answer as a decision: only an explicit `accept` with `approve: true`
+/// approves.
+fn elicitation_decision(answer: &Value) -> (ApprovalState, String) {
+    let accepted = answer.get("action").and_then(Value::as_str) == Some("accept");
+    let content = answer.get("content");
+    let approve = content
+        .and_then(|c| c.get("approve"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    let why: String = content
+        .and_then(|c| c.get("why"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .chars()
+        .take(1_000)
+        .collect();
+    if accepted && approve {
+        (ApprovalState::Approved, why)
+    } else {
+        let action = answer
+            .get("action")
+            .and_then(Value::as_str)
+            .unwrap_or("no answer");
+        (
+            ApprovalState::Denied,
+            format!("the client's user did not approve ({action}) {why}"),
+        )
+    }
+}

@@ -1,0 +1,300 @@
+//! The operator's rules (step 7): every action enforced, deny > ask > allow, the matched rule
+//! named in the audit, tools denied outright hidden from the catalog, path rules that a
+//! symlink or a spelling cannot walk around, and hot reload that keeps the last good rules.
+
+use std::fs;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aether_pipeline::{CallOutcome, Rules, operator};
+use aether_policy::config::{Limits, default_agent_profile};
+use aether_policy::paths::{RootMode, RootSpec};
+use aether_policy::{Hidden, Offer, Step, Tier};
+use aether_tools::{NoClient, Roots, Tool};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::*;
+
+fn rules_file(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("permissions.yaml");
+    fs::write(&path, text).unwrap();
+    path
+}
+
+const RULES: &str = r#"
+rules:
+  - name: no-echo-for-intern
+    match: { tool: echo, agent: intern }
+    action: always_deny
+    reason: interns do not echo
+  - name: no-secrets-in-text
+    match: { tool: "ec*", args: { text: "(?i)password" } }
+    action: always_deny
+  - name: ask-for-many
+    match: { tool: echo, args: { /count: "^[0-9]{3,}$" } }
+    action: ask_user
+    reason: large batches need a look
+  - name: allow-echo
+    match: { tool: echo, team: core }
+    action: always_allow
+  - name: launch-is-fine-for-core
+    match: { tool: launch, team: core, args: { text: "^dry-run$" } }
+    action: always_allow
+"#;
+
+#[tokio::test]
+async fn every_action_is_enforced_and_named_in_the_audit() {
+    let h = Harness::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = rules_file(dir.path(), RULES);
+    let echo = Echo::new("echo", "alpha", Tier::Standard);
+    let launch = Echo::new("launch", "alpha", Tier::Restricted);
+    let intern = aether_policy::AgentProfile::with_groups("intern", &["alpha"]);
+    let tools: Vec<Arc<dyn Tool>> = vec![echo.clone(), launch.clone()];
+    let p = h
+        .pipeline_with(vec![worker(), intern], tools, |s| {
+            s.rules = Rules::load(&path, true).unwrap();
+            s.approval_window = Duration::from_millis(300);
+        })
+        .await;
+    let _watch = p.watch(Duration::from_millis(20));
+    let ctx = session(&p, "worker", "s1");
+
+    // allow (and named in the audit).
+    let result = call(&p, &ctx, "echo", json!({"text": "hello", "count": 2})).await;
+    ok_text(&result);
+    assert_eq!(
+        row_of(&h.store, &result.call_id)
+            .await
+            .event
+            .rule
+            .as_deref(),
+        Some("rule:allow-echo")
+    );
+    // deny beats allow, whatever the order in the file.
+    let result = call(&p, &ctx, "echo", json!({"text": "my Password is x"})).await;
+    refused(&h.store, &result, Step::Rules, "rule:no-secrets-in-text").await;
+    // ask beats allow: the call waits, and runs once approved.
+    let (p2, ctx2) = (p.clone(), ctx.clone());
+    let waiting = tokio::spawn(async move {
+        p2.call(
+            &ctx2,
+            "echo",
+            object(json!({"text": "batch", "count": 1000})),
+            Arc::new(NoClient),
+            CancellationToken::new(),
+        )
+        .await
+    });
+    let request = loop {
+        if let Some(r) = h.store.approvals(true, 10).await.unwrap().pop() {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(request.request.asked_by, "rule:ask-for-many");
+    assert_eq!(
+        request.request.reason.as_deref(),
+        Some("large batches need a look")
+    );
+    operator::decide(&h.store, &request.request.id, true, "alice", "fine")
+        .await
+        .unwrap();
+    let result = waiting.await.unwrap();
+    ok_text(&result);
+    let row = row_of(&h.store, &result.call_id).await;
+    assert_eq!(row.event.rule.as_deref(), Some("rule:ask-for-many"));
+    assert_eq!(row.event.reason.as_deref(), Some("approved by alice: fine"));
+
+    // An operator's always_allow is a standing approval for a Restricted tool, for exactly
+    // the calls it names; anything else still waits (and here, expires).
+    let result = call(&p, &ctx, "launch", json!({"text": "dry-run"})).await;
+    ok_text(&result);
+    let receipt = h.store.receipt(&result.call_id).await.unwrap().unwrap();
+    assert_eq!(receipt.decision, "allowed by rule:launch-is-fine-for-core");
+    let result = call(&p, &ctx, "launch", json!({"text": "for real"})).await;
+    refused(
+        &h.store,
+        &result,
+        Step::Tier,
+        "approval:expired (tier:restricted)",
+    )
+    .await;
+    assert_eq!(launch.calls(), 1);
+
+    // A tool denied outright to an agent is not offered to it, and its calls are refused
+    // for the same reason.
+    let intern = session(&p, "intern", "s2");
+    let entry = p.catalog().get("echo").unwrap();
+    assert_eq!(
+        p.offer(&intern, entry),
+        Offer::Hidden(Hidden::DeniedByRule {
+            rule: "no-echo-for-intern".into()
+        })
+    );
+    assert!(!p.offered(&intern).iter().any(|e| e.def().name == "echo"));
+    let result = call(&p, &intern, "echo", valid()).await;
+    let (reason, _) = refused(&h.store, &result, Step::Rules, "rule:no-echo-for-intern").await;
+    assert_eq!(reason, "interns do not echo");
+    // A rule with conditions on arguments never hides a tool: other calls may pass.
+    assert!(p.offered(&ctx).iter().any(|e| e.def().name == "echo"));
+    h.check().await;
+}
+
+/// A world with one root holding `secrets/key.txt`, a symlink `link -> secrets`, and a rule
+/// denying `secrets/**`.
+#[tokio::test]
+async fn a_path_rule_holds_however_the_path_is_spelled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(tmp.path()).unwrap();
+    fs::create_dir_all(base.join("ws/secrets")).unwrap();
+    fs::create_dir_all(base.join("ws/docs")).unwrap();
+    fs::write(base.join("ws/secrets/key.txt"), "k\n").unwrap();
+    fs::write(base.join("ws/docs/a.txt"), "a\n").unwrap();
+    std::os::unix::fs::symlink(base.join("ws/secrets"), base.join("ws/link")).unwrap();
+    let path = rules_file(
+        &base,
+        r#"
+rules:
+  - name: no-secrets
+    match: { path: "secrets/**" }
+    action: always_deny
+"#,
+    );
+    let roots = Roots::open(&[RootSpec {
+        name: "ws".into(),
+        path: base.join("ws").to_string_lossy().into_owned(),
+        mode: RootMode::ReadWrite,
+        writable: None,
+        allow_delete: false,
+    }])
+    .unwrap();
+    let h = Harness::new();
+    let mut settings = h.settings(
+        vec![default_agent_profile()],
+        Limits::default(),
+        aether_tools::builtin_tools(),
+        roots,
+    );
+    settings.rules = Rules::load(&path, true).unwrap();
+    let p = aether_pipeline::Pipeline::new(settings).await.unwrap();
+    let ctx = session(&p, "default", "s1");
+    let abs = base
+        .join("ws/secrets/key.txt")
+        .to_string_lossy()
+        .into_owned();
+    for spelled in [
+        json!({"path": "secrets/key.txt"}),
+        json!({"path": "./secrets/key.txt"}),
+        json!({"path": "docs/../secrets/key.txt"}),
+        json!({"path": "secrets//key.txt"}),
+        json!({"path": "Secrets/key.txt"}),
+        json!({"path": "link/key.txt"}),
+        json!({"path": abs}),
+        json!({"root": "ws", "path": "secrets/key.txt"}),
+    ] {
+        let result = call(&p, &ctx, "read_file", spelled.clone()).await;
+        match &result.outcome {
+            CallOutcome::Refused(r) => assert_eq!(r.rule, "rule:no-secrets", "{spelled}"),
+            // A spelling the tool itself refuses (no such file) never reaches the secret.
+            CallOutcome::Ran(out) => assert!(
+                out.is_error && !format!("{out:?}").contains("k\\n"),
+                "{spelled} read the secret: {out:?}"
+            ),
+            other => panic!("{spelled}: {other:?}"),
+        }
+    }
+    // Several paths in one call: one forbidden path is enough.
+    let result = call(
+        &p,
+        &ctx,
+        "read_multiple_files",
+        json!({"paths": ["docs/a.txt", "link/key.txt"]}),
+    )
+    .await;
+    assert!(
+        matches!(&result.outcome, CallOutcome::Refused(r) if r.rule == "rule:no-secrets"),
+        "{:?}",
+        result.outcome
+    );
+    ok_text(&call(&p, &ctx, "read_file", json!({"path": "docs/a.txt"})).await);
+    h.check().await;
+}
+
+#[tokio::test]
+async fn a_saved_rules_file_applies_and_a_broken_one_keeps_the_last_good_rules() {
+    let h = Harness::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = rules_file(dir.path(), "rules: []\n");
+    let echo = Echo::new("echo", "alpha", Tier::Standard);
+    let p = h
+        .pipeline_with(vec![worker()], vec![echo.clone()], |s| {
+            s.rules = Rules::load(&path, true).unwrap()
+        })
+        .await;
+    let _watcher = p.watch_rules().expect("the rules file is watched");
+    let mut changes = p.catalog_changes();
+    let ctx = session(&p, "worker", "s1");
+    ok_text(&call(&p, &ctx, "echo", valid()).await);
+
+    fs::write(
+        &path,
+        "rules:\n  - name: stop-echo\n    match: { tool: echo }\n    action: always_deny\n",
+    )
+    .unwrap();
+    let saved = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+        .await
+        .expect("the new rules were announced")
+        .unwrap();
+    assert!(
+        saved.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        saved.elapsed()
+    );
+    let result = call(&p, &ctx, "echo", valid()).await;
+    refused(&h.store, &result, Step::Rules, "rule:stop-echo").await;
+    assert!(
+        p.offered(&ctx).is_empty(),
+        "a tool denied outright is hidden"
+    );
+
+    // A broken save: the last good rules stay in force and the error is kept.
+    fs::write(&path, "rules:\n  - match: { tool: [ }\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.rules().last_error().is_none() {
+        assert!(Instant::now() < deadline, "the broken file was never read");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let error = p.rules().last_error().unwrap();
+    assert!(error.contains("previous rules stay"), "{error}");
+    let result = call(&p, &ctx, "echo", valid()).await;
+    refused(&h.store, &result, Step::Rules, "rule:stop-echo").await;
+
+    // Fixed: the error clears and the new rules apply.
+    fs::write(&path, "rules: []\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.rules().last_error().is_some() || !p.rules().current().is_empty() {
+        assert!(Instant::now() < deadline, "the fixed file was never read");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ok_text(&call(&p, &ctx, "echo", valid()).await);
+    assert_eq!(echo.calls(), 2);
+    h.check().await;
+}
+
+#[test]
+fn a_broken_rules_file_stops_the_start_and_a_missing_optional_one_is_no_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = rules_file(
+        dir.path(),
+        "rules:\n  - match: { tool: x }\n    action: sometimes\n",
+    );
+    let err = Rules::load(&path, true).unwrap_err();
+    assert!(err.contains("rules[0].action"), "{err}");
+    let missing = dir.path().join("nope.yaml");
+    assert!(Rules::load(&missing, false).unwrap().current().is_empty());
+    let err = Rules::load(&missing, true).unwrap_err();
+    assert!(err.contains("cannot read"), "{err}");
+}

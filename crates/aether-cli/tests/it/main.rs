@@ -4,6 +4,7 @@
 
 mod cli;
 mod crash;
+mod governance;
 mod http;
 mod peers;
 mod stdio;

@@ -15,6 +15,9 @@ pub enum Command {
     List(AgentArgs),
     /// The agent's catalog as OpenAI function schemas (`tools` of a chat completion).
     Schemas(AgentArgs),
+    /// Every shipped tool as Markdown: what docs/TOOLS.md holds (a test fails when it is
+    /// stale; regenerate with `aether tools docs > docs/TOOLS.md`).
+    Docs,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -30,6 +33,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     let (args, schemas) = match command {
         Command::List(a) => (a, false),
         Command::Schemas(a) => (a, true),
+        Command::Docs => {
+            print!("{}", docs(&setup::tools(false)));
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     let loaded = setup::load(&args.common)?;
     let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
@@ -58,4 +65,77 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The catalog as Markdown, generated from the definitions themselves (so the page cannot
+/// drift from what the server offers).
+pub fn docs(tools: &[std::sync::Arc<dyn aether_tools::Tool>]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "# Tools\n\nGenerated from the catalog by `aether tools docs`; a test fails when this page \
+         is stale. Tier: Standard runs at once with a summary in the audit; Elevated runs at once \
+         with the full arguments and result in the audit; Restricted waits for a person. The \
+         definition digest is what a registry approval pins.\n\n\
+         | tool | group | tier | risk | read-only | network | destructive | idempotent |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    for tool in tools {
+        let d = tool.def();
+        let risk = serde_json::to_value(d.meta.risk).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| [`{}`](#{}) | {} | {} | {} | {} | {} | {} | {} |",
+            d.name,
+            d.name,
+            d.group,
+            d.tier.as_str(),
+            risk.as_str().unwrap_or("?"),
+            yes(d.meta.read_only),
+            yes(d.meta.reaches_network),
+            yes(d.meta.destructive),
+            yes(d.meta.idempotent)
+        );
+    }
+    for tool in tools {
+        let d = tool.def();
+        let _ = write!(
+            out,
+            "\n## {}\n\n{}\n\nDefinition digest: `{}`\n\n",
+            d.name,
+            d.description,
+            d.digest()
+        );
+        let required: Vec<&str> = d.input_schema["required"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let Some(props) = d.input_schema["properties"].as_object() else {
+            out.push_str("No arguments.\n");
+            continue;
+        };
+        out.push_str("| argument | type | required | description |\n|---|---|---|---|\n");
+        for (name, p) in props {
+            let ty = match &p["type"] {
+                serde_json::Value::String(t) => t.clone(),
+                serde_json::Value::Array(a) => a
+                    .iter()
+                    .filter_map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                _ => "any".into(),
+            };
+            let description = p["description"]
+                .as_str()
+                .unwrap_or("")
+                .replace('|', "\\|")
+                .replace('\n', " ");
+            let _ = writeln!(
+                out,
+                "| `{name}` | {ty} | {} | {description} |",
+                yes(required.contains(&name.as_str()))
+            );
+        }
+    }
+    out
 }

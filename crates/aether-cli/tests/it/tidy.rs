@@ -214,3 +214,30 @@ fn the_readme_gives_the_two_commands_and_ci_runs_the_test_one() {
         ".ci/run calls the README's test command"
     );
 }
+
+#[test]
+fn docs_tools_md_is_the_catalog_as_generated() {
+    let (code, generated, err) = {
+        let out = crate::util::aether().args(["tools", "docs"]).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(0), "{err}");
+    let path = repo_root().join("docs/TOOLS.md");
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == generated,
+        "docs/TOOLS.md is stale: regenerate it with `cargo run --bin aether -- tools docs > docs/TOOLS.md`"
+    );
+    // Every shipped tool is on the page.
+    for tool in aether_tools::builtin_tools() {
+        assert!(
+            on_disk.contains(&format!("\n## {}\n", tool.def().name)),
+            "{} is missing from docs/TOOLS.md",
+            tool.def().name
+        );
+    }
+}

@@ -53,6 +53,7 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -75,6 +76,32 @@ def main():
     config.write_text(f'[roots.ws]\npath = "{ws}"\nmode = "ro"\n[roots.ed]\npath = "{edits}"\nmode = "rw"\n'
                       '[limits]\nsearch_results = 10000\nresult_chars = 1000000\n')
     base4k = (ws / "fixed/file_4k.txt").read_text()
+    # The same configuration with 200 operator rules loaded (none decides a read of
+    # fixed/file_4k.txt, so every rule is looked at; 40 have path conditions, so the call's
+    # paths are worked out, symlinks resolved, on every call).
+    rules = bench / "rules200.yaml"
+    lines = ["rules:"]
+    for i in range(200):
+        kind = i % 5
+        if kind == 0:
+            m = f'{{ tool: "up{i}__*" }}'
+        elif kind == 1:
+            m = f'{{ tool: read_file, path: "secret{i}/**" }}'
+        elif kind == 2:
+            m = f'{{ tool: "*_file", agent: [agent{i}] }}'
+        elif kind == 3:
+            m = f'{{ tool: run_shell, arg_pattern: "rm -rf /{i}|mkfs{i}" }}'
+        else:
+            m = f'{{ tool: "*", args: {{ path: "^private{i}/" }} }}'
+        action = ["always_deny", "ask_user"][i % 2]
+        lines.append(f"  - name: r{i}\n    match: {m}\n    action: {action}")
+    rules.write_text("\n".join(lines) + "\n")
+    config_rules = bench / "aether-rules.toml"
+    config_rules.write_text(config.read_text() + f'[policy]\nrules = "{rules}"\n')
+    only = set(filter(None, a.only.split(",")))
+
+    def want(section):
+        return not only or section in only
 
     def fresh_edit_file():
         # Every call inserts a line before MARK (which stays unique), so every call finds its
@@ -82,9 +109,9 @@ def main():
         (edits / "e.txt").write_text(base4k + "MARK\n")
     store_dir = bench / "store"
 
-    def aether_stdio():
+    def aether_stdio(cfg=config):
         shutil.rmtree(store_dir, ignore_errors=True)
-        return f"{aether} mcp-serve --config {config} --store sqlite://{store_dir}/aether.db"
+        return f"{aether} mcp-serve --config {cfg} --store sqlite://{store_dir}/aether.db"
 
     n_read = 2000 if a.quick else 5000
     n_http = 5000 if a.quick else 20000
@@ -93,73 +120,82 @@ def main():
     read4k = '{"root":"ws","path":"fixed/file_4k.txt"}'
     for rep in range(a.reps):
         # stdio, read 4 KiB, c=1 and c=16: the official filesystem server vs Aether.
-        for c in (1, 16):
+        for c in (1, 16) if want("read") else ():
             runs.append(("fs read c%d" % c, mcpload(tools, [
                 "--stdio", f"{node} {fs_js} {ws}", "--tool", "read_text_file",
                 "--args", json.dumps({"path": str(ws / "fixed/file_4k.txt")}), "-n", str(n_read), "-c", str(c)])))
             runs.append(("aether read c%d" % c, mcpload(tools, [
                 "--stdio", aether_stdio(), "--tool", "read_file", "--args", read4k, "-n", str(n_read), "-c", str(c)])))
-        # HTTP, c=16: mcpfloor (null server) vs Aether.
-        floor = subprocess.Popen([str(tools / "mcpfloor"), "--http", "127.0.0.1:18601"], stdout=subprocess.DEVNULL)
-        wait_port(18601)
-        runs.append(("floor http c16", mcpload(tools, [
-            "--http", "http://127.0.0.1:18601/mcp", "--tool", "x", "--args", "{}", "-n", str(n_http), "-c", "16",
-            "--server-pid", str(floor.pid)])))
-        floor.kill(); floor.wait()
-        shutil.rmtree(store_dir, ignore_errors=True)
-        srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen", "127.0.0.1:18602",
-                                "--store", f"sqlite://{store_dir}/aether.db"], stdout=subprocess.DEVNULL)
-        wait_port(18602)
-        runs.append(("aether http c16", mcpload(tools, [
-            "--http", "http://127.0.0.1:18602/mcp", "--tool", "read_file", "--args", read4k, "-n", str(n_http),
-            "-c", "16", "--server-pid", str(srv.pid)])))
-        srv.kill(); srv.wait()
-        # Glob over the whole tree: the filesystem server's search_files vs Aether's glob.
-        runs.append(("fs glob", mcpload(tools, [
-            "--stdio", f"{node} {fs_js} {ws}", "--tool", "search_files",
-            "--args", json.dumps({"path": str(ws), "pattern": "**/*.rs"}), "-n", "3", "-c", "1", "-w", "1"])))
-        runs.append(("aether glob", mcpload(tools, [
-            "--stdio", aether_stdio(), "--tool", "glob", "--args", '{"root":"ws","pattern":"*.rs"}', "-n", "10", "-c", "1",
-            "-w", "2"])))
-        # edit_file of a 4 KiB file over stdio, c=1 and c=16: journal, receipts and audit on.
-        for c in (1, 16):
-            fresh_edit_file()
-            runs.append(("fs edit c%d" % c, mcpload(tools, [
-                "--stdio", f"{node} {fs_js} {edits}", "--tool", "edit_file",
-                "--args", json.dumps({"path": str(edits / "e.txt"),
-                                      "edits": [{"oldText": "MARK", "newText": "y\nMARK"}]}),
-                "-n", str(n_edit), "-c", str(c)])))
-            fresh_edit_file()
-            runs.append(("aether edit c%d" % c, mcpload(tools, [
-                "--stdio", aether_stdio(), "--tool", "edit_file",
-                "--args", json.dumps({"root": "ed", "path": "e.txt", "search": "MARK", "replace": "y\nMARK"}),
-                "-n", str(n_edit), "-c", str(c)])))
-        # The whole tree as a tree: the filesystem server's directory_tree vs Aether's list_files
-        # (every entry, hidden and ignored ones too, as find sees them) vs a bare find.
-        runs.append(("fs tree", mcpload(tools, [
-            "--stdio", f"{node} {fs_js} {ws}", "--tool", "directory_tree",
-            "--args", json.dumps({"path": str(ws)}), "-n", "3", "-c", "1", "-w", "1"])))
-        runs.append(("aether tree", mcpload(tools, [
-            "--stdio", aether_stdio(), "--tool", "list_files",
-            "--args", json.dumps({"root": "ws", "depth": 64, "max_entries": 10000, "include_hidden": True,
-                                  "respect_ignore": False}), "-n", "10", "-c", "1", "-w", "2"])))
-        times = []
-        for _ in range(10):
-            t = time.perf_counter()
-            subprocess.run(["find", str(ws)], stdout=subprocess.DEVNULL, check=True)
-            times.append((time.perf_counter() - t) * 1e6)
-        runs.append(("find", {"p50_us": statistics.median(times), "calls_per_s": 1e6 / statistics.median(times)}))
-        # Regex over the whole tree: ripgrep vs Aether's search_files.
-        pattern = "AKIA[0-9A-Z]{16}"
-        times = []
-        for _ in range(10):
-            t = time.perf_counter()
-            subprocess.run(["rg", "-n", pattern, str(ws)], stdout=subprocess.DEVNULL, check=False)
-            times.append((time.perf_counter() - t) * 1e6)
-        runs.append(("rg regex", {"p50_us": statistics.median(times), "calls_per_s": 1e6 / statistics.median(times)}))
-        runs.append(("aether regex", mcpload(tools, [
-            "--stdio", aether_stdio(), "--tool", "search_files",
-            "--args", json.dumps({"root": "ws", "query": pattern, "regex": True}), "-n", "10", "-c", "1", "-w", "2"])))
+            if c == 16:
+                runs.append(("aether read c16 rules", mcpload(tools, [
+                    "--stdio", aether_stdio(config_rules), "--tool", "read_file", "--args", read4k,
+                    "-n", str(n_read), "-c", "16"])))
+        if want("http"):
+            # HTTP, c=16: mcpfloor (null server) vs Aether.
+            floor = subprocess.Popen([str(tools / "mcpfloor"), "--http", "127.0.0.1:18601"], stdout=subprocess.DEVNULL)
+            wait_port(18601)
+            runs.append(("floor http c16", mcpload(tools, [
+                "--http", "http://127.0.0.1:18601/mcp", "--tool", "x", "--args", "{}", "-n", str(n_http), "-c", "16",
+                "--server-pid", str(floor.pid)])))
+            floor.kill(); floor.wait()
+            shutil.rmtree(store_dir, ignore_errors=True)
+            srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen", "127.0.0.1:18602",
+                                    "--store", f"sqlite://{store_dir}/aether.db"], stdout=subprocess.DEVNULL)
+            wait_port(18602)
+            runs.append(("aether http c16", mcpload(tools, [
+                "--http", "http://127.0.0.1:18602/mcp", "--tool", "read_file", "--args", read4k, "-n", str(n_http),
+                "-c", "16", "--server-pid", str(srv.pid)])))
+            srv.kill(); srv.wait()
+        if want("glob"):
+            # Glob over the whole tree: the filesystem server's search_files vs Aether's glob.
+            runs.append(("fs glob", mcpload(tools, [
+                "--stdio", f"{node} {fs_js} {ws}", "--tool", "search_files",
+                "--args", json.dumps({"path": str(ws), "pattern": "**/*.rs"}), "-n", "3", "-c", "1", "-w", "1"])))
+            runs.append(("aether glob", mcpload(tools, [
+                "--stdio", aether_stdio(), "--tool", "glob", "--args", '{"root":"ws","pattern":"*.rs"}', "-n", "10", "-c", "1",
+                "-w", "2"])))
+        if want("edit"):
+            # edit_file of a 4 KiB file over stdio, c=1 and c=16: journal, receipts and audit on.
+            for c in (1, 16):
+                fresh_edit_file()
+                runs.append(("fs edit c%d" % c, mcpload(tools, [
+                    "--stdio", f"{node} {fs_js} {edits}", "--tool", "edit_file",
+                    "--args", json.dumps({"path": str(edits / "e.txt"),
+                                          "edits": [{"oldText": "MARK", "newText": "y\nMARK"}]}),
+                    "-n", str(n_edit), "-c", str(c)])))
+                fresh_edit_file()
+                runs.append(("aether edit c%d" % c, mcpload(tools, [
+                    "--stdio", aether_stdio(), "--tool", "edit_file",
+                    "--args", json.dumps({"root": "ed", "path": "e.txt", "search": "MARK", "replace": "y\nMARK"}),
+                    "-n", str(n_edit), "-c", str(c)])))
+        if want("tree"):
+            # The whole tree as a tree: the filesystem server's directory_tree vs Aether's list_files
+            # (every entry, hidden and ignored ones too, as find sees them) vs a bare find.
+            runs.append(("fs tree", mcpload(tools, [
+                "--stdio", f"{node} {fs_js} {ws}", "--tool", "directory_tree",
+                "--args", json.dumps({"path": str(ws)}), "-n", "3", "-c", "1", "-w", "1"])))
+            runs.append(("aether tree", mcpload(tools, [
+                "--stdio", aether_stdio(), "--tool", "list_files",
+                "--args", json.dumps({"root": "ws", "depth": 64, "max_entries": 10000, "include_hidden": True,
+                                      "respect_ignore": False}), "-n", "10", "-c", "1", "-w", "2"])))
+            times = []
+            for _ in range(10):
+                t = time.perf_counter()
+                subprocess.run(["find", str(ws)], stdout=subprocess.DEVNULL, check=True)
+                times.append((time.perf_counter() - t) * 1e6)
+            runs.append(("find", {"p50_us": statistics.median(times), "calls_per_s": 1e6 / statistics.median(times)}))
+        if want("regex"):
+            # Regex over the whole tree: ripgrep vs Aether's search_files.
+            pattern = "AKIA[0-9A-Z]{16}"
+            times = []
+            for _ in range(10):
+                t = time.perf_counter()
+                subprocess.run(["rg", "-n", pattern, str(ws)], stdout=subprocess.DEVNULL, check=False)
+                times.append((time.perf_counter() - t) * 1e6)
+            runs.append(("rg regex", {"p50_us": statistics.median(times), "calls_per_s": 1e6 / statistics.median(times)}))
+            runs.append(("aether regex", mcpload(tools, [
+                "--stdio", aether_stdio(), "--tool", "search_files",
+                "--args", json.dumps({"root": "ws", "query": pattern, "regex": True}), "-n", "10", "-c", "1", "-w", "2"])))
 
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
@@ -171,6 +207,8 @@ def main():
     rows = [
         ("read 4 KiB, stdio, c=1 (calls/s)", "fs read c1", "aether read c1", "calls_per_s", "≥ 1.5×"),
         ("read 4 KiB, stdio, c=16 (calls/s)", "fs read c16", "aether read c16", "calls_per_s", "≥ 4×"),
+        ("read 4 KiB, stdio, c=16, 200 rules vs none (calls/s)", "aether read c16", "aether read c16 rules",
+         "calls_per_s", "≥ 0.9×"),
         ("read 4 KiB, HTTP, c=16 (calls/s)", "floor http c16", "aether http c16", "calls_per_s", "≥ 0.25×"),
         ("glob **/*.rs, whole tree (p50 µs per call)", "fs glob", "aether glob", "p50_us", "≥ 30× faster"),
         ("regex AKIA[0-9A-Z]{16}, whole tree (p50 µs)", "rg regex", "aether regex", "p50_us", "≤ 1.5× rg's time"),
@@ -183,6 +221,8 @@ def main():
     print("| work | peer | Aether | ratio | target |")
     print("|---|---|---|---|---|")
     for name, peer, ours, key, target in rows:
+        if not any(l == peer for l, _ in runs) or not any(l == ours for l, _ in runs):
+            continue
         p, o = med(peer, key), med(ours, key)
         if key == "calls_per_s":
             ratio = f"{o / p:.2f}× the peer's calls/s"

@@ -169,6 +169,36 @@ async fn verify_finds_a_rehashed_forgery() {
 }
 
 #[tokio::test]
+async fn verify_finds_reordered_rows_at_the_first_one_moved() {
+    // Rows 3 and 4 swap places, each keeping its own hashes: the chain breaks where the order
+    // does.
+    let (dir, store) = chain_of(6).await;
+    let conn = raw(&dir);
+    conn.execute_batch(
+        "UPDATE audit SET seq = -3 WHERE seq = 3;
+         UPDATE audit SET seq = 3 WHERE seq = 4;
+         UPDATE audit SET seq = 4 WHERE seq = -3;",
+    )
+    .unwrap();
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(!report.is_intact());
+    assert_eq!(report.breaks[0].seq, 3, "{report:?}");
+}
+
+#[tokio::test]
+async fn the_chain_continues_across_restarts() {
+    let (dir, store) = chain_of(3).await;
+    drop(store);
+    let store = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
+    for i in 3..6 {
+        store.audit(event(&format!("c{i}"), "ok")).await.unwrap();
+    }
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows, 6);
+}
+
+#[tokio::test]
 async fn verify_finds_a_truncated_start() {
     let (dir, store) = chain_of(3).await;
     raw(&dir)

@@ -36,6 +36,8 @@ pub struct Loaded {
     pub source: String,
     /// Whether a configuration file was read (else the embedded default is in use).
     pub from_file: bool,
+    /// The configuration file read, if any.
+    pub file: Option<PathBuf>,
 }
 
 pub fn load(common: &Common) -> Result<Loaded> {
@@ -59,6 +61,7 @@ pub fn load(common: &Common) -> Result<Loaded> {
                 base,
                 source: path.display().to_string(),
                 from_file: true,
+                file: Some(path),
             })
         }
         None => Ok(Loaded {
@@ -66,6 +69,7 @@ pub fn load(common: &Common) -> Result<Loaded> {
             base: cwd,
             source: "embedded default".into(),
             from_file: false,
+            file: None,
         }),
     }
 }
@@ -87,6 +91,23 @@ pub fn store_url(common: &Common, loaded: &Loaded, base: &Path) -> String {
         "sqlite://{}",
         base.join(".aether").join("aether.db").display()
     )
+}
+
+/// Opens a store a server has already made: a command that reads or decides what a server
+/// recorded must not make a fresh, empty store somewhere else and report that nothing is
+/// there.
+pub fn open_existing_store(url: &str) -> Result<Store> {
+    if let Some(path) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        && !Path::new(path).exists()
+    {
+        bail!(
+            "no store at {path}: no server has run here yet. Pass --store sqlite://PATH \
+             (`aether mcp-serve` without a configuration keeps its store in its first root's .aether/)"
+        );
+    }
+    open_store(url)
 }
 
 pub fn open_store(url: &str) -> Result<Store> {
@@ -185,6 +206,7 @@ pub async fn pipeline(
         journal: loaded.raw.journal.clone(),
         approval_window: std::time::Duration::from_secs(loaded.raw.approvals.window_seconds),
         rules: rules(loaded)?,
+        private: loaded.file.iter().cloned().collect(),
     })
     .await
     .context("cannot start the pipeline")?;

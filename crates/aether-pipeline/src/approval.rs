@@ -5,9 +5,12 @@
 //! decision through the store's approvals counter, which every pipeline polls. The window
 //! closes with a conditional update, so an approval and the timeout cannot both win. While it
 //! waits, the client hears progress (when it asked for progress) and one log message saying
-//! what it waits for. An agent cannot approve: decisions come from the CLI, the admin API
-//! with an operator token, or (for an agent configured so) the person at its MCP client
-//! through elicitation.
+//! what it waits for. An agent cannot approve: decisions come from the CLI or the admin API
+//! with an operator token. The one exception is the operator's to make: an agent configured
+//! with `approval = "elicit"` has the person at its MCP client asked through elicitation,
+//! which is only sound where that client is an interactive app with a person in front of it
+//! (a script or agent framework answering elicitations would approve its own calls); the
+//! decision is recorded as the client user's.
 
 use std::time::{Duration, Instant};
 
@@ -19,9 +22,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::{CallOutcome, Entry, Pipeline, SessionContext, refuse};
-
-/// Characters of the arguments a person is shown.
-const SHOWN_ARGUMENT_CHARS: usize = 16_000;
 
 /// What asked for a person, and why.
 pub(crate) struct Ask {
@@ -61,8 +61,8 @@ impl Pipeline {
             tool: def.name.clone(),
             tier: def.tier.as_str().into(),
             definition: entry.digest.to_string(),
-            arguments: aether_policy::truncate::bound_text(&shown, SHOWN_ARGUMENT_CHARS)
-                .into_owned(),
+            // Whole: a person approves what will run, not a head an agent could pad past.
+            arguments: shown.clone(),
             arguments_digest: args_digest.to_string(),
             asked_by: ask.asked_by.clone(),
             reason: ask.reason.clone(),
@@ -128,6 +128,12 @@ impl Pipeline {
             futures::future::Either::Right(futures::future::pending())
         };
         let mut elicited = std::pin::pin!(elicited);
+        // However this wait ends (a client that goes away drops it midway), the request does
+        // not stay pending for an operator to approve a call that will never run.
+        let _withdraw = WithdrawOnDrop {
+            store: self.store.clone(),
+            id: call_id.to_string(),
+        };
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + window;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -210,6 +216,32 @@ impl Pipeline {
                 return outcome;
             }
         }
+    }
+}
+
+/// Settles a request as cancelled when its wait ends; a request already decided is left as
+/// it is (the store only moves a pending one).
+struct WithdrawOnDrop {
+    store: aether_store::Store,
+    id: String,
+}
+
+impl Drop for WithdrawOnDrop {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
+        runtime.spawn(async move {
+            let _ = store
+                .settle_approval(
+                    &id,
+                    ApprovalState::Cancelled,
+                    "aether",
+                    "the call stopped waiting",
+                )
+                .await;
+        });
     }
 }
 

@@ -65,6 +65,9 @@ pub struct Settings {
     /// How long a call waits for a person before it is denied.
     pub approval_window: Duration,
     pub rules: Rules,
+    /// Files of the operator's (the configuration) that no tool may read or write, whatever
+    /// root they lie in. The rules file and the store are added to these.
+    pub private: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +156,12 @@ impl Pipeline {
         let revisions = settings.store.revisions().await?;
         let halted = settings.store.halt_state().await?.halted;
         let mut roots = settings.roots;
-        roots.set_private(settings.store.private_paths());
+        let mut private = settings.store.private_paths();
+        private.extend(settings.private.iter().cloned());
+        // The rules file, even before it exists: an agent that could write it would write
+        // its own permissions.
+        private.extend(settings.rules.path().map(std::path::Path::to_path_buf));
+        roots.set_private(private);
         let pipeline = Pipeline {
             catalog,
             registry: RwLock::new(Arc::new(RegistryView::default())),
@@ -391,23 +399,29 @@ impl Pipeline {
     /// One step of [`Pipeline::watch`]: reads the store's revisions and reloads what changed.
     pub async fn sync(&self) -> Result<(), PipelineError> {
         let now = self.store.revisions().await?;
-        let before = std::mem::replace(
-            &mut *self.seen.lock().unwrap_or_else(|e| e.into_inner()),
-            now.clone(),
-        );
+        let before = self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
         self.halted.store(now.halted, Ordering::Relaxed);
+        // Each counter is recorded only once its reload has succeeded, so a failed reload is
+        // tried again on the next tick (a revoked token must not stay live).
+        let record = |f: &dyn Fn(&mut Revisions)| {
+            f(&mut self.seen.lock().unwrap_or_else(|e| e.into_inner()));
+        };
         if now.registry != before.registry {
             self.reload_registry().await?;
+            record(&|r| r.registry = now.registry);
             self.catalog_changed.send_modify(|n| *n += 1);
         }
         if now.seals != before.seals {
             self.reload_seals().await?;
+            record(&|r| r.seals = now.seals);
         }
         if now.tokens != before.tokens {
             let tokens = TokenIndex::load(&self.store).await?;
             *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(tokens);
+            record(&|r| r.tokens = now.tokens);
         }
         if now.approvals != before.approvals {
+            record(&|r| r.approvals = now.approvals);
             self.approvals_changed.send_replace(now.approvals);
         }
         Ok(())
@@ -490,8 +504,8 @@ impl Pipeline {
             .cloned()
     }
 
-    /// How many unrevoked agent tokens exist (HTTP's `auth = "auto"` requires tokens from the
-    /// first one on).
+    /// How many agent tokens were ever made, revoked ones included (HTTP's `auth = "auto"`
+    /// requires tokens from the first one on, for good).
     pub fn agent_tokens(&self) -> usize {
         self.tokens
             .read()
@@ -759,14 +773,15 @@ impl Pipeline {
         let mut allowed_by_rule = false;
         let mut decision = String::from("admitted");
         if !rules.is_empty() {
-            let (paths, hosts) = self.facts(&args);
+            let known = self.facts(&rules, ctx, def, &args);
             let facts = aether_policy::rules::CallFacts {
                 tool: &def.name,
                 agent: &ctx.agent.name,
                 team: ctx.agent.team.as_deref(),
                 arguments: &args,
-                paths: &paths,
-                hosts: &hosts,
+                paths: &known.paths,
+                dirs: &known.dirs,
+                hosts: &known.hosts,
             };
             if let Some(v) = rules.evaluate(&facts) {
                 let rule = format!("rule:{}", v.rule);
@@ -820,6 +835,18 @@ impl Pipeline {
                 .await
             {
                 Ok(note) => {
+                    // The wait may have been long: what was true when the call asked may
+                    // not be now. The registry and the rules are asked again, on fresh facts.
+                    if let Err(hidden) = self.registry().admits(&def.name, entry.digest) {
+                        return refuse(
+                            Step::Registry,
+                            format!("registry:{}", registry_rule(&hidden)),
+                            hidden.explain(&def.name, &ctx.agent.name),
+                        );
+                    }
+                    if let Some(refusal) = self.denied_now(ctx, def, &args) {
+                        return CallOutcome::Refused(refusal);
+                    }
                     draft.approved(&note);
                     decision = note;
                 }
@@ -919,51 +946,138 @@ impl Pipeline {
 }
 
 impl Pipeline {
-    /// The paths and hosts a call names, for the rules: each path relative to its root as
-    /// written (cleaned) and, where it differs, as it really is after symlinks (so a link
-    /// cannot walk a call around a path rule); each URL's host.
-    fn facts(&self, args: &Value) -> (Vec<String>, Vec<String>) {
+    /// Whether the rules in force now deny this call (asked again after a wait).
+    fn denied_now(
+        &self,
+        ctx: &SessionContext,
+        def: &aether_policy::ToolDef,
+        args: &Value,
+    ) -> Option<Refusal> {
+        let rules = self.rules.current();
+        if rules.is_empty() {
+            return None;
+        }
+        let known = self.facts(&rules, ctx, def, args);
+        let facts = aether_policy::rules::CallFacts {
+            tool: &def.name,
+            agent: &ctx.agent.name,
+            team: ctx.agent.team.as_deref(),
+            arguments: args,
+            paths: &known.paths,
+            dirs: &known.dirs,
+            hosts: &known.hosts,
+        };
+        let v = rules.evaluate(&facts)?;
+        (v.action == aether_policy::rules::Action::AlwaysDeny).then(|| {
+            Refusal::new(
+                Step::Rules,
+                format!("rule:{}", v.rule),
+                v.reason
+                    .map(String::from)
+                    .unwrap_or_else(|| format!("the operator's rules deny {} here", def.name)),
+            )
+        })
+    }
+
+    /// What the rules judge a call on: every path it names, relative to its root, as written
+    /// (cleaned) and, where it differs, as it really is after symlinks (so a link cannot walk
+    /// a call around a path rule); which of them are folders, plus the root itself when the
+    /// tool takes a `path` and the call left it out (it then walks the whole root); each
+    /// URL's host.
+    fn facts(
+        &self,
+        rules: &aether_policy::rules::RuleSet,
+        ctx: &SessionContext,
+        def: &aether_policy::ToolDef,
+        args: &Value,
+    ) -> Facts {
+        let mut facts = Facts {
+            hosts: aether_policy::rules::url_hosts(args),
+            ..Facts::default()
+        };
+        if !rules.looks_at_paths(&def.name, &ctx.agent.name, ctx.agent.team.as_deref()) {
+            return facts;
+        }
         let (root, named) = aether_policy::rules::path_arguments(args);
-        let mut paths = Vec::new();
-        for path in named {
+        for path in &named {
             let mut rel = String::new();
             match self.roots.locate(root, path, &mut rel) {
                 Ok(loc) => {
                     let rel = loc.rel.to_string();
-                    if let Some(real) = real_relative(loc.root, &rel)
+                    let (real, is_dir) = real_relative(loc.root, &rel);
+                    let mut forms = vec![rel.clone()];
+                    if let Some(real) = real
                         && real != rel
                     {
-                        paths.push(real);
+                        forms.push(real);
                     }
-                    paths.push(rel);
+                    if is_dir {
+                        facts.dirs.extend(forms.iter().cloned());
+                    }
+                    facts.paths.extend(forms);
                 }
                 // The tool refuses it anyway; the rules still see what was asked for.
-                Err(_) => paths.push(path.trim_start_matches("./").to_string()),
+                Err(_) => facts.paths.push(path.trim_start_matches("./").to_string()),
             }
         }
-        (paths, aether_policy::rules::url_hosts(args))
+        let takes_path = def.input_schema["properties"].get("path").is_some();
+        if named.is_empty() && takes_path {
+            facts.dirs.push(String::new());
+        }
+        facts
     }
 }
 
-/// `rel` under `root` after symlinks, relative to the root: the real path of its deepest
-/// existing ancestor, plus the rest.
-fn real_relative(root: &aether_tools::Root, rel: &str) -> Option<String> {
+/// See [`Pipeline::facts`].
+#[derive(Default)]
+struct Facts {
+    paths: Vec<String>,
+    dirs: Vec<String>,
+    hosts: Vec<String>,
+}
+
+/// `rel` under `root` as it really is: `None` when no component of it is a symbolic link (the
+/// common case, found with one `lstat` per component below the root, whose own path is
+/// already real), else its real path relative to the root (`None` if that leaves the root,
+/// where the tool refuses it anyway). Also says whether it is a folder.
+fn real_relative(root: &aether_tools::Root, rel: &str) -> (Option<String>, bool) {
+    let mut full = root.path.clone();
+    let mut is_dir = rel.is_empty();
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        full.push(part);
+        match std::fs::symlink_metadata(&full) {
+            Ok(m) if m.file_type().is_symlink() => return resolved(root, rel),
+            Ok(m) => is_dir = m.is_dir(),
+            // Not there (yet): nothing below it can be a link.
+            Err(_) => return (None, false),
+        }
+    }
+    (None, is_dir)
+}
+
+/// The slow path of [`real_relative`]: the real path of the deepest existing ancestor, plus
+/// the rest.
+fn resolved(root: &aether_tools::Root, rel: &str) -> (Option<String>, bool) {
     let mut existing = root.path.join(rel);
     let mut rest = Vec::new();
     let real = loop {
         match std::fs::canonicalize(&existing) {
             Ok(real) => break real,
             Err(_) => {
-                rest.push(existing.file_name()?.to_os_string());
-                existing = existing.parent()?.to_path_buf();
+                let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+                    return (None, false);
+                };
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
             }
         }
     };
+    let is_dir = rest.is_empty() && real.is_dir();
     let mut full = real;
     for part in rest.into_iter().rev() {
         full.push(part);
     }
-    root.relative_of(&full)
+    (root.relative_of(&full), is_dir)
 }
 
 /// The audit row of a call whose future the transport dropped midway (a client that went

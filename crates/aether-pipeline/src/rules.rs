@@ -17,6 +17,9 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 pub struct Rules {
     path: Option<PathBuf>,
+    /// The operator named the file: it must be there (a deleted one is an error, not "no
+    /// rules").
+    required: bool,
     current: RwLock<Arc<RuleSet>>,
     /// Text of the file the current rules came from, to skip reloads that change nothing.
     text: RwLock<Option<String>>,
@@ -28,6 +31,7 @@ impl Rules {
     pub fn none() -> Rules {
         Rules {
             path: None,
+            required: false,
             current: RwLock::new(Arc::new(RuleSet::default())),
             text: RwLock::new(None),
             last_error: RwLock::new(None),
@@ -39,6 +43,7 @@ impl Rules {
     pub fn load(path: &Path, required: bool) -> Result<Rules, String> {
         let rules = Rules {
             path: Some(path.to_path_buf()),
+            required,
             ..Rules::none()
         };
         match std::fs::read_to_string(path) {
@@ -85,8 +90,9 @@ impl Rules {
         };
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
-            // A deleted rules file is no rules: the operator removed them.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            // The default file removed by the operator: no rules. A file the configuration
+            // names must be there; its absence keeps the last good rules.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.required => String::new(),
             Err(e) => return self.failed(format!("cannot read {}: {e}", path.display())),
         };
         if self

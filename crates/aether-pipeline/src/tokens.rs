@@ -32,11 +32,12 @@ impl TokenIndex {
     pub async fn load(store: &Store) -> Result<TokenIndex, aether_store::StoreError> {
         let mut index = TokenIndex::default();
         for (row, hash) in store.tokens().await? {
-            if row.revoked_at_us.is_some() {
-                continue;
-            }
+            // Revoked tokens count: revoking the last one must not open the door again.
             if row.kind == TokenKind::Agent {
                 index.agents += 1;
+            }
+            if row.revoked_at_us.is_some() {
+                continue;
             }
             index.by_hash.insert(
                 hash,
@@ -54,7 +55,7 @@ impl TokenIndex {
         self.by_hash.get(&hash(token))
     }
 
-    /// How many unrevoked agent tokens exist.
+    /// How many agent tokens were ever made (revoked ones included).
     pub fn agent_tokens(&self) -> usize {
         self.agents
     }
@@ -94,5 +95,29 @@ pub async fn mint(
         revoked_by: None,
     };
     let row = store.create_token(row, hash(&token)).await?;
+    crate::audit::operator_action(
+        store,
+        by,
+        "tokens.create",
+        serde_json::json!({ "id": row.id, "kind": kind.as_str(), "subject": subject, "label": label }),
+    )
+    .await?;
     Ok((row, token))
+}
+
+/// Revokes a token by its id, as the operator `by`. Audited.
+pub async fn revoke(
+    store: &Store,
+    id: &str,
+    by: &str,
+) -> Result<TokenRow, aether_store::StoreError> {
+    let row = store.revoke_token(id, by).await?;
+    crate::audit::operator_action(
+        store,
+        by,
+        "tokens.revoke",
+        serde_json::json!({ "id": row.id, "kind": row.kind.as_str(), "subject": row.subject }),
+    )
+    .await?;
+    Ok(row)
 }

@@ -63,6 +63,7 @@ fn bench(c: &mut Criterion) {
         team: Some("core"),
         arguments: &read,
         paths: &read_paths,
+        dirs: &[],
         hosts: &url_hosts(&read),
     };
     assert_eq!(
@@ -90,6 +91,7 @@ fn bench(c: &mut Criterion) {
         team: Some("core"),
         arguments: &shell,
         paths: &shell_paths,
+        dirs: &[],
         hosts: &[],
     };
     assert_eq!(rules.evaluate(&shell_facts).unwrap().rule, "ask-shell");

@@ -74,8 +74,8 @@ pub struct PolicySection {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HttpAuth {
-    /// Bearer tokens as soon as one agent token exists; until then, loopback callers act as
-    /// `http_agent` (and a listener off loopback refuses to start).
+    /// Bearer tokens as soon as an agent token has been made (revoking it does not undo
+    /// that) and always off loopback; until then, loopback callers act as `http_agent`.
     #[default]
     Auto,
     /// Always a bearer token.

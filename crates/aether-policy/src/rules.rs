@@ -118,6 +118,11 @@ pub struct CallFacts<'a> {
     /// there can be several forms of one path, e.g. as written and after symlinks are
     /// resolved).
     pub paths: &'a [String],
+    /// The paths among them that are folders on disk, and `""` for a root a call walks
+    /// without naming a path. A deny or ask rule's path condition also holds for a folder
+    /// that may hold something its globs match (`secrets/**` holds for `secrets` and for the
+    /// root): a search, a listing or a move of the folder would reach it.
+    pub dirs: &'a [String],
     /// Every host the call would reach (lower-case, no trailing dot; the caller computes these).
     pub hosts: &'a [String],
 }
@@ -191,7 +196,7 @@ struct Rule {
     agents: Option<Vec<String>>,
     arg_pattern: Option<Regex>,
     args: Vec<(ArgKey, Regex)>,
-    paths: Option<GlobSet>,
+    paths: Option<PathGlobs>,
     hosts: Option<Vec<HostPattern>>,
 }
 
@@ -284,6 +289,15 @@ impl RuleSet {
         .map(Rule::verdict)
     }
 
+    /// Whether any rule that could apply to `tool` (for this agent and team) looks at the
+    /// call's paths: the caller works them out (a few system calls) only then.
+    pub fn looks_at_paths(&self, tool: &str, agent: &str, team: Option<&str>) -> bool {
+        self.first_match(tool, |rule| {
+            rule.paths.is_some() && rule.matches_identity(agent, team)
+        })
+        .is_some()
+    }
+
     pub fn len(&self) -> usize {
         self.rules.len()
     }
@@ -357,10 +371,11 @@ impl Rule {
             && self.hosts.as_ref().is_none_or(|patterns| {
                 self.quantified(facts.hosts, |h| patterns.iter().any(|p| p.matches(h)))
             })
-            && self
-                .paths
-                .as_ref()
-                .is_none_or(|globs| self.quantified(facts.paths, |p| globs.is_match(p)))
+            && self.paths.as_ref().is_none_or(|globs| {
+                self.quantified(facts.paths, |p| globs.set.is_match(p))
+                    || (!self.action.needs_every()
+                        && facts.dirs.iter().any(|d| globs.could_hold(d)))
+            })
             && self.args.iter().all(|(key, re)| {
                 key.lookup(facts.arguments)
                     .is_some_and(|v| value_matches(re, v))
@@ -672,7 +687,7 @@ struct Conditions {
     agents: Option<Vec<String>>,
     arg_pattern: Option<Regex>,
     args: Vec<(ArgKey, Regex)>,
-    paths: Option<GlobSet>,
+    paths: Option<PathGlobs>,
     hosts: Option<Vec<HostPattern>>,
 }
 
@@ -838,13 +853,74 @@ fn arg_key(key: &str) -> Result<ArgKey, String> {
     Ok(ArgKey::Pointer(key.to_string()))
 }
 
+/// A rule's path globs: the set that matches paths, and each glob split into its components,
+/// to tell whether a folder may hold something the set matches.
+#[derive(Clone, Debug)]
+struct PathGlobs {
+    set: GlobSet,
+    components: Vec<Vec<Part>>,
+}
+
+/// One component of a path glob.
+#[derive(Clone, Debug)]
+enum Part {
+    /// A plain name.
+    Literal(String),
+    /// `**`, or anything whose reach across `/` is not known (`{a,b/c}`): may match any depth.
+    Deep,
+    /// A component with wildcards (`*.key`, `sec?ets`).
+    Pattern(globset::GlobMatcher),
+}
+
+impl PathGlobs {
+    /// Whether something under the folder `dir` (`""`: the root) may match one of the globs:
+    /// the folder's components fit the start of a glob.
+    fn could_hold(&self, dir: &str) -> bool {
+        self.components.iter().any(|glob| {
+            let mut parts = glob.iter();
+            for name in dir.split('/').filter(|c| !c.is_empty()) {
+                match parts.next() {
+                    // The glob ends above this folder: all it matches lies elsewhere.
+                    None => return false,
+                    Some(Part::Deep) => return true,
+                    Some(Part::Literal(l)) if !l.eq_ignore_ascii_case(name) => return false,
+                    Some(Part::Pattern(m)) if !m.is_match(name) => return false,
+                    Some(_) => {}
+                }
+            }
+            true
+        })
+    }
+}
+
+fn glob_components(glob: &str, fold_case: bool) -> Vec<Part> {
+    if glob.contains('{') {
+        return vec![Part::Deep];
+    }
+    glob.split('/')
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            if c.contains("**") {
+                Part::Deep
+            } else if c.contains(['*', '?', '[']) {
+                match GlobBuilder::new(c).case_insensitive(fold_case).build() {
+                    Ok(g) => Part::Pattern(g.compile_matcher()),
+                    Err(_) => Part::Deep,
+                }
+            } else {
+                Part::Literal(c.to_string())
+            }
+        })
+        .collect()
+}
+
 fn path_globs(
     place: &mut Place,
     describe: &mut Description,
     paths: Option<Strings>,
     fold_case: bool,
     every: &str,
-) -> Option<GlobSet> {
+) -> Option<PathGlobs> {
     let paths = checked_items(place, ".match.path", paths)?;
     describe.list(&format!("{every} path"), &paths);
     let mut set = GlobSetBuilder::new();
@@ -872,7 +948,15 @@ fn path_globs(
     if place.problems.len() > before {
         return None;
     }
-    set.build().map_err(|e| place.report(".match.path", e)).ok()
+    let components = paths
+        .iter()
+        .map(|g| glob_components(g, fold_case))
+        .collect();
+    let set = set
+        .build()
+        .map_err(|e| place.report(".match.path", e))
+        .ok()?;
+    Some(PathGlobs { set, components })
 }
 
 fn host_patterns(
@@ -1019,6 +1103,7 @@ mod tests {
         team: Option<&'static str>,
         arguments: Value,
         paths: Vec<String>,
+        dirs: Vec<String>,
         hosts: Vec<String>,
     }
 
@@ -1029,6 +1114,7 @@ mod tests {
             team: Some("core"),
             arguments,
             paths: Vec::new(),
+            dirs: Vec::new(),
             hosts: Vec::new(),
         }
     }
@@ -1036,6 +1122,10 @@ mod tests {
     impl Call {
         fn paths(mut self, paths: &[&str]) -> Call {
             self.paths = paths.iter().map(|p| p.to_string()).collect();
+            self
+        }
+        fn dirs(mut self, dirs: &[&str]) -> Call {
+            self.dirs = dirs.iter().map(|p| p.to_string()).collect();
             self
         }
         fn hosts(mut self, hosts: &[&str]) -> Call {
@@ -1058,6 +1148,7 @@ mod tests {
             team: call.team,
             arguments: &call.arguments,
             paths: &call.paths,
+            dirs: &call.dirs,
             hosts: &call.hosts,
         };
         set.evaluate(&facts).map(|v| (v.action, v.rule.to_string()))
@@ -1140,6 +1231,7 @@ rules:
             team: None,
             arguments: &args,
             paths: &[],
+            dirs: &[],
             hosts: &[],
         };
         assert_eq!(
@@ -1216,6 +1308,48 @@ rules:
         );
         let slash = call("x", json!({"a/b": {"c~d": "yes"}}));
         assert!(deny("{args: {/a~1b/c~0d: 'yes'}}", &slash));
+    }
+
+    #[test]
+    fn a_folder_that_may_hold_a_denied_path_is_denied_too() {
+        let deny = |rule: &str, c: &Call| matches(rule, "always_deny", c);
+        let folder = |d: &[&str]| call("search_files", json!({})).paths(d).dirs(d);
+        for (glob, held_by) in [
+            ("secrets/**", vec!["", "secrets", "Secrets", "secrets/deep"]),
+            ("**/*.key", vec!["", "src", "a/b/c"]),
+            ("keys/*.pem", vec!["", "keys"]),
+            ("a/*/secret.txt", vec!["", "a", "a/x"]),
+            ("{a,b/c}/x", vec!["", "b", "zzz"]),
+        ] {
+            let rule = format!("{{path: {glob:?}}}");
+            for dir in held_by {
+                assert!(
+                    deny(&rule, &folder(&[dir])),
+                    "{glob} holds for folder {dir:?}"
+                );
+            }
+        }
+        for (glob, apart) in [
+            ("secrets/**", vec!["src", "secretsx", "docs/secrets"]),
+            ("keys/*.pem", vec!["keys/sub", "other"]),
+            ("a/*/secret.txt", vec!["a/x/y", "b"]),
+        ] {
+            let rule = format!("{{path: {glob:?}}}");
+            for dir in apart {
+                assert!(
+                    !deny(&rule, &folder(&[dir])),
+                    "{glob} does not hold for folder {dir:?}"
+                );
+            }
+        }
+        // Files are judged on their own path only; and an allow never comes from a folder.
+        let file = call("read_file", json!({})).paths(&["secrets"]);
+        assert!(!deny("{path: 'secrets/**'}", &file));
+        assert!(!matches(
+            "{path: 'docs/**'}",
+            "always_allow",
+            &folder(&["docs"])
+        ));
     }
 
     #[test]

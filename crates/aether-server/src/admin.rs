@@ -115,7 +115,19 @@ struct Why {
 }
 
 fn why_of(body: Result<Json<Why>, axum::extract::rejection::JsonRejection>) -> Result<Why, String> {
+    why_with(body, false)
+}
+
+/// The body of a change: `{"why": "…"}`, plus `"digest"` where `digest` is allowed (a registry
+/// approval); anything else is refused rather than ignored.
+fn why_with(
+    body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
+    digest: bool,
+) -> Result<Why, String> {
     match body {
+        Ok(Json(why)) if why.digest.is_some() && !digest => {
+            Err("\"digest\" belongs to a registry approval only".into())
+        }
         Ok(Json(why)) if !why.why.trim().is_empty() => Ok(why),
         Ok(_) => Err("say why: {\"why\": \"...\"}".into()),
         Err(e) => Err(format!("the body must be JSON {{\"why\": \"...\"}}: {e}")),
@@ -163,7 +175,7 @@ async fn registry_change(
     Path((name, action)): Path<(String, String)>,
     body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let why = match why_of(body) {
+    let why = match why_with(body, action == "approve") {
         Ok(why) => why,
         Err(message) => return error(StatusCode::BAD_REQUEST, &message),
     };
@@ -221,6 +233,16 @@ async fn approvals_decide(
         "deny" => false,
         _ => return error(StatusCode::NOT_FOUND, "decisions are approve and deny"),
     };
+    match p.store().approval(&id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                &format!("no call waiting for approval has id {id:?}"),
+            );
+        }
+        Err(e) => return failed(e),
+    }
     match p
         .decide(&id, approve, &format!("{by} (api)"), &why.why)
         .await

@@ -153,7 +153,8 @@ impl AetherMcp {
     }
 
     /// From the first `tools/list` on, tells the client whenever its catalog changes
-    /// (registry, rules), and only then: the offered names are compared, not the cause.
+    /// (registry, rules), and only then: the offered names and definitions are compared, not
+    /// the cause. The task ends at the first change after the client has gone.
     fn watch_catalog(&self, session: &SessionContext, peer: rmcp::Peer<RoleServer>) {
         use std::sync::atomic::Ordering;
         if !self.lasting || self.watching.swap(true, Ordering::AcqRel) {
@@ -162,10 +163,12 @@ impl AetherMcp {
         let pipeline = Arc::downgrade(&self.pipeline);
         let mut changes = self.pipeline.catalog_changes();
         let session = session.clone();
-        let names = move |p: &Pipeline| -> Vec<String> {
+        // Names and definition digests: a re-approved changed definition under the same
+        // name is a change the client must hear of (its schema changed).
+        let names = move |p: &Pipeline| -> Vec<(String, aether_policy::Digest)> {
             p.offered(&session)
                 .iter()
-                .map(|e| e.def().name.clone())
+                .map(|e| (e.def().name.clone(), e.digest))
                 .collect()
         };
         let mut last = names(&self.pipeline);

@@ -141,12 +141,20 @@ impl Roots {
         })
     }
 
-    /// Marks paths (Aether's store and its folder) that no tool may open, read or write,
-    /// whichever root they lie in.
+    /// Marks paths (Aether's store and its folder, the configuration, the rules file) that no
+    /// tool may open, read or write, whichever root they lie in, whether or not they exist.
     pub fn set_private(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        // Real paths; a file that does not exist yet by its real folder and its name.
         let private = paths
             .into_iter()
-            .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+            .map(|p| {
+                std::fs::canonicalize(&p).unwrap_or_else(|_| {
+                    match (p.parent().map(std::fs::canonicalize), p.file_name()) {
+                        (Some(Ok(dir)), Some(name)) => dir.join(name),
+                        _ => p,
+                    }
+                })
+            })
             .collect();
         self.credentials = self.credentials.clone().with_private(private);
     }

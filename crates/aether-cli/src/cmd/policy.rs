@@ -125,7 +125,7 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let draft = RuleSet::parse(&text).with_context(|| format!("in {}", args.file.display()))?;
     let current = setup::rules(&loaded)?.current();
     let since = aether_store::now_us() - window(&args.since)?;
-    let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
     let roots = setup::configured_roots(&loaded);
     let agents = loaded.raw.agent_profiles();
     let mut after = None;
@@ -164,6 +164,8 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
                 team: team.as_deref(),
                 arguments: &arguments,
                 paths: &paths,
+                // The files may have changed since; only what the call named is judged.
+                dirs: &[],
                 hosts: &hosts,
             };
             let (before, now) = (current.evaluate(&facts), draft.evaluate(&facts));

@@ -128,7 +128,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::Revoke(args) => {
             let loaded = setup::load(&args.common)?;
             let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
-            let row = store.revoke_token(&args.id, &setup::operator()).await?;
+            let row = aether_pipeline::tokens::revoke(&store, &args.id, &setup::operator()).await?;
             println!(
                 "Token {} ({} {:?}) is revoked.",
                 row.id,

@@ -337,7 +337,7 @@ fn tokens_decide_who_calls_and_only_operators_reach_the_admin_api() {
         &operator,
         r#"{"why":"me"}"#,
     );
-    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.status, 404, "{}", r.body);
     assert!(r.body.contains("no call waiting"), "{}", r.body);
     let r = api("POST", "/api/halt", &operator, r#"{}"#);
     assert_eq!(r.status, 400, "{}", r.body);
@@ -418,10 +418,11 @@ fn policy_check_and_replay_test_a_rules_file_before_it_bites() {
         "{out}"
     );
 
-    // Nothing audited yet: nothing to replay, said plainly.
+    // No server has run here: said plainly, and no empty store is made.
     let (code, _, err) = ws.run(&["policy", "replay", "draft.yaml", "--store", &store]);
     assert_eq!(code, 1);
-    assert!(err.contains("no audited calls"), "{err}");
+    assert!(err.contains("no store at"), "{err}");
+    assert!(!ws.path().join(".aether/aether.db").exists());
     let (code, _, err) = ws.run(&[
         "policy",
         "replay",
@@ -442,6 +443,19 @@ fn policy_check_and_replay_test_a_rules_file_before_it_bites() {
         );
     }
     drop(s);
+    // A window with no audited call: nothing to replay, said plainly.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let (code, _, err) = ws.run(&[
+        "policy",
+        "replay",
+        "draft.yaml",
+        "--since",
+        "1s",
+        "--store",
+        &store,
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no audited calls in the last 1s"), "{err}");
     let (code, out, err) = ws.run(&[
         "policy",
         "replay",

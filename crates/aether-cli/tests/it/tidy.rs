@@ -218,7 +218,10 @@ fn the_readme_gives_the_two_commands_and_ci_runs_the_test_one() {
 #[test]
 fn docs_tools_md_is_the_catalog_as_generated() {
     let (code, generated, err) = {
-        let out = crate::util::aether().args(["tools", "docs"]).output().unwrap();
+        let out = crate::util::aether()
+            .args(["tools", "docs"])
+            .output()
+            .unwrap();
         (
             out.status.code(),
             String::from_utf8(out.stdout).unwrap(),

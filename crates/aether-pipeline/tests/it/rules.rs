@@ -219,6 +219,116 @@ rules:
         result.outcome
     );
     ok_text(&call(&p, &ctx, "read_file", json!({"path": "docs/a.txt"})).await);
+
+    // Folders that hold the secret: a walk of the root or of the folder, or a move of it,
+    // would reach what the rule denies.
+    for (tool, args) in [
+        ("search_files", json!({"query": "k", "regex": true})),
+        ("search_files", json!({"path": "", "query": "k"})),
+        ("search_files", json!({"path": "secrets", "query": "k"})),
+        ("search_files", json!({"path": "link", "query": "k"})),
+        ("list_files", json!({})),
+        ("list_dir", json!({"path": "SECRETS"})),
+        ("glob", json!({"pattern": "**/*.txt"})),
+        (
+            "move_file",
+            json!({"source": "secrets", "destination": "docs/open"}),
+        ),
+    ] {
+        let result = call(&p, &ctx, tool, args.clone()).await;
+        match &result.outcome {
+            CallOutcome::Refused(r) => assert_eq!(r.rule, "rule:no-secrets", "{tool} {args}"),
+            CallOutcome::Ran(out) => assert!(
+                out.is_error && !format!("{out:?}").contains("key.txt"),
+                "{tool} {args} reached the secret: {out:?}"
+            ),
+            other => panic!("{tool} {args}: {other:?}"),
+        }
+    }
+    assert!(base.join("ws/secrets/key.txt").exists(), "nothing moved");
+    // A folder apart from it is searched as usual.
+    let found = ok_text(
+        &call(
+            &p,
+            &ctx,
+            "search_files",
+            json!({"path": "docs", "query": "a"}),
+        )
+        .await,
+    );
+    assert!(found.contains("a.txt"), "{found}");
+    h.check().await;
+}
+
+#[tokio::test]
+async fn no_tool_reads_or_writes_the_rules_file_even_inside_a_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(tmp.path()).unwrap();
+    let path = rules_file(&base, "rules: []\n");
+    let roots = Roots::open(&[RootSpec {
+        name: "ws".into(),
+        path: base.to_string_lossy().into_owned(),
+        mode: RootMode::ReadWrite,
+        writable: None,
+        allow_delete: true,
+    }])
+    .unwrap();
+    let h = Harness::new();
+    let mut settings = h.settings(
+        vec![default_agent_profile()],
+        Limits::default(),
+        aether_tools::builtin_tools(),
+        roots,
+    );
+    settings.rules = Rules::load(&path, false).unwrap();
+    settings.private = vec![base.join("aether.toml")];
+    let p = aether_pipeline::Pipeline::new(settings).await.unwrap();
+    let ctx = session(&p, "default", "s1");
+    let open_everything = "rules:\n  - match: { tool: '*' }\n    action: always_allow\n";
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": "permissions.yaml", "content": open_everything}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "permissions.yaml", "search": "rules: []", "replace": "x"}),
+        ),
+        ("delete_file", json!({"path": "permissions.yaml"})),
+        (
+            "move_file",
+            json!({"source": "permissions.yaml", "destination": "old.yaml"}),
+        ),
+        ("read_file", json!({"path": "permissions.yaml"})),
+        (
+            "write_file",
+            json!({"path": "aether.toml", "content": "[server]\nauth = \"none\"\n"}),
+        ),
+    ] {
+        let result = call(&p, &ctx, tool, args.clone()).await;
+        match &result.outcome {
+            CallOutcome::Ran(out) => assert!(out.is_error, "{tool} {args}: {out:?}"),
+            CallOutcome::Refused(_) => {}
+            other => panic!("{tool} {args}: {other:?}"),
+        }
+    }
+    assert_eq!(fs::read_to_string(&path).unwrap(), "rules: []\n");
+    assert!(!base.join("aether.toml").exists());
+    // The rules file does not exist yet in this second world: it cannot be created either.
+    fs::remove_file(&path).unwrap();
+    let result = call(
+        &p,
+        &ctx,
+        "write_file",
+        json!({"path": "permissions.yaml", "content": open_everything}),
+    )
+    .await;
+    assert!(
+        matches!(&result.outcome, CallOutcome::Ran(out) if out.is_error),
+        "{:?}",
+        result.outcome
+    );
+    assert!(!path.exists());
     h.check().await;
 }
 

@@ -206,7 +206,14 @@ pub async fn pipeline(
         journal: loaded.raw.journal.clone(),
         approval_window: std::time::Duration::from_secs(loaded.raw.approvals.window_seconds),
         rules: rules(loaded)?,
-        private: loaded.file.iter().cloned().collect(),
+        // The configuration read, or the one the next start would read: an agent that could
+        // write it would configure Aether.
+        private: vec![
+            loaded
+                .file
+                .clone()
+                .unwrap_or_else(|| loaded.base.join("aether.toml")),
+        ],
     })
     .await
     .context("cannot start the pipeline")?;

@@ -478,3 +478,98 @@ fn policy_check_and_replay_test_a_rules_file_before_it_bites() {
         "{err}"
     );
 }
+
+#[test]
+fn no_agent_can_write_the_operators_files_in_the_folder_it_serves() {
+    let ws = Ws::new();
+    let mut s = StdioServer::start_rw(&ws);
+    let open = "rules:\n  - match: { tool: '*' }\n    action: always_allow\n";
+    for (id, path, content) in [
+        (1, "permissions.yaml", open),
+        (2, "aether.toml", "[server]\nauth = \"none\"\n"),
+        (3, ".aether/x", "x"),
+    ] {
+        let r = s.call(id, "write_file", json!({"path": path, "content": content}));
+        assert_eq!(r["result"]["isError"], true, "{path}: {r}");
+        assert!(!ws.path().join(path).exists(), "{path} was written");
+    }
+    // Other files in the same folder are writable as usual.
+    let r = s.call(
+        4,
+        "write_file",
+        json!({"path": "notes.txt", "content": "ok"}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+}
+
+#[test]
+fn a_session_opened_with_one_agents_token_cannot_be_used_with_anothers() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[roots.ws]\npath = \".\"\n[server]\nauth = \"token\"\nhttp_agent = \"alice\"\n[agents.alice]\nmcp_servers = [\"workspace\"]\n[agents.mallory]\ntools = [\"list_roots\"]\n",
+    );
+    let srv = HttpServer::start(&ws, &[]);
+    let alice = token(&ws, &["--agent", "alice"]);
+    let mallory = token(&ws, &["--agent", "mallory"]);
+    let host = srv.addr.clone();
+    let post = |token: &str, session: Option<&str>, body: &str| {
+        let bearer = format!("Bearer {token}");
+        let mut headers = vec![
+            ("Host", host.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", bearer.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        if let Some(id) = session {
+            headers.push(("Mcp-Session-Id", id));
+        }
+        http(&srv.addr, "POST", "/mcp", &headers, body.as_bytes())
+    };
+    // auth = "token": no token, no service, from the start.
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Host", host.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        INIT.as_bytes(),
+    );
+    assert_eq!(r.status, 401);
+    // The tokens were made after the server started: it picks them up within its poll.
+    let mut r = post(&alice, None, INIT);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while r.status == 401 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(25));
+        r = post(&alice, None, INIT);
+    }
+    assert_eq!(r.status, 200, "{}", r.head);
+    let session = r
+        .head
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id"))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .expect("a session id");
+    post(
+        &alice,
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let r = post(&alice, Some(&session), list);
+    assert!(r.body.contains("read_file"), "{}", r.body);
+    // Mallory's token on Alice's session: refused, and nothing of Alice's catalog is shown.
+    let r = post(&mallory, Some(&session), list);
+    assert!(!r.body.contains("read_file"), "{}", r.body);
+    assert!(r.body.contains("belongs to another agent"), "{}", r.body);
+    let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"README.md"}}}"#;
+    let r = post(&mallory, Some(&session), call);
+    assert!(!r.body.contains("# demo"), "{}", r.body);
+    assert!(r.body.contains("belongs to another agent"), "{}", r.body);
+}

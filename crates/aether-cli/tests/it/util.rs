@@ -90,12 +90,24 @@ impl StdioServer {
         self.recv(0)
     }
 
+    /// The server on the workspace as a read-write root, initialized.
+    pub fn start_rw(ws: &Ws) -> StdioServer {
+        let mut s = StdioServer::spawn_root(ws, &format!("{}:rw", ws.root_arg()), &[]);
+        let init = s.initialize("2025-11-25");
+        assert_eq!(init["result"]["serverInfo"]["name"], "aether", "{init}");
+        s
+    }
+
     /// The server, started but not yet initialized.
     pub fn spawn(ws: &Ws, extra: &[&str]) -> StdioServer {
+        StdioServer::spawn_root(ws, &ws.root_arg(), extra)
+    }
+
+    fn spawn_root(ws: &Ws, root: &str, extra: &[&str]) -> StdioServer {
         let mut child = aether()
             .arg("mcp-serve")
             .arg("--root")
-            .arg(ws.root_arg())
+            .arg(root)
             .args(extra)
             .current_dir(ws.path())
             .stdin(Pipe::piped())

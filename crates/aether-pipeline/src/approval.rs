@@ -141,7 +141,7 @@ impl Pipeline {
         let settle = |to: ApprovalState, by: &str, why: &str| {
             let (store, id) = (self.store.clone(), call_id.to_string());
             let (by, why) = (by.to_string(), why.to_string());
-            async move { store.settle_approval(&id, to, &by, &why).await }
+            async move { store.settle_approval(&id, to, &by, &why, None).await }
         };
         loop {
             let row = tokio::select! {
@@ -239,6 +239,7 @@ impl Drop for WithdrawOnDrop {
                     ApprovalState::Cancelled,
                     "aether",
                     "the call stopped waiting",
+                    None,
                 )
                 .await;
         });

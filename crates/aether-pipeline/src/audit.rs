@@ -28,6 +28,9 @@ pub(crate) struct Draft {
     arguments_digest: Digest,
     denied_by_tool: Option<&'static str>,
     panicked: bool,
+    /// Whether the receipt was written (a row without a step is an admitted call's, and
+    /// `aether audit verify` expects its receipt).
+    admitted: bool,
     /// The operator's rule that matched an admitted call, and who approved it.
     matched_rule: Option<String>,
     approval: Option<String>,
@@ -61,6 +64,7 @@ impl Draft {
             arguments_digest: empty,
             denied_by_tool: None,
             panicked: false,
+            admitted: false,
             matched_rule: None,
             approval: None,
         }
@@ -89,6 +93,7 @@ impl Draft {
 
     pub fn admitted(&mut self) {
         self.event.step = None;
+        self.admitted = true;
     }
 
     pub fn tool_error(&mut self, e: &ToolError) {
@@ -163,6 +168,12 @@ impl Draft {
                 e.reason = Some(message.clone());
             }
         }
+        // A call that ended before its receipt (it failed to be written, or the call was
+        // dropped on its way) says so, so that no row without a step lacks a receipt.
+        if !self.admitted && e.step.is_none() {
+            e.step = Some(Step::Receipt.as_str().into());
+            e.rule.get_or_insert_with(|| "not-admitted".into());
+        }
         let is_unknown = matches!(&outcome, CallOutcome::Refused(r) if r.step == Step::UnknownTool);
         let written = if alone {
             store.audit_alone(self.event).await
@@ -194,37 +205,31 @@ impl Draft {
     }
 }
 
-/// Writes an operator's action (halt, resume, a registry change, an approval decision) to the
-/// audit chain, as its own row: agent `operator:BY`, transport `operator`.
-pub(crate) async fn operator_action(
-    store: &Store,
-    by: &str,
-    action: &str,
-    detail: Value,
-) -> Result<i64, aether_store::StoreError> {
+/// The audit row of an operator's action (halt, resume, a registry change, an approval
+/// decision, a token made or revoked): agent `operator:BY`, transport `operator`. The store
+/// writes it in the same transaction as the change itself.
+pub(crate) fn operator_event(by: &str, action: &str, detail: Value) -> AuditEvent {
     let text = canonical_json(&detail);
-    store
-        .audit(AuditEvent {
-            at_us: aether_store::now_us(),
-            call_id: uuid::Uuid::now_v7().to_string(),
-            session: format!("operator:{by}"),
-            transport: "operator".into(),
-            agent: format!("operator:{by}"),
-            team: None,
-            project: None,
-            tool: action.to_string(),
-            tier: "operator".into(),
-            outcome: "ok".into(),
-            step: None,
-            rule: None,
-            reason: None,
-            definition: None,
-            arguments_digest: sha256(text.as_bytes()).to_string(),
-            arguments: text,
-            result: String::new(),
-            duration_us: 0,
-        })
-        .await
+    AuditEvent {
+        at_us: aether_store::now_us(),
+        call_id: uuid::Uuid::now_v7().to_string(),
+        session: format!("operator:{by}"),
+        transport: "operator".into(),
+        agent: format!("operator:{by}"),
+        team: None,
+        project: None,
+        tool: action.to_string(),
+        tier: "operator".into(),
+        outcome: "ok".into(),
+        step: None,
+        rule: None,
+        reason: None,
+        definition: None,
+        arguments_digest: sha256(text.as_bytes()).to_string(),
+        arguments: text,
+        result: String::new(),
+        duration_us: 0,
+    }
 }
 
 /// `text` whole for Elevated and Restricted tools, its head for Standard ones.

@@ -1,7 +1,8 @@
 //! What an operator does, from any surface (CLI, admin API): halt and resume, decide a call
-//! waiting for a person, change the registry. Each is one store change plus its own audit
-//! row (agent `operator:BY`), and needs only the store, so the CLI can act on a store that a
-//! running server shares; the server notices through the store's revision counters.
+//! waiting for a person, change the registry. Each is one store transaction holding the change
+//! and its own audit row (agent `operator:BY`): both or neither. Each needs only the store, so
+//! the CLI can act on a store that a running server shares; the server notices through the
+//! store's revision counters.
 
 use aether_store::{
     ApprovalRow, ApprovalState, HaltState, RegistryAction, RegistryChange, RegistryRow, Store,
@@ -9,7 +10,16 @@ use aether_store::{
 };
 use serde_json::json;
 
-use crate::audit::operator_action;
+use crate::audit::operator_event;
+
+fn need_why(why: &str, what: &str) -> Result<(), StoreError> {
+    if why.trim().is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "say why (it is recorded with the {what})"
+        )));
+    }
+    Ok(())
+}
 
 /// Halts or resumes; a halt denies every call waiting for a person in the same commit.
 pub async fn set_halt(
@@ -18,20 +28,10 @@ pub async fn set_halt(
     by: &str,
     why: &str,
 ) -> Result<HaltState, StoreError> {
-    if why.trim().is_empty() {
-        return Err(StoreError::Invalid(
-            "say why (it is recorded with the change)".into(),
-        ));
-    }
-    let state = store.set_halt(halted, by, why).await?;
-    operator_action(
-        store,
-        by,
-        if halted { "halt" } else { "resume" },
-        json!({ "why": why }),
-    )
-    .await?;
-    Ok(state)
+    need_why(why, "change")?;
+    let action = if halted { "halt" } else { "resume" };
+    let event = operator_event(by, action, json!({ "why": why }));
+    store.set_halt(halted, by, why, Some(event)).await
 }
 
 /// Approves or denies a call waiting for a person. A call no longer waiting (decided,
@@ -43,34 +43,16 @@ pub async fn decide(
     by: &str,
     why: &str,
 ) -> Result<ApprovalRow, StoreError> {
-    if why.trim().is_empty() {
-        return Err(StoreError::Invalid(
-            "say why (it is recorded with the decision)".into(),
-        ));
-    }
-    let to = if approve {
-        ApprovalState::Approved
+    need_why(why, "decision")?;
+    let (to, action) = if approve {
+        (ApprovalState::Approved, "approvals.approve")
     } else {
-        ApprovalState::Denied
+        (ApprovalState::Denied, "approvals.deny")
     };
-    let row = store.settle_approval(call_id, to, by, why).await?;
-    operator_action(
-        store,
-        by,
-        if approve {
-            "approvals.approve"
-        } else {
-            "approvals.deny"
-        },
-        json!({
-            "call_id": call_id,
-            "tool": row.request.tool,
-            "agent": row.request.agent,
-            "why": why,
-        }),
-    )
-    .await?;
-    Ok(row)
+    let event = operator_event(by, action, json!({ "call_id": call_id, "why": why }));
+    store
+        .settle_approval(call_id, to, by, why, Some(event))
+        .await
 }
 
 /// Approves, withdraws or undoes a registry row, recorded in its history with who and why.
@@ -78,29 +60,16 @@ pub async fn change_registry(
     store: &Store,
     change: RegistryChange,
 ) -> Result<RegistryRow, StoreError> {
-    if change.why.trim().is_empty() {
-        return Err(StoreError::Invalid(
-            "say why (it is recorded with the change)".into(),
-        ));
-    }
-    let action = match &change.action {
-        RegistryAction::Approve { .. } => "registry.approve",
-        RegistryAction::Withdraw => "registry.withdraw",
-        RegistryAction::Undo => "registry.undo",
+    need_why(&change.why, "change")?;
+    let (action, digest) = match &change.action {
+        RegistryAction::Approve { digest } => ("registry.approve", digest.clone()),
+        RegistryAction::Withdraw => ("registry.withdraw", None),
+        RegistryAction::Undo => ("registry.undo", None),
     };
-    let (by, why, name) = (change.by.clone(), change.why.clone(), change.name.clone());
-    let row = store.registry_change(change).await?;
-    operator_action(
-        store,
-        &by,
+    let event = operator_event(
+        &change.by,
         action,
-        json!({
-            "tool": name,
-            "why": why,
-            "state": row.state,
-            "digest": row.approved_digest,
-        }),
-    )
-    .await?;
-    Ok(row)
+        json!({ "tool": change.name, "why": change.why, "digest": digest }),
+    );
+    store.registry_change(change, Some(event)).await
 }

@@ -94,30 +94,21 @@ pub async fn mint(
         revoked_at_us: None,
         revoked_by: None,
     };
-    let row = store.create_token(row, hash(&token)).await?;
-    crate::audit::operator_action(
-        store,
+    let event = crate::audit::operator_event(
         by,
         "tokens.create",
         serde_json::json!({ "id": row.id, "kind": kind.as_str(), "subject": subject, "label": label }),
-    )
-    .await?;
+    );
+    let row = store.create_token(row, hash(&token), Some(event)).await?;
     Ok((row, token))
 }
 
-/// Revokes a token by its id, as the operator `by`. Audited.
+/// Revokes a token by its id, as the operator `by`. Audited in the same commit.
 pub async fn revoke(
     store: &Store,
     id: &str,
     by: &str,
 ) -> Result<TokenRow, aether_store::StoreError> {
-    let row = store.revoke_token(id, by).await?;
-    crate::audit::operator_action(
-        store,
-        by,
-        "tokens.revoke",
-        serde_json::json!({ "id": row.id, "kind": row.kind.as_str(), "subject": row.subject }),
-    )
-    .await?;
-    Ok(row)
+    let event = crate::audit::operator_event(by, "tokens.revoke", serde_json::json!({ "id": id }));
+    store.revoke_token(id, by, Some(event)).await
 }

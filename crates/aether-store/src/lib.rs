@@ -409,10 +409,17 @@ impl Store {
         }
     }
 
-    /// Sets or clears the halt flag.
-    pub async fn set_halt(&self, halted: bool, by: &str, why: &str) -> Result<HaltState> {
+    /// Sets or clears the halt flag (a halt also denies every pending approval); `audit`, if
+    /// given, is appended to the audit chain in the same transaction.
+    pub async fn set_halt(
+        &self,
+        halted: bool,
+        by: &str,
+        why: &str,
+        audit: Option<AuditEvent>,
+    ) -> Result<HaltState> {
         match self {
-            Store::Sqlite(s) => s.set_halt(halted, by, why).await,
+            Store::Sqlite(s) => s.set_halt(halted, by, why, audit).await,
         }
     }
 
@@ -504,9 +511,15 @@ impl Store {
     /// Applies an operator's change to one registry row (recorded in its history with who and
     /// why); returns the row after it. A change that cannot apply is a clear `Invalid` error
     /// and changes nothing.
-    pub async fn registry_change(&self, change: RegistryChange) -> Result<RegistryRow> {
+    /// `audit`, if given, is appended to the audit chain in the same transaction: the change
+    /// and its record commit together or not at all.
+    pub async fn registry_change(
+        &self,
+        change: RegistryChange,
+        audit: Option<AuditEvent>,
+    ) -> Result<RegistryRow> {
         match self {
-            Store::Sqlite(s) => s.registry_change(change).await,
+            Store::Sqlite(s) => s.registry_change(change, audit).await,
         }
     }
 
@@ -540,17 +553,20 @@ impl Store {
         }
     }
 
-    /// Moves a pending approval to `to` (see the SQLite backend for the rules).
+    /// Moves a pending approval to `to` (see the SQLite backend for the rules); `audit`, if
+    /// given, is appended to the audit chain in the same transaction, and only when the
+    /// request moved.
     pub async fn settle_approval(
         &self,
         id: &str,
         to: ApprovalState,
         by: &str,
         why: &str,
+        audit: Option<AuditEvent>,
     ) -> Result<ApprovalRow> {
         match self {
             Store::Sqlite(s) => {
-                s.settle_approval(id.to_string(), to, by.to_string(), why.to_string())
+                s.settle_approval(id.to_string(), to, by.to_string(), why.to_string(), audit)
                     .await
             }
         }
@@ -574,16 +590,26 @@ impl Store {
         }
     }
 
-    /// Records a token by the SHA-256 (hex) of its secret.
-    pub async fn create_token(&self, row: TokenRow, hash: String) -> Result<TokenRow> {
+    /// Records a token by the SHA-256 (hex) of its secret (and `audit` with it).
+    pub async fn create_token(
+        &self,
+        row: TokenRow,
+        hash: String,
+        audit: Option<AuditEvent>,
+    ) -> Result<TokenRow> {
         match self {
-            Store::Sqlite(s) => s.create_token(row, hash).await,
+            Store::Sqlite(s) => s.create_token(row, hash, audit).await,
         }
     }
 
-    pub async fn revoke_token(&self, id: &str, by: &str) -> Result<TokenRow> {
+    pub async fn revoke_token(
+        &self,
+        id: &str,
+        by: &str,
+        audit: Option<AuditEvent>,
+    ) -> Result<TokenRow> {
         match self {
-            Store::Sqlite(s) => s.revoke_token(id.to_string(), by.to_string()).await,
+            Store::Sqlite(s) => s.revoke_token(id.to_string(), by.to_string(), audit).await,
         }
     }
 

@@ -25,7 +25,10 @@ async fn a_halt_set_through_another_handle_is_caught_by_the_receipt_transaction(
 
     // Another process halts; this pipeline's in-memory flag does not know (nothing watches).
     let other = h.second_handle();
-    other.set_halt(true, "ops", "incident 42").await.unwrap();
+    other
+        .set_halt(true, "ops", "incident 42", None)
+        .await
+        .unwrap();
 
     // The first call after the halt meets it in the receipt transaction (the probe would see
     // a missing receipt if it ran).
@@ -47,7 +50,10 @@ async fn a_halt_set_through_another_handle_is_caught_by_the_receipt_transaction(
     );
 
     // Resumed through the other handle: the next call runs, with no watcher running.
-    other.set_halt(false, "ops", "resolved").await.unwrap();
+    other
+        .set_halt(false, "ops", "resolved", None)
+        .await
+        .unwrap();
     ok_text(&call(&p, &ctx, "echo", valid()).await);
     ok_text(&call(&p, &ctx, "probe", valid()).await);
     assert_eq!(echo.calls(), 2);
@@ -64,7 +70,7 @@ async fn a_halt_set_through_the_pipelines_own_store_refuses_and_resume_restores(
     let ctx = session(&p, "worker", "s1");
 
     p.store()
-        .set_halt(true, "ops", "maintenance")
+        .set_halt(true, "ops", "maintenance", None)
         .await
         .unwrap();
     for tool in ["echo", "echo", "ghost"] {
@@ -73,7 +79,10 @@ async fn a_halt_set_through_the_pipelines_own_store_refuses_and_resume_restores(
     }
     assert_eq!(echo.calls(), 0);
 
-    p.store().set_halt(false, "ops", "done").await.unwrap();
+    p.store()
+        .set_halt(false, "ops", "done", None)
+        .await
+        .unwrap();
     ok_text(&call(&p, &ctx, "echo", valid()).await);
     let result = call(&p, &ctx, "ghost", valid()).await;
     refused(&h.store, &result, Step::UnknownTool, "catalog").await;
@@ -84,7 +93,10 @@ async fn a_halt_set_through_the_pipelines_own_store_refuses_and_resume_restores(
 #[tokio::test]
 async fn a_pipeline_started_while_halted_refuses_until_resumed() {
     let h = Harness::new();
-    h.store.set_halt(true, "ops", "before start").await.unwrap();
+    h.store
+        .set_halt(true, "ops", "before start", None)
+        .await
+        .unwrap();
     let echo = Echo::new("echo", "alpha", Tier::Standard);
     let p = h
         .pipeline(vec![worker()], Limits::default(), vec![echo.clone()])
@@ -94,7 +106,7 @@ async fn a_pipeline_started_while_halted_refuses_until_resumed() {
     let result = call(&p, &ctx, "echo", valid()).await;
     refused(&h.store, &result, Step::Halt, "halt").await;
     h.second_handle()
-        .set_halt(false, "ops", "go")
+        .set_halt(false, "ops", "go", None)
         .await
         .unwrap();
     ok_text(&call(&p, &ctx, "echo", valid()).await);
@@ -113,7 +125,7 @@ async fn with_the_watcher_running_halt_and_resume_from_another_handle_take_effec
     let ctx = session(&p, "worker", "s1");
     let other = h.second_handle();
 
-    other.set_halt(true, "ops", "watch me").await.unwrap();
+    other.set_halt(true, "ops", "watch me", None).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     for _ in 0..3 {
         let result = call(&p, &ctx, "echo", valid()).await;
@@ -121,7 +133,7 @@ async fn with_the_watcher_running_halt_and_resume_from_another_handle_take_effec
     }
     assert_eq!(echo.calls(), 0);
 
-    other.set_halt(false, "ops", "over").await.unwrap();
+    other.set_halt(false, "ops", "over", None).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     ok_text(&call(&p, &ctx, "echo", valid()).await);
     assert_eq!(echo.calls(), 1);
@@ -150,7 +162,10 @@ async fn a_halt_during_a_burst_lets_no_call_run_after_it_commits() {
         let (p, ctx, other) = (p.clone(), ctx.clone(), other.clone());
         tasks.push(tokio::spawn(async move {
             if i == 20 {
-                other.set_halt(true, "ops", "mid-burst").await.unwrap();
+                other
+                    .set_halt(true, "ops", "mid-burst", None)
+                    .await
+                    .unwrap();
             }
             call(&p, &ctx, "echo", json!({"text": format!("call {i}")})).await
         }));

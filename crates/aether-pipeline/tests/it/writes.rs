@@ -1006,7 +1006,7 @@ async fn operator_undo_works_while_halted() {
         )
         .await;
     w.h.store
-        .set_halt(true, "ops", "agent went rogue")
+        .set_halt(true, "ops", "agent went rogue", None)
         .await
         .unwrap();
 

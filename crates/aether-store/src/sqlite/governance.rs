@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use super::SqliteStore;
 use crate::{
-    ApprovalRequest, ApprovalRow, ApprovalState, RegistryAction, RegistryChange,
+    ApprovalRequest, ApprovalRow, ApprovalState, AuditEvent, RegistryAction, RegistryChange,
     RegistryHistoryRow, RegistryRow, Result, Revisions, StoreError, TokenKind, TokenRow, now_us,
 };
 
@@ -72,7 +72,11 @@ fn history(
 }
 
 impl SqliteStore {
-    pub async fn registry_change(&self, change: RegistryChange) -> Result<RegistryRow> {
+    pub async fn registry_change(
+        &self,
+        change: RegistryChange,
+        audit: Option<AuditEvent>,
+    ) -> Result<RegistryRow> {
         self.write(move |conn| {
             let context = "change the registry";
             let tx = immediate(conn, context)?;
@@ -200,6 +204,8 @@ impl SqliteStore {
             history(&tx, &next, Some(&current.state), &change.by, &change.why, undoes)
                 .map_err(StoreError::sql(context))?;
             bump(&tx, "registry").map_err(StoreError::sql(context))?;
+            super::append_audit(&tx, &audit.iter().collect::<Vec<_>>())
+                .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(next)
         })
@@ -379,6 +385,7 @@ impl SqliteStore {
         to: ApprovalState,
         by: String,
         why: String,
+        audit: Option<AuditEvent>,
     ) -> Result<ApprovalRow> {
         self.write(move |conn| {
             let context = "settle an approval";
@@ -414,6 +421,8 @@ impl SqliteStore {
             )
             .map_err(StoreError::sql(context))?;
             bump(&tx, "approvals").map_err(StoreError::sql(context))?;
+            super::append_audit(&tx, &audit.iter().collect::<Vec<_>>())
+                .map_err(StoreError::sql(context))?;
             let row = approval_in(&tx, &id)
                 .map_err(StoreError::sql(context))?
                 .ok_or_else(|| invalid(format!("approval {id} vanished")))?;
@@ -470,7 +479,12 @@ impl SqliteStore {
         .await
     }
 
-    pub async fn create_token(&self, row: TokenRow, hash: String) -> Result<TokenRow> {
+    pub async fn create_token(
+        &self,
+        row: TokenRow,
+        hash: String,
+        audit: Option<AuditEvent>,
+    ) -> Result<TokenRow> {
         self.write(move |conn| {
             let context = "create a token";
             let tx = immediate(conn, context)?;
@@ -489,13 +503,20 @@ impl SqliteStore {
             )
             .map_err(StoreError::sql(context))?;
             bump(&tx, "tokens").map_err(StoreError::sql(context))?;
+            super::append_audit(&tx, &audit.iter().collect::<Vec<_>>())
+                .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(row)
         })
         .await
     }
 
-    pub async fn revoke_token(&self, id: String, by: String) -> Result<TokenRow> {
+    pub async fn revoke_token(
+        &self,
+        id: String,
+        by: String,
+        audit: Option<AuditEvent>,
+    ) -> Result<TokenRow> {
         self.write(move |conn| {
             let context = "revoke a token";
             let tx = immediate(conn, context)?;
@@ -515,6 +536,8 @@ impl SqliteStore {
                 return Err(invalid(format!("token {id} was already revoked")));
             }
             bump(&tx, "tokens").map_err(StoreError::sql(context))?;
+            super::append_audit(&tx, &audit.iter().collect::<Vec<_>>())
+                .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(row)
         })

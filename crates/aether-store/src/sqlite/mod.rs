@@ -344,7 +344,13 @@ impl SqliteStore {
         self.read(read_halt).await
     }
 
-    pub async fn set_halt(&self, halted: bool, by: &str, why: &str) -> Result<HaltState> {
+    pub async fn set_halt(
+        &self,
+        halted: bool,
+        by: &str,
+        why: &str,
+        audit: Option<AuditEvent>,
+    ) -> Result<HaltState> {
         let (by, why) = (by.to_string(), why.to_string());
         self.write(move |conn| {
             let context = "set halt";
@@ -372,6 +378,8 @@ impl SqliteStore {
                 }
             }
             let state = query_halt(&tx).map_err(StoreError::sql(context))?;
+            append_audit(&tx, &audit.iter().collect::<Vec<_>>())
+                .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(state)
         })
@@ -501,6 +509,22 @@ fn read_halt(conn: &Connection) -> Result<HaltState> {
 /// Every receipt against the audit (a join the query planner indexes on the fly).
 fn check_receipts(conn: &Connection, report: &mut ChainReport) -> rusqlite::Result<()> {
     let settled_before = now_us() - SETTLE_US;
+    // The other way round: a row of an admitted call (a call's row with no refusing step) must
+    // have its receipt, or someone removed the receipt, or wrote the row.
+    let mut orphans = conn.prepare(
+        "SELECT a.seq, a.call_id FROM audit a LEFT JOIN receipts r ON r.call_id = a.call_id
+         WHERE a.step IS NULL AND a.transport <> 'operator' AND r.call_id IS NULL
+         ORDER BY a.seq LIMIT 100",
+    )?;
+    let mut rows = orphans.query([])?;
+    while let Some(r) = rows.next()? {
+        let (seq, call_id): (i64, String) = (r.get(0)?, r.get(1)?);
+        report.mismatched.push(ChainBreak {
+            seq,
+            problem: format!("call {call_id} is audited as admitted but has no receipt"),
+        });
+    }
+    drop(rows);
     let mut stmt = conn.prepare(
         "SELECT r.call_id, r.at_us, r.tool, r.definition, r.arguments,
                 count(a.seq), min(a.tool), min(a.definition), min(a.arguments_digest)
@@ -625,6 +649,59 @@ struct Batch {
 
 /// Writes one transaction: the halt check and `receipts` (unless halted), `journals`, then
 /// `audits` after the chain head, and commits.
+/// Appends `events` to the audit chain inside `tx`, reading the chain's head there (so any
+/// number of writers, in any processes, build one chain). Returns their sequence numbers.
+pub(super) fn append_audit(
+    tx: &rusqlite::Transaction<'_>,
+    events: &[&AuditEvent],
+) -> rusqlite::Result<Vec<i64>> {
+    let mut seqs = Vec::with_capacity(events.len());
+    if events.is_empty() {
+        return Ok(seqs);
+    }
+    let (mut seq, mut prev): (i64, String) = tx
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?
+        .unwrap_or((0, GENESIS.to_string()));
+    let mut insert = tx.prepare_cached(&format!(
+        "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ))?;
+    for e in events {
+        seq += 1;
+        let hash = entry_hash(&prev, seq, e);
+        insert.execute(params![
+            seq,
+            e.at_us,
+            e.call_id,
+            e.session,
+            e.transport,
+            e.agent,
+            e.team,
+            e.project,
+            e.tool,
+            e.tier,
+            e.outcome,
+            e.step,
+            e.rule,
+            e.reason,
+            e.definition,
+            e.arguments_digest,
+            e.arguments,
+            e.result,
+            e.duration_us,
+            prev,
+            hash
+        ])?;
+        seqs.push(seq);
+        prev = hash;
+    }
+    Ok(seqs)
+}
+
 fn write_batch(
     conn: &mut Connection,
     receipts: &[&AdmissionReceipt],
@@ -661,49 +738,7 @@ fn write_batch(
             }
         }
     }
-    let mut seqs = Vec::with_capacity(audits.len());
-    if !audits.is_empty() {
-        let (mut seq, mut prev): (i64, String) = tx
-            .query_row(
-                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?
-            .unwrap_or((0, GENESIS.to_string()));
-        let mut insert = tx.prepare_cached(&format!(
-            "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        ))?;
-        for e in audits {
-            seq += 1;
-            let hash = entry_hash(&prev, seq, e);
-            insert.execute(params![
-                seq,
-                e.at_us,
-                e.call_id,
-                e.session,
-                e.transport,
-                e.agent,
-                e.team,
-                e.project,
-                e.tool,
-                e.tier,
-                e.outcome,
-                e.step,
-                e.rule,
-                e.reason,
-                e.definition,
-                e.arguments_digest,
-                e.arguments,
-                e.result,
-                e.duration_us,
-                prev,
-                hash
-            ])?;
-            seqs.push(seq);
-            prev = hash;
-        }
-    }
+    let seqs = append_audit(&tx, audits)?;
     tx.commit()?;
     Ok(Batch {
         halt,

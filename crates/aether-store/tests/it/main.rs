@@ -36,7 +36,9 @@ fn event(call_id: &str, outcome: &str) -> AuditEvent {
         tool: "read_file".into(),
         tier: "standard".into(),
         outcome: outcome.into(),
-        step: None,
+        // A refused call's row: no receipt is expected for it (rows of admitted calls come
+        // from `admitted_calls`, with their receipts).
+        step: Some("rules".into()),
         rule: None,
         reason: None,
         definition: Some("sha256:d".into()),
@@ -66,7 +68,10 @@ async fn a_receipt_is_readable_once_admitted() {
 #[tokio::test]
 async fn halt_stops_receipts_and_resume_lets_them_through() {
     let (_dir, store) = temp_store();
-    let state = store.set_halt(true, "ops", "incident 7").await.unwrap();
+    let state = store
+        .set_halt(true, "ops", "incident 7", None)
+        .await
+        .unwrap();
     assert!(state.halted);
     match store.admit(receipt("c1")).await.unwrap() {
         ReceiptOutcome::Halted(h) => assert_eq!(h.why.as_deref(), Some("incident 7")),
@@ -77,7 +82,10 @@ async fn halt_stops_receipts_and_resume_lets_them_through() {
         None,
         "nothing written while halted"
     );
-    store.set_halt(false, "ops", "resolved").await.unwrap();
+    store
+        .set_halt(false, "ops", "resolved", None)
+        .await
+        .unwrap();
     assert_eq!(
         store.admit(receipt("c2")).await.unwrap(),
         ReceiptOutcome::Durable
@@ -88,7 +96,7 @@ async fn halt_stops_receipts_and_resume_lets_them_through() {
 async fn a_halt_from_another_process_is_seen_by_the_next_receipt() {
     let (dir, store) = temp_store();
     let other = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
-    other.set_halt(true, "cli", "stop").await.unwrap();
+    other.set_halt(true, "cli", "stop", None).await.unwrap();
     assert!(matches!(
         store.admit(receipt("c1")).await.unwrap(),
         ReceiptOutcome::Halted(_)
@@ -345,7 +353,7 @@ async fn direct_commits_are_as_durable_and_as_halted_as_grouped_ones() {
     );
     assert_eq!(store.receipt("c1").await.unwrap(), Some(receipt("c1")));
     assert_eq!(store.audit_alone(event("c1", "ok")).await.unwrap(), 1);
-    store.set_halt(true, "ops", "drill").await.unwrap();
+    store.set_halt(true, "ops", "drill", None).await.unwrap();
     assert!(matches!(
         store.admit_alone(receipt("c2")).await.unwrap(),
         ReceiptOutcome::Halted(_)
@@ -385,12 +393,32 @@ async fn admitted_calls(n: usize) -> (tempfile::TempDir, Store) {
     for i in 0..n {
         let id = format!("c{i}");
         store.admit(receipt(&id)).await.unwrap();
-        store.audit(event(&id, "ok")).await.unwrap();
+        let mut admitted = event(&id, "ok");
+        admitted.step = None;
+        store.audit(admitted).await.unwrap();
     }
     let report = store.verify_audit(None).await.unwrap();
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.receipts, n as u64);
     (dir, store)
+}
+
+#[tokio::test]
+async fn verify_finds_an_admitted_call_whose_receipt_was_removed() {
+    let (dir, store) = admitted_calls(4).await;
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+    raw(&dir)
+        .execute("DELETE FROM receipts WHERE call_id = 'c2'", [])
+        .unwrap();
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(!report.is_intact());
+    assert_eq!(report.mismatched.len(), 1, "{report:?}");
+    assert!(
+        report.mismatched[0]
+            .problem
+            .contains("call c2 is audited as admitted but has no receipt"),
+        "{report:?}"
+    );
 }
 
 #[tokio::test]

@@ -88,7 +88,11 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                     r.asked_by,
                     r.reason.as_deref().unwrap_or("no reason given")
                 );
-                println!("    arguments: {}", r.arguments);
+                // Whole with --json; here a head, marked when cut.
+                println!(
+                    "    arguments: {}",
+                    aether_policy::truncate::bound_text(&r.arguments, 2_000)
+                );
             }
         }
         Command::Approve(args) => decide(args, true).await?,

@@ -376,6 +376,30 @@ fn tokens_decide_who_calls_and_only_operators_reach_the_admin_api() {
         r.body
     );
 
+    // The rules as the server holds them, and the last reload's error, for the console.
+    let r = api("GET", "/api/policy", &operator, "");
+    let policy: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(policy["rules"], json!([]), "{policy}");
+    assert!(policy["last_error"].is_null());
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: no-readme\n    match: { tool: read_file, path: README.md }\n    action: always_deny\n",
+    );
+    eventually("a new rules file is loaded", || {
+        api("GET", "/api/policy", &operator, "")
+            .body
+            .contains("no-readme")
+    });
+    ws.write("permissions.yaml", "rules:\n  - match: { tool: [ }\n");
+    eventually("a broken rules file is reported", || {
+        let v: Value =
+            serde_json::from_str(&api("GET", "/api/policy", &operator, "").body).unwrap();
+        v["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("previous rules stay"))
+            && v["rules"][0]["name"] == "no-readme"
+    });
+
     // Revoked: refused within the poll interval.
     let store = ws.store_url();
     let (_, out, _) = ws.run(&["tokens", "list", "--json", "--store", &store]);

@@ -206,14 +206,19 @@ pub async fn pipeline(
         journal: loaded.raw.journal.clone(),
         approval_window: std::time::Duration::from_secs(loaded.raw.approvals.window_seconds),
         rules: rules(loaded)?,
-        // The configuration read, or the one the next start would read: an agent that could
-        // write it would configure Aether.
-        private: vec![
-            loaded
-                .file
-                .clone()
-                .unwrap_or_else(|| loaded.base.join("aether.toml")),
-        ],
+        // The configuration read, and the one a start here without --config would read: an
+        // agent that could write either would configure Aether (or the CLI run here).
+        private: loaded
+            .file
+            .iter()
+            .cloned()
+            .chain([
+                loaded.base.join("aether.toml"),
+                std::env::current_dir()
+                    .unwrap_or_default()
+                    .join("aether.toml"),
+            ])
+            .collect(),
     })
     .await
     .context("cannot start the pipeline")?;

@@ -87,6 +87,12 @@ impl Pipeline {
                 )));
             }
         }
+        // However this wait ends (a client that goes away drops it midway), the request does
+        // not stay pending for an operator to approve a call that will never run.
+        let _withdraw = WithdrawOnDrop {
+            store: self.store.clone(),
+            id: call_id.to_string(),
+        };
         let what = match &ask.reason {
             Some(reason) => format!("{} ({reason})", ask.asked_by),
             None => ask.asked_by.clone(),
@@ -128,12 +134,6 @@ impl Pipeline {
             futures::future::Either::Right(futures::future::pending())
         };
         let mut elicited = std::pin::pin!(elicited);
-        // However this wait ends (a client that goes away drops it midway), the request does
-        // not stay pending for an operator to approve a call that will never run.
-        let _withdraw = WithdrawOnDrop {
-            store: self.store.clone(),
-            id: call_id.to_string(),
-        };
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + window;
         let mut tick = tokio::time::interval(Duration::from_secs(1));

@@ -1011,6 +1011,21 @@ impl Pipeline {
                     {
                         forms.push(real);
                     }
+                    // Roots may nest: the same file is also judged relative to every other
+                    // root that holds it, so a rule written for one cannot be walked around
+                    // through the other.
+                    let absolute: Vec<std::path::PathBuf> =
+                        forms.iter().map(|f| loc.root.path.join(f)).collect();
+                    for other in self.roots.iter().filter(|r| r.name != loc.root.name) {
+                        for abs in &absolute {
+                            if let Some(inner) = other.relative_of(abs) {
+                                let inner = inner.trim_start_matches('/').to_string();
+                                if !forms.contains(&inner) {
+                                    forms.push(inner);
+                                }
+                            }
+                        }
+                    }
                     if is_dir {
                         facts.dirs.extend(forms.iter().cloned());
                     }

@@ -342,6 +342,14 @@ impl CredentialFilter {
             .any(|p| std::path::Path::new(path).starts_with(p))
     }
 
+    /// Whether `path` is a private path or a folder holding one: moving, deleting or replacing
+    /// it would move, delete or replace the private path with it.
+    pub fn holds_private(&self, path: &str) -> bool {
+        self.private
+            .iter()
+            .any(|p| p.starts_with(std::path::Path::new(path)))
+    }
+
     /// Whether `path` names a credential file or lies inside a credential folder. Give the
     /// absolute path where there is one: a root that is itself a credential folder (say
     /// `~/.aws`) has nothing credential-looking in its relative paths.

@@ -372,9 +372,16 @@ impl Rule {
                 self.quantified(facts.hosts, |h| patterns.iter().any(|p| p.matches(h)))
             })
             && self.paths.as_ref().is_none_or(|globs| {
-                self.quantified(facts.paths, |p| globs.set.is_match(p))
-                    || (!self.action.needs_every()
-                        && facts.dirs.iter().any(|d| globs.could_hold(d)))
+                if self.action.needs_every() {
+                    self.quantified(facts.paths, |p| globs.set.is_match(p))
+                } else {
+                    // A deny or an ask holds for a path inside what it names, as a .gitignore
+                    // entry does (`secrets` and `secrets/*` hold for `secrets/sub/key`), and
+                    // for a folder that may hold what it names.
+                    self.quantified(facts.paths, |p| {
+                        globs.set.is_match(p) || ancestors(p).any(|a| globs.set.is_match(a))
+                    }) || facts.dirs.iter().any(|d| globs.could_hold(d))
+                }
             })
             && self.args.iter().all(|(key, re)| {
                 key.lookup(facts.arguments)
@@ -853,6 +860,16 @@ fn arg_key(key: &str) -> Result<ArgKey, String> {
     Ok(ArgKey::Pointer(key.to_string()))
 }
 
+/// The folders above `path`, nearest first (`a/b/c` gives `a/b`, then `a`).
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    let mut rest = path;
+    std::iter::from_fn(move || {
+        let (parent, _) = rest.rsplit_once('/')?;
+        rest = parent;
+        Some(parent)
+    })
+}
+
 /// A rule's path globs: the set that matches paths, and each glob split into its components,
 /// to tell whether a folder may hold something the set matches.
 #[derive(Clone, Debug)]
@@ -864,11 +881,9 @@ struct PathGlobs {
 /// One component of a path glob.
 #[derive(Clone, Debug)]
 enum Part {
-    /// A plain name.
-    Literal(String),
     /// `**`, or anything whose reach across `/` is not known (`{a,b/c}`): may match any depth.
     Deep,
-    /// A component with wildcards (`*.key`, `sec?ets`).
+    /// A name, with or without wildcards (`secrets`, `*.key`), folded as the set folds it.
     Pattern(globset::GlobMatcher),
 }
 
@@ -883,7 +898,6 @@ impl PathGlobs {
                     // The glob ends above this folder: all it matches lies elsewhere.
                     None => return false,
                     Some(Part::Deep) => return true,
-                    Some(Part::Literal(l)) if !l.eq_ignore_ascii_case(name) => return false,
                     Some(Part::Pattern(m)) if !m.is_match(name) => return false,
                     Some(_) => {}
                 }
@@ -902,13 +916,11 @@ fn glob_components(glob: &str, fold_case: bool) -> Vec<Part> {
         .map(|c| {
             if c.contains("**") {
                 Part::Deep
-            } else if c.contains(['*', '?', '[']) {
+            } else {
                 match GlobBuilder::new(c).case_insensitive(fold_case).build() {
                     Ok(g) => Part::Pattern(g.compile_matcher()),
                     Err(_) => Part::Deep,
                 }
-            } else {
-                Part::Literal(c.to_string())
             }
         })
         .collect()
@@ -1342,14 +1354,17 @@ rules:
                 );
             }
         }
-        // Files are judged on their own path only; and an allow never comes from a folder.
+        // A file named like the folder is not in it; a file inside what a rule names is
+        // (as in .gitignore); an allow never comes from a folder.
         let file = call("read_file", json!({})).paths(&["secrets"]);
         assert!(!deny("{path: 'secrets/**'}", &file));
-        assert!(!matches(
-            "{path: 'docs/**'}",
-            "always_allow",
-            &folder(&["docs"])
-        ));
+        let inside = call("read_file", json!({})).paths(&["secrets/sub/key"]);
+        assert!(deny("{path: secrets}", &inside));
+        assert!(deny("{path: 'secrets/*'}", &inside));
+        assert!(!matches("{path: secrets}", "always_allow", &inside));
+        // Folders fold case as files do.
+        let upper = |d: &[&str]| call("search_files", json!({})).paths(d).dirs(d);
+        assert!(deny("{path: 'Secret/Sub/**'}", &upper(&["SECRET/sub"])));
     }
 
     #[test]

@@ -144,24 +144,33 @@ impl Roots {
     /// Marks paths (Aether's store and its folder, the configuration, the rules file) that no
     /// tool may open, read or write, whichever root they lie in, whether or not they exist.
     pub fn set_private(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
-        // Real paths; a file that does not exist yet by its real folder and its name.
-        let private = paths
-            .into_iter()
-            .map(|p| {
-                std::fs::canonicalize(&p).unwrap_or_else(|_| {
-                    match (p.parent().map(std::fs::canonicalize), p.file_name()) {
-                        (Some(Ok(dir)), Some(name)) => dir.join(name),
-                        _ => p,
-                    }
-                })
-            })
-            .collect();
+        // Each path in two forms: its real path (what a write through a link reaches), and its
+        // real folder with its own name (the name a link itself has, and a file that does not
+        // exist yet).
+        let mut private = Vec::new();
+        for p in paths {
+            let named = match (p.parent().map(std::fs::canonicalize), p.file_name()) {
+                (Some(Ok(dir)), Some(name)) => dir.join(name),
+                _ => p.clone(),
+            };
+            if let Ok(real) = std::fs::canonicalize(&p)
+                && real != named
+            {
+                private.push(real);
+            }
+            private.push(named);
+        }
         self.credentials = self.credentials.clone().with_private(private);
     }
 
     /// Whether `real` (a real path) is one of Aether's own files or inside one of its folders.
     pub fn is_private(&self, real: &Path) -> bool {
         self.credentials.is_private(&real.to_string_lossy())
+    }
+
+    /// Whether `real` is private or a folder that holds a private path.
+    pub fn holds_private(&self, real: &Path) -> bool {
+        self.credentials.holds_private(&real.to_string_lossy())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Root> {
@@ -441,11 +450,29 @@ impl Root {
         rel: &str,
         create: bool,
     ) -> Result<(Dir, PathBuf, String, Vec<String>), ToolError> {
+        let mut created = Vec::new();
+        let opened = self.open_parent_in(roots, rel, create, &mut created);
+        if opened.is_err() {
+            // A refused write leaves no folder behind (one could be named like a private file
+            // that a link let it reach).
+            for folder in created.iter().rev() {
+                let _ = self.dir.remove_dir(folder);
+            }
+        }
+        opened.map(|(dir, real, name)| (dir, real, name, created))
+    }
+
+    fn open_parent_in(
+        &self,
+        roots: &Roots,
+        rel: &str,
+        create: bool,
+        created: &mut Vec<String>,
+    ) -> Result<(Dir, PathBuf, String), ToolError> {
         let (parent, name) = match rel.rsplit_once('/') {
             Some((parent, name)) => (parent, name),
             None => ("", rel),
         };
-        let mut created = Vec::new();
         if create && !parent.is_empty() {
             let mut at = String::new();
             for component in parent.split('/') {
@@ -491,10 +518,10 @@ impl Root {
                 ),
             ));
         }
-        if roots.is_private(&full) {
+        if roots.is_private(&full) || roots.holds_private(&full) {
             return Err(private(&self.display(rel)));
         }
-        Ok((dir, real, name.to_string(), created))
+        Ok((dir, real, name.to_string()))
     }
 
     /// Maps an IO error on `rel` to a message for the caller.
@@ -658,7 +685,10 @@ fn protected(shown: &str, component: &str, name: &str) -> ToolError {
 fn private(shown: &str) -> ToolError {
     ToolError::denied(
         "protected-path",
-        format!("{shown} is one of Aether's own files (its store); tools cannot touch it"),
+        format!(
+            "{shown} is, or holds, one of Aether's own files (its store, its configuration, the \
+             operator's rules); tools cannot touch it"
+        ),
     )
 }
 

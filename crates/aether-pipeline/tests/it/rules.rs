@@ -408,3 +408,139 @@ fn a_broken_rules_file_stops_the_start_and_a_missing_optional_one_is_no_rules() 
     let err = Rules::load(&missing, true).unwrap_err();
     assert!(err.contains("cannot read"), "{err}");
 }
+
+/// The operator's files in a folder of a root, one of them a link: the folder cannot be moved
+/// away, nor the link, nor can a folder named like them be made through a link.
+#[tokio::test]
+async fn the_folders_and_links_that_hold_the_operators_files_cannot_be_moved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(tmp.path()).unwrap();
+    fs::create_dir_all(base.join("conf")).unwrap();
+    fs::create_dir_all(base.join("elsewhere")).unwrap();
+    fs::write(base.join("elsewhere/real-rules.yaml"), "rules: []\n").unwrap();
+    std::os::unix::fs::symlink(
+        base.join("elsewhere/real-rules.yaml"),
+        base.join("conf/permissions.yaml"),
+    )
+    .unwrap();
+    fs::write(base.join("conf/aether.toml"), "").unwrap();
+    std::os::unix::fs::symlink(&base, base.join("here")).unwrap();
+    let roots = Roots::open(&[RootSpec {
+        name: "ws".into(),
+        path: base.to_string_lossy().into_owned(),
+        mode: RootMode::ReadWrite,
+        writable: None,
+        allow_delete: true,
+    }])
+    .unwrap();
+    let h = Harness::new();
+    let mut settings = h.settings(
+        vec![default_agent_profile()],
+        Limits::default(),
+        aether_tools::builtin_tools(),
+        roots,
+    );
+    settings.rules = Rules::load(&base.join("conf/permissions.yaml"), true).unwrap();
+    settings.private = vec![base.join("conf/aether.toml")];
+    let p = aether_pipeline::Pipeline::new(settings).await.unwrap();
+    let ctx = session(&p, "default", "s1");
+    for (tool, args) in [
+        (
+            "move_file",
+            json!({"source": "conf", "destination": "conf.old"}),
+        ),
+        (
+            "move_file",
+            json!({"source": "conf/permissions.yaml", "destination": "x.yaml"}),
+        ),
+        (
+            "move_file",
+            json!({"source": "elsewhere/real-rules.yaml", "destination": "y.yaml"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "elsewhere/real-rules.yaml", "content": "rules: []\n#"}),
+        ),
+        ("delete_file", json!({"path": "conf/permissions.yaml"})),
+        ("delete_file", json!({"path": "conf/aether.toml"})),
+        (
+            "write_file",
+            json!({"path": "here/conf/permissions.yaml/x", "content": "x"}),
+        ),
+        (
+            "create_directory",
+            json!({"path": "here/conf/aether.toml/sub"}),
+        ),
+    ] {
+        let result = call(&p, &ctx, tool, args.clone()).await;
+        match &result.outcome {
+            CallOutcome::Ran(out) => assert!(out.is_error, "{tool} {args}: {out:?}"),
+            CallOutcome::Refused(_) => {}
+            other => panic!("{tool} {args}: {other:?}"),
+        }
+    }
+    assert!(base.join("conf/permissions.yaml").is_symlink());
+    assert_eq!(
+        fs::read_to_string(base.join("elsewhere/real-rules.yaml")).unwrap(),
+        "rules: []\n"
+    );
+    assert!(base.join("conf/aether.toml").is_file());
+    // Other files beside them stay writable.
+    let result = call(
+        &p,
+        &ctx,
+        "write_file",
+        json!({"path": "conf/notes.txt", "content": "ok"}),
+    )
+    .await;
+    assert!(
+        matches!(&result.outcome, CallOutcome::Ran(out) if !out.is_error),
+        "{:?}",
+        result.outcome
+    );
+    h.check().await;
+}
+
+/// Two roots, one inside the other: a rule written for paths of the inner root holds when the
+/// same file is named through the outer one.
+#[tokio::test]
+async fn a_path_rule_holds_through_a_root_that_nests_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(tmp.path()).unwrap();
+    fs::create_dir_all(base.join("src/secrets")).unwrap();
+    fs::write(base.join("src/secrets/k.txt"), "k\n").unwrap();
+    let path = rules_file(
+        &base,
+        "rules:\n  - name: no-secrets\n    match: { path: \"secrets/**\" }\n    action: always_deny\n",
+    );
+    let spec = |name: &str, dir: &std::path::Path| RootSpec {
+        name: name.into(),
+        path: dir.to_string_lossy().into_owned(),
+        mode: RootMode::ReadOnly,
+        writable: None,
+        allow_delete: false,
+    };
+    let roots = Roots::open(&[spec("src", &base.join("src")), spec("repo", &base)]).unwrap();
+    let h = Harness::new();
+    let mut settings = h.settings(
+        vec![default_agent_profile()],
+        Limits::default(),
+        aether_tools::builtin_tools(),
+        roots,
+    );
+    settings.rules = Rules::load(&path, true).unwrap();
+    let p = aether_pipeline::Pipeline::new(settings).await.unwrap();
+    let ctx = session(&p, "default", "s1");
+    for args in [
+        json!({"root": "src", "path": "secrets/k.txt"}),
+        json!({"root": "repo", "path": "src/secrets/k.txt"}),
+    ] {
+        let result = call(&p, &ctx, "read_file", args.clone()).await;
+        assert!(
+            matches!(&result.outcome, CallOutcome::Refused(r) if r.rule == "rule:no-secrets"),
+            "{args}: {:?}",
+            result.outcome
+        );
+    }
+    h.check().await;
+}

@@ -61,3 +61,13 @@ CREATE TABLE revisions (
     n    INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT INTO revisions (what, n) VALUES ('registry', 0), ('approvals', 0), ('tokens', 0), ('halt', 0);
+
+-- Facts about the store itself. Rows of calls that ended before their receipt say so from this
+-- migration on; `aether audit verify` expects a receipt for every other call's row written after
+-- `receipts_checked_after_seq` (older rows could lack one without anyone tampering).
+CREATE TABLE store_meta (
+    key   TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO store_meta (key, value)
+    SELECT 'receipts_checked_after_seq', coalesce(max(seq), 0) FROM audit;

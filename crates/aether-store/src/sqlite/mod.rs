@@ -514,6 +514,8 @@ fn check_receipts(conn: &Connection, report: &mut ChainReport) -> rusqlite::Resu
     let mut orphans = conn.prepare(
         "SELECT a.seq, a.call_id FROM audit a LEFT JOIN receipts r ON r.call_id = a.call_id
          WHERE a.step IS NULL AND a.transport <> 'operator' AND r.call_id IS NULL
+           AND a.seq > coalesce((SELECT value FROM store_meta
+                                 WHERE key = 'receipts_checked_after_seq'), 0)
          ORDER BY a.seq LIMIT 100",
     )?;
     let mut rows = orphans.query([])?;

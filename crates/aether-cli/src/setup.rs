@@ -158,6 +158,7 @@ pub fn roots(flags: &[String], loaded: &Loaded, default_to_cwd: bool) -> Result<
 /// Every tool this process serves.
 pub fn tools(fixtures: bool) -> Vec<Arc<dyn Tool>> {
     let mut tools = aether_tools::builtin_tools();
+    tools.extend(aether_net::tools(Arc::new(aether_net::SystemResolver)));
     if fixtures {
         tools.extend(aether_tools::fixtures::tools());
     }

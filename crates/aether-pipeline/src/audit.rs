@@ -109,6 +109,12 @@ impl Draft {
         self.event.rule = Some(rule.to_string());
     }
 
+    /// The arguments are not kept (they carried a credential, or a URL with one): the row
+    /// keeps their digest and why they were withheld.
+    pub fn withhold_arguments(&mut self, rule: &str) {
+        self.event.arguments = format!("[withheld by {rule}]");
+    }
+
     pub fn matched_rule(&mut self, rule: &str) {
         self.matched_rule = Some(rule.to_string());
     }

@@ -809,6 +809,17 @@ impl Pipeline {
                 }
             }
         }
+        // 8. Egress and DLP, for every tool that can reach the network: no credential leaves
+        // in its arguments (raw or encoded), and every URL it names is one this agent may
+        // reach. (The tool's client checks each hop again, resolves once and connects only to
+        // the vetted address.)
+        if def.meta.reaches_network
+            && let Err(refusal) = egress_check(ctx, &args)
+        {
+            // What was refused may be a secret: the audit keeps the rule, not the arguments.
+            draft.withhold_arguments(&refusal.rule);
+            return CallOutcome::Refused(refusal);
+        }
         // 9. Tier gate: a Restricted tool waits for a person, unless an operator's
         // `always_allow` rule approved it in advance. (Egress, step 8, arrives with the tools
         // that reach the network.)
@@ -1144,6 +1155,48 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Step 8 for one call: DLP over every argument, then each URL argument against the agent's
+/// egress policy. A refusal names the rule, never the secret.
+fn egress_check(ctx: &SessionContext, args: &Value) -> Result<(), Refusal> {
+    if let Some(finding) = aether_policy::dlp::Scanner::shared().scan_json(args) {
+        return Err(Refusal::new(
+            Step::Egress,
+            finding.rule,
+            format!("the call carries {finding}; nothing was sent"),
+        ));
+    }
+    let domains =
+        aether_policy::egress::DomainAllowlist::new(&ctx.agent.allowed_domains).map_err(|e| {
+            Refusal::new(
+                Step::Egress,
+                "egress:configuration",
+                format!(
+                    "agent {:?} has an invalid allowed_domains entry: {e}",
+                    ctx.agent.name
+                ),
+            )
+        })?;
+    let policy = aether_policy::egress::EgressPolicy {
+        domains,
+        allow_private: ctx.agent.allow_private_network,
+    };
+    let urls = aether_policy::rules::URL_KEYS
+        .iter()
+        .flat_map(|key| match args.get(*key) {
+            Some(Value::String(s)) => vec![s.as_str()],
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        });
+    for url in urls {
+        let refused = |r: aether_policy::egress::EgressRefusal| {
+            Refusal::new(Step::Egress, r.rule(), r.to_string())
+        };
+        let destination = aether_policy::egress::parse_destination(url).map_err(refused)?;
+        policy.check_destination(&destination).map_err(refused)?;
+    }
+    Ok(())
 }
 
 fn refuse(step: Step, rule: impl Into<String>, reason: impl Into<String>) -> CallOutcome {

@@ -29,6 +29,9 @@ pub struct AgentProfile {
     pub supervisor: bool,
     /// Hosts this agent's network tools may reach (exact, or `*.` suffix).
     pub allowed_domains: Vec<String>,
+    /// Whether its network tools may reach loopback, private and link-local addresses (off:
+    /// the egress gate refuses them, whatever a name resolves to).
+    pub allow_private_network: bool,
     /// Per-tool argument defaults, filled in where the caller left an argument out.
     pub arg_defaults: BTreeMap<String, Map<String, Value>>,
     /// Who decides this agent's calls that wait for a person.
@@ -91,6 +94,7 @@ impl AgentProfile {
             tools: None,
             supervisor: false,
             allowed_domains: Vec::new(),
+            allow_private_network: false,
             arg_defaults: BTreeMap::new(),
             approval: Default::default(),
         }

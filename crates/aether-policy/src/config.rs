@@ -160,6 +160,9 @@ pub struct RawAgent {
     pub supervisor: bool,
     #[serde(default)]
     pub allowed_domains: Vec<String>,
+    /// Lets this agent's network tools reach loopback and private addresses.
+    #[serde(default)]
+    pub allow_private_network: bool,
     #[serde(default)]
     pub arg_defaults: BTreeMap<String, Map<String, Value>>,
     #[serde(default)]
@@ -398,6 +401,7 @@ impl RawConfig {
                     tools: a.tools.as_ref().map(|v| v.iter().cloned().collect()),
                     supervisor: a.supervisor,
                     allowed_domains: a.allowed_domains.clone(),
+                    allow_private_network: a.allow_private_network,
                     arg_defaults: a.arg_defaults.clone(),
                     approval: a.approval,
                 };

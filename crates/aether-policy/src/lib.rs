@@ -10,6 +10,8 @@ pub mod agent;
 pub mod canon;
 pub mod config;
 pub mod decision;
+pub mod dlp;
+pub mod egress;
 pub mod journal;
 pub mod paths;
 pub mod registry;

@@ -105,6 +105,7 @@ fn only_the_store_knows_sql_and_only_the_server_knows_mcp() {
     for krate in [
         "aether-policy",
         "aether-tools",
+        "aether-net",
         "aether-pipeline",
         "aether-server",
         "aether-cli",
@@ -126,6 +127,7 @@ fn only_the_store_knows_sql_and_only_the_server_knows_mcp() {
         "aether-policy",
         "aether-store",
         "aether-tools",
+        "aether-net",
         "aether-pipeline",
         "aether-cli",
     ] {
@@ -152,6 +154,9 @@ fn only_the_store_knows_sql_and_only_the_server_knows_mcp() {
 #[test]
 fn the_tool_catalog_is_well_formed() {
     let mut tools = aether_tools::builtin_tools();
+    tools.extend(aether_net::tools(std::sync::Arc::new(
+        aether_net::SystemResolver,
+    )));
     tools.extend(aether_tools::fixtures::tools());
     // Catalog::new checks unique names, a group, a tier, a description, valid input and
     // output schemas (meta-validated), compiled validators.
@@ -236,7 +241,11 @@ fn docs_tools_md_is_the_catalog_as_generated() {
         "docs/TOOLS.md is stale: regenerate it with `cargo run --bin aether -- tools docs > docs/TOOLS.md`"
     );
     // Every shipped tool is on the page.
-    for tool in aether_tools::builtin_tools() {
+    let mut shipped = aether_tools::builtin_tools();
+    shipped.extend(aether_net::tools(std::sync::Arc::new(
+        aether_net::SystemResolver,
+    )));
+    for tool in shipped {
         assert!(
             on_disk.contains(&format!("\n## {}\n", tool.def().name)),
             "{} is missing from docs/TOOLS.md",

@@ -5,6 +5,7 @@
 mod approvals;
 mod arguments;
 mod concurrency;
+mod egress;
 mod halt;
 mod offers;
 mod outcomes;

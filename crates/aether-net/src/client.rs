@@ -1,0 +1,266 @@
+//! The one HTTP client every network tool uses, built around the egress gate.
+//!
+//! For each hop (the first request and each redirect, at most [`MAX_REDIRECTS`]): the URL is
+//! parsed and checked against the agent's policy (scheme, credentials, domain allowlist); the
+//! name is resolved once, through the [`Resolve`] seam; every address in the answer is vetted
+//! (a private or loopback address anywhere in it refuses the hop, unless the agent may reach
+//! private networks); and the connection goes to exactly the vetted address: the client is
+//! told that address for that name, so it never looks the name up again, and it ignores proxy
+//! settings from the environment. Redirects are never followed by the client itself.
+//!
+//! Bodies are read up to a cap and the rest is dropped; a request that takes too long is
+//! abandoned with a clear error; TLS, connection and DNS failures are reported as what they
+//! are. Cancellation is the pipeline's: it drops the call's future, which drops the request.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aether_policy::egress::{
+    Destination, EgressPolicy, EgressRefusal, Host, MAX_REDIRECTS, parse_destination,
+    redirect_target,
+};
+use aether_tools::ToolError;
+use async_trait::async_trait;
+use reqwest::Method;
+
+/// Where names are looked up. The system resolver in production; tests inject answers here,
+/// never by touching the machine's resolver.
+#[async_trait]
+pub trait Resolve: Send + Sync {
+    async fn resolve(&self, host: &str, port: u16) -> std::io::Result<Vec<IpAddr>>;
+}
+
+/// The machine's resolver (`getaddrinfo`, on the blocking pool).
+#[derive(Debug, Default)]
+pub struct SystemResolver;
+
+#[async_trait]
+impl Resolve for SystemResolver {
+    async fn resolve(&self, host: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
+        let addrs = tokio::net::lookup_host((host, port)).await?;
+        Ok(addrs.map(|a| a.ip()).collect())
+    }
+}
+
+/// One request as a tool asks for it.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub method: Method,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    /// For the whole exchange, redirects included.
+    pub timeout: Duration,
+    /// Bytes of body kept; the rest is not read.
+    pub max_body: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: u16,
+    /// Where the answer came from (after redirects).
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The body was longer than the cap.
+    pub truncated: bool,
+    pub elapsed: Duration,
+    /// Every URL redirected to, in order.
+    pub redirects: Vec<String>,
+}
+
+/// Headers a caller may not set: they belong to the connection, or would let a request
+/// pretend to be for another host than the one vetted.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-authorization",
+    "proxy-connection",
+    "keep-alive",
+];
+
+fn refused(r: EgressRefusal) -> ToolError {
+    ToolError::denied(r.rule(), r)
+}
+
+/// Sends `request` under `policy`, following redirects hop by hop through the same checks.
+pub async fn fetch(
+    resolver: &Arc<dyn Resolve>,
+    policy: &EgressPolicy,
+    request: Request,
+) -> Result<Response, ToolError> {
+    for (name, _) in &request.headers {
+        let lower = name.to_ascii_lowercase();
+        if RESERVED_HEADERS.contains(&lower.as_str()) {
+            return Err(ToolError::InvalidArguments(format!(
+                "the header {name:?} is set by Aether's client, not by the caller"
+            )));
+        }
+    }
+    let started = Instant::now();
+    let deadline = started + request.timeout;
+    let mut destination = parse_destination(&request.url).map_err(refused)?;
+    let (mut method, mut body, mut headers) =
+        (request.method, request.body, request.headers.clone());
+    let mut redirects = Vec::new();
+    loop {
+        policy.check_destination(&destination).map_err(refused)?;
+        let address = vet(resolver, policy, &destination).await?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out(request.timeout));
+        }
+        let client = client_for(&destination, address, left)?;
+        let mut builder = client.request(method.clone(), destination.url.clone());
+        for (k, v) in &headers {
+            builder = builder.header(k, v);
+        }
+        if let Some(b) = &body {
+            builder = builder.body(b.clone());
+        }
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| transport_error(&destination, &e, request.timeout))?;
+        let status = response.status();
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .map(str::to_string);
+        if status.is_redirection()
+            && let Some(location) = location
+        {
+            if redirects.len() >= MAX_REDIRECTS {
+                return Err(refused(EgressRefusal::TooManyRedirects));
+            }
+            let next = redirect_target(&destination.url, &location).map_err(refused)?;
+            // 303, and 301/302 after a POST, continue as GET without the body (what browsers
+            // do); 307 and 308 repeat the request as it was.
+            if status == reqwest::StatusCode::SEE_OTHER
+                || (matches!(status.as_u16(), 301 | 302) && method == Method::POST)
+            {
+                method = Method::GET;
+                body = None;
+            }
+            // Credentials for one origin are not handed to another.
+            if next.url.origin() != destination.url.origin() {
+                headers.retain(|(k, _)| {
+                    !matches!(k.to_ascii_lowercase().as_str(), "authorization" | "cookie")
+                });
+            }
+            redirects.push(next.url.to_string());
+            destination = next;
+            continue;
+        }
+        let headers_out = response
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| Some((k.to_string(), v.to_str().ok()?.to_string())))
+            .collect();
+        let (body, truncated) = read_capped(response, request.max_body, &destination).await?;
+        return Ok(Response {
+            status: status.as_u16(),
+            url: destination.url.to_string(),
+            headers: headers_out,
+            body,
+            truncated,
+            elapsed: started.elapsed(),
+            redirects,
+        });
+    }
+}
+
+/// Resolves the destination's name once and vets every address; an IP literal is vetted as
+/// it is.
+async fn vet(
+    resolver: &Arc<dyn Resolve>,
+    policy: &EgressPolicy,
+    d: &Destination,
+) -> Result<IpAddr, ToolError> {
+    let (name, addresses) = match &d.host {
+        Host::Ip(ip) => (ip.to_string(), vec![*ip]),
+        Host::Domain(name) => {
+            let found = resolver
+                .resolve(name, d.port)
+                .await
+                .map_err(|e| ToolError::failed(format!("cannot resolve {name}: {e}")))?;
+            (name.clone(), found)
+        }
+    };
+    policy.vet_addresses(&name, &addresses).map_err(refused)
+}
+
+/// A client for one hop: no proxy from the environment, no redirects of its own, and the
+/// destination's name pinned to the vetted address.
+fn client_for(
+    d: &Destination,
+    address: IpAddr,
+    timeout: Duration,
+) -> Result<reqwest::Client, ToolError> {
+    let mut builder = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .user_agent(concat!("aether/", env!("CARGO_PKG_VERSION")));
+    if let Host::Domain(name) = &d.host {
+        builder = builder.resolve(name, SocketAddr::new(address, d.port));
+    }
+    builder
+        .build()
+        .map_err(|e| ToolError::failed(format!("cannot build the HTTP client: {e}")))
+}
+
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+    d: &Destination,
+) -> Result<(Vec<u8>, bool), ToolError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| ToolError::failed(format!("reading the answer from {} failed: {e}", d.url)))?
+    {
+        let room = cap.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+fn timed_out(limit: Duration) -> ToolError {
+    ToolError::failed(format!(
+        "no complete answer within {} s; the request was abandoned",
+        limit.as_secs()
+    ))
+}
+
+fn transport_error(d: &Destination, e: &reqwest::Error, limit: Duration) -> ToolError {
+    if e.is_timeout() {
+        return timed_out(limit);
+    }
+    let what = if e.is_connect() {
+        "could not connect to"
+    } else {
+        "the request failed for"
+    };
+    // The error's chain says why (TLS certificate, refused connection, reset, ...).
+    let mut cause = String::new();
+    let mut source: Option<&dyn std::error::Error> = Some(e);
+    while let Some(s) = source {
+        cause = s.to_string();
+        source = s.source();
+    }
+    ToolError::failed(format!("{what} {}: {cause}", d.url))
+}

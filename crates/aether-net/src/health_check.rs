@@ -1,0 +1,112 @@
+//! `http_health_check`: is this URL up? Status and latency of a HEAD request (GET where HEAD
+//! is not allowed), through the egress gate; no body is returned.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aether_policy::tool::groups;
+use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
+use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::client::{Request, Resolve, fetch};
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The URL (http or https). Its host must be in the agent's allowed domains.
+    url: String,
+    /// Seconds to wait (1-60, default 10).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 60))]
+    timeout_seconds: Option<u64>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Output {
+    /// A 2xx or 3xx status.
+    healthy: bool,
+    status: u16,
+    url: String,
+    latency_ms: u64,
+}
+
+pub struct HealthCheck {
+    def: ToolDef,
+    resolver: Arc<dyn Resolve>,
+}
+
+impl HealthCheck {
+    pub fn new(resolver: Arc<dyn Resolve>) -> HealthCheck {
+        HealthCheck {
+            def: ToolDef {
+                name: "http_health_check".into(),
+                title: "HTTP health check".into(),
+                group: groups::RESEARCH.into(),
+                tier: Tier::Elevated,
+                description:
+                    "Check whether a URL on an allowed host answers: the HTTP status and the \
+                     latency of a HEAD request (GET if HEAD is not allowed), without the body."
+                        .into(),
+                input_schema: schema_of::<Args>(),
+                output_schema: schema_of::<Output>(),
+                meta: ToolMeta {
+                    risk: Risk::Low,
+                    read_only: true,
+                    reaches_network: true,
+                    needs_confirmation: false,
+                    idempotent: true,
+                    destructive: false,
+                },
+            },
+            resolver,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for HealthCheck {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let policy = crate::policy_for(&cx.agent)?;
+        let timeout = Duration::from_secs(args.timeout_seconds.unwrap_or(10).clamp(1, 60));
+        let request = |method| Request {
+            method,
+            url: args.url.clone(),
+            headers: Vec::new(),
+            body: None,
+            timeout,
+            max_body: 0,
+        };
+        let mut response = fetch(&self.resolver, &policy, request(reqwest::Method::HEAD)).await?;
+        if response.status == 405 || response.status == 501 {
+            response = fetch(&self.resolver, &policy, request(reqwest::Method::GET)).await?;
+        }
+        let output = Output {
+            healthy: (200..400).contains(&response.status),
+            status: response.status,
+            url: response.url,
+            latency_ms: response.elapsed.as_millis() as u64,
+        };
+        let text = format!(
+            "{} {} in {} ms ({})",
+            output.url,
+            output.status,
+            output.latency_ms,
+            if output.healthy {
+                "healthy"
+            } else {
+                "not healthy"
+            }
+        );
+        let structured = serde_json::to_value(&output).unwrap_or(Value::Null);
+        Ok(ToolOutput::with_structured(text, structured))
+    }
+}

@@ -1,0 +1,52 @@
+//! Aether's network tools (the `research` group) and the HTTP client they share.
+//!
+//! Every tool here reaches the network, so every one is Elevated or higher and declares
+//! `reaches_network`; the pipeline's egress step (SPEC §2 step 8) scans its arguments for
+//! credentials and checks its destination before the receipt, and the client (`client.rs`)
+//! checks every hop again, resolves once and connects only to the vetted address.
+
+mod client;
+mod health_check;
+mod http_request;
+
+use std::sync::Arc;
+
+use aether_policy::AgentProfile;
+use aether_policy::egress::{DomainAllowlist, EgressPolicy};
+use aether_tools::{Tool, ToolError};
+
+pub use client::{Request, Resolve, Response, SystemResolver, fetch};
+
+/// The network tools, resolving names through `resolver`.
+pub fn tools(resolver: Arc<dyn Resolve>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(http_request::HttpRequest::new(resolver.clone())),
+        Arc::new(health_check::HealthCheck::new(resolver)),
+    ]
+}
+
+/// The egress policy of the agent making the call.
+pub fn policy_for(agent: &AgentProfile) -> Result<EgressPolicy, ToolError> {
+    let domains = DomainAllowlist::new(&agent.allowed_domains).map_err(|e| {
+        ToolError::failed(format!(
+            "agent {:?} has an invalid allowed_domains entry: {e}",
+            agent.name
+        ))
+    })?;
+    Ok(EgressPolicy {
+        domains,
+        allow_private: agent.allow_private_network,
+    })
+}
+
+/// Text of a body for a model: UTF-8 as it is, anything else described, not dumped.
+pub(crate) fn body_text(body: &[u8], content_type: Option<&str>) -> String {
+    match std::str::from_utf8(body) {
+        Ok(text) => text.to_string(),
+        Err(_) => format!(
+            "[{} bytes of binary content{}]",
+            body.len(),
+            content_type.map(|t| format!(", {t}")).unwrap_or_default()
+        ),
+    }
+}

@@ -1,0 +1,441 @@
+//! The network tools against a real HTTP server on loopback, with names answered by an
+//! injected resolver: what the egress gate lets through, and every way it refuses.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aether_net::Resolve;
+use aether_policy::AgentProfile;
+use aether_policy::config::Limits;
+use aether_tools::{CallContext, NoClient, Roots, Tool, ToolError, ToolOutput};
+use async_trait::async_trait;
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::{any, get};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Names answered from a table; anything else is "not found".
+struct FakeDns(HashMap<String, Vec<IpAddr>>);
+
+#[async_trait]
+impl Resolve for FakeDns {
+    async fn resolve(&self, host: &str, _port: u16) -> std::io::Result<Vec<IpAddr>> {
+        self.0.get(host).cloned().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such host (test resolver)")
+        })
+    }
+}
+
+fn dns(entries: &[(&str, &[&str])]) -> Arc<dyn Resolve> {
+    Arc::new(FakeDns(
+        entries
+            .iter()
+            .map(|(name, ips)| {
+                (
+                    name.to_string(),
+                    ips.iter().map(|ip| ip.parse().unwrap()).collect(),
+                )
+            })
+            .collect(),
+    ))
+}
+
+/// A test server on 127.0.0.1 with a few routes; returns its port.
+async fn server() -> u16 {
+    let app = Router::new()
+        .route("/hello", get(|| async { "hello from the test server" }))
+        .route(
+            "/echo",
+            any(|headers: HeaderMap, body: String| async move {
+                let auth = headers
+                    .get(header::AUTHORIZATION)
+                    .map(|v| v.to_str().unwrap_or("").to_string())
+                    .unwrap_or_default();
+                format!("auth=[{auth}] body=[{body}]")
+            }),
+        )
+        .route(
+            "/to-metadata",
+            get(|| async {
+                (
+                    StatusCode::FOUND,
+                    [(header::LOCATION, "http://169.254.169.254/latest/meta-data")],
+                )
+            }),
+        )
+        .route(
+            "/to-hello",
+            get(|| async { (StatusCode::FOUND, [(header::LOCATION, "/hello")]) }),
+        )
+        .route(
+            "/to-other-site",
+            get(|| async {
+                (
+                    StatusCode::FOUND,
+                    [(header::LOCATION, "http://other.test/echo")],
+                )
+            }),
+        )
+        .route(
+            "/loop",
+            get(|| async { (StatusCode::FOUND, [(header::LOCATION, "/loop")]) }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "late"
+            }),
+        )
+        .route("/big", get(|| async { "x".repeat(3 << 20) }))
+        .route(
+            "/binary",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "application/octet-stream")],
+                    vec![0u8, 159, 146, 150, 255],
+                )
+                    .into_response()
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+fn agent(domains: &[&str], private: bool) -> AgentProfile {
+    AgentProfile {
+        allowed_domains: domains.iter().map(|d| d.to_string()).collect(),
+        allow_private_network: private,
+        ..AgentProfile::with_groups("researcher", &["research"])
+    }
+}
+
+fn cx(agent: AgentProfile) -> CallContext {
+    CallContext {
+        call_id: "test-call".into(),
+        session: "test-session".into(),
+        agent: Arc::new(agent),
+        roots: Arc::new(Roots::open(&[]).unwrap()),
+        limits: Arc::new(Limits::default()),
+        cancel: CancellationToken::new(),
+        client: Arc::new(NoClient),
+        ledger: Arc::new(aether_tools::NoLedger),
+    }
+}
+
+fn tool(resolver: Arc<dyn Resolve>, name: &str) -> Arc<dyn Tool> {
+    aether_net::tools(resolver)
+        .into_iter()
+        .find(|t| t.def().name == name)
+        .unwrap()
+}
+
+async fn request(
+    resolver: Arc<dyn Resolve>,
+    agent: AgentProfile,
+    args: Value,
+) -> Result<ToolOutput, ToolError> {
+    tool(resolver, "http_request").call(cx(agent), args).await
+}
+
+fn structured(out: &ToolOutput) -> &Value {
+    out.structured.as_ref().expect("structured output")
+}
+
+fn denied_rule(result: &Result<ToolOutput, ToolError>) -> &'static str {
+    match result {
+        Err(ToolError::Denied { rule, .. }) => rule,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_allowed_host_is_reached_at_the_address_it_was_vetted_for() {
+    let port = server().await;
+    let resolver = dns(&[("site.test", &["127.0.0.1"])]);
+    let out = request(
+        resolver.clone(),
+        agent(&["site.test"], true),
+        json!({"url": format!("http://site.test:{port}/hello")}),
+    )
+    .await
+    .unwrap();
+    let v = structured(&out);
+    assert_eq!(v["status"], 200);
+    assert_eq!(v["body"], "hello from the test server");
+    // POST with a body, and a relative redirect followed.
+    let out = request(
+        resolver.clone(),
+        agent(&["site.test"], true),
+        json!({"url": format!("http://site.test:{port}/echo"), "method": "POST", "body": "ping"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&out)["body"], "auth=[] body=[ping]");
+    let out = request(
+        resolver,
+        agent(&["site.test"], true),
+        json!({"url": format!("http://site.test:{port}/to-hello")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&out)["body"], "hello from the test server");
+    assert_eq!(structured(&out)["redirects"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn private_addresses_are_refused_unless_the_agent_may_reach_them() {
+    let port = server().await;
+    let url = format!("http://site.test:{port}/hello");
+    // The name is allowed, but it resolves to loopback.
+    let r = request(
+        dns(&[("site.test", &["127.0.0.1"])]),
+        agent(&["site.test"], false),
+        json!({"url": url}),
+    )
+    .await;
+    assert_eq!(denied_rule(&r), "egress:private-address");
+    // Rebinding: a public and a private address in one answer.
+    let r = request(
+        dns(&[("site.test", &["93.184.216.34", "127.0.0.1"])]),
+        agent(&["site.test"], false),
+        json!({"url": url}),
+    )
+    .await;
+    assert_eq!(denied_rule(&r), "egress:private-address");
+    // IP literals in their many spellings, and metadata addresses.
+    for url in [
+        "http://127.0.0.1/",
+        "http://0x7f.1/",
+        "http://2130706433/",
+        "http://[::1]/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[fd00:ec2::254]/",
+        "http://10.0.0.1/",
+        "http://100.64.0.1/",
+    ] {
+        let r = request(dns(&[]), agent(&["site.test"], false), json!({"url": url})).await;
+        let rule = denied_rule(&r);
+        assert!(
+            rule == "egress:private-address" || rule == "egress:domain-not-allowed",
+            "{url}: {rule}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_redirect_hop_is_checked_again() {
+    let port = server().await;
+    let resolver = dns(&[
+        ("site.test", &["127.0.0.1"]),
+        ("other.test", &["127.0.0.1"]),
+    ]);
+    // To the metadata service: refused at the hop, even for an agent allowed private ranges
+    // only for the site (the metadata address is not in its allowed domains).
+    let r = request(
+        resolver.clone(),
+        agent(&["site.test"], true),
+        json!({"url": format!("http://site.test:{port}/to-metadata")}),
+    )
+    .await;
+    let rule = denied_rule(&r);
+    assert!(
+        rule == "egress:domain-not-allowed" || rule == "egress:private-address",
+        "{rule}"
+    );
+    // To a site that is not allowed.
+    let r = request(
+        resolver.clone(),
+        agent(&["site.test"], true),
+        json!({"url": format!("http://site.test:{port}/to-other-site")}),
+    )
+    .await;
+    assert_eq!(denied_rule(&r), "egress:domain-not-allowed");
+    // A loop stops at five hops.
+    let r = request(
+        resolver,
+        agent(&["site.test"], true),
+        json!({"url": format!("http://site.test:{port}/loop")}),
+    )
+    .await;
+    assert_eq!(denied_rule(&r), "egress:too-many-redirects");
+}
+
+#[tokio::test]
+async fn bad_urls_and_headers_get_clear_errors() {
+    let resolver = dns(&[("site.test", &["127.0.0.1"])]);
+    for (url, rule) in [
+        ("http://user:pw@site.test/", "egress:credentials-in-url"),
+        ("file:///etc/passwd", "egress:scheme"),
+        ("gopher://site.test/", "egress:scheme"),
+        ("not a url", "egress:malformed-url"),
+        ("http://elsewhere.test/", "egress:domain-not-allowed"),
+    ] {
+        let r = request(
+            resolver.clone(),
+            agent(&["site.test"], true),
+            json!({"url": url}),
+        )
+        .await;
+        assert_eq!(denied_rule(&r), rule, "{url}");
+        let text = r.unwrap_err().to_string();
+        assert!(
+            !text.contains("pw"),
+            "the refusal repeats a credential: {text}"
+        );
+    }
+    let r = request(
+        resolver.clone(),
+        agent(&["site.test"], true),
+        json!({"url": "http://site.test/", "headers": {"Host": "metadata.google.internal"}}),
+    )
+    .await;
+    assert!(
+        matches!(r, Err(ToolError::InvalidArguments(ref m)) if m.contains("Host")),
+        "{r:?}"
+    );
+    // A name nobody answers.
+    let r = request(
+        resolver,
+        agent(&["nowhere.test"], true),
+        json!({"url": "http://nowhere.test/"}),
+    )
+    .await;
+    assert!(
+        matches!(r, Err(ToolError::Failed(ref m)) if m.contains("cannot resolve nowhere.test")),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn answers_are_bounded_in_time_and_size() {
+    let port = server().await;
+    let resolver = dns(&[("site.test", &["127.0.0.1"])]);
+    let a = || agent(&["site.test"], true);
+    let r = request(
+        resolver.clone(),
+        a(),
+        json!({"url": format!("http://site.test:{port}/slow"), "timeout_seconds": 1}),
+    )
+    .await;
+    assert!(
+        matches!(r, Err(ToolError::Failed(ref m)) if m.contains("within 1 s")),
+        "{r:?}"
+    );
+    let out = request(
+        resolver.clone(),
+        a(),
+        json!({"url": format!("http://site.test:{port}/big")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&out)["truncated"], true);
+    assert_eq!(structured(&out)["body"].as_str().unwrap().len(), 1 << 20);
+    let out = request(
+        resolver.clone(),
+        a(),
+        json!({"url": format!("http://site.test:{port}/binary")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        structured(&out)["body"],
+        "[5 bytes of binary content, application/octet-stream]"
+    );
+    // Nothing listening.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let r = request(
+        resolver.clone(),
+        a(),
+        json!({"url": format!("http://site.test:{closed}/")}),
+    )
+    .await;
+    assert!(
+        matches!(r, Err(ToolError::Failed(ref m)) if m.contains("could not connect")),
+        "{r:?}"
+    );
+    // TLS to a plain-HTTP port fails as TLS, clearly.
+    let r = request(
+        resolver,
+        a(),
+        json!({"url": format!("https://site.test:{port}/hello")}),
+    )
+    .await;
+    assert!(matches!(r, Err(ToolError::Failed(_))), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_health_check_reports_status_and_latency() {
+    let port = server().await;
+    let resolver = dns(&[("site.test", &["127.0.0.1"])]);
+    let out = tool(resolver.clone(), "http_health_check")
+        .call(
+            cx(agent(&["site.test"], true)),
+            json!({"url": format!("http://site.test:{port}/hello")}),
+        )
+        .await
+        .unwrap();
+    let v = structured(&out);
+    assert_eq!(v["healthy"], true);
+    assert_eq!(v["status"], 200);
+    let r = tool(resolver, "http_health_check")
+        .call(
+            cx(agent(&["site.test"], false)),
+            json!({"url": format!("http://site.test:{port}/hello")}),
+        )
+        .await;
+    assert_eq!(denied_rule(&r), "egress:private-address");
+}
+
+/// Counts lookups: the client must not look a name up again after vetting its address (that
+/// second answer could point elsewhere: DNS rebinding).
+struct Counting {
+    inner: Arc<dyn Resolve>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl Resolve for Counting {
+    async fn resolve(&self, host: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.resolve(host, port).await
+    }
+}
+
+#[tokio::test]
+async fn a_name_is_looked_up_once_per_hop_and_never_by_the_http_client() {
+    let port = server().await;
+    let counting = Arc::new(Counting {
+        inner: dns(&[("site.test", &["127.0.0.1"])]),
+        calls: Default::default(),
+    });
+    let resolver: Arc<dyn Resolve> = counting.clone();
+    let out = request(
+        resolver.clone(),
+        agent(&["site.test"], true),
+        json!({"url": format!("http://site.test:{port}/hello")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&out)["status"], 200);
+    assert_eq!(counting.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // One more lookup for the one redirect hop, none by the client itself.
+    request(
+        resolver,
+        agent(&["site.test"], true),
+        json!({"url": format!("http://site.test:{port}/to-hello")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(counting.calls.load(std::sync::atomic::Ordering::SeqCst), 3);
+}

@@ -1,0 +1,159 @@
+//! Step 8 for tools that reach the network: no credential leaves in the arguments, raw or
+//! encoded, and every URL is one the agent may reach; a refusal names the rule and the audit
+//! keeps no secret.
+
+use std::sync::Arc;
+
+use aether_pipeline::CallOutcome;
+use aether_policy::{AgentProfile, Step, Tier, ToolDef};
+use aether_tools::{CallContext, Tool, ToolError, ToolOutput};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A tool that would reach the network (it only counts its calls).
+struct Fetcher {
+    def: ToolDef,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl Tool for Fetcher {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+    async fn call(&self, _cx: CallContext, _args: Value) -> Result<ToolOutput, ToolError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(ToolOutput::text("fetched"))
+    }
+}
+
+fn fetcher() -> Arc<Fetcher> {
+    let mut d = def(
+        "fetch",
+        "research",
+        Tier::Elevated,
+        json!({"type": "object", "properties": {"url": {"type": "string"}, "body": {"type": "string"},
+               "headers": {"type": "object"}}, "required": ["url"]}),
+    );
+    d.meta.reaches_network = true;
+    d.meta.read_only = false;
+    Arc::new(Fetcher {
+        def: d,
+        calls: Default::default(),
+    })
+}
+
+fn researcher() -> AgentProfile {
+    AgentProfile {
+        allowed_domains: vec!["docs.example.com".into(), "*.api.example.com".into()],
+        ..AgentProfile::with_groups("researcher", &["research"])
+    }
+}
+
+#[tokio::test]
+async fn credentials_and_disallowed_destinations_never_leave() {
+    let h = Harness::new();
+    let tool = fetcher();
+    let p = h
+        .pipeline_with(vec![researcher()], vec![tool.clone()], |_| {})
+        .await;
+    let ctx = session(&p, "researcher", "s1");
+
+    // Allowed, clean: runs.
+    ok_text(
+        &call(
+            &p,
+            &ctx,
+            "fetch",
+            json!({"url": "https://docs.example.com/page?q=rust"}),
+        )
+        .await,
+    );
+    ok_text(
+        &call(
+            &p,
+            &ctx,
+            "fetch",
+            json!({"url": "https://v2.api.example.com/x"}),
+        )
+        .await,
+    );
+
+    let token = "ghp_0123456789abcdefABCDEF0123456789abcd";
+    let b64 = "Z2hwXzAxMjM0NTY3ODlhYmNkZWZBQkNERUYwMTIzNDU2Nzg5YWJjZA==";
+    for (args, rule) in [
+        (
+            json!({"url": "https://docs.example.com/", "body": token}),
+            "dlp:github-token",
+        ),
+        (
+            json!({"url": format!("https://docs.example.com/?t={token}")}),
+            "dlp:github-token",
+        ),
+        (
+            json!({"url": "https://docs.example.com/", "headers": {"X-Data": b64}}),
+            "dlp:github-token",
+        ),
+        (
+            json!({"url": "https://docs.example.com/", "body": "AKIAIOSFODNN7EXAMPLE"}),
+            "dlp:aws-access-key",
+        ),
+        (
+            json!({"url": "https://user:hunter2@docs.example.com/"}),
+            "egress:credentials-in-url",
+        ),
+        (
+            json!({"url": "https://evil.test/"}),
+            "egress:domain-not-allowed",
+        ),
+        (
+            json!({"url": "https://api.example.com/"}),
+            "egress:domain-not-allowed",
+        ),
+        (
+            json!({"url": "http://169.254.169.254/latest/meta-data"}),
+            "egress:domain-not-allowed",
+        ),
+        (json!({"url": "file:///etc/passwd"}), "egress:scheme"),
+    ] {
+        let result = call(&p, &ctx, "fetch", args.clone()).await;
+        let (reason, row) = refused(&h.store, &result, Step::Egress, rule).await;
+        for secret in [token, b64, "hunter2", "AKIAIOSFODNN7EXAMPLE"] {
+            assert!(
+                !reason.contains(secret),
+                "{args}: the refusal repeats the secret: {reason}"
+            );
+            assert!(
+                !row.event.arguments.contains(secret)
+                    && !row.event.reason.as_deref().unwrap_or("").contains(secret),
+                "{args}: the audit keeps the secret: {row:?}"
+            );
+        }
+    }
+    assert_eq!(tool.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // A refused call is not the end of the session: clean calls still run.
+    ok_text(
+        &call(
+            &p,
+            &ctx,
+            "fetch",
+            json!({"url": "https://docs.example.com/"}),
+        )
+        .await,
+    );
+    match call(
+        &p,
+        &ctx,
+        "fetch",
+        json!({"url": "https://docs.example.com/", "body": "a task-list of desk-lamps"}),
+    )
+    .await
+    .outcome
+    {
+        CallOutcome::Ran(out) => assert!(!out.is_error),
+        other => panic!("a benign look-alike was refused: {other:?}"),
+    }
+    h.check().await;
+}

@@ -10,12 +10,15 @@ use crate::Catalog;
 const CAPABILITIES: &[(&str, &str)] = &[
     (
         "workspace",
-        "Read files under named roots; search names and contents. Writes, journaled undo and sealed roots are planned.",
+        "Read, search and write files under named roots (read-write, read-only, sealed); every write journaled for undo.",
     ),
-    ("shell", "run_command, run_shell, read_logs."),
+    (
+        "shell",
+        "run_command (allowlisted programs, no shell); run_shell and read_logs are planned.",
+    ),
     (
         "research",
-        "http_request, web_fetch, http_health_check, web_search, download_pdf.",
+        "http_request and http_health_check through the egress gate; web_fetch, web_search and download_pdf are planned.",
     ),
     ("knowledge", "search_knowledge, write_knowledge."),
     ("planning", "create_plan, read_plan, update_plan, todo."),

@@ -592,6 +592,9 @@ impl Pipeline {
             Offer::Offered => {}
             hidden => return hidden,
         }
+        if let Err(why) = entry.tool.available_to(&ctx.agent) {
+            return Offer::Hidden(Hidden::Unavailable { why });
+        }
         let rules = self.rules.current();
         if let Some(v) = rules.denies_outright(
             &entry.def().name,
@@ -745,6 +748,15 @@ impl Pipeline {
             return refuse(
                 step,
                 step.as_str(),
+                hidden.explain(&def.name, &ctx.agent.name),
+            );
+        }
+        // The tool itself: some are of no use to some agents (and are not offered to them).
+        if let Err(why) = entry.tool.available_to(&ctx.agent) {
+            let hidden = Hidden::Unavailable { why };
+            return refuse(
+                Step::Capability,
+                "unavailable",
                 hidden.explain(&def.name, &ctx.agent.name),
             );
         }

@@ -34,6 +34,8 @@ pub struct AgentProfile {
     pub allow_private_network: bool,
     /// Per-tool argument defaults, filled in where the caller left an argument out.
     pub arg_defaults: BTreeMap<String, Map<String, Value>>,
+    /// What `run_command` may run for this agent: its project's allowlist.
+    pub commands: Vec<crate::commands::CommandRule>,
     /// Who decides this agent's calls that wait for a person.
     pub approval: crate::config::ApprovalRoute,
 }
@@ -54,6 +56,8 @@ pub enum Hidden {
     NotInToolList,
     /// An operator's `always_deny` rule refuses every call of it by this agent.
     DeniedByRule { rule: String },
+    /// The tool can do nothing for this agent (say, `run_command` with no allowed command).
+    Unavailable { why: String },
 }
 
 impl Hidden {
@@ -73,6 +77,7 @@ impl Hidden {
             Hidden::DeniedByRule { rule } => {
                 format!("the operator's rule {rule:?} denies tool {tool:?} to agent {agent:?}")
             }
+            Hidden::Unavailable { why } => format!("tool {tool:?} is not available: {why}"),
         }
     }
 }
@@ -96,6 +101,7 @@ impl AgentProfile {
             allowed_domains: Vec::new(),
             allow_private_network: false,
             arg_defaults: BTreeMap::new(),
+            commands: Vec::new(),
             approval: Default::default(),
         }
     }

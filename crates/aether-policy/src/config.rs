@@ -30,6 +30,9 @@ pub struct RawConfig {
     pub roots: BTreeMap<String, RawRoot>,
     #[serde(default)]
     pub agents: BTreeMap<String, RawAgent>,
+    /// Per project: what `run_command` may run for its agents.
+    #[serde(default)]
+    pub projects: BTreeMap<String, RawProject>,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -167,6 +170,15 @@ pub struct RawAgent {
     pub arg_defaults: BTreeMap<String, Map<String, Value>>,
     #[serde(default)]
     pub approval: ApprovalRoute,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProject {
+    /// Executables (absolute) with the argv they must start with, and the options allowed
+    /// after it.
+    #[serde(default)]
+    pub commands: Vec<crate::commands::CommandRule>,
 }
 
 /// Bounds on what one call may produce or read.
@@ -333,6 +345,13 @@ impl RawConfig {
                 }
             }
         }
+        for (name, project) in &self.projects {
+            for (i, rule) in project.commands.iter().enumerate() {
+                for p in rule.problems() {
+                    problems.push(format!("projects.{name}.commands[{i}]: {p}"));
+                }
+            }
+        }
         if !self.agents.is_empty() && !self.agents.contains_key(&self.server.http_agent) {
             problems.push(format!(
                 "server.http_agent {:?} is not one of the configured agents",
@@ -404,6 +423,12 @@ impl RawConfig {
                     allow_private_network: a.allow_private_network,
                     arg_defaults: a.arg_defaults.clone(),
                     approval: a.approval,
+                    commands: a
+                        .project
+                        .as_ref()
+                        .and_then(|p| self.projects.get(p))
+                        .map(|p| p.commands.clone())
+                        .unwrap_or_default(),
                 };
                 (name.clone(), profile)
             })

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod canon;
+pub mod commands;
 pub mod config;
 pub mod decision;
 pub mod dlp;

@@ -11,6 +11,7 @@
 pub mod fixtures;
 pub mod ledger;
 pub mod roots;
+pub mod shell;
 pub mod workspace;
 
 use std::fmt;
@@ -164,12 +165,20 @@ pub struct CallContext {
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
     fn def(&self) -> &ToolDef;
+    /// Whether this agent could ever use the tool (say, a command runner for an agent whose
+    /// project allows no command). A tool that is not is neither offered nor run for it:
+    /// offered equals runnable.
+    fn available_to(&self, _agent: &aether_policy::AgentProfile) -> Result<(), String> {
+        Ok(())
+    }
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError>;
 }
 
 /// Every built-in tool this build ships, in catalog order.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    workspace::tools()
+    let mut tools = workspace::tools();
+    tools.extend(shell::tools());
+    tools
 }
 
 /// Parses arguments that the pipeline has already validated against the schema.

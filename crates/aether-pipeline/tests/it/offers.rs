@@ -20,6 +20,7 @@ fn step_of(hidden: &Hidden) -> (Step, String) {
         Hidden::GroupNotAllowed { .. } => (Step::Connection, "connection".into()),
         Hidden::NotInToolList => (Step::Capability, "capability".into()),
         Hidden::DeniedByRule { rule } => (Step::Rules, format!("rule:{rule}")),
+        Hidden::Unavailable { .. } => (Step::Capability, "unavailable".into()),
     }
 }
 

@@ -147,7 +147,7 @@ struct Checked {
 fn tools() -> &'static HashMap<String, Checked> {
     static TOOLS: OnceLock<HashMap<String, Checked>> = OnceLock::new();
     TOOLS.get_or_init(|| {
-        aether_tools::builtin_tools()
+        aether_tools::workspace::tools()
             .into_iter()
             .map(|tool| {
                 let def = tool.def();
@@ -229,7 +229,7 @@ impl aether_tools::Ledger for MemoryLedger {
 }
 
 pub fn tool_names() -> Vec<String> {
-    aether_tools::builtin_tools()
+    aether_tools::workspace::tools()
         .iter()
         .map(|t| t.def().name.clone())
         .collect()

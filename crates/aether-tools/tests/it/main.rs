@@ -8,3 +8,4 @@ mod listing;
 mod read;
 mod schemas;
 mod search;
+mod shell;

@@ -17,7 +17,7 @@ fn every_definition_is_a_workspace_tool_with_valid_schemas_and_honest_metadata()
         "delete_file",
         "revert_file",
     ];
-    for tool in aether_tools::builtin_tools() {
+    for tool in aether_tools::workspace::tools() {
         let def = tool.def();
         assert_eq!(def.group, "workspace", "{}", def.name);
         if WRITERS.contains(&def.name.as_str()) {

@@ -1,0 +1,575 @@
+//! What `run_command` may run: the project's allowlist of executables and argv prefixes, the
+//! options each may take after its prefix, and the options no allowlist can open.
+//!
+//! An entry names an absolute executable and the argv it must start with (`/usr/bin/git` with
+//! `["status"]`). After that prefix, positional arguments are free, but an option (anything
+//! starting with `-`, judged by its name before any `=`) must be listed in the entry's `flags`;
+//! with no `flags`, no option is allowed. Some options run code whatever the prefix (`git -c
+//! core.fsmonitor=…`, `git --output=…`, `rg --pre`, `find -exec`, `tar --to-command`, an
+//! interpreter's `-c`/`-e`): they are refused even when an entry lists them, and such an entry
+//! is a configuration error. Shells and launchers (`sh`, `env`, `xargs`, `sudo`, …) cannot be
+//! entries at all: `run_shell` is the tool for a shell, inside a sandbox. A `sed` script that
+//! executes or writes files (`e`, `w`, `W`, `r`, `R`, the `e`/`w` flags of `s`) is refused.
+//!
+//! Git also reads programs from the repository's own configuration (hooks, `core.fsmonitor`,
+//! `core.pager`, diff drivers, filters…). The runner passes overrides that switch these off
+//! ([`GIT_OVERRIDES`]) and refuses a repository whose config defines any program-valued key
+//! ([`git_config_programs`]), since an override list can never be complete.
+
+use serde::{Deserialize, Serialize};
+
+/// One allowed command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandRule {
+    /// The executable, an absolute path.
+    pub exe: String,
+    /// The arguments every call starts with.
+    #[serde(default)]
+    pub prefix: Vec<String>,
+    /// Options allowed after the prefix (`--short`, `-n`, `--format`); none when unset.
+    #[serde(default)]
+    pub flags: Option<Vec<String>>,
+}
+
+/// Programs that run other programs: never an entry.
+const LAUNCHERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "fish", "ksh", "csh", "tcsh", "busybox", "env", "xargs", "sudo",
+    "su", "doas", "pkexec", "nohup", "setsid", "nice", "ionice", "chroot", "unshare", "nsenter",
+    "timeout", "watch", "script", "strace", "ltrace", "gdb", "parallel", "flock", "stdbuf",
+];
+
+/// Options that run code or write where they like, per executable (by file name); a name
+/// ending in `=` is matched as a prefix of the option.
+fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
+    match exe_name {
+        "git" => &[
+            "-c",
+            "--config-env",
+            "--exec-path",
+            "--output",
+            "-o",
+            "--upload-pack",
+            "-u",
+            "--receive-pack",
+            "--ext-diff",
+            "--textconv",
+            "-O",
+            "--open-files-in-pager",
+            "--template",
+            "--exec",
+            "-x",
+            "--run",
+            "--extcmd",
+            "--tool",
+            "-t",
+            "--git-dir",
+            "--work-tree",
+            "--namespace",
+        ],
+        "rg" => &[
+            "--pre",
+            "--pre-glob",
+            "-z",
+            "--search-zip",
+            "--hostname-bin",
+        ],
+        "grep" | "egrep" | "fgrep" => &[],
+        "find" => &[
+            "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
+            "-fls",
+        ],
+        "tar" | "gtar" | "bsdtar" => &[
+            "--to-command",
+            "--use-compress-program",
+            "-I",
+            "--checkpoint-action",
+            "--info-script",
+            "--new-volume-script",
+            "-F",
+            "--rsh-command",
+            "--rmt-command",
+            "--index-file",
+        ],
+        "sed" | "gsed" => &["-i", "--in-place", "-f", "--file"],
+        "awk" | "gawk" | "mawk" | "nawk" => &[
+            "-f", "--file", "-e", "--source", "-l", "--load", "-E", "--exec",
+        ],
+        "python" | "python3" | "python2" | "pypy" | "pypy3" => &["-c", "-m"],
+        "perl" | "ruby" | "node" | "nodejs" | "deno" | "bun" | "php" | "lua" | "tclsh" => &[
+            "-e", "-E", "-r", "--eval", "-p", "--print", "-c", "-n", "-i",
+        ],
+        "cargo" => &["--config", "-Z"],
+        "npm" | "npx" | "pnpm" | "yarn" => &["--node-options", "--script-shell", "-c", "--call"],
+        "make" | "gmake" => &["--eval", "-E", "-f", "--file", "--makefile"],
+        "ssh" | "scp" | "sftp" | "rsync" => &["-o", "-e", "--rsh", "-F", "-S", "--rsync-path"],
+        "curl" | "wget" => &[
+            "-o",
+            "-O",
+            "--output",
+            "-K",
+            "--config",
+            "--output-document",
+            "--execute",
+            "-e",
+        ],
+        _ => &[],
+    }
+}
+
+/// The program-valued git keys an override cannot be trusted to cover. Lower-case section
+/// (and key) names; `*` stands for a subsection.
+const GIT_PROGRAM_KEYS: &[&str] = &[
+    "core.fsmonitor",
+    "core.hookspath",
+    "core.pager",
+    "core.editor",
+    "core.sshcommand",
+    "core.askpass",
+    "core.gitproxy",
+    "diff.external",
+    "diff.*.command",
+    "diff.*.textconv",
+    "filter.*.clean",
+    "filter.*.smudge",
+    "filter.*.process",
+    "merge.*.driver",
+    "sequence.editor",
+    "gpg.program",
+    "gpg.*.program",
+    "credential.helper",
+    "credential.*.helper",
+    "uploadpack.packobjectshook",
+    "pager.*",
+    "remote.*.uploadpack",
+    "remote.*.receivepack",
+    "remote.*.vcs",
+    "include.path",
+    "includeif.*.path",
+    "alias.*",
+    "difftool.*.cmd",
+    "mergetool.*.cmd",
+    "web.browser",
+    "browser.*.cmd",
+    "sendemail.*",
+    "protocol.allow",
+];
+
+/// Overrides the runner passes to every `git` call (`-c KEY=VALUE` before the subcommand):
+/// no hooks, no fsmonitor, no pager or editor, no external diff, no credential helper, no
+/// `ext::` transport.
+pub const GIT_OVERRIDES: &[&str] = &[
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "core.editor=false",
+    "core.sshCommand=false",
+    "core.askPass=",
+    "credential.helper=",
+    "diff.external=",
+    "sequence.editor=false",
+    "protocol.ext.allow=never",
+    "protocol.file.allow=user",
+    "safe.directory=*",
+];
+
+fn exe_name(exe: &str) -> &str {
+    exe.rsplit('/').next().unwrap_or(exe)
+}
+
+/// The option's name as judged: `--format=%H` is `--format`.
+fn option_name(arg: &str) -> &str {
+    arg.split_once('=').map(|(name, _)| name).unwrap_or(arg)
+}
+
+fn is_dangerous(exe: &str, arg: &str) -> bool {
+    let name = option_name(arg);
+    let list = dangerous_options(exe_name(exe));
+    list.iter().any(|d| {
+        name == *d
+            // A short option with its value glued on: `-cfoo`, `-ofile`.
+            || (d.len() == 2 && !d.starts_with("--") && arg.starts_with(d) && !arg.starts_with("--"))
+    })
+}
+
+impl CommandRule {
+    /// Problems with the entry as the operator wrote it.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if !self.exe.starts_with('/') {
+            problems.push(format!(
+                "exe {:?} must be an absolute path (no PATH lookup)",
+                self.exe
+            ));
+        }
+        if self.exe.split('/').any(|c| c == "..") {
+            problems.push(format!("exe {:?} must not contain ..", self.exe));
+        }
+        let name = exe_name(&self.exe);
+        if LAUNCHERS.contains(&name) {
+            problems.push(format!(
+                "{name} runs other programs; it cannot be allowed (run_shell is the tool for a shell)"
+            ));
+        }
+        for arg in self.prefix.iter().chain(self.flags.iter().flatten()) {
+            if arg.starts_with('-') && is_dangerous(&self.exe, arg) {
+                problems.push(format!(
+                    "{name} {arg}: this option can run programs or write anywhere; it cannot be allowed"
+                ));
+            }
+        }
+        for flag in self.flags.iter().flatten() {
+            if !flag.starts_with('-') {
+                problems.push(format!(
+                    "flags entry {flag:?} is not an option (it starts with -)"
+                ));
+            }
+        }
+        problems
+    }
+
+    /// Whether `exe` with `args` is this entry: the same executable and the prefix.
+    pub fn covers(&self, exe: &str, args: &[String]) -> bool {
+        self.exe == exe && args.starts_with(&self.prefix)
+    }
+
+    /// Checks the arguments after the prefix; the error names the argument and why.
+    pub fn check_rest(&self, args: &[String]) -> Result<(), String> {
+        let name = exe_name(&self.exe);
+        let rest = &args[self.prefix.len().min(args.len())..];
+        let mut options_end = false;
+        for arg in rest {
+            if arg.contains('\0') {
+                return Err("an argument contains a NUL byte".into());
+            }
+            if !options_end && arg == "--" {
+                options_end = true;
+                continue;
+            }
+            // Dangerous options are refused even after `--`: some programs (find) do not
+            // treat it as the end of options.
+            if arg.starts_with('-') && arg.len() > 1 && is_dangerous(&self.exe, arg) {
+                return Err(format!(
+                    "{name} {}: this option can run programs or write anywhere, so Aether never passes it",
+                    option_name(arg)
+                ));
+            }
+            if !options_end && arg.starts_with('-') && arg.len() > 1 {
+                let allowed = self
+                    .flags
+                    .iter()
+                    .flatten()
+                    .any(|f| f == option_name(arg) || f == arg);
+                if !allowed {
+                    return Err(format!(
+                        "{name} {}: not an allowed option after `{}` (allowed: {})",
+                        option_name(arg),
+                        std::iter::once(self.exe.as_str())
+                            .chain(self.prefix.iter().map(String::as_str))
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        match &self.flags {
+                            Some(f) if !f.is_empty() => f.join(", "),
+                            _ => "none".into(),
+                        }
+                    ));
+                }
+            }
+            if matches!(name, "sed" | "gsed") && sed_script_runs_or_writes(arg) {
+                return Err(format!(
+                    "sed script {arg:?} executes commands or writes files (e, w, r); Aether does not pass it"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a sed script (conservatively) uses a command that runs programs or touches files:
+/// `e`, `w`, `W`, `r`, `R` commands, or the `e`/`w` flags of `s`.
+fn sed_script_runs_or_writes(script: &str) -> bool {
+    // Commands: at the start, or after ; { } or a newline, optionally after an address.
+    let command = regex_lite_command(script);
+    command || s_flags_run_or_write(script)
+}
+
+fn regex_lite_command(script: &str) -> bool {
+    for part in script.split([';', '\n', '{', '}']) {
+        let trimmed = part.trim_start();
+        // Skip an address: digits, $, commas, /regex/, !, spaces.
+        let mut rest = trimmed;
+        loop {
+            let before = rest.len();
+            rest = rest.trim_start_matches(|c: char| c.is_ascii_digit() || "$,!~+ ".contains(c));
+            if let Some(after) = rest.strip_prefix('/')
+                && let Some(end) = after.find('/')
+            {
+                rest = &after[end + 1..];
+            }
+            if rest.len() == before {
+                break;
+            }
+        }
+        if let Some(c) = rest.chars().next()
+            && "ewWrR".contains(c)
+        {
+            return true;
+        }
+    }
+    false
+}
+
+fn s_flags_run_or_write(script: &str) -> bool {
+    // s<d>pattern<d>replacement<d>flags — look at every `s` followed by a delimiter.
+    let bytes = script.as_bytes();
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        if bytes[i] == b's' && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric()) {
+            let d = bytes[i + 1];
+            if !d.is_ascii_alphanumeric() && d != b'\\' && d != b'\n' && d != b' ' {
+                // Find the third delimiter (unescaped).
+                let mut count = 0;
+                let mut j = i + 2;
+                while j < bytes.len() && count < 2 {
+                    if bytes[j] == b'\\' {
+                        j += 2;
+                        continue;
+                    }
+                    if bytes[j] == d {
+                        count += 1;
+                    }
+                    j += 1;
+                }
+                if count == 2 {
+                    let flags: String = script[j..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric())
+                        .collect();
+                    if flags.contains('e') || flags.contains('w') {
+                        return true;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+/// The program-valued keys a git config text defines (section.key, lower-case, with `*` for
+/// a subsection as in [`GIT_PROGRAM_KEYS`]), by a lenient reading of git's INI format.
+pub fn git_config_programs(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut section = String::new();
+    let mut subsection = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let mut rest = line;
+        if let Some(header) = line.strip_prefix('[') {
+            let Some((inside, after)) = header.split_once(']') else {
+                continue;
+            };
+            let inside = inside.trim();
+            // [section "sub"] or the old [section.sub]
+            let (name, sub) = match inside.split_once([' ', '.']) {
+                Some((name, sub)) => (name, !sub.trim().is_empty()),
+                None => (inside, false),
+            };
+            section = name.to_ascii_lowercase();
+            subsection = sub;
+            rest = after.trim();
+            if rest.is_empty() {
+                continue;
+            }
+        }
+        let key = rest
+            .split('=')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if key.is_empty() {
+            continue;
+        }
+        let full = if subsection {
+            format!("{section}.*.{key}")
+        } else {
+            format!("{section}.{key}")
+        };
+        let hit = GIT_PROGRAM_KEYS.iter().any(|pattern| {
+            let pattern = pattern.to_ascii_lowercase();
+            match pattern.strip_suffix(".*") {
+                // `alias.*`, `pager.*`, `sendemail.*`: every key of the section.
+                Some(prefix) if !prefix.contains('*') => section == prefix,
+                _ => pattern == full,
+            }
+        });
+        if hit && !found.contains(&full) {
+            found.push(full);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(exe: &str, prefix: &[&str], flags: Option<&[&str]>) -> CommandRule {
+        CommandRule {
+            exe: exe.into(),
+            prefix: prefix.iter().map(|s| s.to_string()).collect(),
+            flags: flags.map(|f| f.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn options_after_the_prefix_must_be_listed() {
+        let git = rule(
+            "/usr/bin/git",
+            &["log"],
+            Some(&["--oneline", "-n", "--format"]),
+        );
+        assert!(git.covers("/usr/bin/git", &args(&["log", "--oneline"])));
+        assert!(!git.covers("/usr/bin/git", &args(&["status"])));
+        assert!(!git.covers("/usr/local/bin/git", &args(&["log"])));
+        git.check_rest(&args(&[
+            "log",
+            "--oneline",
+            "-n",
+            "5",
+            "--format=%H",
+            "main",
+        ]))
+        .unwrap();
+        let err = git.check_rest(&args(&["log", "--stat"])).unwrap_err();
+        assert!(
+            err.contains("--stat") && err.contains("allowed: --oneline"),
+            "{err}"
+        );
+        // After `--`, arguments are paths, even if they look like options.
+        git.check_rest(&args(&["log", "--", "-weird-file"]))
+            .unwrap();
+        let bare = rule("/usr/bin/ls", &[], None);
+        assert!(
+            bare.check_rest(&args(&["-la"]))
+                .unwrap_err()
+                .contains("none")
+        );
+        bare.check_rest(&args(&["src"])).unwrap();
+    }
+
+    #[test]
+    fn options_that_run_code_are_refused_even_when_listed() {
+        let cases: &[(&str, &[&str])] = &[
+            ("/usr/bin/git", &["log", "--output=/tmp/x"]),
+            (
+                "/usr/bin/git",
+                &["log", "-c", "core.fsmonitor=touch /tmp/p"],
+            ),
+            ("/usr/bin/git", &["log", "-ccore.pager=sh"]),
+            ("/usr/bin/rg", &["--pre", "/tmp/evil", "x"]),
+            ("/usr/bin/find", &[".", "-exec", "sh", ";"]),
+            ("/usr/bin/find", &["--", ".", "-delete"]),
+            ("/usr/bin/tar", &["-cf", "x.tar", "--to-command=sh", "."]),
+            ("/usr/bin/python3", &["-c", "import os"]),
+            ("/usr/bin/perl", &["-e", "system 'id'"]),
+        ];
+        for (exe, a) in cases {
+            let open = rule(
+                exe,
+                &[],
+                Some(&[
+                    "--output",
+                    "-c",
+                    "--pre",
+                    "-exec",
+                    "-cf",
+                    "--to-command",
+                    "-e",
+                    "-delete",
+                ]),
+            );
+            let err = open.check_rest(&args(a)).unwrap_err();
+            assert!(err.contains("can run programs"), "{exe} {a:?}: {err}");
+        }
+        // The configuration itself is refused.
+        let p = rule("/usr/bin/git", &["-c", "x=y", "log"], Some(&["--output"])).problems();
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(!rule("/usr/bin/bash", &["-lc"], None).problems().is_empty());
+        assert!(!rule("/usr/bin/env", &[], None).problems().is_empty());
+        assert!(!rule("git", &["status"], None).problems().is_empty());
+        assert!(
+            rule("/usr/bin/git", &["status"], Some(&["--short"]))
+                .problems()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn sed_scripts_that_run_or_write_are_refused() {
+        let sed = rule("/usr/bin/sed", &["-n"], None);
+        for bad in [
+            "e id",
+            "1e id",
+            "s/a/b/e",
+            "s|a|b|w /tmp/x",
+            "/x/w out",
+            "p;w out",
+            "r /etc/passwd",
+            "$R f",
+        ] {
+            assert!(sed.check_rest(&args(&["-n", bad])).is_err(), "{bad}");
+        }
+        for good in [
+            "s/a/b/g",
+            "p",
+            "1,5p",
+            "s/wide/narrow/",
+            "/error/p",
+            "s/e/E/g",
+        ] {
+            sed.check_rest(&args(&["-n", good]))
+                .unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
+    }
+
+    #[test]
+    fn git_configs_that_name_programs_are_found() {
+        let text = r#"
+[core]
+	repositoryformatversion = 0
+	fsmonitor = "touch /tmp/pwned"
+[remote "origin"]
+	url = https://example.com/x.git
+	uploadpack = /tmp/evil
+[diff "bin"]
+	textconv = hexdump
+[alias]
+	st = status
+[includeIf "gitdir:/x/"]
+	path = /tmp/other
+[user]
+	name = someone
+"#;
+        let found = git_config_programs(text);
+        assert_eq!(
+            found,
+            [
+                "core.fsmonitor",
+                "remote.*.uploadpack",
+                "diff.*.textconv",
+                "alias.st",
+                "includeif.*.path"
+            ]
+        );
+        assert!(git_config_programs("[core]\n\tbare = false\n[user]\n\temail = a@b\n").is_empty());
+    }
+}

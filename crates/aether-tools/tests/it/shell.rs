@@ -1,0 +1,301 @@
+//! `run_command` with real processes: the allowlist and its options, the clean environment,
+//! confinement of the working folder, output capping, and the whole process tree killed,
+//! even a grandchild that left the process group.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aether_policy::AgentProfile;
+use aether_policy::commands::CommandRule;
+use aether_tools::{CallContext, Tool, ToolError, ToolOutput};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn rule(exe: &str, prefix: &[&str], flags: Option<&[&str]>) -> CommandRule {
+    CommandRule {
+        exe: exe.into(),
+        prefix: prefix.iter().map(|s| s.to_string()).collect(),
+        flags: flags.map(|f| f.iter().map(|s| s.to_string()).collect()),
+    }
+}
+
+fn cx_with(tree: &Tree, rules: Vec<CommandRule>) -> CallContext {
+    let mut agent = AgentProfile::with_groups("builder", &["shell"]);
+    agent.commands = rules;
+    CallContext {
+        agent: Arc::new(agent),
+        ..tree.cx()
+    }
+}
+
+fn tool() -> Arc<dyn Tool> {
+    aether_tools::builtin_tools()
+        .into_iter()
+        .find(|t| t.def().name == "run_command")
+        .unwrap()
+}
+
+async fn run(cx: &CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+    tool().call(cx.clone(), args).await
+}
+
+fn out(result: &Result<ToolOutput, ToolError>) -> &Value {
+    result
+        .as_ref()
+        .unwrap_or_else(|e| panic!("the command did not run: {e}"))
+        .structured
+        .as_ref()
+        .unwrap()
+}
+
+/// An executable script in the root.
+fn script(tree: &Tree, name: &str, body: &str) -> String {
+    let path = tree.ws.join(name);
+    fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn an_allowed_command_runs_in_its_folder_with_seven_variables() {
+    let tree = Tree::new();
+    fs::create_dir(tree.ws.join("sub")).unwrap();
+    let env = script(&tree, "env.sh", "pwd; /usr/bin/env | /usr/bin/sort");
+    let cx = cx_with(&tree, vec![rule(&env, &[], None)]);
+    let r = run(&cx, json!({"command": env, "cwd": "sub"})).await;
+    let v = out(&r);
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let stdout = v["stdout"].as_str().unwrap();
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next().unwrap(), tree.ws.join("sub").to_str().unwrap());
+    let names: Vec<&str> = lines.map(|l| l.split('=').next().unwrap()).collect();
+    // /bin/sh may add PWD (and OLDPWD/SHLVL/_); the command was given exactly seven.
+    for must in ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "TZ"] {
+        assert!(names.contains(&must), "{must} missing: {stdout}");
+    }
+    for leaked in [
+        "AWS_",
+        "GITHUB_TOKEN",
+        "CARGO",
+        "RUST",
+        "USER",
+        "SSH_AUTH_SOCK",
+    ] {
+        assert!(
+            !names.iter().any(|n| n.starts_with(leaked)),
+            "{leaked} leaked: {stdout}"
+        );
+    }
+    let extra: Vec<&&str> = names
+        .iter()
+        .filter(|n| {
+            ![
+                "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "TZ", "PWD", "OLDPWD", "SHLVL",
+                "_",
+            ]
+            .contains(n)
+        })
+        .collect();
+    assert!(extra.is_empty(), "unexpected variables {extra:?}");
+}
+
+#[tokio::test]
+async fn only_the_allowlist_runs_with_only_its_options() {
+    let tree = Tree::new();
+    fs::write(tree.ws.join("a.txt"), "alpha\nbeta\n").unwrap();
+    let cx = cx_with(
+        &tree,
+        vec![
+            rule("/usr/bin/head", &["-n", "1"], Some(&["-q"])),
+            rule("/usr/bin/find", &["."], Some(&["-name", "-type"])),
+        ],
+    );
+    let r = run(
+        &cx,
+        json!({"command": "/usr/bin/head", "args": ["-n", "1", "a.txt"]}),
+    )
+    .await;
+    assert_eq!(out(&r)["stdout"], "alpha\n");
+    for (args, want) in [
+        (
+            json!({"command": "head", "args": ["-n", "1", "a.txt"]}),
+            "absolute",
+        ),
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "2", "a.txt"]}),
+            "not allowed",
+        ),
+        (
+            json!({"command": "/usr/bin/tail", "args": ["a.txt"]}),
+            "not allowed",
+        ),
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", "-v", "a.txt"]}),
+            "not an allowed option",
+        ),
+        (
+            json!({"command": "/usr/bin/find", "args": [".", "-name", "*.txt", "-exec", "rm", "{}", ";"]}),
+            "can run programs",
+        ),
+        (
+            json!({"command": "/usr/bin/find", "args": [".", "-delete"]}),
+            "can run programs",
+        ),
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", "../outside/secret.txt"]}),
+            "",
+        ),
+    ] {
+        let r = run(&cx, args.clone()).await;
+        match (&r, want) {
+            // A path argument is the program's business, but the program runs in the root
+            // with no more rights than Aether: here it reads outside. The allowlist is what
+            // an operator must keep narrow (documented).
+            (_, "") => {}
+            (Err(e), want) => assert!(e.to_string().contains(want), "{args}: {e}"),
+            (Ok(o), _) => panic!("{args} ran: {o:?}"),
+        }
+    }
+    assert!(tree.ws.join("a.txt").exists(), "find -delete did not run");
+    // The working folder stays inside the root.
+    for cwd in ["..", "../outside", "/etc"] {
+        let r = run(
+            &cx,
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", "x"], "cwd": cwd}),
+        )
+        .await;
+        assert!(matches!(r, Err(ToolError::Denied { .. })), "{cwd}: {r:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_whole_tree_dies_at_the_timeout_even_what_left_the_group() {
+    let tree = Tree::new();
+    let pidfile = tree.ws.join("escaped.pid");
+    // A child that leaves the session (setsid) and double-forks, then the command waits.
+    let escape = script(
+        &tree,
+        "escape.sh",
+        &format!(
+            "/usr/bin/setsid /bin/sh -c '/bin/sleep 60 & echo $! > {}' &\n/bin/sleep 60",
+            pidfile.display()
+        ),
+    );
+    let cx = cx_with(&tree, vec![rule(&escape, &[], None)]);
+    let started = Instant::now();
+    let r = tool()
+        .call(cx, json!({"command": escape, "timeout_seconds": 1}))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let v = r.structured.as_ref().unwrap();
+    assert_eq!(v["timed_out"], true);
+    assert!(r.is_error);
+    let pid: i32 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ");
+    if v["containment"] == "cgroup" {
+        assert!(
+            !alive,
+            "the escaped grandchild {pid} survived the cgroup kill"
+        );
+    } else {
+        // Without a cgroup a process that left the group escapes: the call says so.
+        assert_eq!(v["containment"], "process-group");
+        if alive {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+#[tokio::test]
+async fn long_output_keeps_its_head_and_tail_and_a_failure_is_an_error() {
+    let tree = Tree::new();
+    let noisy = script(
+        &tree,
+        "noisy.sh",
+        "echo FIRST; i=0; while [ $i -lt 20000 ]; do echo 0123456789abcdef; i=$((i+1)); done; echo LAST; echo oops >&2; exit 3",
+    );
+    let cx = cx_with(&tree, vec![rule(&noisy, &[], None)]);
+    let r = tool().call(cx, json!({"command": noisy})).await.unwrap();
+    assert!(r.is_error, "a non-zero exit is an error result");
+    let v = r.structured.as_ref().unwrap();
+    assert_eq!(v["exit_code"], 3);
+    let stdout = v["stdout"].as_str().unwrap();
+    assert!(
+        stdout.starts_with("FIRST\n") && stdout.trim_end().ends_with("LAST"),
+        "{}",
+        &stdout[..100]
+    );
+    assert!(stdout.contains("bytes left out"));
+    assert!(stdout.len() < 70_000);
+    assert_eq!(v["stdout_bytes"], 6 + 20000 * 17 + 5);
+    assert_eq!(v["stderr"], "oops\n");
+}
+
+#[tokio::test]
+async fn git_runs_without_the_repositorys_programs() {
+    let tree = Tree::new();
+    let git = "/usr/bin/git";
+    if !std::path::Path::new(git).exists() {
+        eprintln!("git_runs_without_the_repositorys_programs: skipped (no /usr/bin/git)");
+        return;
+    }
+    let cx = cx_with(&tree, vec![rule(git, &["status"], Some(&["--short"]))]);
+    fs::create_dir_all(tree.ws.join("repo/.git")).unwrap();
+    let status = std::process::Command::new(git)
+        .args(["init", "-q"])
+        .current_dir(tree.ws.join("repo"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let r = run(
+        &cx,
+        json!({"command": git, "args": ["status", "--short"], "cwd": "repo"}),
+    )
+    .await;
+    assert_eq!(out(&r)["exit_code"], 0, "{:?}", out(&r));
+    // A repository whose config names a program is refused before git runs.
+    let config = tree.ws.join("repo/.git/config");
+    let mut text = fs::read_to_string(&config).unwrap();
+    text.push_str("[core]\n\tfsmonitor = \"touch /tmp/aether-pwned\"\n");
+    fs::write(&config, text).unwrap();
+    let r = run(
+        &cx,
+        json!({"command": git, "args": ["status", "--short"], "cwd": "repo"}),
+    )
+    .await;
+    match r {
+        Err(ToolError::Denied { rule, message }) => {
+            assert_eq!(rule, "git-config");
+            assert!(message.contains("core.fsmonitor"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_agent_with_no_allowed_command_is_not_offered_the_tool() {
+    let t = tool();
+    let none = AgentProfile::with_groups("plain", &["shell"]);
+    let why = t.available_to(&none).unwrap_err();
+    assert!(why.contains("allows no commands"), "{why}");
+    let mut some = none.clone();
+    some.commands = vec![rule("/usr/bin/true", &[], None)];
+    assert!(t.available_to(&some).is_ok());
+}

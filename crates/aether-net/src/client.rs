@@ -16,11 +16,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aether_policy::dlp::Scanner;
 use aether_policy::egress::{
     Destination, EgressPolicy, EgressRefusal, Host, MAX_REDIRECTS, parse_destination,
     redirect_target,
 };
-use aether_tools::ToolError;
+use aether_tools::{DestinationCheck, ToolError};
 use async_trait::async_trait;
 use reqwest::Method;
 
@@ -85,14 +86,36 @@ const RESERVED_HEADERS: &[&str] = &[
     "keep-alive",
 ];
 
+/// Headers that may follow a redirect to another origin: they describe the request, not the
+/// caller.
+const SAFE_ACROSS_ORIGINS: &[&str] = &[
+    "accept",
+    "accept-language",
+    "content-type",
+    "content-language",
+    "user-agent",
+    "cache-control",
+];
+
+/// A URL as it is shown in results and errors: scheme, host, port and path, never the query
+/// or the fragment (a server's redirect can put signatures or codes there).
+pub(crate) fn shown(url: &url::Url) -> String {
+    let mut u = url.clone();
+    u.set_query(None);
+    u.set_fragment(None);
+    u.to_string()
+}
+
 fn refused(r: EgressRefusal) -> ToolError {
     ToolError::denied(r.rule(), r)
 }
 
-/// Sends `request` under `policy`, following redirects hop by hop through the same checks.
+/// Sends `request` under `policy`, following redirects hop by hop through the same checks;
+/// `hops` judges each redirect by the operator's rules.
 pub async fn fetch(
     resolver: &Arc<dyn Resolve>,
     policy: &EgressPolicy,
+    hops: &dyn DestinationCheck,
     request: Request,
 ) -> Result<Response, ToolError> {
     for (name, _) in &request.headers {
@@ -111,7 +134,22 @@ pub async fn fetch(
     let mut redirects = Vec::new();
     loop {
         policy.check_destination(&destination).map_err(refused)?;
-        let address = vet(resolver, policy, &destination).await?;
+        // What leaves on this hop carries no credential, raw or encoded (the pipeline scanned
+        // the arguments; a redirect can move them into a new URL).
+        if let Some(finding) = Scanner::shared().scan_request(
+            destination.url.as_str(),
+            &headers,
+            body.as_deref().unwrap_or_default(),
+        ) {
+            return Err(ToolError::denied(
+                finding.rule,
+                format!("the request carries {finding}; nothing was sent"),
+            ));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let address = tokio::time::timeout(left, vet(resolver, policy, &destination))
+            .await
+            .map_err(|_| timed_out(request.timeout))??;
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(timed_out(request.timeout));
@@ -134,28 +172,51 @@ pub async fn fetch(
             .get(reqwest::header::LOCATION)
             .and_then(|l| l.to_str().ok())
             .map(str::to_string);
-        if status.is_redirection()
-            && let Some(location) = location
-        {
+        let follows = matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308);
+        if follows && let Some(location) = location {
             if redirects.len() >= MAX_REDIRECTS {
                 return Err(refused(EgressRefusal::TooManyRedirects));
             }
             let next = redirect_target(&destination.url, &location).map_err(refused)?;
+            if destination.https && !next.https {
+                return Err(ToolError::denied(
+                    "egress:downgrade",
+                    format!(
+                        "{} redirected from https to plain http ({}); the request stopped there",
+                        shown(&destination.url),
+                        shown(&next.url)
+                    ),
+                ));
+            }
+            let cross_origin = next.url.origin() != destination.url.origin();
             // 303, and 301/302 after a POST, continue as GET without the body (what browsers
-            // do); 307 and 308 repeat the request as it was.
-            if status == reqwest::StatusCode::SEE_OTHER
+            // do; HEAD stays HEAD); 307 and 308 repeat the request as it was, and never send
+            // a body to another origin.
+            if (status == reqwest::StatusCode::SEE_OTHER && method != Method::HEAD)
                 || (matches!(status.as_u16(), 301 | 302) && method == Method::POST)
             {
                 method = Method::GET;
                 body = None;
+            } else if cross_origin && body.is_some() {
+                return Err(ToolError::denied(
+                    "egress:redirect-body",
+                    format!(
+                        "{} asked for the request body to be sent again to another origin ({}); it was not",
+                        shown(&destination.url),
+                        shown(&next.url)
+                    ),
+                ));
             }
-            // Credentials for one origin are not handed to another.
-            if next.url.origin() != destination.url.origin() {
+            // Nothing a caller set for one origin goes to another, but what describes the
+            // request itself.
+            if cross_origin {
                 headers.retain(|(k, _)| {
-                    !matches!(k.to_ascii_lowercase().as_str(), "authorization" | "cookie")
+                    SAFE_ACROSS_ORIGINS.contains(&k.to_ascii_lowercase().as_str())
                 });
             }
-            redirects.push(next.url.to_string());
+            // The operator's rules on where this hop goes.
+            hops.check(next.url.as_str(), &next.host.to_string())?;
+            redirects.push(shown(&next.url));
             destination = next;
             continue;
         }
@@ -167,7 +228,7 @@ pub async fn fetch(
         let (body, truncated) = read_capped(response, request.max_body, &destination).await?;
         return Ok(Response {
             status: status.as_u16(),
-            url: destination.url.to_string(),
+            url: shown(&destination.url),
             headers: headers_out,
             body,
             truncated,
@@ -187,8 +248,10 @@ async fn vet(
     let (name, addresses) = match &d.host {
         Host::Ip(ip) => (ip.to_string(), vec![*ip]),
         Host::Domain(name) => {
+            // Looked up as a fully qualified name: no search domain can turn an allowed name
+            // that does not exist into an internal one.
             let found = resolver
-                .resolve(name, d.port)
+                .resolve(&format!("{name}."), d.port)
                 .await
                 .map_err(|e| ToolError::failed(format!("cannot resolve {name}: {e}")))?;
             (name.clone(), found)
@@ -224,11 +287,19 @@ async fn read_capped(
     d: &Destination,
 ) -> Result<(Vec<u8>, bool), ToolError> {
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| ToolError::failed(format!("reading the answer from {} failed: {e}", d.url)))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        if e.is_timeout() {
+            ToolError::failed(format!(
+                "the answer from {} did not arrive in time; the request was abandoned",
+                shown(&d.url)
+            ))
+        } else {
+            ToolError::failed(format!(
+                "reading the answer from {} failed: {e}",
+                shown(&d.url)
+            ))
+        }
+    })? {
         let room = cap.saturating_sub(body.len());
         if chunk.len() > room {
             body.extend_from_slice(&chunk[..room]);
@@ -255,12 +326,13 @@ fn transport_error(d: &Destination, e: &reqwest::Error, limit: Duration) -> Tool
     } else {
         "the request failed for"
     };
-    // The error's chain says why (TLS certificate, refused connection, reset, ...).
+    // The innermost cause says why (TLS certificate, refused connection, reset, ...); it
+    // never holds the URL's query.
     let mut cause = String::new();
     let mut source: Option<&dyn std::error::Error> = Some(e);
     while let Some(s) = source {
         cause = s.to_string();
         source = s.source();
     }
-    ToolError::failed(format!("{what} {}: {cause}", d.url))
+    ToolError::failed(format!("{what} {}: {cause}", shown(&d.url)))
 }

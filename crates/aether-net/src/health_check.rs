@@ -77,7 +77,8 @@ impl Tool for HealthCheck {
         let args: Args = parse_args(args)?;
         let policy = crate::policy_for(&cx.agent)?;
         let timeout = Duration::from_secs(args.timeout_seconds.unwrap_or(10).clamp(1, 60));
-        let request = |method| Request {
+        let started = std::time::Instant::now();
+        let request = |method, timeout| Request {
             method,
             url: args.url.clone(),
             headers: Vec::new(),
@@ -85,9 +86,30 @@ impl Tool for HealthCheck {
             timeout,
             max_body: 0,
         };
-        let mut response = fetch(&self.resolver, &policy, request(reqwest::Method::HEAD)).await?;
+        let hops = cx.destinations.as_ref();
+        let mut response = fetch(
+            &self.resolver,
+            &policy,
+            hops,
+            request(reqwest::Method::HEAD, timeout),
+        )
+        .await?;
         if response.status == 405 || response.status == 501 {
-            response = fetch(&self.resolver, &policy, request(reqwest::Method::GET)).await?;
+            // The GET gets what is left of the time, not a new allowance.
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(ToolError::failed(format!(
+                    "no answer within {} s",
+                    timeout.as_secs()
+                )));
+            }
+            response = fetch(
+                &self.resolver,
+                &policy,
+                hops,
+                request(reqwest::Method::GET, left),
+            )
+            .await?;
         }
         let output = Output {
             healthy: (200..400).contains(&response.status),

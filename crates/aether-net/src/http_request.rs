@@ -119,6 +119,7 @@ impl Tool for HttpRequest {
         let response = fetch(
             &self.resolver,
             &policy,
+            cx.destinations.as_ref(),
             Request {
                 method,
                 url: args.url,

@@ -284,6 +284,7 @@ impl Pipeline {
                     cancel: CancellationToken::new(),
                     client: Arc::new(aether_tools::NoClient),
                     ledger: self.ledger.clone(),
+                    destinations: Arc::new(aether_tools::AnyDestination),
                 };
                 match tool.call(cx, args).await {
                     Ok(output) => CallOutcome::Ran(bound(output, self.limits.result_chars)),
@@ -769,6 +770,13 @@ impl Pipeline {
         }
         let args = Value::Object(args);
         draft.arguments(&args, def.tier);
+        // A network tool's arguments that carry a credential are never kept in the audit,
+        // whichever step refuses the call (step 8 will, if none before it does).
+        if def.meta.reaches_network
+            && let Some(finding) = aether_policy::dlp::Scanner::shared().scan_json(&args)
+        {
+            draft.withhold_arguments(finding.rule);
+        }
         if let Err(problems) = self.catalog.validate(&def.name, &args) {
             return refuse(
                 Step::Arguments,
@@ -935,6 +943,11 @@ impl Pipeline {
             cancel: tool_cancel.clone(),
             client,
             ledger: self.ledger.clone(),
+            destinations: Arc::new(RuledDestinations {
+                rules: self.rules.current(),
+                tool: def.name.clone(),
+                agent: ctx.agent.clone(),
+            }),
         };
         let limit = Duration::from_secs(self.limits.tool_seconds);
         let run = AssertUnwindSafe(entry.tool.call(cx, args)).catch_unwind();
@@ -1166,6 +1179,47 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The operator's rules applied to a destination a tool reaches mid-call: a hop to a host a
+/// rule denies, or would ask a person about, stops the call (a person cannot be asked in the
+/// middle of a request).
+struct RuledDestinations {
+    rules: Arc<aether_policy::rules::RuleSet>,
+    tool: String,
+    agent: Arc<AgentProfile>,
+}
+
+impl aether_tools::DestinationCheck for RuledDestinations {
+    fn check(&self, url: &str, host: &str) -> Result<(), ToolError> {
+        if self.rules.is_empty() {
+            return Ok(());
+        }
+        let arguments = serde_json::json!({ "url": url });
+        let hosts = [host.to_string()];
+        let facts = aether_policy::rules::CallFacts {
+            tool: &self.tool,
+            agent: &self.agent.name,
+            team: self.agent.team.as_deref(),
+            arguments: &arguments,
+            paths: &[],
+            dirs: &[],
+            hosts: &hosts,
+        };
+        match self.rules.evaluate(&facts) {
+            Some(v) if v.action != aether_policy::rules::Action::AlwaysAllow => {
+                Err(ToolError::denied(
+                    "rules",
+                    format!(
+                        "a redirect to {host} meets the operator's rule {:?} ({}); the request stopped there",
+                        v.rule,
+                        v.action.as_str()
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -431,10 +431,11 @@ pub fn classify(ip: IpAddr) -> Option<&'static str> {
 
 /// The IPv4 special-purpose blocks; the first that holds an address names it, so an address
 /// comes before the block around it.
-const V4_BLOCKS: [(Ipv4Addr, u8, &str); 19] = [
+const V4_BLOCKS: [(Ipv4Addr, u8, &str); 20] = [
     (Ipv4Addr::new(169, 254, 169, 254), 32, "metadata"), // AWS, GCP, Azure, ...
     (Ipv4Addr::new(100, 100, 100, 200), 32, "metadata"), // Alibaba Cloud
     (Ipv4Addr::new(192, 0, 0, 192), 32, "metadata"),     // Oracle Cloud
+    (Ipv4Addr::new(168, 63, 129, 16), 32, "metadata"),   // Azure WireServer
     (Ipv4Addr::new(0, 0, 0, 0), 32, "unspecified"),
     (Ipv4Addr::new(255, 255, 255, 255), 32, "broadcast"),
     (Ipv4Addr::new(0, 0, 0, 0), 8, "reserved"), // "this network"
@@ -456,8 +457,9 @@ const V4_BLOCKS: [(Ipv4Addr, u8, &str); 19] = [
 /// The IPv6 special-purpose blocks, after the IPv4-carrying forms have been read (see
 /// [`embedded_v4`]); first match wins, as for [`V4_BLOCKS`].
 #[rustfmt::skip] // a table reads best one row a line
-const V6_BLOCKS: [(Ipv6Addr, u8, &str); 9] = [
+const V6_BLOCKS: [(Ipv6Addr, u8, &str); 10] = [
     (Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254), 128, "metadata"), // AWS
+    (Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254), 128, "metadata"), // GCP
     (Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7, "unique-local"),
     (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10, "link-local"),
     (Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10, "site-local"),
@@ -912,6 +914,8 @@ mod tests {
         for (closed, kind) in [
             ("169.254.169.254", "metadata"),
             ("fd00:ec2::254", "metadata"),
+            ("fd20:ce::254", "metadata"),
+            ("168.63.129.16", "metadata"),
             ("169.254.170.2", "link-local"),
             ("0.0.0.0", "unspecified"),
             ("224.0.0.1", "multicast"),

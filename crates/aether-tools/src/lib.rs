@@ -131,6 +131,22 @@ pub trait ClientLink: Send + Sync {
     async fn elicit(&self, params: Value) -> Result<Value, String>;
 }
 
+/// Judges a destination reached during a call (a redirect) by the rules the call's own URL
+/// was judged by. `Err` stops the call there.
+pub trait DestinationCheck: Send + Sync {
+    fn check(&self, url: &str, host: &str) -> Result<(), ToolError>;
+}
+
+/// No rules on destinations (tests, and calls outside the pipeline).
+#[derive(Debug, Default)]
+pub struct AnyDestination;
+
+impl DestinationCheck for AnyDestination {
+    fn check(&self, _url: &str, _host: &str) -> Result<(), ToolError> {
+        Ok(())
+    }
+}
+
 /// A [`ClientLink`] that drops progress and logs and cannot ask anything.
 #[derive(Debug, Default)]
 pub struct NoClient;
@@ -160,6 +176,9 @@ pub struct CallContext {
     pub client: Arc<dyn ClientLink>,
     /// The journal every change is recorded in before it is made.
     pub ledger: Arc<dyn Ledger>,
+    /// The operator's rules on a destination a network tool reaches mid-call (a redirect
+    /// hop), which the pipeline judged only for the URL it was given.
+    pub destinations: Arc<dyn DestinationCheck>,
 }
 
 #[async_trait]

@@ -24,6 +24,9 @@ struct FakeDns(HashMap<String, Vec<IpAddr>>);
 #[async_trait]
 impl Resolve for FakeDns {
     async fn resolve(&self, host: &str, _port: u16) -> std::io::Result<Vec<IpAddr>> {
+        let host = host
+            .strip_suffix('.')
+            .expect("names are looked up fully qualified (with the root's dot)");
         self.0.get(host).cloned().ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such host (test resolver)")
         })
@@ -42,6 +45,16 @@ fn dns(entries: &[(&str, &[&str])]) -> Arc<dyn Resolve> {
             })
             .collect(),
     ))
+}
+
+/// The port a request came to, from its Host header.
+fn port_of(headers: &HeaderMap) -> String {
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.rsplit_once(':'))
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_else(|| "80".into())
 }
 
 /// A test server on 127.0.0.1 with a few routes; returns its port.
@@ -77,6 +90,38 @@ async fn server() -> u16 {
                 (
                     StatusCode::FOUND,
                     [(header::LOCATION, "http://other.test/echo")],
+                )
+            }),
+        )
+        .route(
+            "/to-other-307",
+            any(|headers: HeaderMap| async move {
+                (
+                    StatusCode::TEMPORARY_REDIRECT,
+                    [(
+                        header::LOCATION,
+                        format!("http://other.test:{}/echo", port_of(&headers)),
+                    )],
+                )
+            }),
+        )
+        .route(
+            "/headers",
+            get(|headers: HeaderMap| async move {
+                let mut names: Vec<String> = headers.keys().map(|k| k.to_string()).collect();
+                names.sort();
+                names.join(",")
+            }),
+        )
+        .route(
+            "/to-other-headers",
+            get(|headers: HeaderMap| async move {
+                (
+                    StatusCode::FOUND,
+                    [(
+                        header::LOCATION,
+                        format!("http://other.test:{}/headers", port_of(&headers)),
+                    )],
                 )
             }),
         )
@@ -126,6 +171,19 @@ fn cx(agent: AgentProfile) -> CallContext {
         cancel: CancellationToken::new(),
         client: Arc::new(NoClient),
         ledger: Arc::new(aether_tools::NoLedger),
+        destinations: Arc::new(aether_tools::AnyDestination),
+    }
+}
+
+/// A destination rule: `other.test` is denied mid-call.
+struct DenyOther;
+
+impl aether_tools::DestinationCheck for DenyOther {
+    fn check(&self, _url: &str, host: &str) -> Result<(), ToolError> {
+        if host == "other.test" {
+            return Err(ToolError::denied("rules", "other.test is denied by a rule"));
+        }
+        Ok(())
     }
 }
 
@@ -438,4 +496,65 @@ async fn a_name_is_looked_up_once_per_hop_and_never_by_the_http_client() {
     .await
     .unwrap();
     assert_eq!(counting.calls.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn redirects_carry_nothing_of_the_caller_to_another_origin() {
+    let port = server().await;
+    let resolver = dns(&[
+        ("site.test", &["127.0.0.1"]),
+        ("other.test", &["127.0.0.1"]),
+    ]);
+    let both = || agent(&["site.test", "other.test"], true);
+    // A 307 to another origin would resend the body: refused.
+    let r = request(
+        resolver.clone(),
+        both(),
+        json!({"url": format!("http://site.test:{port}/to-other-307"), "method": "POST",
+               "body": "payload", "headers": {"X-Api-Key": "k-123"}}),
+    )
+    .await;
+    assert_eq!(denied_rule(&r), "egress:redirect-body");
+    // A 302 to another origin keeps only the headers that describe the request.
+    let out = request(
+        resolver.clone(),
+        both(),
+        json!({"url": format!("http://site.test:{port}/to-other-headers"),
+               "headers": {"X-Api-Key": "k-123", "Authorization": "Bearer x", "Accept": "text/plain"}}),
+    )
+    .await
+    .unwrap();
+    let seen = structured(&out)["body"].as_str().unwrap().to_string();
+    assert!(seen.contains("accept"), "{seen}");
+    assert!(
+        !seen.contains("x-api-key") && !seen.contains("authorization"),
+        "{seen}"
+    );
+    // The operator's rules judge every hop.
+    let mut cx = cx(both());
+    cx.destinations = Arc::new(DenyOther);
+    let r = tool(resolver.clone(), "http_request")
+        .call(
+            cx,
+            json!({"url": format!("http://site.test:{port}/to-other-headers")}),
+        )
+        .await;
+    assert_eq!(denied_rule(&r), "rules");
+}
+
+#[tokio::test]
+async fn a_secret_split_across_the_query_never_leaves() {
+    let port = server().await;
+    let resolver = dns(&[("site.test", &["127.0.0.1"])]);
+    let r = request(
+        resolver,
+        agent(&["site.test"], true),
+        json!({"url": format!(
+            "http://site.test:{port}/hello?a=ghp_0123456789abcdefAB&b=CDEF0123456789abcd"
+        )}),
+    )
+    .await;
+    assert_eq!(denied_rule(&r), "dlp:github-token");
+    let text = r.unwrap_err().to_string();
+    assert!(!text.contains("ghp_0123"), "{text}");
 }

@@ -132,6 +132,14 @@ async fn credentials_and_disallowed_destinations_never_leave() {
             );
         }
     }
+    // Refused earlier (here: bad arguments), a network tool's secret is still not kept.
+    let result = call(&p, &ctx, "fetch", json!({"url": 5, "body": token})).await;
+    let (_, row) = refused(&h.store, &result, Step::Arguments, "schema").await;
+    assert!(!row.event.arguments.contains(token), "{row:?}");
+    assert!(
+        row.event.arguments.contains("withheld by dlp:github-token"),
+        "{row:?}"
+    );
     assert_eq!(tool.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
     // A refused call is not the end of the session: clean calls still run.
     ok_text(

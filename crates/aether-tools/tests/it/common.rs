@@ -135,6 +135,7 @@ pub fn context(roots: Arc<Roots>, limits: Limits) -> CallContext {
         cancel: CancellationToken::new(),
         client: Arc::new(NoClient),
         ledger: Arc::new(aether_tools::NoLedger),
+        destinations: Arc::new(aether_tools::AnyDestination),
     }
 }
 

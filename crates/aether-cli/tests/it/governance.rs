@@ -597,3 +597,66 @@ fn a_session_opened_with_one_agents_token_cannot_be_used_with_anothers() {
     assert!(!r.body.contains("# demo"), "{}", r.body);
     assert!(r.body.contains("belongs to another agent"), "{}", r.body);
 }
+
+#[test]
+fn run_command_runs_what_the_project_allows_and_nothing_else() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[server]\nhttp_agent = \"builder\"\n[roots.ws]\npath = \".\"\n[agents.builder]\nproject = \"demo\"\nmcp_servers = [\"workspace\", \"shell\"]\n\
+         [agents.plain]\nmcp_servers = [\"workspace\", \"shell\"]\n\
+         [projects.demo]\ncommands = [{ exe = \"/usr/bin/head\", prefix = [\"-n\", \"1\"] }]\n",
+    );
+    let config = ws.path().join("aether.toml").display().to_string();
+    let mut s = StdioServer::spawn(&ws, &["--config", &config, "--agent", "builder"]);
+    s.initialize("2025-11-25");
+    let r = s.call(
+        1,
+        "run_command",
+        json!({"command": "/usr/bin/head", "args": ["-n", "1", "src/hello.txt"]}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["stdout"],
+        "hello from aether\n"
+    );
+    let r = s.call(
+        2,
+        "run_command",
+        json!({"command": "/usr/bin/head", "args": ["-n", "1", "--verbose", "src/hello.txt"]}),
+    );
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("not an allowed option"), "{text}");
+    drop(s);
+    // An agent whose project allows nothing is not offered the tool.
+    let mut s = StdioServer::spawn(&ws, &["--config", &config, "--agent", "plain"]);
+    s.initialize("2025-11-25");
+    s.send_raw(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).to_string());
+    let list = s.recv(3);
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.contains(&"run_command"), "{names:?}");
+    let r = s.call(
+        4,
+        "run_command",
+        json!({"command": "/usr/bin/head", "args": ["-n", "1", "x"]}),
+    );
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("allows no commands"), "{text}");
+    // A configuration that allows a program's dangerous option does not start.
+    ws.write(
+        "bad.toml",
+        "[roots.ws]\npath = \".\"\n[projects.demo]\ncommands = [{ exe = \"/usr/bin/git\", prefix = [\"log\"], flags = [\"--output\"] }]\n",
+    );
+    let bad = ws.path().join("bad.toml").display().to_string();
+    let (code, _, err) = ws.run(&["mcp-serve", "--config", &bad]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("projects.demo.commands[0]") && err.contains("--output"),
+        "{err}"
+    );
+}

@@ -14,7 +14,7 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ),
     (
         "shell",
-        "run_command (allowlisted programs, no shell); run_shell and read_logs are planned.",
+        "run_command (allowlisted programs, no shell) and read_logs; run_shell is planned.",
     ),
     (
         "research",

@@ -299,3 +299,76 @@ async fn an_agent_with_no_allowed_command_is_not_offered_the_tool() {
     some.commands = vec![rule("/usr/bin/true", &[], None)];
     assert!(t.available_to(&some).is_ok());
 }
+
+fn read_logs() -> Arc<dyn Tool> {
+    aether_tools::builtin_tools()
+        .into_iter()
+        .find(|t| t.def().name == "read_logs")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn read_logs_tails_and_filters_a_log_under_a_root() {
+    let tree = Tree::new();
+    fs::create_dir(tree.ws.join("logs")).unwrap();
+    let mut log = String::new();
+    for i in 0..1000 {
+        log.push_str(&format!(
+            "{i:04} {}\n",
+            if i % 100 == 7 { "ERROR disk" } else { "ok" }
+        ));
+    }
+    fs::write(tree.ws.join("logs/app.log"), &log).unwrap();
+    let cx = tree.cx();
+    let r = read_logs()
+        .call(cx.clone(), json!({"path": "logs/app.log", "lines": 3}))
+        .await
+        .unwrap();
+    let v = r.structured.as_ref().unwrap();
+    assert_eq!(v["lines"], json!(["0997 ok", "0998 ok", "0999 ok"]));
+    let r = read_logs()
+        .call(
+            cx.clone(),
+            json!({"path": "logs/app.log", "lines": 2, "filter": "ERROR"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.structured.as_ref().unwrap()["lines"],
+        json!(["0807 ERROR disk", "0907 ERROR disk"])
+    );
+    let r = read_logs()
+        .call(
+            cx.clone(),
+            json!({"path": "logs/app.log", "lines": 1, "filter": "^00[0-9]7 ERR", "regex": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.structured.as_ref().unwrap()["lines"],
+        json!(["0007 ERROR disk"])
+    );
+    // Confinement and credentials, as for every read; bad input changes nothing.
+    for (args, what) in [
+        (json!({"path": "../outside/secret.txt"}), "outside"),
+        (
+            json!({"path": "logs/app.log", "filter": "(", "regex": true}),
+            "filter",
+        ),
+        (
+            json!({"path": "logs/app.log", "unit": "x.service"}),
+            "journal",
+        ),
+        (json!({"unit": "--output=x"}), "unit"),
+        (json!({"since": "2h; rm -rf /"}), "since"),
+    ] {
+        let r = read_logs().call(cx.clone(), args.clone()).await;
+        assert!(r.is_err(), "{what}: {args} was accepted: {r:?}");
+        if let Err(e) = r {
+            assert!(!e.to_string().contains(SECRET), "{e}");
+        }
+    }
+    fs::write(tree.ws.join(".env"), "TOKEN=x\n").unwrap();
+    let r = read_logs().call(cx, json!({"path": ".env"})).await;
+    assert!(matches!(r, Err(ToolError::Denied { .. })), "{r:?}");
+}

@@ -1,4 +1,5 @@
-//! Aether's network tools (the `research` group) and the HTTP client they share.
+//! Aether's network tools (the `research` group: `http_request`, `http_health_check`,
+//! `web_fetch`) and the HTTP client they share.
 //!
 //! Every tool here reaches the network, so every one is Elevated or higher and declares
 //! `reaches_network`; the pipeline's egress step (SPEC §2 step 8) scans its arguments for
@@ -8,6 +9,7 @@
 mod client;
 mod health_check;
 mod http_request;
+mod web_fetch;
 
 use std::sync::Arc;
 
@@ -21,7 +23,8 @@ pub use client::{Request, Resolve, Response, SystemResolver, fetch};
 pub fn tools(resolver: Arc<dyn Resolve>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(http_request::HttpRequest::new(resolver.clone())),
-        Arc::new(health_check::HealthCheck::new(resolver)),
+        Arc::new(health_check::HealthCheck::new(resolver.clone())),
+        Arc::new(web_fetch::WebFetch::new(resolver)),
     ]
 }
 

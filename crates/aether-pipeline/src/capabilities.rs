@@ -18,7 +18,7 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ),
     (
         "research",
-        "http_request and http_health_check through the egress gate; web_fetch, web_search and download_pdf are planned.",
+        "http_request, http_health_check and web_fetch through the egress gate; web_search and download_pdf are planned.",
     ),
     ("knowledge", "search_knowledge, write_knowledge."),
     ("planning", "create_plan, read_plan, update_plan, todo."),

@@ -558,3 +558,68 @@ async fn a_secret_split_across_the_query_never_leaves() {
     let text = r.unwrap_err().to_string();
     assert!(!text.contains("ghp_0123"), "{text}");
 }
+
+#[tokio::test]
+async fn web_fetch_returns_readable_text_cut_with_a_marker() {
+    let app = Router::new()
+        .route(
+            "/page",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                    "<html><head><title>T</title><style>body{color:red}</style>\
+                     <script>var secret = 'do-not-show';</script></head>\
+                     <body><h1>Heading</h1><p>First <b>bold</b> paragraph.</p>\
+                     <a href=\"/next\">next page</a></body></html>",
+                )
+            }),
+        )
+        .route(
+            "/long",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/plain")],
+                    "word ".repeat(10_000),
+                )
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let resolver = dns(&[("site.test", &["127.0.0.1"])]);
+    let fetch = tool(resolver.clone(), "web_fetch");
+    let out = fetch
+        .call(
+            cx(agent(&["site.test"], true)),
+            json!({"url": format!("http://site.test:{port}/page")}),
+        )
+        .await
+        .unwrap();
+    let text = structured(&out)["text"].as_str().unwrap().to_string();
+    assert!(
+        text.contains("Heading") && text.contains("First") && text.contains("paragraph"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("<p>") && !text.contains("color:red") && !text.contains("do-not-show"),
+        "{text}"
+    );
+    let out = fetch
+        .call(
+            cx(agent(&["site.test"], true)),
+            json!({"url": format!("http://site.test:{port}/long"), "max_chars": 1000}),
+        )
+        .await
+        .unwrap();
+    let v = structured(&out);
+    assert_eq!(v["truncated"], true);
+    assert!(v["text"].as_str().unwrap().chars().count() < 1200);
+    // The same gate as every network tool.
+    let r = fetch
+        .call(
+            cx(agent(&["site.test"], false)),
+            json!({"url": format!("http://site.test:{port}/page")}),
+        )
+        .await;
+    assert_eq!(denied_rule(&r), "egress:private-address");
+}

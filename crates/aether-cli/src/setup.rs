@@ -157,8 +157,17 @@ pub fn roots(flags: &[String], loaded: &Loaded, default_to_cwd: bool) -> Result<
 
 /// Every tool this process serves.
 pub fn tools(fixtures: bool) -> Vec<Arc<dyn Tool>> {
+    tools_for(fixtures, None)
+}
+
+/// Every tool, with the configuration's research settings.
+pub fn tools_for(fixtures: bool, searxng: Option<&str>) -> Vec<Arc<dyn Tool>> {
     let mut tools = aether_tools::builtin_tools();
-    tools.extend(aether_net::tools(Arc::new(aether_net::SystemResolver)));
+    let searxng = searxng.and_then(|u| url::Url::parse(u).ok());
+    tools.extend(aether_net::tools_with(
+        Arc::new(aether_net::SystemResolver),
+        searxng,
+    ));
     if fixtures {
         tools.extend(aether_tools::fixtures::tools());
     }
@@ -202,7 +211,7 @@ pub async fn pipeline(
         roots,
         limits: loaded.raw.limits.clone(),
         store,
-        tools: tools(fixtures),
+        tools: tools_for(fixtures, loaded.raw.research.searxng_url.as_deref()),
         external_tools: Vec::new(),
         journal: loaded.raw.journal.clone(),
         approval_window: std::time::Duration::from_secs(loaded.raw.approvals.window_seconds),

@@ -1,5 +1,5 @@
 //! Aether's network tools (the `research` group: `http_request`, `http_health_check`,
-//! `web_fetch`) and the HTTP client they share.
+//! `web_fetch`, `web_search`) and the HTTP client they share.
 //!
 //! Every tool here reaches the network, so every one is Elevated or higher and declares
 //! `reaches_network`; the pipeline's egress step (SPEC §2 step 8) scans its arguments for
@@ -10,6 +10,7 @@ mod client;
 mod health_check;
 mod http_request;
 mod web_fetch;
+mod web_search;
 
 use std::sync::Arc;
 
@@ -21,10 +22,17 @@ pub use client::{Request, Resolve, Response, SystemResolver, fetch};
 
 /// The network tools, resolving names through `resolver`.
 pub fn tools(resolver: Arc<dyn Resolve>) -> Vec<Arc<dyn Tool>> {
+    tools_with(resolver, None)
+}
+
+/// The network tools, with the operator's SearXNG instance for `web_search` (not offered
+/// without one).
+pub fn tools_with(resolver: Arc<dyn Resolve>, searxng: Option<url::Url>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(http_request::HttpRequest::new(resolver.clone())),
         Arc::new(health_check::HealthCheck::new(resolver.clone())),
-        Arc::new(web_fetch::WebFetch::new(resolver)),
+        Arc::new(web_fetch::WebFetch::new(resolver.clone())),
+        Arc::new(web_search::WebSearch::new(resolver, searxng)),
     ]
 }
 

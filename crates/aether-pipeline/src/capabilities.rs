@@ -18,7 +18,7 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ),
     (
         "research",
-        "http_request, http_health_check and web_fetch through the egress gate; web_search and download_pdf are planned.",
+        "http_request, http_health_check, web_fetch and web_search through the egress gate; download_pdf is planned.",
     ),
     ("knowledge", "search_knowledge, write_knowledge."),
     ("planning", "create_plan, read_plan, update_plan, todo."),

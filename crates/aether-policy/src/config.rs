@@ -41,6 +41,17 @@ pub struct RawConfig {
     pub approvals: ApprovalsSection,
     #[serde(default)]
     pub policy: PolicySection,
+    #[serde(default)]
+    pub research: ResearchSection,
+}
+
+/// The research tools' settings.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResearchSection {
+    /// The operator's SearXNG instance for `web_search` (its JSON format enabled), e.g.
+    /// "http://127.0.0.1:8888/". Unset: `web_search` is not offered.
+    pub searxng_url: Option<String>,
 }
 
 /// Calls that wait for a person.
@@ -373,6 +384,14 @@ impl RawConfig {
                 "journal.keep_days and journal.keep_entries must be at least 1 (undo needs the journal)"
                     .into(),
             );
+        }
+        if let Some(url) = &self.research.searxng_url
+            && !url::Url::parse(url)
+                .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        {
+            problems.push(format!(
+                "research.searxng_url {url:?} must be an http or https URL"
+            ));
         }
         if !(1..=86_400).contains(&self.approvals.window_seconds) {
             problems.push("approvals.window_seconds must be between 1 and 86400".into());

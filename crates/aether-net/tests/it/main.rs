@@ -623,3 +623,53 @@ async fn web_fetch_returns_readable_text_cut_with_a_marker() {
         .await;
     assert_eq!(denied_rule(&r), "egress:private-address");
 }
+
+#[tokio::test]
+async fn web_search_asks_the_operators_searxng_and_scans_the_query() {
+    let app = Router::new().route(
+        "/search",
+        get(
+            |axum::extract::RawQuery(q): axum::extract::RawQuery| async move {
+                let q = q.unwrap_or_default();
+                assert!(q.contains("format=json"), "{q}");
+                axum::Json(json!({"results": [
+                    {"title": "Rust", "url": "https://www.rust-lang.org/", "content": "A language"},
+                    {"title": "Docs", "url": "https://docs.rs/", "content": "Crate docs"}
+                ]}))
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let searx: url::Url = format!("http://127.0.0.1:{port}/").parse().unwrap();
+    let search = aether_net::tools_with(dns(&[]), Some(searx))
+        .into_iter()
+        .find(|t| t.def().name == "web_search")
+        .unwrap();
+    // The agent needs no allowed domain for the operator's own engine.
+    let out = search
+        .call(
+            cx(agent(&[], false)),
+            json!({"query": "rust language", "max_results": 1}),
+        )
+        .await
+        .unwrap();
+    let v = structured(&out);
+    assert_eq!(v["results"].as_array().unwrap().len(), 1);
+    assert_eq!(v["results"][0]["url"], "https://www.rust-lang.org/");
+    // A secret in the query never leaves.
+    let r = search
+        .call(
+            cx(agent(&[], false)),
+            json!({"query": "ghp_0123456789abcdefABCDEF0123456789abcd"}),
+        )
+        .await;
+    assert_eq!(denied_rule(&r), "dlp:github-token");
+    // Without an engine the tool is not offered.
+    let none = aether_net::tools(dns(&[]))
+        .into_iter()
+        .find(|t| t.def().name == "web_search")
+        .unwrap();
+    assert!(none.available_to(&agent(&[], false)).is_err());
+}

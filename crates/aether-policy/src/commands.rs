@@ -66,6 +66,7 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "--git-dir",
             "--work-tree",
             "--namespace",
+            "-C",
         ],
         "rg" => &[
             "--pre",
@@ -184,11 +185,23 @@ fn option_name(arg: &str) -> &str {
 
 fn is_dangerous(exe: &str, arg: &str) -> bool {
     let name = option_name(arg);
-    let list = dangerous_options(exe_name(exe));
+    let exe = exe_name(exe);
+    let list = dangerous_options(exe);
+    // Programs that take single-dash long options (`-exec`) have no short-option clusters.
+    let clusters = !matches!(exe, "find");
     list.iter().any(|d| {
         name == *d
-            // A short option with its value glued on: `-cfoo`, `-ofile`.
-            || (d.len() == 2 && !d.starts_with("--") && arg.starts_with(d) && !arg.starts_with("--"))
+            // An abbreviated long option (getopt_long and git accept any unambiguous prefix:
+            // `--out=` is `--output=`).
+            || (name.starts_with("--") && name.len() > 3 && d.starts_with("--") && d.starts_with(name))
+            // A short option with its value glued on (`-cfoo`, `-ofile`), or inside a cluster
+            // of short options (`-xvO`).
+            || (clusters
+                && d.len() == 2
+                && !d.starts_with("--")
+                && !arg.starts_with("--")
+                && arg.starts_with('-')
+                && arg[1..].contains(&d[1..]))
     })
 }
 
@@ -475,6 +488,10 @@ mod tests {
                 &["log", "-c", "core.fsmonitor=touch /tmp/p"],
             ),
             ("/usr/bin/git", &["log", "-ccore.pager=sh"]),
+            ("/usr/bin/git", &["log", "--out=/tmp/x"]),
+            ("/usr/bin/git", &["grep", "-nO", "x"]),
+            ("/usr/bin/tar", &["-cf", "x.tar", "--to-com=sh", "."]),
+            ("/usr/bin/rg", &["--pr", "/tmp/evil", "x"]),
             ("/usr/bin/rg", &["--pre", "/tmp/evil", "x"]),
             ("/usr/bin/find", &[".", "-exec", "sh", ";"]),
             ("/usr/bin/find", &["--", ".", "-delete"]),

@@ -58,7 +58,8 @@ struct Output {
     /// "file" or "journal".
     source: String,
     lines: Vec<String>,
-    /// Fewer lines than asked for came back because only the last 16 MiB of the file were read.
+    /// Fewer lines than asked for may have come back because only part of the log was read
+    /// (the last 16 MiB of a file, or a window of the journal when filtering).
     scan_limited: bool,
 }
 
@@ -281,16 +282,20 @@ async fn journal(
         )));
     }
     let text = String::from_utf8_lossy(&out.stdout);
+    let read = text.lines().count();
     let kept: Vec<String> = text
         .lines()
         .filter(|l| filter.keeps(l))
         .map(String::from)
         .collect();
     let skip = kept.len().saturating_sub(want);
+    // A filtered read looked at a window of the journal: fewer matches than asked for may
+    // mean more lie before it.
+    let scan_limited = !matches!(filter, Filter::All) && read >= window && kept.len() < want;
     Ok(Output {
         source: "journal".into(),
         lines: kept.into_iter().skip(skip).collect(),
-        scan_limited: false,
+        scan_limited,
     })
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use aether_policy::commands::{CommandRule, GIT_OVERRIDES, git_config_programs};
+use aether_policy::commands::{CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs};
 use aether_policy::tool::groups;
 use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
@@ -123,7 +123,15 @@ impl Tool for RunCommand {
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
         let rule = allowed(&cx.agent.commands, &args.command, &args.args)?;
-        let timeout = Duration::from_secs(args.timeout_seconds.unwrap_or(60).clamp(1, 300));
+        // Within the pipeline's own limit for a call, so that this tool, not the pipeline
+        // dropping it, is what stops the command (a drop kills the tree too, but says less).
+        let ceiling = cx.limits.tool_seconds.saturating_sub(1).max(1);
+        let timeout = Duration::from_secs(
+            args.timeout_seconds
+                .unwrap_or(60)
+                .clamp(1, 300)
+                .min(ceiling),
+        );
         // The working folder: inside a root, judged on its real path.
         let mut rel = String::new();
         let loc = cx.roots.locate(
@@ -139,17 +147,25 @@ impl Tool for RunCommand {
                 format!("{} is Aether's own folder", root.display(&rel)),
             ));
         }
-        let mut argv = args.args.clone();
+        let mut argv: Vec<String> = forced_arguments(&rule.exe)
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
         if exe_name(&rule.exe) == "git" {
-            refuse_git_programs(&cwd, &root.path)?;
-            let mut with = Vec::new();
+            // The repository git uses is the one Aether checked, inside the root: git would
+            // otherwise keep looking upward, out of it.
+            let git_dir = refuse_git_programs(&cwd, &root.path)?;
+            argv.push(format!("--git-dir={}", git_dir.display()));
+            argv.push(format!(
+                "--work-tree={}",
+                git_dir.parent().unwrap_or(&cwd).display()
+            ));
             for o in GIT_OVERRIDES {
-                with.push("-c".to_string());
-                with.push(o.to_string());
+                argv.push("-c".to_string());
+                argv.push(o.to_string());
             }
-            with.extend(argv);
-            argv = with;
         }
+        argv.extend(args.args.iter().cloned());
         run(&rule.exe, &argv, &cwd, timeout, &cx.call_id).await
     }
 }
@@ -200,32 +216,55 @@ fn allowed<'a>(
     Ok(rule)
 }
 
-/// Refuses a repository (found from `cwd` up to the root) whose config names programs.
-fn refuse_git_programs(cwd: &Path, root: &Path) -> Result<(), ToolError> {
+/// The repository for `cwd`: the nearest `.git` folder from `cwd` up to the root, whose
+/// config (and worktree config) names no program. A `.git` file (a link to a repository
+/// elsewhere) or no repository inside the root is refused.
+fn refuse_git_programs(cwd: &Path, root: &Path) -> Result<PathBuf, ToolError> {
     let mut at = Some(cwd);
     while let Some(dir) = at {
-        let config = dir.join(".git").join("config");
-        if let Ok(text) = std::fs::read_to_string(&config) {
-            let found = git_config_programs(&text);
-            if !found.is_empty() {
+        let git = dir.join(".git");
+        match std::fs::symlink_metadata(&git) {
+            Ok(m) if m.is_dir() => {
+                for name in ["config", "config.worktree"] {
+                    let config = git.join(name);
+                    let Ok(text) = std::fs::read_to_string(&config) else {
+                        continue;
+                    };
+                    let found = git_config_programs(&text);
+                    if !found.is_empty() {
+                        return Err(ToolError::denied(
+                            "git-config",
+                            format!(
+                                "the repository's config names programs git would run ({}); Aether \
+                                 does not run git there (an operator can remove them from {})",
+                                found.join(", "),
+                                config.display()
+                            ),
+                        ));
+                    }
+                }
+                return Ok(git);
+            }
+            Ok(_) => {
                 return Err(ToolError::denied(
                     "git-config",
                     format!(
-                        "the repository's config names programs git would run ({}); Aether does not \
-                         run git there (an operator can remove them from {})",
-                        found.join(", "),
-                        config.display()
+                        "{} is not a folder (it points at a repository elsewhere); Aether runs git only \
+                         on a repository inside the root",
+                        git.display()
                     ),
                 ));
             }
-            return Ok(());
+            Err(_) => {}
         }
         if dir == root {
             break;
         }
         at = dir.parent();
     }
-    Ok(())
+    Err(ToolError::failed(
+        "no git repository (a .git folder) inside the root holds the working folder",
+    ))
 }
 
 /// The seven variables a command gets, and nothing else.
@@ -249,6 +288,9 @@ async fn run(
     timeout: Duration,
     call_id: &str,
 ) -> Result<ToolOutput, ToolError> {
+    // No other process of this user reads Aether's memory or environment through /proc
+    // (a command could otherwise find Aether's keys in /proc/PID/environ).
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     // Unique per run in this process (a call id alone is not, in tests or after a retry).
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -259,50 +301,58 @@ async fn run(
         .collect();
     let id = format!("{call}-{}-{n}", std::process::id());
     let home = Home::new(&id)?;
-    let mut containment = Containment::new(&id);
-    let mut command = tokio::process::Command::new(exe);
-    command
-        .args(argv)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(environment(&home.0))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    containment.apply(&mut command);
+    let command = |containment: &Containment| {
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .args(argv)
+            .current_dir(cwd)
+            .env_clear()
+            .envs(environment(&home.0))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        containment.apply(&mut command);
+        command
+    };
     let started = Instant::now();
-    let mut child = command
-        .spawn()
-        .map_err(|e| ToolError::failed(format!("{exe} did not start: {e}")))?;
-    let leader = child.id();
-    let (mut out, mut err) = (
-        child.stdout.take().expect("piped"),
-        child.stderr.take().expect("piped"),
-    );
-    let reading = async {
-        let (a, b) = tokio::join!(capture(&mut out), capture(&mut err));
-        (a, b)
+    let mut containment = Containment::new(&id);
+    let mut child = match command(&containment).spawn() {
+        Ok(child) => child,
+        // Entering the cgroup can fail where making it did not (no write access to the
+        // parent's cgroup.procs): the command still runs, in a process group.
+        Err(_) if containment.name() == "cgroup" => {
+            containment = Containment::ProcessGroup;
+            command(&containment)
+                .spawn()
+                .map_err(|e| ToolError::failed(format!("{exe} did not start: {e}")))?
+        }
+        Err(e) => return Err(ToolError::failed(format!("{exe} did not start: {e}"))),
     };
-    let waited = tokio::time::timeout(timeout, async {
-        let (streams, status) = tokio::join!(reading, child.wait());
-        (streams, status)
-    })
-    .await;
-    let (timed_out, exit_code, streams) = match waited {
-        Ok((streams, status)) => (false, status.ok().and_then(|s| s.code()), Some(streams)),
-        Err(_) => (true, None, None),
+    // From here, however this call ends (finished, out of time, or dropped by the pipeline),
+    // the whole tree is killed.
+    let mut tree = Tree {
+        containment: Some(containment),
+        leader: child.id(),
     };
-    // Whatever happened, nothing the command started outlives it.
-    let kill = tokio::task::spawn_blocking(move || {
-        containment.kill_all(leader);
-        containment
-    });
-    let containment = kill
-        .await
-        .map_err(|e| ToolError::failed(format!("could not stop the command's processes: {e}")))?;
+    let out = tokio::spawn(capture(child.stdout.take().expect("piped")));
+    let err = tokio::spawn(capture(child.stderr.take().expect("piped")));
+    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    let (timed_out, exit_code) = match waited {
+        Ok(status) => (false, status.ok().and_then(|s| s.code())),
+        Err(_) => (true, None),
+    };
+    let name = tree.kill().await;
     let _ = child.kill().await;
-    let ((stdout, stdout_bytes), (stderr, stderr_bytes)) = streams.unwrap_or_default();
+    // The pipes close once everything holding them is dead; what was read is kept.
+    let collect = |task: tokio::task::JoinHandle<(String, u64)>| async move {
+        tokio::time::timeout(Duration::from_secs(2), task)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default()
+    };
+    let ((stdout, stdout_bytes), (stderr, stderr_bytes)) = (collect(out).await, collect(err).await);
     let output = Output {
         exit_code,
         timed_out,
@@ -311,7 +361,7 @@ async fn run(
         stdout_bytes,
         stderr_bytes,
         duration_ms: started.elapsed().as_millis() as u64,
-        containment: containment.name().into(),
+        containment: name.into(),
     };
     let status = if timed_out {
         format!(
@@ -334,8 +384,36 @@ async fn run(
     Ok(result)
 }
 
+/// A running command's tree: killed by [`Tree::kill`], or on drop if the call ends any other
+/// way.
+struct Tree {
+    containment: Option<Containment>,
+    leader: Option<u32>,
+}
+
+impl Tree {
+    /// Kills everything (off the async threads) and says how the tree was held.
+    async fn kill(&mut self) -> &'static str {
+        let Some(mut containment) = self.containment.take() else {
+            return "process-group";
+        };
+        let leader = self.leader;
+        let name = containment.name();
+        let _ = tokio::task::spawn_blocking(move || containment.kill_all(leader)).await;
+        name
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        if let Some(mut containment) = self.containment.take() {
+            containment.kill_all(self.leader);
+        }
+    }
+}
+
 /// Reads a stream to its end, keeping its first and last [`KEEP`] bytes.
-async fn capture<R: tokio::io::AsyncRead + Unpin>(stream: &mut R) -> (String, u64) {
+async fn capture<R: tokio::io::AsyncRead + Unpin>(mut stream: R) -> (String, u64) {
     let mut head = Vec::new();
     let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
     let mut total = 0u64;

@@ -372,3 +372,61 @@ async fn read_logs_tails_and_filters_a_log_under_a_root() {
     let r = read_logs().call(cx, json!({"path": ".env"})).await;
     assert!(matches!(r, Err(ToolError::Denied { .. })), "{r:?}");
 }
+
+#[tokio::test]
+async fn sed_runs_sandboxed_and_a_dropped_call_kills_its_tree() {
+    let tree = Tree::new();
+    fs::write(tree.ws.join("README.md"), "hello\n").unwrap();
+    let cx = cx_with(&tree, vec![rule("/usr/bin/sed", &["-n"], None)]);
+    // A file name starting with e/w/r is fine; a script that would run a program is refused
+    // by sed itself (--sandbox).
+    let r = run(
+        &cx,
+        json!({"command": "/usr/bin/sed", "args": ["-n", "p", "README.md"]}),
+    )
+    .await;
+    assert_eq!(out(&r)["stdout"], "hello\n");
+    let r = run(
+        &cx,
+        json!({"command": "/usr/bin/sed", "args": ["-n", "1s/.*/id/e", "README.md"]}),
+    )
+    .await;
+    let v = r.as_ref().unwrap().structured.as_ref().unwrap();
+    assert_ne!(v["exit_code"], 0, "{v}");
+    assert!(!v["stdout"].as_str().unwrap().contains("uid="), "{v}");
+
+    // The pipeline drops a call's future on cancel or at its own limit: the tree dies too.
+    let pidfile = tree.ws.join("child.pid");
+    let sleeper = script(
+        &tree,
+        "sleeper.sh",
+        &format!("/bin/sleep 60 & echo $! > {}\nwait", pidfile.display()),
+    );
+    let cx = cx_with(&tree, vec![rule(&sleeper, &[], None)]);
+    let runner = tool();
+    let call = runner.call(cx, json!({"command": sleeper, "timeout_seconds": 60}));
+    let _ = tokio::time::timeout(Duration::from_millis(700), call).await;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let pid: i32 = loop {
+        if let Ok(t) = fs::read_to_string(&pidfile)
+            && let Ok(pid) = t.trim().parse()
+        {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the script never started its child"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let gone = || {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true)
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !gone() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone(), "the child {pid} outlived the dropped call");
+}

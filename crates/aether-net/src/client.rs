@@ -71,6 +71,16 @@ pub struct Response {
     pub redirects: Vec<String>,
 }
 
+impl Response {
+    /// The answer's `Content-Type`, if it has one.
+    pub fn content_type(&self) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            .map(|(_, v)| v.clone())
+    }
+}
+
 /// Headers a caller may not set: they belong to the connection, or would let a request
 /// pretend to be for another host than the one vetted.
 const RESERVED_HEADERS: &[&str] = &[

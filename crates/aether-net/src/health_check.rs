@@ -4,8 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aether_policy::tool::groups;
-use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
+use aether_policy::{Risk, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -42,26 +41,16 @@ pub struct HealthCheck {
 impl HealthCheck {
     pub fn new(resolver: Arc<dyn Resolve>) -> HealthCheck {
         HealthCheck {
-            def: ToolDef {
-                name: "http_health_check".into(),
-                title: "HTTP health check".into(),
-                group: groups::RESEARCH.into(),
-                tier: Tier::Elevated,
-                description:
-                    "Check whether a URL on an allowed host answers: the HTTP status and the \
-                     latency of a HEAD request (GET if HEAD is not allowed), without the body."
-                        .into(),
-                input_schema: schema_of::<Args>(),
-                output_schema: schema_of::<Output>(),
-                meta: ToolMeta {
-                    risk: Risk::Low,
-                    read_only: true,
-                    reaches_network: true,
-                    needs_confirmation: false,
-                    idempotent: true,
-                    destructive: false,
-                },
-            },
+            def: crate::research_def(
+                "http_health_check",
+                "HTTP health check",
+                "Check whether a URL on an allowed host answers: the HTTP status and the \
+                     latency of a HEAD request (GET if HEAD is not allowed), without the body.",
+                schema_of::<Args>(),
+                schema_of::<Output>(),
+                Risk::Low,
+                true,
+            ),
             resolver,
         }
     }

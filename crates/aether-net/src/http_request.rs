@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aether_policy::tool::groups;
-use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
+use aether_policy::{Risk, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -72,27 +71,18 @@ pub struct HttpRequest {
 impl HttpRequest {
     pub fn new(resolver: Arc<dyn Resolve>) -> HttpRequest {
         HttpRequest {
-            def: ToolDef {
-                name: "http_request".into(),
-                title: "HTTP request".into(),
-                group: groups::RESEARCH.into(),
-                tier: Tier::Elevated,
-                description: "Send one HTTP request (GET, POST, PUT, DELETE, PATCH or HEAD) to a host the \
+            def: crate::research_def(
+                "http_request",
+                "HTTP request",
+                "Send one HTTP request (GET, POST, PUT, DELETE, PATCH or HEAD) to a host the \
                      operator allowed, and get the status, final URL and body (text, up to 1 MiB). \
                      Private and loopback addresses are refused unless allowed; redirects are \
-                     followed (at most 5), each checked again; credentials in the request are refused."
-                    .into(),
-                input_schema: schema_of::<Args>(),
-                output_schema: schema_of::<Output>(),
-                meta: ToolMeta {
-                    risk: Risk::High,
-                    read_only: false,
-                    reaches_network: true,
-                    needs_confirmation: false,
-                    idempotent: false,
-                    destructive: true,
-                },
-            },
+                     followed (at most 5), each checked again; credentials in the request are refused.",
+                schema_of::<Args>(),
+                schema_of::<Output>(),
+                Risk::High,
+                false,
+            ),
             resolver,
         }
     }
@@ -130,11 +120,7 @@ impl Tool for HttpRequest {
             },
         )
         .await?;
-        let content_type = response
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-            .map(|(_, v)| v.clone());
+        let content_type = response.content_type();
         let body = crate::body_text(&response.body, content_type.as_deref());
         let output = Output {
             status: response.status,

@@ -36,6 +36,36 @@ pub fn tools_with(resolver: Arc<dyn Resolve>, searxng: Option<url::Url>) -> Vec<
     ]
 }
 
+/// A research tool's definition: Elevated, in the `research` group, reaching the network;
+/// `read_only` says whether it can change anything remotely.
+pub(crate) fn research_def(
+    name: &str,
+    title: &str,
+    description: &str,
+    input_schema: serde_json::Value,
+    output_schema: serde_json::Value,
+    risk: aether_policy::Risk,
+    read_only: bool,
+) -> aether_policy::ToolDef {
+    aether_policy::ToolDef {
+        name: name.into(),
+        title: title.into(),
+        group: aether_policy::tool::groups::RESEARCH.into(),
+        tier: aether_policy::Tier::Elevated,
+        description: description.into(),
+        input_schema,
+        output_schema,
+        meta: aether_policy::ToolMeta {
+            risk,
+            read_only,
+            reaches_network: true,
+            needs_confirmation: false,
+            idempotent: read_only,
+            destructive: !read_only,
+        },
+    }
+}
+
 /// The egress policy of the agent making the call.
 pub fn policy_for(agent: &AgentProfile) -> Result<EgressPolicy, ToolError> {
     let domains = DomainAllowlist::new(&agent.allowed_domains).map_err(|e| {

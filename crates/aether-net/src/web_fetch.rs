@@ -5,8 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aether_policy::tool::groups;
-use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
+use aether_policy::{Risk, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -53,26 +52,17 @@ pub struct WebFetch {
 impl WebFetch {
     pub fn new(resolver: Arc<dyn Resolve>) -> WebFetch {
         WebFetch {
-            def: ToolDef {
-                name: "web_fetch".into(),
-                title: "Fetch a web page as text".into(),
-                group: groups::RESEARCH.into(),
-                tier: Tier::Elevated,
-                description: "Fetch a web page from a host the operator allowed and get it as readable \
+            def: crate::research_def(
+                "web_fetch",
+                "Fetch a web page as text",
+                "Fetch a web page from a host the operator allowed and get it as readable \
                      plain text: scripts, styles and markup removed, links listed as footnotes, cut at \
-                     max_chars with a marker. Redirects are followed (at most 5), each checked again."
-                    .into(),
-                input_schema: schema_of::<Args>(),
-                output_schema: schema_of::<Output>(),
-                meta: ToolMeta {
-                    risk: Risk::Medium,
-                    read_only: true,
-                    reaches_network: true,
-                    needs_confirmation: false,
-                    idempotent: true,
-                    destructive: false,
-                },
-            },
+                     max_chars with a marker. Redirects are followed (at most 5), each checked again.",
+                schema_of::<Args>(),
+                schema_of::<Output>(),
+                Risk::Medium,
+                true,
+            ),
             resolver,
         }
     }
@@ -105,11 +95,7 @@ impl Tool for WebFetch {
             },
         )
         .await?;
-        let content_type = response
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-            .map(|(_, v)| v.clone());
+        let content_type = response.content_type();
         let html = content_type
             .as_deref()
             .map(|t| t.contains("html"))

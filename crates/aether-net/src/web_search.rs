@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aether_policy::egress::{DomainAllowlist, EgressPolicy};
-use aether_policy::tool::groups;
-use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
+use aether_policy::{AgentProfile, Risk, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -52,26 +51,16 @@ pub struct WebSearch {
 impl WebSearch {
     pub fn new(resolver: Arc<dyn Resolve>, searxng: Option<url::Url>) -> WebSearch {
         WebSearch {
-            def: ToolDef {
-                name: "web_search".into(),
-                title: "Search the web".into(),
-                group: groups::RESEARCH.into(),
-                tier: Tier::Elevated,
-                description:
-                    "Search the web through the operator's SearXNG instance and get titles, \
-                     URLs and snippets. Fetch a result with web_fetch (its host must be allowed)."
-                        .into(),
-                input_schema: schema_of::<Args>(),
-                output_schema: schema_of::<Output>(),
-                meta: ToolMeta {
-                    risk: Risk::Medium,
-                    read_only: true,
-                    reaches_network: true,
-                    needs_confirmation: false,
-                    idempotent: true,
-                    destructive: false,
-                },
-            },
+            def: crate::research_def(
+                "web_search",
+                "Search the web",
+                "Search the web through the operator's SearXNG instance and get titles, \
+                     URLs and snippets. Fetch a result with web_fetch (its host must be allowed).",
+                schema_of::<Args>(),
+                schema_of::<Output>(),
+                Risk::Medium,
+                true,
+            ),
             resolver,
             searxng,
         }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aether_policy::{Risk, ToolDef};
+use aether_policy::{AgentProfile, Risk, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -60,6 +60,10 @@ impl HealthCheck {
 impl Tool for HealthCheck {
     fn def(&self) -> &ToolDef {
         &self.def
+    }
+
+    fn available_to(&self, agent: &AgentProfile) -> Result<(), String> {
+        crate::reaches_somewhere(agent)
     }
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {

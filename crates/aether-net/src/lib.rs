@@ -66,6 +66,18 @@ pub(crate) fn research_def(
     }
 }
 
+/// Whether an agent can reach anything with a tool that goes where its arguments say: not
+/// without an allowed domain (the tool is then not offered to it).
+pub(crate) fn reaches_somewhere(agent: &AgentProfile) -> Result<(), String> {
+    if agent.allowed_domains.is_empty() {
+        return Err(format!(
+            "agent {:?} has no allowed_domains, so it can reach no host",
+            agent.name
+        ));
+    }
+    Ok(())
+}
+
 /// The egress policy of the agent making the call.
 pub fn policy_for(agent: &AgentProfile) -> Result<EgressPolicy, ToolError> {
     let domains = DomainAllowlist::new(&agent.allowed_domains).map_err(|e| {

@@ -673,3 +673,19 @@ async fn web_search_asks_the_operators_searxng_and_scans_the_query() {
         .unwrap();
     assert!(none.available_to(&agent(&[], false)).is_err());
 }
+
+#[test]
+fn tools_that_go_where_their_arguments_say_are_not_offered_without_an_allowed_domain() {
+    for t in aether_net::tools(dns(&[])) {
+        let name = t.def().name.clone();
+        let none = t.available_to(&agent(&[], false));
+        let some = t.available_to(&agent(&["docs.rs"], false));
+        if name == "web_search" {
+            // It goes to the operator's engine; here none is configured.
+            assert!(none.is_err() && some.is_err(), "{name}");
+        } else {
+            assert!(none.unwrap_err().contains("no allowed_domains"), "{name}");
+            assert!(some.is_ok(), "{name}");
+        }
+    }
+}

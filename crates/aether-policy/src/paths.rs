@@ -310,13 +310,27 @@ pub struct CredentialFilter {
     deny: GlobSet,
     except: GlobSet,
     /// Aether's own files and folders (its store), refused like credentials.
-    private: Vec<std::path::PathBuf>,
+    /// Absolute paths as text, without a trailing `/`, sorted and without repeats: compared
+    /// as text on every entry a walk meets, so this must be cheap.
+    private: Vec<String>,
 }
 
 impl Default for CredentialFilter {
     fn default() -> Self {
         CredentialFilter::new(CREDENTIAL_GLOBS, CREDENTIAL_EXCEPTIONS)
             .expect("the built-in credential globs compile")
+    }
+}
+
+/// Whether `path` is `base` or lies under it, compared as text by whole components
+/// (`/a/bc` is not under `/a/b`).
+fn at_or_under(path: &str, base: &str) -> bool {
+    if base == "/" {
+        return path.starts_with('/');
+    }
+    match path.strip_prefix(base) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
     }
 }
 
@@ -331,23 +345,32 @@ impl CredentialFilter {
 
     /// Also refuses everything at or under `paths` (absolute, real paths).
     pub fn with_private(mut self, paths: Vec<std::path::PathBuf>) -> CredentialFilter {
-        self.private = paths;
+        let mut private: Vec<String> = paths
+            .into_iter()
+            .map(|p| {
+                let text = p.to_string_lossy().into_owned();
+                match text.trim_end_matches('/') {
+                    "" => "/".to_string(),
+                    trimmed => trimmed.to_string(),
+                }
+            })
+            .collect();
+        private.sort();
+        private.dedup();
+        self.private = private;
         self
     }
 
     /// Whether `path` is at or under one of the private paths.
     pub fn is_private(&self, path: &str) -> bool {
-        self.private
-            .iter()
-            .any(|p| std::path::Path::new(path).starts_with(p))
+        self.private.iter().any(|p| at_or_under(path, p))
     }
 
     /// Whether `path` is a private path or a folder holding one: moving, deleting or replacing
     /// it would move, delete or replace the private path with it.
     pub fn holds_private(&self, path: &str) -> bool {
-        self.private
-            .iter()
-            .any(|p| p.starts_with(std::path::Path::new(path)))
+        let path = path.trim_end_matches('/');
+        self.private.iter().any(|p| at_or_under(p, path))
     }
 
     /// Whether `path` names a credential file or lies inside a credential folder. Give the
@@ -374,6 +397,25 @@ fn compile(globs: &[&str]) -> Result<GlobSet, globset::Error> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn private_paths_compare_by_whole_components() {
+        let f = CredentialFilter::default().with_private(vec![
+            "/srv/p/.aether".into(),
+            "/srv/p/conf/aether.toml".into(),
+            "/srv/p/.aether/".into(),
+        ]);
+        assert!(f.is_private("/srv/p/.aether"));
+        assert!(f.is_private("/srv/p/.aether/aether.db"));
+        assert!(!f.is_private("/srv/p/.aetherx"));
+        assert!(!f.is_private("/srv/p"));
+        assert!(f.holds_private("/srv/p/conf"));
+        assert!(f.holds_private("/srv/p/conf/"));
+        assert!(f.holds_private("/srv/p"));
+        assert!(!f.holds_private("/srv/p/con"));
+        assert!(!f.holds_private("/srv/q"));
+    }
+
     use super::*;
 
     #[test]

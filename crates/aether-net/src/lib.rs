@@ -15,7 +15,7 @@ mod web_search;
 use std::sync::Arc;
 
 use aether_policy::AgentProfile;
-use aether_policy::egress::{DomainAllowlist, EgressPolicy};
+use aether_policy::egress::EgressPolicy;
 use aether_tools::{Tool, ToolError};
 
 pub use client::{Request, Resolve, Response, SystemResolver, fetch};
@@ -80,16 +80,7 @@ pub(crate) fn reaches_somewhere(agent: &AgentProfile) -> Result<(), String> {
 
 /// The egress policy of the agent making the call.
 pub fn policy_for(agent: &AgentProfile) -> Result<EgressPolicy, ToolError> {
-    let domains = DomainAllowlist::new(&agent.allowed_domains).map_err(|e| {
-        ToolError::failed(format!(
-            "agent {:?} has an invalid allowed_domains entry: {e}",
-            agent.name
-        ))
-    })?;
-    Ok(EgressPolicy {
-        domains,
-        allow_private: agent.allow_private_network,
-    })
+    EgressPolicy::for_agent(agent).map_err(ToolError::failed)
 }
 
 /// Text of a body for a model: UTF-8 as it is, anything else described, not dumped.

@@ -550,11 +550,6 @@ impl Pipeline {
         Ok(row)
     }
 
-    /// The old name of [`Pipeline::watch`].
-    pub fn watch_halt(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
-        self.watch(every)
-    }
-
     pub fn has_agent(&self, name: &str) -> bool {
         self.agents.contains_key(name)
     }
@@ -770,11 +765,15 @@ impl Pipeline {
         }
         let args = Value::Object(args);
         draft.arguments(&args, def.tier);
-        // A network tool's arguments that carry a credential are never kept in the audit,
-        // whichever step refuses the call (step 8 will, if none before it does).
-        if def.meta.reaches_network
-            && let Some(finding) = aether_policy::dlp::Scanner::shared().scan_json(&args)
-        {
+        // A network tool's arguments are scanned for credentials once, here: if they carry
+        // one they are never kept in the audit, whichever step refuses the call (step 8 does,
+        // if none before it does).
+        let leak = if def.meta.reaches_network {
+            aether_policy::dlp::Scanner::shared().scan_json(&args)
+        } else {
+            None
+        };
+        if let Some(finding) = &leak {
             draft.withhold_arguments(finding.rule);
         }
         if let Err(problems) = self.catalog.validate(&def.name, &args) {
@@ -792,40 +791,22 @@ impl Pipeline {
         let mut ask = None;
         let mut allowed_by_rule = false;
         let mut decision = String::from("admitted");
-        if !rules.is_empty() {
-            let known = self.facts(&rules, ctx, def, &args);
-            let facts = aether_policy::rules::CallFacts {
-                tool: &def.name,
-                agent: &ctx.agent.name,
-                team: ctx.agent.team.as_deref(),
-                arguments: &args,
-                paths: &known.paths,
-                dirs: &known.dirs,
-                hosts: &known.hosts,
-            };
-            if let Some(v) = rules.evaluate(&facts) {
-                let rule = format!("rule:{}", v.rule);
-                draft.matched_rule(&rule);
-                match v.action {
-                    aether_policy::rules::Action::AlwaysDeny => {
-                        return refuse(
-                            Step::Rules,
-                            rule,
-                            v.reason.map(String::from).unwrap_or_else(|| {
-                                format!("the operator's rules deny {} here", def.name)
-                            }),
-                        );
-                    }
-                    aether_policy::rules::Action::AskUser => {
-                        ask = Some(approval::Ask {
-                            asked_by: rule,
-                            reason: v.reason.map(String::from),
-                        });
-                    }
-                    aether_policy::rules::Action::AlwaysAllow => {
-                        allowed_by_rule = true;
-                        decision = format!("allowed by {rule}");
-                    }
+        if let Some(v) = self.verdict(&rules, ctx, def, &args) {
+            let rule = format!("rule:{}", v.rule);
+            draft.matched_rule(&rule);
+            match v.action {
+                aether_policy::rules::Action::AlwaysDeny => {
+                    return CallOutcome::Refused(denial(&v, def));
+                }
+                aether_policy::rules::Action::AskUser => {
+                    ask = Some(approval::Ask {
+                        asked_by: rule,
+                        reason: v.reason.map(String::from),
+                    });
+                }
+                aether_policy::rules::Action::AlwaysAllow => {
+                    allowed_by_rule = true;
+                    decision = format!("allowed by {rule}");
                 }
             }
         }
@@ -834,7 +815,7 @@ impl Pipeline {
         // reach. (The tool's client checks each hop again, resolves once and connects only to
         // the vetted address.)
         if def.meta.reaches_network
-            && let Err(refusal) = egress_check(ctx, &args)
+            && let Err(refusal) = egress_check(ctx, &args, leak)
         {
             // What was refused may be a secret: the audit keeps the rule, not the arguments.
             draft.withhold_arguments(&refusal.rule);
@@ -982,6 +963,29 @@ impl Pipeline {
 }
 
 impl Pipeline {
+    /// The rules' verdict on this call (none without rules, or when no rule matches).
+    fn verdict<'r>(
+        &self,
+        rules: &'r aether_policy::rules::RuleSet,
+        ctx: &SessionContext,
+        def: &aether_policy::ToolDef,
+        args: &Value,
+    ) -> Option<aether_policy::rules::Verdict<'r>> {
+        if rules.is_empty() {
+            return None;
+        }
+        let known = self.facts(rules, ctx, def, args);
+        rules.evaluate(&aether_policy::rules::CallFacts {
+            tool: &def.name,
+            agent: &ctx.agent.name,
+            team: ctx.agent.team.as_deref(),
+            arguments: args,
+            paths: &known.paths,
+            dirs: &known.dirs,
+            hosts: &known.hosts,
+        })
+    }
+
     /// Whether the rules in force now deny this call (asked again after a wait).
     fn denied_now(
         &self,
@@ -990,29 +994,8 @@ impl Pipeline {
         args: &Value,
     ) -> Option<Refusal> {
         let rules = self.rules.current();
-        if rules.is_empty() {
-            return None;
-        }
-        let known = self.facts(&rules, ctx, def, args);
-        let facts = aether_policy::rules::CallFacts {
-            tool: &def.name,
-            agent: &ctx.agent.name,
-            team: ctx.agent.team.as_deref(),
-            arguments: args,
-            paths: &known.paths,
-            dirs: &known.dirs,
-            hosts: &known.hosts,
-        };
-        let v = rules.evaluate(&facts)?;
-        (v.action == aether_policy::rules::Action::AlwaysDeny).then(|| {
-            Refusal::new(
-                Step::Rules,
-                format!("rule:{}", v.rule),
-                v.reason
-                    .map(String::from)
-                    .unwrap_or_else(|| format!("the operator's rules deny {} here", def.name)),
-            )
-        })
+        let v = self.verdict(&rules, ctx, def, args)?;
+        (v.action == aether_policy::rules::Action::AlwaysDeny).then(|| denial(&v, def))
     }
 
     /// What the rules judge a call on: every path it names, relative to its root, as written
@@ -1223,46 +1206,41 @@ impl aether_tools::DestinationCheck for RuledDestinations {
     }
 }
 
-/// Step 8 for one call: DLP over every argument, then each URL argument against the agent's
-/// egress policy. A refusal names the rule, never the secret.
-fn egress_check(ctx: &SessionContext, args: &Value) -> Result<(), Refusal> {
-    if let Some(finding) = aether_policy::dlp::Scanner::shared().scan_json(args) {
+/// Step 8 for one call: the arguments' credential scan (`leak`, from when they were
+/// recorded), then each URL argument against the agent's egress policy. A refusal names the
+/// rule, never the secret.
+fn egress_check(
+    ctx: &SessionContext,
+    args: &Value,
+    leak: Option<aether_policy::dlp::Finding>,
+) -> Result<(), Refusal> {
+    if let Some(finding) = leak {
         return Err(Refusal::new(
             Step::Egress,
             finding.rule,
             format!("the call carries {finding}; nothing was sent"),
         ));
     }
-    let domains =
-        aether_policy::egress::DomainAllowlist::new(&ctx.agent.allowed_domains).map_err(|e| {
-            Refusal::new(
-                Step::Egress,
-                "egress:configuration",
-                format!(
-                    "agent {:?} has an invalid allowed_domains entry: {e}",
-                    ctx.agent.name
-                ),
-            )
-        })?;
-    let policy = aether_policy::egress::EgressPolicy {
-        domains,
-        allow_private: ctx.agent.allow_private_network,
-    };
-    let urls = aether_policy::rules::URL_KEYS
-        .iter()
-        .flat_map(|key| match args.get(*key) {
-            Some(Value::String(s)) => vec![s.as_str()],
-            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        });
-    for url in urls {
-        let refused = |r: aether_policy::egress::EgressRefusal| {
-            Refusal::new(Step::Egress, r.rule(), r.to_string())
-        };
-        let destination = aether_policy::egress::parse_destination(url).map_err(refused)?;
-        policy.check_destination(&destination).map_err(refused)?;
+    let policy = aether_policy::egress::EgressPolicy::for_agent(&ctx.agent)
+        .map_err(|why| Refusal::new(Step::Egress, "egress:configuration", why))?;
+    for url in aether_policy::rules::url_arguments(args) {
+        let destination = aether_policy::egress::parse_destination(url).map_err(Refusal::from)?;
+        policy
+            .check_destination(&destination)
+            .map_err(Refusal::from)?;
     }
     Ok(())
+}
+
+/// The refusal of an `always_deny` verdict: its rule, and its reason or a plain one.
+fn denial(v: &aether_policy::rules::Verdict<'_>, def: &aether_policy::ToolDef) -> Refusal {
+    Refusal::new(
+        Step::Rules,
+        format!("rule:{}", v.rule),
+        v.reason
+            .map(String::from)
+            .unwrap_or_else(|| format!("the operator's rules deny {} here", def.name)),
+    )
 }
 
 fn refuse(step: Step, rule: impl Into<String>, reason: impl Into<String>) -> CallOutcome {

@@ -371,6 +371,21 @@ pub struct EgressPolicy {
 }
 
 impl EgressPolicy {
+    /// The policy of `agent`: its allowed domains and whether it may reach private networks.
+    /// An invalid allowed domain is an error naming the agent.
+    pub fn for_agent(agent: &crate::AgentProfile) -> Result<EgressPolicy, String> {
+        let domains = DomainAllowlist::new(&agent.allowed_domains).map_err(|e| {
+            format!(
+                "agent {:?} has an invalid allowed_domains entry: {e}",
+                agent.name
+            )
+        })?;
+        Ok(EgressPolicy {
+            domains,
+            allow_private: agent.allow_private_network,
+        })
+    }
+
     /// Before resolving: the scheme, the absence of credentials, and the host against the
     /// allowlist. An IP-literal host must be listed by its literal and is then vetted like a
     /// resolved address. The destination is re-derived from its URL first, so one whose

@@ -1072,15 +1072,22 @@ pub fn path_arguments(args: &Value) -> (Option<&str>, Vec<&str>) {
 /// (`evil.test/x`) is read as `http://` would read it, since lenient clients do; values that
 /// still do not parse, or have no host, are skipped.
 pub fn url_hosts(args: &Value) -> Vec<String> {
-    let mut hosts: Vec<String> = URL_KEYS
-        .iter()
-        .filter_map(|k| args.get(k))
-        .flat_map(strings)
+    let mut hosts: Vec<String> = url_arguments(args)
+        .into_iter()
         .filter_map(url_host)
         .collect();
     hosts.sort();
     hosts.dedup();
     hosts
+}
+
+/// The URL-valued arguments as written: the strings under [`URL_KEYS`].
+pub fn url_arguments(args: &Value) -> Vec<&str> {
+    URL_KEYS
+        .iter()
+        .filter_map(|k| args.get(k))
+        .flat_map(strings)
+        .collect()
 }
 
 fn url_host(text: &str) -> Option<String> {

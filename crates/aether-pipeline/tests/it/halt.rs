@@ -121,7 +121,7 @@ async fn with_the_watcher_running_halt_and_resume_from_another_handle_take_effec
     let p = h
         .pipeline(vec![worker()], Limits::default(), vec![echo.clone()])
         .await;
-    let watcher = p.watch_halt(Duration::from_millis(20));
+    let watcher = p.watch(Duration::from_millis(20));
     let ctx = session(&p, "worker", "s1");
     let other = h.second_handle();
 

@@ -236,7 +236,7 @@ pub const GIT_OVERRIDES: &[&str] = &[
 
 /// The program's name as the lists know it: the file name without a version suffix
 /// (`python3.12` is `python`, `ruby3.1` is `ruby`, `lua5.4` is `lua`).
-fn exe_name(exe: &str) -> &str {
+pub fn program_name(exe: &str) -> &str {
     let file = exe.rsplit('/').next().unwrap_or(exe);
     let base = file.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
     if base.is_empty() { file } else { base }
@@ -249,7 +249,7 @@ fn option_name(arg: &str) -> &str {
 
 fn is_dangerous(exe: &str, arg: &str) -> bool {
     let name = option_name(arg);
-    let exe = exe_name(exe);
+    let exe = program_name(exe);
     let list = dangerous_options(exe);
     // Programs that take single-dash long options (`-exec`) have no short-option clusters.
     let clusters = !matches!(exe, "find");
@@ -282,7 +282,7 @@ impl CommandRule {
         if self.exe.split('/').any(|c| c == "..") {
             problems.push(format!("exe {:?} must not contain ..", self.exe));
         }
-        let name = exe_name(&self.exe);
+        let name = program_name(&self.exe);
         if LAUNCHERS.contains(&name) {
             problems.push(format!(
                 "{name} runs other programs; it cannot be allowed (run_shell is the tool for a shell)"
@@ -312,7 +312,7 @@ impl CommandRule {
 
     /// Checks the arguments after the prefix; the error names the argument and why.
     pub fn check_rest(&self, args: &[String]) -> Result<(), String> {
-        let name = exe_name(&self.exe);
+        let name = program_name(&self.exe);
         let rest = &args[self.prefix.len().min(args.len())..];
         let mut options_end = false;
         for arg in rest {
@@ -361,7 +361,7 @@ impl CommandRule {
 /// the `e`, `w` and `r` commands and flags (scripts that run programs or touch files), which
 /// no reading of a script by Aether could do as well.
 pub fn forced_arguments(exe: &str) -> &'static [&'static str] {
-    match exe_name(exe) {
+    match program_name(exe) {
         "sed" | "gsed" => &["--sandbox"],
         _ => &[],
     }

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use aether_policy::commands::{CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs};
+use aether_policy::commands::{
+    CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs, program_name,
+};
 use aether_policy::tool::groups;
 use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
@@ -151,7 +153,7 @@ impl Tool for RunCommand {
             .iter()
             .map(|a| a.to_string())
             .collect();
-        if exe_name(&rule.exe) == "git" {
+        if program_name(&rule.exe) == "git" {
             // The repository git uses is the one Aether checked, inside the root: git would
             // otherwise keep looking upward, out of it.
             let git_dir = refuse_git_programs(&cwd, &root.path)?;
@@ -168,10 +170,6 @@ impl Tool for RunCommand {
         argv.extend(args.args.iter().cloned());
         run(&rule.exe, &argv, &cwd, timeout, &cx.call_id).await
     }
-}
-
-fn exe_name(exe: &str) -> &str {
-    exe.rsplit('/').next().unwrap_or(exe)
 }
 
 /// The entry that allows this command, or why none does.

@@ -35,6 +35,18 @@ pub(super) fn bump(tx: &Transaction<'_>, what: &str) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// The end of an operator's change: its kind's counter bumped and its audit row appended, in
+/// the change's own transaction.
+pub(super) fn changed(
+    tx: &Transaction<'_>,
+    what: &str,
+    audit: Option<&AuditEvent>,
+) -> rusqlite::Result<()> {
+    bump(tx, what)?;
+    super::append_audit(tx, &audit.into_iter().collect::<Vec<_>>())?;
+    Ok(())
+}
+
 fn immediate<'c>(conn: &'c mut Connection, context: &'static str) -> Result<Transaction<'c>> {
     conn.transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(StoreError::sql(context))
@@ -203,9 +215,7 @@ impl SqliteStore {
             .map_err(StoreError::sql(context))?;
             history(&tx, &next, Some(&current.state), &change.by, &change.why, undoes)
                 .map_err(StoreError::sql(context))?;
-            bump(&tx, "registry").map_err(StoreError::sql(context))?;
-            super::append_audit(&tx, &audit.iter().collect::<Vec<_>>())
-                .map_err(StoreError::sql(context))?;
+            changed(&tx, "registry", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(next)
         })
@@ -420,9 +430,7 @@ impl SqliteStore {
                 params![to.as_str(), now, by, why, id],
             )
             .map_err(StoreError::sql(context))?;
-            bump(&tx, "approvals").map_err(StoreError::sql(context))?;
-            super::append_audit(&tx, &audit.iter().collect::<Vec<_>>())
-                .map_err(StoreError::sql(context))?;
+            changed(&tx, "approvals", audit.as_ref()).map_err(StoreError::sql(context))?;
             let row = approval_in(&tx, &id)
                 .map_err(StoreError::sql(context))?
                 .ok_or_else(|| invalid(format!("approval {id} vanished")))?;
@@ -502,9 +510,7 @@ impl SqliteStore {
                 ],
             )
             .map_err(StoreError::sql(context))?;
-            bump(&tx, "tokens").map_err(StoreError::sql(context))?;
-            super::append_audit(&tx, &audit.iter().collect::<Vec<_>>())
-                .map_err(StoreError::sql(context))?;
+            changed(&tx, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(row)
         })
@@ -535,9 +541,7 @@ impl SqliteStore {
             if n == 0 {
                 return Err(invalid(format!("token {id} was already revoked")));
             }
-            bump(&tx, "tokens").map_err(StoreError::sql(context))?;
-            super::append_audit(&tx, &audit.iter().collect::<Vec<_>>())
-                .map_err(StoreError::sql(context))?;
+            changed(&tx, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(row)
         })

@@ -363,7 +363,7 @@ impl SqliteStore {
                 params![halted, by, why, now],
             )
             .map_err(StoreError::sql(context))?;
-            governance::bump(&tx, "halt").map_err(StoreError::sql(context))?;
+            governance::changed(&tx, "halt", audit.as_ref()).map_err(StoreError::sql(context))?;
             if halted {
                 // A halt denies every call still waiting for a person, in the same commit.
                 let denied = tx
@@ -378,8 +378,6 @@ impl SqliteStore {
                 }
             }
             let state = query_halt(&tx).map_err(StoreError::sql(context))?;
-            append_audit(&tx, &audit.iter().collect::<Vec<_>>())
-                .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(state)
         })

@@ -110,6 +110,13 @@ pub fn open_existing_store(url: &str) -> Result<Store> {
     open_store(url)
 }
 
+/// The store a server here has recorded into, found as `serve` finds it (see
+/// [`open_existing_store`]).
+pub fn existing_store(common: &Common) -> Result<Store> {
+    let loaded = load(common)?;
+    open_existing_store(&store_url(common, &loaded, &loaded.base))
+}
+
 pub fn open_store(url: &str) -> Result<Store> {
     Store::open_url(url).with_context(|| format!("cannot open the store {url}"))
 }

@@ -44,9 +44,7 @@ pub struct DecideArgs {
 pub async fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::List(args) => {
-            let loaded = setup::load(&args.common)?;
-            let store =
-                setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+            let store = setup::existing_store(&args.common)?;
             // Requests whose window closed while no server was watching are expired first.
             store.expire_approvals(aether_store::now_us()).await?;
             let rows = store.approvals(!args.all, 500).await?;
@@ -105,8 +103,7 @@ async fn decide(args: DecideArgs, approve: bool) -> Result<()> {
     if args.why.trim().is_empty() {
         bail!("--why must say why");
     }
-    let loaded = setup::load(&args.common)?;
-    let store = setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::existing_store(&args.common)?;
     let row =
         aether_pipeline::operator::decide(&store, &args.id, approve, &setup::operator(), &args.why)
             .await?;

@@ -75,8 +75,7 @@ pub struct HistoryArgs {
 }
 
 fn store(common: &Common) -> Result<aether_store::Store> {
-    let loaded = setup::load(common)?;
-    setup::open_existing_store(&setup::store_url(common, &loaded, &loaded.base))
+    setup::existing_store(common)
 }
 
 /// `approved`, or `approved (definition changed: held back)` when the seen definition is not

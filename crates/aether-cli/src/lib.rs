@@ -43,6 +43,8 @@ enum Command {
     Journal(cmd::journal::Command),
     /// Undo every file change one call made (journalled and audited itself).
     Undo(cmd::journal::UndoArgs),
+    /// The command log: every command run_command and run_shell ran, newest first.
+    Commands(cmd::commands::Args),
     /// Which tool definitions are approved: list, show, approve, withdraw, undo, history.
     #[command(subcommand)]
     Registry(cmd::registry::Command),
@@ -79,6 +81,7 @@ pub fn run() -> ExitCode {
             Command::Serve(args) => cmd::serve::run(args).await,
             Command::McpServe(args) => cmd::mcp_serve::run(args).await,
             Command::Audit(c) => cmd::audit::run(c).await,
+            Command::Commands(args) => cmd::commands::run(args).await,
             Command::Halt(args) => cmd::halt::run(args, true).await,
             Command::Resume(args) => cmd::halt::run(args, false).await,
             Command::Tools(c) => cmd::tools::run(c).await,

@@ -1,5 +1,5 @@
 //! Aether's network tools (the `research` group: `http_request`, `http_health_check`,
-//! `web_fetch`, `web_search`) and the HTTP client they share.
+//! `web_fetch`, `download_pdf`, `web_search`) and the HTTP client they share.
 //!
 //! Every tool here reaches the network, so every one is Elevated or higher and declares
 //! `reaches_network`; the pipeline's egress step (SPEC §2 step 8) scans its arguments for
@@ -7,6 +7,7 @@
 //! checks every hop again, resolves once and connects only to the vetted address.
 
 mod client;
+mod download_pdf;
 mod health_check;
 mod http_request;
 mod web_fetch;
@@ -32,6 +33,7 @@ pub fn tools_with(resolver: Arc<dyn Resolve>, searxng: Option<url::Url>) -> Vec<
         Arc::new(http_request::HttpRequest::new(resolver.clone())),
         Arc::new(health_check::HealthCheck::new(resolver.clone())),
         Arc::new(web_fetch::WebFetch::new(resolver.clone())),
+        Arc::new(download_pdf::DownloadPdf::new(resolver.clone())),
         Arc::new(web_search::WebSearch::new(resolver, searxng)),
     ]
 }

@@ -1,6 +1,6 @@
-//! The workspace tools' journal, kept in the store.
+//! The tools' journal and command log, kept in the store.
 
-use aether_policy::journal::{JournalEntry, JournalQuery, JournalWrite};
+use aether_policy::journal::{CommandEnd, CommandStart, JournalEntry, JournalQuery, JournalWrite};
 use aether_store::Store;
 use aether_tools::Ledger;
 use async_trait::async_trait;
@@ -32,6 +32,20 @@ impl Ledger for StoreLedger {
     async fn image(&self, hash: &str) -> Result<Option<Vec<u8>>, String> {
         self.store
             .journal_blob(hash)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn command_started(&self, start: CommandStart) -> Result<i64, String> {
+        self.store
+            .command_started(start)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn command_ended(&self, id: i64, end: CommandEnd) -> Result<(), String> {
+        self.store
+            .command_ended(id, end)
             .await
             .map_err(|e| e.to_string())
     }

@@ -830,6 +830,16 @@ impl Pipeline {
                 reason: None,
             });
         }
+        // The tool's own judgement of these arguments (a destructive shell command).
+        if !allowed_by_rule
+            && ask.is_none()
+            && let Some(why) = entry.tool.needs_person(&args)
+        {
+            ask = Some(approval::Ask {
+                asked_by: format!("tool:{}", def.name),
+                reason: Some(why),
+            });
+        }
         if let Some(ask) = ask {
             let digest = draft.arguments_digest().to_string();
             let call_id = draft.call_id().to_string();

@@ -36,6 +36,8 @@ pub struct AgentProfile {
     pub arg_defaults: BTreeMap<String, Map<String, Value>>,
     /// What `run_command` may run for this agent: its project's allowlist.
     pub commands: Vec<crate::commands::CommandRule>,
+    /// Whether and how `run_shell` runs for this agent: its project's shell settings.
+    pub shell: Option<crate::shell::ShellSettings>,
     /// Who decides this agent's calls that wait for a person.
     pub approval: crate::config::ApprovalRoute,
 }
@@ -102,6 +104,7 @@ impl AgentProfile {
             allow_private_network: false,
             arg_defaults: BTreeMap::new(),
             commands: Vec::new(),
+            shell: None,
             approval: Default::default(),
         }
     }

@@ -190,6 +190,8 @@ pub struct RawProject {
     /// after it.
     #[serde(default)]
     pub commands: Vec<crate::commands::CommandRule>,
+    /// `run_shell` for this project's agents, in a sandbox; unset: no shell.
+    pub shell: Option<crate::shell::ShellSettings>,
 }
 
 /// Bounds on what one call may produce or read.
@@ -357,6 +359,11 @@ impl RawConfig {
             }
         }
         for (name, project) in &self.projects {
+            if let Some(shell) = &project.shell {
+                for p in shell.problems() {
+                    problems.push(format!("projects.{name}.shell: {p}"));
+                }
+            }
             for (i, rule) in project.commands.iter().enumerate() {
                 for p in rule.problems() {
                     problems.push(format!("projects.{name}.commands[{i}]: {p}"));
@@ -448,6 +455,11 @@ impl RawConfig {
                         .and_then(|p| self.projects.get(p))
                         .map(|p| p.commands.clone())
                         .unwrap_or_default(),
+                    shell: a
+                        .project
+                        .as_ref()
+                        .and_then(|p| self.projects.get(p))
+                        .and_then(|p| p.shell.clone()),
                 };
                 (name.clone(), profile)
             })

@@ -117,3 +117,48 @@ pub struct SealPin {
 pub fn content_hash(bytes: &[u8]) -> String {
     crate::canon::sha256(bytes).to_hex()
 }
+
+/// A command `run_command` or `run_shell` is about to run, as the command log records it
+/// (durably, before the command starts).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommandStart {
+    pub at_us: i64,
+    pub call_id: String,
+    pub session: String,
+    pub agent: String,
+    pub tool: String,
+    pub root: String,
+    /// The working folder, relative to the root.
+    pub cwd: String,
+    /// The shell text, or the program and its arguments as a JSON array; a command that
+    /// carries a credential is recorded as the rule that found it, never the credential.
+    pub command: String,
+    /// How it was confined: "bubblewrap" for `run_shell`, "none" for `run_command`.
+    pub sandbox: String,
+}
+
+/// How a logged command ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommandEnd {
+    pub at_us: i64,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+}
+
+/// One row of the command log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommandRecord {
+    pub id: i64,
+    #[serde(flatten)]
+    pub start: CommandStart,
+    /// `None` while it runs, or when Aether stopped before it ended.
+    pub end: Option<CommandEnd>,
+}
+
+/// Which command-log rows to read, newest first.
+#[derive(Clone, Debug, Default)]
+pub struct CommandQuery {
+    pub agent: Option<String>,
+    pub call_id: Option<String>,
+    pub limit: usize,
+}

@@ -17,6 +17,7 @@ pub mod journal;
 pub mod paths;
 pub mod registry;
 pub mod rules;
+pub mod shell;
 pub mod tool;
 pub mod truncate;
 

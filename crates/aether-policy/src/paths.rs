@@ -361,6 +361,11 @@ impl CredentialFilter {
         self
     }
 
+    /// The private paths (absolute, real).
+    pub fn private_paths(&self) -> &[String] {
+        &self.private
+    }
+
     /// Whether `path` is at or under one of the private paths.
     pub fn is_private(&self, path: &str) -> bool {
         self.private.iter().any(|p| at_or_under(path, p))

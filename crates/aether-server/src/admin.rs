@@ -1,5 +1,5 @@
-//! The admin JSON API under `/api/`: the operator's registry, approvals, halt, rules and
-//! schema export, on the same listener as `/mcp`, behind the same Host/Origin gate.
+//! The admin JSON API under `/api/`: the operator's registry, approvals, halt, rules, the
+//! command log and schema export, on the same listener as `/mcp`, behind the same Host/Origin gate.
 //!
 //! Every route needs an operator bearer token (`aether tokens create --operator NAME`); an
 //! agent's token is refused, so no agent can approve its own calls. (Accounts with passwords,
@@ -32,6 +32,7 @@ pub fn routes() -> Router<Arc<Pipeline>> {
         .route("/api/registry/{name}", get(registry_show))
         .route("/api/registry/{name}/{action}", post(registry_change))
         .route("/api/approvals", get(approvals_list))
+        .route("/api/commands", get(commands_list))
         .route("/api/approvals/{id}/{decision}", post(approvals_decide))
         .route("/api/halt", get(halt_state).post(halt))
         .route("/api/resume", post(resume))
@@ -213,6 +214,26 @@ async fn approvals_list(
     Query(q): Query<ApprovalsQuery>,
 ) -> Response {
     match p.store().approvals(!q.all, 500).await {
+        Ok(rows) => Json(rows).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize)]
+struct CommandsQuery {
+    agent: Option<String>,
+    call: Option<String>,
+    limit: Option<usize>,
+}
+
+/// The command log (`run_command`, `run_shell`), newest first.
+async fn commands_list(State(p): State<Arc<Pipeline>>, Query(q): Query<CommandsQuery>) -> Response {
+    let query = aether_store::CommandQuery {
+        agent: q.agent,
+        call_id: q.call,
+        limit: q.limit.unwrap_or(100).clamp(1, 1000),
+    };
+    match p.store().commands(query).await {
         Ok(rows) => Json(rows).into_response(),
         Err(e) => failed(e),
     }

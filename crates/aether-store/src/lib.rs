@@ -15,7 +15,8 @@ use std::path::Path;
 use serde::Serialize;
 
 pub use aether_policy::journal::{
-    JournalEntry, JournalOp, JournalQuery, JournalWrite, SealPin, SealRecord, content_hash,
+    CommandEnd, CommandQuery, CommandRecord, CommandStart, JournalEntry, JournalOp, JournalQuery,
+    JournalWrite, SealPin, SealRecord, content_hash,
 };
 pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
 pub use sqlite::SqliteStore;
@@ -187,7 +188,8 @@ pub struct ApprovalRequest {
     /// The arguments (canonical JSON, bounded), for the person deciding.
     pub arguments: String,
     pub arguments_digest: String,
-    /// What asked for a person: `tier:restricted` or `rule:NAME`.
+    /// What asked for a person: `tier:restricted`, `rule:NAME`, or `tool:NAME` (the tool
+    /// judged these arguments, say a destructive shell command).
     pub asked_by: String,
     pub reason: Option<String>,
 }
@@ -484,6 +486,27 @@ impl Store {
     pub async fn prune_journal(&self, before_us: i64, keep: usize) -> Result<usize> {
         match self {
             Store::Sqlite(s) => s.prune_journal(before_us, keep).await,
+        }
+    }
+
+    /// Records, durably, a command about to run; returns its row's id.
+    pub async fn command_started(&self, start: CommandStart) -> Result<i64> {
+        match self {
+            Store::Sqlite(s) => s.command_started(start).await,
+        }
+    }
+
+    /// Records how the command of row `id` ended.
+    pub async fn command_ended(&self, id: i64, end: CommandEnd) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.command_ended(id, end).await,
+        }
+    }
+
+    /// The command log, newest first.
+    pub async fn commands(&self, query: CommandQuery) -> Result<Vec<CommandRecord>> {
+        match self {
+            Store::Sqlite(s) => s.commands(query).await,
         }
     }
 

@@ -1,7 +1,8 @@
-//! Where the workspace tools keep their journal. The pipeline implements [`Ledger`] over the
-//! store; the tools only see this trait, so they know nothing of SQL.
+//! Where the tools keep their records: the workspace tools' journal, and the command log of
+//! `run_command` and `run_shell`. The pipeline implements [`Ledger`] over the store; the tools
+//! only see this trait, so they know nothing of SQL.
 
-use aether_policy::journal::{JournalEntry, JournalQuery, JournalWrite};
+use aether_policy::journal::{CommandEnd, CommandStart, JournalEntry, JournalQuery, JournalWrite};
 use async_trait::async_trait;
 
 #[async_trait]
@@ -13,6 +14,10 @@ pub trait Ledger: Send + Sync {
     async fn entries(&self, query: JournalQuery) -> Result<Vec<JournalEntry>, String>;
     /// A journalled image by content hash.
     async fn image(&self, hash: &str) -> Result<Option<Vec<u8>>, String>;
+    /// Writes a command to the command log, durably, before it runs; returns its row.
+    async fn command_started(&self, start: CommandStart) -> Result<i64, String>;
+    /// Records how the command of row `id` ended.
+    async fn command_ended(&self, id: i64, end: CommandEnd) -> Result<(), String>;
 }
 
 /// A [`Ledger`] that keeps nothing and refuses to record: for callers that serve only
@@ -30,5 +35,11 @@ impl Ledger for NoLedger {
     }
     async fn image(&self, _: &str) -> Result<Option<Vec<u8>>, String> {
         Ok(None)
+    }
+    async fn command_started(&self, _: CommandStart) -> Result<i64, String> {
+        Err("this Aether has no command log, so it runs no commands".into())
+    }
+    async fn command_ended(&self, _: i64, _: CommandEnd) -> Result<(), String> {
+        Ok(())
     }
 }

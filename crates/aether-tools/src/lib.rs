@@ -190,6 +190,12 @@ pub trait Tool: Send + Sync + 'static {
     fn available_to(&self, _agent: &aether_policy::AgentProfile) -> Result<(), String> {
         Ok(())
     }
+    /// Why a person must approve this particular call before it runs (say, a shell command
+    /// that deletes recursively); `None` for most calls. The pipeline asks before the
+    /// receipt, on arguments that passed the schema.
+    fn needs_person(&self, _args: &Value) -> Option<String> {
+        None
+    }
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError>;
 }
 

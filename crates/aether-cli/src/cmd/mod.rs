@@ -2,6 +2,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod commands;
 pub mod halt;
 pub mod journal;
 pub mod mcp_serve;

@@ -295,8 +295,12 @@ fn tokens_decide_who_calls_and_only_operators_reach_the_admin_api() {
 
     let agent = token(&ws, &["--agent", "default", "--label", "ci"]);
     let operator = token(&ws, &["--operator", "alice"]);
-    // From the first agent token on, every caller needs one.
+    // From the first agent token on, every caller needs one. (The server sees both tokens
+    // within its poll; the operator's was made second, so it is waited for.)
     eventually("a caller without a token is refused", || mcp(None) == 401);
+    eventually("the operator token is known", || {
+        mcp(Some(&operator)) != 401
+    });
     assert_eq!(mcp(Some(&agent)), 200);
     assert_eq!(mcp(Some("aether_not-a-real-token")), 401);
     assert_eq!(
@@ -659,4 +663,55 @@ fn run_command_runs_what_the_project_allows_and_nothing_else() {
         err.contains("projects.demo.commands[0]") && err.contains("--output"),
         "{err}"
     );
+}
+
+#[test]
+fn run_shell_runs_sandboxed_for_a_project_with_a_shell_and_is_in_the_command_log() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[server]\nhttp_agent = \"builder\"\n[roots.ws]\npath = \".\"\n[agents.builder]\nproject = \"demo\"\nmcp_servers = [\"workspace\", \"shell\"]\n\
+         [agents.plain]\nmcp_servers = [\"workspace\", \"shell\"]\n\
+         [projects.demo.shell]\nnetwork = false\n",
+    );
+    let config = ws.path().join("aether.toml").display().to_string();
+    let mut s = StdioServer::spawn(&ws, &["--config", &config, "--agent", "builder"]);
+    s.initialize("2025-11-25");
+    let r = s.call(
+        1,
+        "run_shell",
+        json!({"command": "cat src/hello.txt | tr a-z A-Z; cat aether.toml; ls -A .aether | wc -l"}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let out = r["result"]["structuredContent"]["stdout"].as_str().unwrap();
+    assert!(out.starts_with("HELLO FROM AETHER\n"), "{out}");
+    assert!(
+        !out.contains("projects.demo"),
+        "the configuration is hidden: {out}"
+    );
+    assert!(
+        out.trim_end().ends_with('0'),
+        "the store folder shows empty: {out}"
+    );
+    drop(s);
+    let (code, log, err) = ws.run(&["commands", "--config", &config]);
+    assert_eq!(code, 0, "{err}");
+    assert!(log.contains("builder run_shell (bubblewrap"), "{log}");
+    assert!(log.contains("cat src/hello.txt | tr a-z A-Z"), "{log}");
+    assert!(log.contains("[exit 0]"), "{log}");
+    // Without shell settings the tool is neither offered nor run.
+    let mut s = StdioServer::spawn(&ws, &["--config", &config, "--agent", "plain"]);
+    s.initialize("2025-11-25");
+    s.send_raw(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string());
+    let list = s.recv(2);
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.contains(&"run_shell"), "{names:?}");
+    let r = s.call(3, "run_shell", json!({"command": "true"}));
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("no shell"), "{text}");
 }

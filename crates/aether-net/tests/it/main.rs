@@ -689,3 +689,140 @@ fn tools_that_go_where_their_arguments_say_are_not_offered_without_an_allowed_do
         }
     }
 }
+
+/// A PDF with one line of text on each page, built with lopdf.
+fn pdf(pages: &[&str]) -> Vec<u8> {
+    use lopdf::content::{Content, Operation};
+    use lopdf::{Document, Object, Stream, dictionary};
+    let mut doc = Document::with_version("1.5");
+    let pages_id = doc.new_object_id();
+    let font_id = doc.add_object(dictionary! {
+        "Type" => "Font",
+        "Subtype" => "Type1",
+        "BaseFont" => "Courier",
+        "Encoding" => "WinAnsiEncoding",
+    });
+    let resources_id = doc.add_object(dictionary! {"Font" => dictionary! {"F1" => font_id}});
+    let mut kids: Vec<Object> = Vec::new();
+    for text in pages {
+        let content = Content {
+            operations: vec![
+                Operation::new("BT", vec![]),
+                Operation::new("Tf", vec!["F1".into(), 24.into()]),
+                Operation::new("Td", vec![72.into(), 700.into()]),
+                Operation::new("Tj", vec![Object::string_literal(*text)]),
+                Operation::new("ET", vec![]),
+            ],
+        };
+        let content_id = doc.add_object(Stream::new(dictionary! {}, content.encode().unwrap()));
+        let page_id = doc.add_object(dictionary! {
+            "Type" => "Page",
+            "Parent" => pages_id,
+            "Contents" => content_id,
+        });
+        kids.push(page_id.into());
+    }
+    let count = kids.len() as i64;
+    doc.objects.insert(
+        pages_id,
+        Object::Dictionary(dictionary! {
+            "Type" => "Pages",
+            "Kids" => kids,
+            "Count" => count,
+            "Resources" => resources_id,
+            "MediaBox" => vec![0.into(), 0.into(), 612.into(), 792.into()],
+        }),
+    );
+    let catalog_id = doc.add_object(dictionary! {"Type" => "Catalog", "Pages" => pages_id});
+    doc.trailer.set("Root", catalog_id);
+    let mut out = Vec::new();
+    doc.save_to(&mut out).unwrap();
+    out
+}
+
+/// A server with PDFs good and bad; returns its port.
+async fn pdf_server() -> u16 {
+    let good = pdf(&["Quarterly report page one", "Second page: totals 42"]);
+    let app = Router::new()
+        .route(
+            "/report.pdf",
+            get(move || {
+                let good = good.clone();
+                async move { ([(header::CONTENT_TYPE, "application/pdf")], good) }
+            }),
+        )
+        .route(
+            "/mislabelled",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "application/pdf")],
+                    "<html>not a pdf</html>",
+                )
+            }),
+        )
+        .route(
+            "/corrupt.pdf",
+            get(|| async {
+                "%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 9 0 R >>\ntrailer garbage"
+            }),
+        )
+        .route(
+            "/huge.pdf",
+            get(|| async {
+                let mut body = b"%PDF-1.4\n".to_vec();
+                body.resize(21 << 20, b' ');
+                body
+            }),
+        )
+        .route(
+            "/missing.pdf",
+            get(|| async { (StatusCode::NOT_FOUND, "gone") }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+#[tokio::test]
+async fn download_pdf_reads_the_text_of_each_page_and_refuses_what_is_not_a_pdf() {
+    let port = pdf_server().await;
+    let resolver = dns(&[("docs.test", &["127.0.0.1"])]);
+    let t = tool(resolver.clone(), "download_pdf");
+    assert_eq!(t.def().tier, aether_policy::Tier::Restricted);
+    assert!(t.def().meta.reaches_network);
+    let get = |path: &str| {
+        let t = t.clone();
+        let url = format!("http://docs.test:{port}{path}");
+        async move {
+            t.call(cx(agent(&["docs.test"], true)), json!({ "url": url }))
+                .await
+        }
+    };
+    let out = get("/report.pdf").await.unwrap();
+    let v = structured(&out);
+    assert_eq!(v["pages"], 2, "{v}");
+    assert_eq!(v["pages_read"], 2);
+    let text = v["text"].as_str().unwrap();
+    assert!(text.contains("Quarterly report page one"), "{text:?}");
+    assert!(text.contains("Second page: totals 42"), "{text:?}");
+    assert_eq!(v["truncated"], false);
+
+    for (path, want) in [
+        ("/mislabelled", "not a PDF"),
+        ("/corrupt.pdf", "could not be read as a PDF"),
+        ("/huge.pdf", "larger than 20 MiB"),
+        ("/missing.pdf", "HTTP 404"),
+    ] {
+        let err = get(path).await.unwrap_err().to_string();
+        assert!(err.contains(want), "{path}: {err}");
+    }
+    // The egress gate holds as for every network tool.
+    let err = t
+        .call(
+            cx(agent(&["docs.test"], false)),
+            json!({ "url": format!("http://docs.test:{port}/report.pdf") }),
+        )
+        .await;
+    assert!(matches!(err, Err(ToolError::Denied { .. })), "{err:?}");
+}

@@ -14,5 +14,6 @@ mod registry;
 mod results;
 mod rules;
 mod setup;
+mod shell;
 mod support;
 mod writes;

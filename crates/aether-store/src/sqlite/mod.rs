@@ -19,6 +19,7 @@ use crate::{
     HaltState, JournalWrite, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
 };
 
+mod commands;
 mod governance;
 mod journal;
 
@@ -27,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0002_journal_seals.sql"),
     include_str!("../../migrations/sqlite/0003_journal_blobs_rowid.sql"),
     include_str!("../../migrations/sqlite/0004_governance.sql"),
+    include_str!("../../migrations/sqlite/0005_command_log.sql"),
 ];
 
 /// How many queued writes one transaction takes at most.

@@ -1,10 +1,15 @@
 //! The `shell` group: running programs and reading logs. `run_command` runs an allowlisted
-//! executable with its argv (no shell), confined to a root's folder, with a fixed environment,
-//! a time limit and its whole process tree killed when it ends (`tree.rs`); `read_logs` reads
-//! the tail of a log file under a root, or of the journal.
+//! executable with its argv (no shell), confined to a root's folder; `run_shell` runs shell
+//! text inside a bubblewrap sandbox (`sandbox.rs`) that sees only the roots, with credentials
+//! hidden. Both log every command before it starts and run it with a fixed environment, a time
+//! limit and its whole process tree killed when it ends (`process.rs`, `tree.rs`). `read_logs`
+//! reads the tail of a log file under a root, or of the journal.
 
+mod process;
 mod read_logs;
 mod run_command;
+mod run_shell;
+mod sandbox;
 mod tree;
 
 use std::sync::Arc;
@@ -13,7 +18,13 @@ use crate::Tool;
 
 pub use read_logs::ReadLogs;
 pub use run_command::RunCommand;
+pub use run_shell::RunShell;
+pub use sandbox::Sandbox;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(RunCommand::new()), Arc::new(ReadLogs::new())]
+    vec![
+        Arc::new(RunCommand::new()),
+        Arc::new(RunShell::new(Sandbox::detect())),
+        Arc::new(ReadLogs::new()),
+    ]
 }

@@ -10,25 +10,21 @@
 //! refused in a repository whose config defines any.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aether_policy::commands::{
     CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs, program_name,
 };
+use aether_policy::journal::CommandStart;
 use aether_policy::tool::groups;
 use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
 
-use super::tree::Containment;
+use super::process::{self, Home, Output, Spawn};
 use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
-
-/// Bytes kept from the start and from the end of each stream.
-const KEEP: usize = 32 << 10;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -48,22 +44,6 @@ struct Args {
     #[serde(default)]
     #[schemars(range(min = 1, max = 300))]
     timeout_seconds: Option<u64>,
-}
-
-#[derive(Serialize, JsonSchema)]
-struct Output {
-    /// The exit code, when the command exited by itself.
-    exit_code: Option<i32>,
-    /// It ran out of time and was killed, with everything it started.
-    timed_out: bool,
-    stdout: String,
-    stderr: String,
-    /// Bytes the command wrote to each stream (the text keeps the head and tail).
-    stdout_bytes: u64,
-    stderr_bytes: u64,
-    duration_ms: u64,
-    /// How its process tree was held: "cgroup" or "process-group".
-    containment: String,
 }
 
 pub struct RunCommand {
@@ -168,7 +148,37 @@ impl Tool for RunCommand {
             }
         }
         argv.extend(args.args.iter().cloned());
-        run(&rule.exe, &argv, &cwd, timeout, &cx.call_id).await
+        let home = Home::new(&cx.call_id)?;
+        let home_dir = home.dir.to_string_lossy().into_owned();
+        let env = process::environment(&home_dir, &home_dir);
+        let shown: Vec<&str> = std::iter::once(rule.exe.as_str())
+            .chain(args.args.iter().map(String::as_str))
+            .collect();
+        let log = CommandStart {
+            at_us: 0,
+            call_id: cx.call_id.clone(),
+            session: cx.session.clone(),
+            agent: cx.agent.name.clone(),
+            tool: "run_command".into(),
+            root: root.name.clone(),
+            cwd: rel,
+            command: process::logged_text(&serde_json::to_string(&shown).unwrap_or_default()),
+            sandbox: "none".into(),
+        };
+        process::run(
+            &cx,
+            Spawn {
+                exe: &rule.exe,
+                argv: &argv,
+                cwd: &cwd,
+                env: &env,
+                timeout,
+                label: &rule.exe,
+                home: &home,
+                log,
+            },
+        )
+        .await
     }
 }
 
@@ -263,212 +273,4 @@ fn refuse_git_programs(cwd: &Path, root: &Path) -> Result<PathBuf, ToolError> {
     Err(ToolError::failed(
         "no git repository (a .git folder) inside the root holds the working folder",
     ))
-}
-
-/// The seven variables a command gets, and nothing else.
-fn environment(home: &Path) -> [(&'static str, String); 7] {
-    let home = home.to_string_lossy().into_owned();
-    [
-        ("PATH", "/usr/local/bin:/usr/bin:/bin".into()),
-        ("HOME", home.clone()),
-        ("TMPDIR", home),
-        ("LANG", "C.UTF-8".into()),
-        ("LC_ALL", "C.UTF-8".into()),
-        ("TERM", "dumb".into()),
-        ("TZ", "UTC".into()),
-    ]
-}
-
-async fn run(
-    exe: &str,
-    argv: &[String],
-    cwd: &Path,
-    timeout: Duration,
-    call_id: &str,
-) -> Result<ToolOutput, ToolError> {
-    // No other process of this user reads Aether's memory or environment through /proc
-    // (a command could otherwise find Aether's keys in /proc/PID/environ).
-    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
-    // Unique per run in this process (a call id alone is not, in tests or after a retry).
-    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let call: String = call_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .take(64)
-        .collect();
-    let id = format!("{call}-{}-{n}", std::process::id());
-    let home = Home::new(&id)?;
-    let command = |containment: &Containment| {
-        let mut command = tokio::process::Command::new(exe);
-        command
-            .args(argv)
-            .current_dir(cwd)
-            .env_clear()
-            .envs(environment(&home.0))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        containment.apply(&mut command);
-        command
-    };
-    let started = Instant::now();
-    let mut containment = Containment::new(&id);
-    let mut child = match command(&containment).spawn() {
-        Ok(child) => child,
-        // Entering the cgroup can fail where making it did not (no write access to the
-        // parent's cgroup.procs): the command still runs, in a process group.
-        Err(_) if containment.name() == "cgroup" => {
-            containment = Containment::ProcessGroup;
-            command(&containment)
-                .spawn()
-                .map_err(|e| ToolError::failed(format!("{exe} did not start: {e}")))?
-        }
-        Err(e) => return Err(ToolError::failed(format!("{exe} did not start: {e}"))),
-    };
-    // From here, however this call ends (finished, out of time, or dropped by the pipeline),
-    // the whole tree is killed.
-    let mut tree = Tree {
-        containment: Some(containment),
-        leader: child.id(),
-    };
-    let out = tokio::spawn(capture(child.stdout.take().expect("piped")));
-    let err = tokio::spawn(capture(child.stderr.take().expect("piped")));
-    let waited = tokio::time::timeout(timeout, child.wait()).await;
-    let (timed_out, exit_code) = match waited {
-        Ok(status) => (false, status.ok().and_then(|s| s.code())),
-        Err(_) => (true, None),
-    };
-    let name = tree.kill().await;
-    let _ = child.kill().await;
-    // The pipes close once everything holding them is dead; what was read is kept.
-    let collect = |task: tokio::task::JoinHandle<(String, u64)>| async move {
-        tokio::time::timeout(Duration::from_secs(2), task)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default()
-    };
-    let ((stdout, stdout_bytes), (stderr, stderr_bytes)) = (collect(out).await, collect(err).await);
-    let output = Output {
-        exit_code,
-        timed_out,
-        stdout,
-        stderr,
-        stdout_bytes,
-        stderr_bytes,
-        duration_ms: started.elapsed().as_millis() as u64,
-        containment: name.into(),
-    };
-    let status = if timed_out {
-        format!(
-            "killed after {} s (with everything it started)",
-            timeout.as_secs()
-        )
-    } else {
-        match exit_code {
-            Some(code) => format!("exit code {code}"),
-            None => "ended by a signal".into(),
-        }
-    };
-    let text = format!(
-        "{exe}: {status}\n--- stdout ({} bytes) ---\n{}\n--- stderr ({} bytes) ---\n{}",
-        output.stdout_bytes, output.stdout, output.stderr_bytes, output.stderr
-    );
-    let structured = serde_json::to_value(&output).unwrap_or(Value::Null);
-    let mut result = ToolOutput::with_structured(text, structured);
-    result.is_error = timed_out || exit_code != Some(0);
-    Ok(result)
-}
-
-/// A running command's tree: killed by [`Tree::kill`], or on drop if the call ends any other
-/// way.
-struct Tree {
-    containment: Option<Containment>,
-    leader: Option<u32>,
-}
-
-impl Tree {
-    /// Kills everything (off the async threads) and says how the tree was held.
-    async fn kill(&mut self) -> &'static str {
-        let Some(mut containment) = self.containment.take() else {
-            return "process-group";
-        };
-        let leader = self.leader;
-        let name = containment.name();
-        let _ = tokio::task::spawn_blocking(move || containment.kill_all(leader)).await;
-        name
-    }
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        if let Some(mut containment) = self.containment.take() {
-            containment.kill_all(self.leader);
-        }
-    }
-}
-
-/// Reads a stream to its end, keeping its first and last [`KEEP`] bytes.
-async fn capture<R: tokio::io::AsyncRead + Unpin>(mut stream: R) -> (String, u64) {
-    let mut head = Vec::new();
-    let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
-    let mut total = 0u64;
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        total += n as u64;
-        let mut chunk = &buf[..n];
-        if head.len() < KEEP {
-            let take = (KEEP - head.len()).min(chunk.len());
-            head.extend_from_slice(&chunk[..take]);
-            chunk = &chunk[take..];
-        }
-        tail.extend(chunk);
-        while tail.len() > KEEP {
-            tail.pop_front();
-        }
-    }
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    let shown = if tail.is_empty() {
-        text(&head)
-    } else {
-        let tail: Vec<u8> = tail.into_iter().collect();
-        let skipped = total - head.len() as u64 - tail.len() as u64;
-        if skipped == 0 {
-            format!("{}{}", text(&head), text(&tail))
-        } else {
-            format!(
-                "{}\n[… {skipped} bytes left out …]\n{}",
-                text(&head),
-                text(&tail)
-            )
-        }
-    };
-    (shown, total)
-}
-
-/// A fresh, private, empty folder for the command's HOME and TMPDIR, removed afterwards.
-struct Home(PathBuf);
-
-impl Home {
-    fn new(id: &str) -> Result<Home, ToolError> {
-        use std::os::unix::fs::DirBuilderExt;
-        let dir = std::env::temp_dir().join(format!("aether-run-{id}"));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| ToolError::failed(format!("cannot make a home for the command: {e}")))?;
-        Ok(Home(dir))
-    }
-}
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -134,7 +134,7 @@ pub fn context(roots: Arc<Roots>, limits: Limits) -> CallContext {
         limits: Arc::new(limits),
         cancel: CancellationToken::new(),
         client: Arc::new(NoClient),
-        ledger: Arc::new(aether_tools::NoLedger),
+        ledger: Arc::new(MemoryLedger::default()),
         destinations: Arc::new(aether_tools::AnyDestination),
     }
 }
@@ -176,6 +176,7 @@ fn tools() -> &'static HashMap<String, Checked> {
 pub struct MemoryLedger {
     entries: std::sync::Mutex<Vec<aether_policy::journal::JournalEntry>>,
     blobs: std::sync::Mutex<HashMap<String, Vec<u8>>>,
+    commands: std::sync::Mutex<Vec<aether_policy::journal::CommandRecord>>,
 }
 
 #[async_trait::async_trait]
@@ -226,6 +227,41 @@ impl aether_tools::Ledger for MemoryLedger {
 
     async fn image(&self, hash: &str) -> Result<Option<Vec<u8>>, String> {
         Ok(self.blobs.lock().unwrap().get(hash).cloned())
+    }
+
+    async fn command_started(
+        &self,
+        start: aether_policy::journal::CommandStart,
+    ) -> Result<i64, String> {
+        let mut commands = self.commands.lock().unwrap();
+        let id = commands.len() as i64 + 1;
+        commands.push(aether_policy::journal::CommandRecord {
+            id,
+            start,
+            end: None,
+        });
+        Ok(commands.len() as i64)
+    }
+
+    async fn command_ended(
+        &self,
+        id: i64,
+        end: aether_policy::journal::CommandEnd,
+    ) -> Result<(), String> {
+        let mut commands = self.commands.lock().unwrap();
+        let row = commands
+            .iter_mut()
+            .find(|c| c.id == id)
+            .ok_or("no such command")?;
+        row.end = Some(end);
+        Ok(())
+    }
+}
+
+impl MemoryLedger {
+    /// The command log, oldest first.
+    pub fn commands(&self) -> Vec<aether_policy::journal::CommandRecord> {
+        self.commands.lock().unwrap().clone()
     }
 }
 

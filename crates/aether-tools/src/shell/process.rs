@@ -1,0 +1,304 @@
+//! Running one command for a tool: logged before it starts, a clean environment, no stdin, a
+//! time limit, its whole process tree killed however the call ends, and its output captured
+//! with head and tail kept. `run_command` and `run_shell` differ only in what they run.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use aether_policy::journal::{CommandEnd, CommandStart};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+use super::tree::Containment;
+use crate::{CallContext, ToolError, ToolOutput};
+
+/// Bytes kept from the start and from the end of each stream.
+const KEEP: usize = 32 << 10;
+
+/// What both command tools return.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// The exit code, when the command exited by itself.
+    pub exit_code: Option<i32>,
+    /// It ran out of time and was killed, with everything it started.
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+    /// Bytes the command wrote to each stream (the text keeps the head and tail).
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub duration_ms: u64,
+    /// How its process tree was held: "cgroup" or "process-group".
+    pub containment: String,
+    /// The sandbox it ran in: "bubblewrap" (`run_shell`), or "none" (`run_command`, which runs
+    /// only allowlisted programs).
+    pub sandbox: String,
+}
+
+/// The seven variables a command gets, and nothing else.
+pub(crate) fn environment(home: &str, tmp: &str) -> [(&'static str, String); 7] {
+    [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin".into()),
+        ("HOME", home.into()),
+        ("TMPDIR", tmp.into()),
+        ("LANG", "C.UTF-8".into()),
+        ("LC_ALL", "C.UTF-8".into()),
+        ("TERM", "dumb".into()),
+        ("TZ", "UTC".into()),
+    ]
+}
+
+/// What to run, and what the command log says about it.
+pub(crate) struct Spawn<'a> {
+    pub exe: &'a str,
+    pub argv: &'a [String],
+    pub cwd: &'a Path,
+    pub env: &'a [(&'static str, String)],
+    pub timeout: Duration,
+    /// How the result names the command ("/usr/bin/git", "the shell").
+    pub label: &'a str,
+    pub home: &'a Home,
+    /// The command log's row, written before the command starts.
+    pub log: CommandStart,
+}
+
+/// A command as the command log keeps it: the text, or the rule that found a credential in
+/// it (the log, like the audit, never holds a secret).
+pub(crate) fn logged_text(command: &str) -> String {
+    match aether_policy::dlp::Scanner::shared().scan_text("command", command) {
+        Some(finding) => format!(
+            "[withheld: the command carries a credential ({})]",
+            finding.rule
+        ),
+        None => command.to_string(),
+    }
+}
+
+/// Logs the command (durably), runs it, records how it ended.
+pub(crate) async fn run(cx: &CallContext, spawn: Spawn<'_>) -> Result<ToolOutput, ToolError> {
+    let sandbox = spawn.log.sandbox.clone();
+    let mut log = spawn.log.clone();
+    log.at_us = now_us();
+    let logged = cx.ledger.command_started(log).await.map_err(|e| {
+        ToolError::failed(format!(
+            "the command log could not be written, so the command did not run: {e}"
+        ))
+    })?;
+    let ran = execute(&spawn).await;
+    let end = CommandEnd {
+        at_us: now_us(),
+        exit_code: ran.as_ref().ok().and_then(|o| o.exit_code),
+        timed_out: ran.as_ref().is_ok_and(|o| o.timed_out),
+    };
+    // The command has run: a log that cannot take its end does not turn the result into an
+    // error (the row stays open, which says "did not see it end").
+    if let Err(e) = cx.ledger.command_ended(logged, end).await {
+        tracing::warn!(error = %e, "command log: could not record a command's end");
+    }
+    let mut output = ran?;
+    output.sandbox = sandbox;
+    let status = if output.timed_out {
+        format!(
+            "killed after {} s (with everything it started)",
+            spawn.timeout.as_secs()
+        )
+    } else {
+        match output.exit_code {
+            Some(code) => format!("exit code {code}"),
+            None => "ended by a signal".into(),
+        }
+    };
+    let text = format!(
+        "{}: {status}\n--- stdout ({} bytes) ---\n{}\n--- stderr ({} bytes) ---\n{}",
+        spawn.label, output.stdout_bytes, output.stdout, output.stderr_bytes, output.stderr
+    );
+    let failed = output.timed_out || output.exit_code != Some(0);
+    let structured = serde_json::to_value(&output).unwrap_or(Value::Null);
+    let mut result = ToolOutput::with_structured(text, structured);
+    result.is_error = failed;
+    Ok(result)
+}
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+async fn execute(spawn: &Spawn<'_>) -> Result<Output, ToolError> {
+    let exe = spawn.exe;
+    // No other process of this user reads Aether's memory or environment through /proc
+    // (a command could otherwise find Aether's keys in /proc/PID/environ).
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    let command = |containment: &Containment| {
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .args(spawn.argv)
+            .current_dir(spawn.cwd)
+            .env_clear()
+            .envs(spawn.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        containment.apply(&mut command);
+        command
+    };
+    let started = Instant::now();
+    let mut containment = Containment::new(&spawn.home.id);
+    let mut child = match command(&containment).spawn() {
+        Ok(child) => child,
+        // Entering the cgroup can fail where making it did not (no write access to the
+        // parent's cgroup.procs): the command still runs, in a process group.
+        Err(_) if containment.name() == "cgroup" => {
+            containment = Containment::ProcessGroup;
+            command(&containment)
+                .spawn()
+                .map_err(|e| ToolError::failed(format!("{exe} did not start: {e}")))?
+        }
+        Err(e) => return Err(ToolError::failed(format!("{exe} did not start: {e}"))),
+    };
+    // From here, however this call ends (finished, out of time, or dropped by the pipeline),
+    // the whole tree is killed.
+    let mut tree = Tree {
+        containment: Some(containment),
+        leader: child.id(),
+    };
+    let out = tokio::spawn(capture(child.stdout.take().expect("piped")));
+    let err = tokio::spawn(capture(child.stderr.take().expect("piped")));
+    let waited = tokio::time::timeout(spawn.timeout, child.wait()).await;
+    let (timed_out, exit_code) = match waited {
+        Ok(status) => (false, status.ok().and_then(|s| s.code())),
+        Err(_) => (true, None),
+    };
+    let name = tree.kill().await;
+    let _ = child.kill().await;
+    // The pipes close once everything holding them is dead; what was read is kept.
+    let collect = |task: tokio::task::JoinHandle<(String, u64)>| async move {
+        tokio::time::timeout(Duration::from_secs(2), task)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default()
+    };
+    let ((stdout, stdout_bytes), (stderr, stderr_bytes)) = (collect(out).await, collect(err).await);
+    Ok(Output {
+        exit_code,
+        timed_out,
+        stdout,
+        stderr,
+        stdout_bytes,
+        stderr_bytes,
+        duration_ms: started.elapsed().as_millis() as u64,
+        containment: name.into(),
+        sandbox: String::new(),
+    })
+}
+
+/// A running command's tree: killed by [`Tree::kill`], or on drop if the call ends any other
+/// way.
+struct Tree {
+    containment: Option<Containment>,
+    leader: Option<u32>,
+}
+
+impl Tree {
+    /// Kills everything (off the async threads) and says how the tree was held.
+    async fn kill(&mut self) -> &'static str {
+        let Some(mut containment) = self.containment.take() else {
+            return "process-group";
+        };
+        let leader = self.leader;
+        let name = containment.name();
+        let _ = tokio::task::spawn_blocking(move || containment.kill_all(leader)).await;
+        name
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        if let Some(mut containment) = self.containment.take() {
+            containment.kill_all(self.leader);
+        }
+    }
+}
+
+/// Reads a stream to its end, keeping its first and last [`KEEP`] bytes.
+async fn capture<R: tokio::io::AsyncRead + Unpin>(mut stream: R) -> (String, u64) {
+    let mut head = Vec::new();
+    let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
+    let mut total = 0u64;
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        total += n as u64;
+        let mut chunk = &buf[..n];
+        if head.len() < KEEP {
+            let take = (KEEP - head.len()).min(chunk.len());
+            head.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+        }
+        tail.extend(chunk);
+        while tail.len() > KEEP {
+            tail.pop_front();
+        }
+    }
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let shown = if tail.is_empty() {
+        text(&head)
+    } else {
+        let tail: Vec<u8> = tail.into_iter().collect();
+        let skipped = total - head.len() as u64 - tail.len() as u64;
+        if skipped == 0 {
+            format!("{}{}", text(&head), text(&tail))
+        } else {
+            format!(
+                "{}\n[… {skipped} bytes left out …]\n{}",
+                text(&head),
+                text(&tail)
+            )
+        }
+    };
+    (shown, total)
+}
+
+/// A fresh, private, empty folder for one command (its HOME and TMPDIR, or the sandbox's
+/// scratch files), removed afterwards; and the command's id, unique in this process.
+pub(crate) struct Home {
+    pub dir: PathBuf,
+    pub id: String,
+}
+
+impl Home {
+    pub fn new(call_id: &str) -> Result<Home, ToolError> {
+        use std::os::unix::fs::DirBuilderExt;
+        // Unique per run in this process (a call id alone is not, in tests or after a retry).
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let call: String = call_id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .take(64)
+            .collect();
+        let id = format!("{call}-{}-{n}", std::process::id());
+        let dir = std::env::temp_dir().join(format!("aether-run-{id}"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| ToolError::failed(format!("cannot make a home for the command: {e}")))?;
+        Ok(Home { dir, id })
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,186 @@
+//! `run_shell`: a shell command, only inside a bubblewrap sandbox (`sandbox.rs`).
+//!
+//! Offered only where a sandbox can be made and to agents whose project has shell settings.
+//! A command that `aether_policy::shell::review` finds destructive, or cannot read, waits for
+//! a person first (the pipeline asks through [`Tool::needs_person`]). Every command is written
+//! to the command log before it starts.
+
+use std::time::Duration;
+
+use aether_policy::journal::CommandStart;
+use aether_policy::tool::groups;
+use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::process::{self, Home, Output, Spawn};
+use super::sandbox::{self, Layout, Sandbox};
+use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
+
+/// Longest shell text taken, in bytes.
+const MAX_COMMAND: usize = 64 << 10;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The shell command (bash, or sh where there is no bash), e.g. "cargo test 2>&1 | tail -20".
+    command: String,
+    /// The working folder, relative to the root. Defaults to the root itself.
+    #[serde(default)]
+    cwd: Option<String>,
+    /// Name of the root (see list_roots). Defaults to the first root.
+    #[serde(default)]
+    root: Option<String>,
+    /// Seconds before the command and everything it started are killed (1-300, default 60).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 300))]
+    timeout_seconds: Option<u64>,
+}
+
+pub struct RunShell {
+    def: ToolDef,
+    sandbox: Sandbox,
+}
+
+impl RunShell {
+    pub fn new(sandbox: Sandbox) -> RunShell {
+        RunShell {
+            def: ToolDef {
+                name: "run_shell".into(),
+                title: "Run a shell command in a sandbox".into(),
+                group: groups::SHELL.into(),
+                tier: Tier::Elevated,
+                description: "Run a shell command (pipes, redirection and globs work) inside a sandbox \
+                     that sees only the roots, with credential files hidden and .git read-only; the \
+                     roots are read-only unless the operator allows shell writes, /tmp is the \
+                     sandbox's own, and there is no network unless the operator allows it. Commands \
+                     that destroy or hide what they run (rm -rf, chmod, sudo, dd, forced pushes, \
+                     sh -c of computed text, ...) wait for a person's approval. Prefer read_file, \
+                     search_files and edit_file for files, and run_command for allowlisted programs. \
+                     Killed, with everything it started, after timeout_seconds."
+                    .into(),
+                input_schema: schema_of::<Args>(),
+                output_schema: schema_of::<Output>(),
+                meta: ToolMeta {
+                    risk: Risk::High,
+                    read_only: false,
+                    reaches_network: false,
+                    needs_confirmation: false,
+                    idempotent: false,
+                    destructive: true,
+                },
+            },
+            sandbox,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for RunShell {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    fn available_to(&self, agent: &AgentProfile) -> Result<(), String> {
+        if agent.shell.is_none() {
+            return Err(format!(
+                "agent {:?}'s project has no shell (projects.NAME.shell in aether.toml)",
+                agent.name
+            ));
+        }
+        self.sandbox.ready().map(|_| ())
+    }
+
+    fn needs_person(&self, args: &Value) -> Option<String> {
+        let command = args.get("command")?.as_str()?;
+        aether_policy::shell::review(command).map(|e| e.to_string())
+    }
+
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let Some(settings) = cx.agent.shell.clone() else {
+            return Err(ToolError::denied(
+                "shell",
+                "this agent's project has no shell (projects.NAME.shell in aether.toml)",
+            ));
+        };
+        let bwrap = self
+            .sandbox
+            .ready()
+            .map_err(|why| ToolError::denied("sandbox", why))?;
+        if args.command.trim().is_empty() {
+            return Err(ToolError::InvalidArguments("the command is empty".into()));
+        }
+        if args.command.len() > MAX_COMMAND || args.command.contains('\0') {
+            return Err(ToolError::InvalidArguments(format!(
+                "the command must be text of at most {MAX_COMMAND} bytes"
+            )));
+        }
+        let ceiling = cx.limits.tool_seconds.saturating_sub(1).max(1);
+        let timeout = Duration::from_secs(
+            args.timeout_seconds
+                .unwrap_or(60)
+                .clamp(1, 300)
+                .min(ceiling),
+        );
+        let mut rel = String::new();
+        let loc = cx.roots.locate(
+            args.root.as_deref(),
+            args.cwd.as_deref().unwrap_or(""),
+            &mut rel,
+        )?;
+        let (root, rel) = (loc.root, loc.rel.to_string());
+        let (_dir, cwd) = root.open_folder(&rel, cx.roots.credentials())?;
+        if cx.roots.is_private(&cwd) {
+            return Err(ToolError::denied(
+                "protected-path",
+                format!("{} is Aether's own folder", root.display(&rel)),
+            ));
+        }
+        let home = Home::new(&cx.call_id)?;
+        let shell = sandbox::shell();
+        let roots = cx.roots.clone();
+        let (scratch, cwd2, command) = (home.dir.clone(), cwd.clone(), args.command.clone());
+        // Walking the roots for credentials to hide is file work: off the async threads.
+        let argv = crate::blocking(move || {
+            sandbox::arguments(&Layout {
+                scratch: &scratch,
+                roots: &roots,
+                settings: &settings,
+                cwd: &cwd2,
+                shell,
+                command: &command,
+            })
+        })
+        .await?;
+        let env = process::environment("/tmp/home", "/tmp");
+        let log = CommandStart {
+            at_us: 0,
+            call_id: cx.call_id.clone(),
+            session: cx.session.clone(),
+            agent: cx.agent.name.clone(),
+            tool: "run_shell".into(),
+            root: root.name.clone(),
+            cwd: rel,
+            command: process::logged_text(&args.command),
+            sandbox: "bubblewrap".into(),
+        };
+        let bwrap = bwrap.to_string_lossy().into_owned();
+        process::run(
+            &cx,
+            Spawn {
+                exe: &bwrap,
+                argv: &argv,
+                cwd: &cwd,
+                env: &env,
+                timeout,
+                label: "the shell",
+                home: &home,
+                log,
+            },
+        )
+        .await
+    }
+}

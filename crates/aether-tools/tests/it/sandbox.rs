@@ -1,0 +1,386 @@
+//! `run_shell` in a real bubblewrap sandbox: what the shell sees (only the roots, credentials
+//! and Aether's files covered, `.git` read-only), what it may write, the network, the whole
+//! tree killed on timeout, the command log, and not being offered without a sandbox.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aether_policy::AgentProfile;
+use aether_policy::paths::RootMode;
+use aether_policy::shell::ShellSettings;
+use aether_tools::shell::{RunShell, Sandbox};
+use aether_tools::{CallContext, Roots, Tool, ToolError, ToolOutput};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// Bubblewrap, which these tests need (scripts/test.sh installs it).
+fn sandbox() -> Sandbox {
+    let s = Sandbox::detect();
+    if let Err(why) = s.ready() {
+        panic!("run_shell's tests need a working bubblewrap: {why}");
+    }
+    s
+}
+
+struct Shell {
+    tool: RunShell,
+    cx: CallContext,
+    log: Arc<MemoryLedger>,
+}
+
+/// A shell for an agent with `settings`, over the tree's root (`rw` or `ro`), with `.aether`
+/// in the root marked as Aether's own.
+fn shell(tree: &Tree, settings: ShellSettings, mode: RootMode) -> Shell {
+    let mut spec = spec("ws", &tree.ws);
+    spec.mode = mode;
+    let mut roots = Roots::open(&[spec]).unwrap();
+    roots.set_private([
+        tree.ws.join(".aether"),
+        tree.ws.join(".aether/aether.db"),
+        tree.ws.join("aether.toml"),
+    ]);
+    let mut agent = AgentProfile::with_groups("builder", &["shell"]);
+    agent.shell = Some(settings);
+    let log = Arc::new(MemoryLedger::default());
+    let cx = CallContext {
+        agent: Arc::new(agent),
+        roots: Arc::new(roots),
+        ledger: log.clone(),
+        ..tree.cx()
+    };
+    Shell {
+        tool: RunShell::new(sandbox()),
+        cx,
+        log,
+    }
+}
+
+impl Shell {
+    async fn run(&self, args: Value) -> Result<ToolOutput, ToolError> {
+        self.tool.call(self.cx.clone(), args).await
+    }
+
+    /// Runs `command` and returns its structured output.
+    async fn out(&self, command: &str) -> Value {
+        let r = self.run(json!({"command": command})).await;
+        r.unwrap_or_else(|e| panic!("{command:?} did not run: {e}"))
+            .structured
+            .unwrap()
+    }
+}
+
+fn stdout(v: &Value) -> &str {
+    v["stdout"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn the_shell_sees_the_roots_and_nothing_else_of_the_machine() {
+    let tree = Tree::new();
+    tree.file("a.txt", "hello from the root\n");
+    tree.link(tree.outside.join("secret.txt"), "link-out");
+    let sh = shell(&tree, ShellSettings::default(), RootMode::ReadOnly);
+    let outside = tree.outside.to_string_lossy();
+    let v = sh
+        .out(&format!(
+            "cat a.txt; pwd; ls /; cat {outside}/secret.txt; cat link-out; ls /root; \
+             cat /etc/shadow; cat /proc/1/environ | tr '\\0' '\\n' | head -3; \
+             ls /proc | grep -c '^[0-9]'; id -un; env | cut -d= -f1 | sort | tr '\\n' ' '"
+        ))
+        .await;
+    let out = stdout(&v);
+    assert!(out.contains("hello from the root"), "{v}");
+    assert!(out.contains(tree.ws.to_str().unwrap()), "cwd: {v}");
+    assert!(
+        !out.contains(SECRET),
+        "a file outside the roots leaked: {v}"
+    );
+    let err = v["stderr"].as_str().unwrap();
+    assert!(err.contains("/etc/shadow: No such file"), "{v}");
+    assert!(err.contains("/root") && err.contains("No such file"), "{v}");
+    // Its own PID namespace: a handful of processes (the sandbox's), not the machine's.
+    let pids: usize = out
+        .lines()
+        .find_map(|l| l.trim().parse().ok())
+        .expect("a process count");
+    assert!(pids < 10, "sees {pids} processes: {v}");
+    assert!(out.contains("aether"), "runs as the sandbox's user: {v}");
+    // Exactly the seven variables (bash adds PWD, SHLVL and _).
+    let vars = out.lines().last().unwrap();
+    for var in vars.split_whitespace() {
+        assert!(
+            [
+                "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "TZ", "PWD", "SHLVL", "_",
+                "OLDPWD"
+            ]
+            .contains(&var),
+            "unexpected variable {var}: {vars}"
+        );
+    }
+    assert_eq!(v["sandbox"], "bubblewrap");
+}
+
+#[tokio::test]
+async fn credentials_aether_files_and_sockets_are_covered_and_git_is_read_only() {
+    let tree = Tree::new();
+    tree.file(".env", "API_KEY=dotenv-secret-1\n");
+    tree.file("deploy/id_rsa", "ssh-secret-2\n");
+    tree.file(".aws/credentials", "aws-secret-3\n");
+    tree.file(".aether/aether.db", "store-secret-4\n");
+    tree.file("aether.toml", "config-secret-5\n");
+    tree.file(
+        ".git/config",
+        "[remote \"o\"]\nurl = https://user:git-secret-6@example.com/x\n",
+    );
+    tree.file(".git/HEAD", "ref: refs/heads/main\n");
+    tree.file(".env.example", "API_KEY=\n");
+    let _socket = std::os::unix::net::UnixListener::bind(tree.ws.join("agent.sock")).unwrap();
+    let sh = shell(
+        &tree,
+        ShellSettings {
+            write: true,
+            ..Default::default()
+        },
+        RootMode::ReadWrite,
+    );
+    let v = sh
+        .out(
+            "cat .env deploy/id_rsa .aws/credentials .aether/aether.db aether.toml .git/config; \
+             ls -A .aws .aether; test -S agent.sock && echo SOCKET-REACHABLE; \
+             cat .env.example; echo new > made.txt && echo WROTE; \
+             echo x > .git/hooks-planted; echo y >> .git/HEAD; cat .git/HEAD",
+        )
+        .await;
+    let all = format!("{}{}", stdout(&v), v["stderr"].as_str().unwrap());
+    for secret in [
+        "dotenv-secret-1",
+        "ssh-secret-2",
+        "aws-secret-3",
+        "store-secret-4",
+        "config-secret-5",
+        "git-secret-6",
+    ] {
+        assert!(
+            !all.contains(secret),
+            "{secret} leaked into the shell: {all}"
+        );
+    }
+    assert!(!all.contains("SOCKET-REACHABLE"), "{all}");
+    assert!(
+        all.contains("API_KEY="),
+        "a look-alike stays readable: {all}"
+    );
+    assert!(all.contains("WROTE"), "{all}");
+    assert_eq!(
+        fs::read_to_string(tree.ws.join("made.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!tree.ws.join(".git/hooks-planted").exists());
+    assert_eq!(
+        fs::read_to_string(tree.ws.join(".git/HEAD")).unwrap(),
+        "ref: refs/heads/main\n"
+    );
+    // The covers are the sandbox's: the files themselves are untouched.
+    assert_eq!(
+        fs::read_to_string(tree.ws.join(".env")).unwrap(),
+        "API_KEY=dotenv-secret-1\n"
+    );
+}
+
+#[tokio::test]
+async fn roots_are_read_only_unless_the_project_allows_shell_writes() {
+    let tree = Tree::new();
+    tree.file("keep.txt", "original\n");
+    let cmd = "echo changed > keep.txt; touch new.txt; rm -f keep.txt; echo done";
+    // Read-write root, no shell writes: read-only in the sandbox.
+    let sh = shell(&tree, ShellSettings::default(), RootMode::ReadWrite);
+    let v = sh.out(cmd).await;
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{v}"
+    );
+    assert_eq!(
+        fs::read_to_string(tree.ws.join("keep.txt")).unwrap(),
+        "original\n"
+    );
+    assert!(!tree.ws.join("new.txt").exists());
+    // Shell writes allowed, but the root is `ro`: still read-only.
+    let sh = shell(
+        &tree,
+        ShellSettings {
+            write: true,
+            ..Default::default()
+        },
+        RootMode::ReadOnly,
+    );
+    sh.out(cmd).await;
+    assert_eq!(
+        fs::read_to_string(tree.ws.join("keep.txt")).unwrap(),
+        "original\n"
+    );
+    // /tmp is the sandbox's own, and writable.
+    let v = sh.out("echo scratch > /tmp/x && cat /tmp/x").await;
+    assert_eq!(stdout(&v), "scratch\n");
+}
+
+#[tokio::test]
+async fn the_network_is_the_sandboxs_own_unless_allowed() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tree = Tree::new();
+    let probe = format!(
+        "(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo CONNECTED || echo REFUSED"
+    );
+    let sh = shell(&tree, ShellSettings::default(), RootMode::ReadOnly);
+    assert_eq!(stdout(&sh.out(&probe).await), "REFUSED\n");
+    let sh = shell(
+        &tree,
+        ShellSettings {
+            network: true,
+            ..Default::default()
+        },
+        RootMode::ReadOnly,
+    );
+    assert_eq!(stdout(&sh.out(&probe).await), "CONNECTED\n");
+}
+
+#[tokio::test]
+async fn a_timeout_kills_everything_the_shell_started() {
+    let tree = Tree::new();
+    let sh = shell(&tree, ShellSettings::default(), RootMode::ReadOnly);
+    let marker = "1234.25";
+    let started = std::time::Instant::now();
+    let r = sh
+        .run(json!({
+            "command": format!("(setsid sleep {marker} &); nohup sleep {marker} & sleep {marker}"),
+            "timeout_seconds": 1
+        }))
+        .await
+        .unwrap();
+    let v = r.structured.unwrap();
+    assert_eq!(v["timed_out"], true, "{v}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let left: Vec<PathBuf> = fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("cmdline"))
+        .filter(|p| {
+            fs::read(p)
+                .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(left.is_empty(), "processes survived: {left:?}");
+}
+
+#[tokio::test]
+async fn every_command_is_in_the_command_log_without_secrets() {
+    let tree = Tree::new();
+    tree.dir("sub");
+    let sh = shell(&tree, ShellSettings::default(), RootMode::ReadOnly);
+    let r = sh
+        .run(json!({"command": "echo hi; exit 3", "cwd": "sub"}))
+        .await
+        .unwrap();
+    assert!(r.is_error, "a non-zero exit is reported as an error");
+    let key = ["AKIA", "IOSFODNN7", "EXAMPLQ"].concat();
+    sh.out(&format!("echo {key} | wc -c")).await;
+    let log = sh.log.commands();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[0].start.command, "echo hi; exit 3");
+    assert_eq!(log[0].start.cwd, "sub");
+    assert_eq!(log[0].start.tool, "run_shell");
+    assert_eq!(log[0].start.sandbox, "bubblewrap");
+    assert_eq!(log[0].start.agent, "builder");
+    let end = log[0].end.as_ref().expect("the end is recorded");
+    assert_eq!(end.exit_code, Some(3));
+    assert!(!end.timed_out);
+    assert!(
+        !log[1].start.command.contains(&key) && log[1].start.command.contains("withheld"),
+        "{:?}",
+        log[1].start.command
+    );
+}
+
+#[tokio::test]
+async fn without_a_store_for_the_log_nothing_runs() {
+    let tree = Tree::new();
+    let marker = tree.ws.join("ran");
+    let mut sh = shell(
+        &tree,
+        ShellSettings {
+            write: true,
+            ..Default::default()
+        },
+        RootMode::ReadWrite,
+    );
+    sh.cx.ledger = Arc::new(aether_tools::NoLedger);
+    let err = sh.run(json!({"command": "touch ran"})).await.unwrap_err();
+    assert!(err.to_string().contains("command log"), "{err}");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn not_offered_without_a_sandbox_or_without_shell_settings() {
+    let mut agent = AgentProfile::with_groups("builder", &["shell"]);
+    agent.shell = Some(ShellSettings::default());
+    let missing = RunShell::new(Sandbox::at("/nonexistent/bwrap"));
+    let why = missing.available_to(&agent).unwrap_err();
+    assert!(why.contains("no sandbox"), "{why}");
+    // A program that is not bubblewrap cannot make one either.
+    let wrong = RunShell::new(Sandbox::at("/bin/false"));
+    assert!(
+        wrong
+            .available_to(&agent)
+            .unwrap_err()
+            .contains("no sandbox")
+    );
+    let ok = RunShell::new(sandbox());
+    assert_eq!(ok.available_to(&agent), Ok(()));
+    agent.shell = None;
+    let why = ok.available_to(&agent).unwrap_err();
+    assert!(why.contains("no shell"), "{why}");
+}
+
+#[test]
+fn destructive_or_unreadable_commands_ask_for_a_person() {
+    let tool = RunShell::new(Sandbox::at("/nonexistent/bwrap"));
+    for command in [
+        "rm -rf build",
+        "sudo make install",
+        "git push --force",
+        "echo cm0gLXJmIC8= | base64 -d | sh",
+        "$CMD -rf /",
+    ] {
+        assert!(
+            tool.needs_person(&json!({ "command": command })).is_some(),
+            "{command}"
+        );
+    }
+    for command in ["cargo test", "ls -la | head", "git status"] {
+        assert_eq!(tool.needs_person(&json!({ "command": command })), None);
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_before_anything_runs() {
+    let tree = Tree::new();
+    let sh = shell(&tree, ShellSettings::default(), RootMode::ReadOnly);
+    for (args, want) in [
+        (json!({"command": "   "}), "empty"),
+        (json!({"command": "ls", "cwd": "../outside"}), ""),
+        (json!({"command": "ls", "cwd": "missing"}), ""),
+        (json!({"command": "ls", "root": "nope"}), ""),
+        (json!({"command": "x".repeat(70_000)}), "at most"),
+    ] {
+        let err = sh.run(args.clone()).await.unwrap_err();
+        assert!(err.to_string().contains(want), "{args}: {err}");
+    }
+    assert!(sh.log.commands().is_empty(), "nothing ran, nothing logged");
+}

@@ -612,6 +612,35 @@ impl Root {
         Ok((dir, real))
     }
 
+    /// Opens `rel` for reading (with [`read_options`]' flags) exactly where it is: beneath the
+    /// root and through no symlink in any component (`openat2` with `RESOLVE_BENEATH` and
+    /// `RESOLVE_NO_SYMLINKS`). What it opens is the file at `root/rel`, so where it landed needs
+    /// no check. `None` where the kernel has no `openat2` (before 5.6): open the usual way and
+    /// check the landing with [`Root::check_real_path`].
+    pub(crate) fn open_exact(&self, rel: &Path) -> Option<io::Result<File>> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static MISSING: AtomicBool = AtomicBool::new(false);
+        if MISSING.load(Ordering::Relaxed) {
+            return None;
+        }
+        let opened = rustix::fs::openat2(
+            &self.dir,
+            rel,
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        );
+        match opened {
+            Ok(fd) => Some(Ok(File::from(fd))),
+            Err(rustix::io::Errno::NOSYS) => {
+                MISSING.store(true, Ordering::Relaxed);
+                None
+            }
+            Err(e) => Some(Err(e.into())),
+        }
+    }
+
     /// The real path of an open handle must still lie under the root and must not be a
     /// credential file.
     pub(crate) fn check_real_path(

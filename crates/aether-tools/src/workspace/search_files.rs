@@ -217,11 +217,26 @@ async fn search_lines(
                 let Ok(rel_path) = abs.strip_prefix(root_path) else {
                     return WalkState::Continue;
                 };
-                // Opened beneath the root, never through a symlink.
-                let Ok(file) = root_dir.open_with(rel_path, open) else {
-                    return WalkState::Continue;
+                // Opened beneath the root. The walk reads folders by path, so a folder swapped
+                // for a symlink between the walk and the open (say, to `.ssh`) would make an
+                // open land somewhere the walk never saw: opened through no symlink at all,
+                // the file is where the walk saw it (and judged it); where the kernel cannot
+                // refuse symlinks in every component, where it landed is checked, as
+                // read_file does.
+                let (file, real) = match root.open_exact(rel_path) {
+                    Some(Ok(file)) => (file, abs.clone()),
+                    Some(Err(_)) => return WalkState::Continue,
+                    None => {
+                        let Ok(file) = root_dir.open_with(rel_path, open) else {
+                            return WalkState::Continue;
+                        };
+                        let file = file.into_std();
+                        let Ok(real) = root.check_real_path(&rel, &file, credentials) else {
+                            return WalkState::Continue;
+                        };
+                        (file, real)
+                    }
                 };
-                let file = file.into_std();
                 // A regular file with one name only: a file swapped for a FIFO or a device
                 // since the walk saw it is skipped, as is a hard link.
                 if file.metadata().map_or(true, |m| {
@@ -229,12 +244,6 @@ async fn search_lines(
                 }) {
                     return WalkState::Continue;
                 }
-                // The walk reads folders by path, so a folder swapped for a symlink between the
-                // walk and the open (say, to `.ssh`) makes this open land somewhere the walk never
-                // saw. Check where it landed, as read_file does.
-                let Ok(real) = root.check_real_path(&rel, &file, credentials) else {
-                    return WalkState::Continue;
-                };
                 // In a sealed root, a file changed since the seal is not searched.
                 if root.mode == aether_policy::paths::RootMode::Sealed
                     && root

@@ -35,6 +35,13 @@ pub struct ShellSettings {
     pub read_only: Vec<String>,
 }
 
+/// Folders a shell's `read_only` list may not name, hold, or lie in: the sandbox's own
+/// (`/proc`, `/dev`), and the machine's configuration, secrets and state.
+const SYSTEM_FOLDERS: &[&str] = &["/proc", "/sys", "/dev", "/run", "/etc", "/boot"];
+
+/// Folders it may not name or hold whole (a folder inside them, like `/root/.cargo`, is fine).
+const WHOLE_FOLDERS: &[&str] = &["/tmp", "/root", "/home", "/var", "/srv", "/mnt", "/media"];
+
 impl ShellSettings {
     /// What is wrong with these settings, as the operator would fix them.
     pub fn problems(&self) -> Vec<String> {
@@ -50,6 +57,18 @@ impl ShellSettings {
                 problems.push(format!("read_only {p:?} must not contain .."));
             } else if path.parent().is_none() {
                 problems.push("read_only cannot be / (the whole machine)".to_string());
+            } else if let Some(system) = SYSTEM_FOLDERS
+                .iter()
+                .find(|s| path.starts_with(s) || std::path::Path::new(s).starts_with(path))
+                .or_else(|| {
+                    WHOLE_FOLDERS
+                        .iter()
+                        .find(|s| std::path::Path::new(s).starts_with(path))
+                })
+            {
+                problems.push(format!(
+                    "read_only {p:?} is or holds {system}, which the sandbox provides itself or keeps out"
+                ));
             }
         }
         problems
@@ -93,6 +112,7 @@ fn review_at(command: &str, depth: usize) -> Option<Escalation> {
         depth,
         commands: Vec::new(),
         found: None,
+        cases: 0,
     };
     if let Err(e) = parser.list(None) {
         return Some(e);
@@ -111,11 +131,17 @@ fn review_at(command: &str, depth: usize) -> Option<Escalation> {
         if let Some(e) = judge(cmd, 0, &written, depth, false, false) {
             return Some(e);
         }
-        // `tee FILE` writes FILE too.
-        if let Some(first) = cmd.words.first()
-            && basename(&first.text) == "tee"
-        {
-            written.extend(cmd.words[1..].iter().map(|w| w.text.clone()));
+        // `tee FILE` writes FILE too, and so do copies and moves their last argument.
+        if let Some(first) = cmd.words.first() {
+            match basename(&first.text) {
+                "tee" => written.extend(cmd.words[1..].iter().map(|w| w.text.clone())),
+                "cp" | "mv" | "install" | "ln" | "rsync" | "dd" => {
+                    if let Some(last) = cmd.words.last() {
+                        written.push(last.text.trim_start_matches("of=").to_string());
+                    }
+                }
+                _ => {}
+            }
         }
     }
     None
@@ -147,6 +173,8 @@ struct Parser {
     src: Vec<char>,
     at: usize,
     depth: usize,
+    /// `case` statements open at this level (their patterns end in `)`).
+    cases: usize,
     commands: Vec<Simple>,
     /// A finding made while reading (say, in a here-document's expansions).
     found: Option<Escalation>,
@@ -170,8 +198,6 @@ impl Parser {
         let mut cmd = Simple::default();
         let mut fed_next = false;
         let mut heredocs: Vec<(String, bool, bool)> = Vec::new();
-        // After `;;` (or `case … in`) a word list ending in `)` is a case pattern, not a command.
-        let mut pattern_next = false;
         loop {
             let Some(c) = self.peek() else {
                 if close.is_some() {
@@ -201,7 +227,6 @@ impl Parser {
                 }
                 ';' | '&' | '|' => {
                     self.at += 1;
-                    pattern_next = c == ';' && matches!(self.peek(), Some(';' | '&'));
                     let pipe = c == '|' && self.peek() != Some('|');
                     // `&&`, `||`, `;;`, `|&`, `;&`
                     if matches!(self.peek(), Some('&' | '|' | ';')) {
@@ -216,15 +241,12 @@ impl Parser {
                 }
                 ')' => {
                     self.at += 1;
-                    let case_pattern = pattern_next
-                        || cmd
-                            .words
-                            .first()
-                            .is_some_and(|w| w.text == "case" && !w.dynamic);
+                    // In a `case`, at this level: `case WORD in PATTERN)`, or a pattern after
+                    // `;;` or on a line of its own.
+                    let case_pattern = close.is_none() && self.cases > 0;
                     if case_pattern {
                         // `case WORD in PATTERN)` or `;; PATTERN)`: nothing here runs.
                         cmd.words.clear();
-                        pattern_next = false;
                         continue;
                     }
                     self.end(&mut cmd, &mut fed_next, false);
@@ -244,9 +266,22 @@ impl Parser {
                     {
                         continue;
                     }
+                    let first = cmd.words.is_empty();
                     match word.text.as_str() {
                         "{" | "}" | "!" if !word.dynamic => {
                             self.end(&mut cmd, &mut fed_next, false)
+                        }
+                        "case" if first && !word.dynamic => {
+                            // Inside parentheses a case pattern's `)` could not be told from the
+                            // closing one: such a command is not read, it is asked about.
+                            if close.is_some() {
+                                return Err(self.unreadable("a case statement inside parentheses"));
+                            }
+                            self.cases += 1;
+                            cmd.words.push(word);
+                        }
+                        "esac" if first && !word.dynamic => {
+                            self.cases = self.cases.saturating_sub(1);
                         }
                         _ => cmd.words.push(word),
                     }
@@ -371,6 +406,7 @@ impl Parser {
                     depth: self.depth,
                     commands: Vec::new(),
                     found: None,
+                    cases: 0,
                 };
                 while inner.at < inner.src.len() {
                     let c = inner.src[inner.at];
@@ -454,8 +490,21 @@ impl Parser {
                         _ => self.dollar(&mut w)?,
                     }
                 }
-                '*' | '?' | '[' => {
+                '*' | '?' => {
                     w.glob = true;
+                    w.text.push(c);
+                    self.at += 1;
+                }
+                '[' => {
+                    // A bracket glob needs its `]` in the same word (`[` alone is `test`).
+                    let rest = &self.src[self.at + 1..];
+                    let end = rest
+                        .iter()
+                        .position(|c| c.is_whitespace() || ";&|<>()".contains(*c))
+                        .unwrap_or(rest.len());
+                    if rest[..end].contains(&']') {
+                        w.glob = true;
+                    }
                     w.text.push(c);
                     self.at += 1;
                 }
@@ -550,6 +599,32 @@ impl Parser {
                     return Err(self.unreadable("an unclosed ${"));
                 }
                 let inner: String = self.src[start..self.at - 1].iter().collect();
+                if inner.contains(['\'', '"']) {
+                    // Quotes inside change where bash ends the expansion; not read.
+                    return Err(self.unreadable("quotes inside ${…}"));
+                }
+                if inner.ends_with("@P") {
+                    return Err(esc(
+                        "computed-command",
+                        "${…@P} runs the command substitutions a value holds".into(),
+                    ));
+                }
+                if inner.contains("$(") || inner.contains('`') {
+                    self.nested(&inner);
+                }
+                w.dynamic = true;
+            }
+            Some('[') => {
+                // `$[…]`: old arithmetic, whose `$(…)` run.
+                let start = self.at + 1;
+                let Some(len) = self.src[start..].iter().position(|c| *c == ']') else {
+                    return Err(self.unreadable("an unclosed $["));
+                };
+                let inner: String = self.src[start..start + len].iter().collect();
+                self.at = start + len + 1;
+                if inner.contains('<') || inner.contains('[') {
+                    return Err(self.unreadable("$[…] holding < or ["));
+                }
                 if inner.contains("$(") || inner.contains('`') {
                     self.nested(&inner);
                 }
@@ -841,30 +916,14 @@ fn judge(
     let mut start = 0;
     while start < words.len() && is_prefix_word(&words[start]) {
         let w = &words[start];
-        if let Some((name, _)) = w.text.split_once('=')
-            && matches!(
-                name,
-                "BASH_ENV"
-                    | "ENV"
-                    | "LD_PRELOAD"
-                    | "LD_LIBRARY_PATH"
-                    | "LD_AUDIT"
-                    | "PROMPT_COMMAND"
-                    | "BASH_FUNC_"
-                    | "SHELLOPTS"
-                    | "PS4"
-                    | "GIT_SSH_COMMAND"
-                    | "GIT_EXTERNAL_DIFF"
-                    | "GIT_PAGER"
-                    | "PAGER"
-                    | "EDITOR"
-                    | "VISUAL"
-            )
+        if w.text == "case" && !w.dynamic {
+            // `case WORD in`: the word is matched, not run (its substitutions are read apart).
+            return None;
+        }
+        if is_assignment(&w.text)
+            && let Some(e) = risky_assignment(&w.text)
         {
-            return Some(esc(
-                "startup-code",
-                format!("sets {name}, which makes a program run other code"),
-            ));
+            return Some(e);
         }
         start += 1;
     }
@@ -902,7 +961,13 @@ fn judge(
                     format!("`{name}` runs text computed when the command runs"),
                 ));
             }
-            let text: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+            let mut text: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+            // `eval -- CODE`, `trap -- CODE SIGNAL`
+            while text.first().is_some_and(|t| {
+                *t == "--" || (name == "trap" && t.starts_with('-') && t.len() > 1 && *t != "-")
+            }) {
+                text.remove(0);
+            }
             // `trap CODE SIGNAL…`: the code is the first argument.
             let code = if name == "trap" {
                 text.first().copied().unwrap_or("").to_string()
@@ -919,26 +984,44 @@ fn judge(
         }
         "declare" | "typeset" | "export" | "local" | "readonly" => {
             for w in args {
-                if let Some((name, _)) = w.text.split_once('=')
-                    && matches!(
-                        name,
-                        "BASH_ENV" | "ENV" | "LD_PRELOAD" | "PROMPT_COMMAND" | "PS4"
-                    )
+                if w.text.contains('=')
+                    && let Some(e) = risky_assignment(&w.text)
                 {
+                    return Some(e);
+                }
+                if startup_variable(&w.text) || w.dynamic {
                     return Some(esc(
                         "startup-code",
-                        format!("sets {name}, which makes a program run other code"),
+                        format!("`{name}` of {}, which changes what programs run", shown(w)),
                     ));
                 }
             }
             return None;
         }
+        "read" | "mapfile" | "readarray" | "printf"
+            if args.iter().any(|w| w.text.contains('[') || w.dynamic)
+                && (name != "printf" || args.iter().any(|w| w.text == "-v")) =>
+        {
+            // `read 'a[$(rm …)]'`: the subscript of the variable read into is evaluated.
+            return Some(esc(
+                "stored-code",
+                format!("`{name}` into a computed or subscripted name"),
+            ));
+        }
+        "shopt" if args.iter().any(|w| w.text == "expand_aliases" || w.dynamic) => {
+            return Some(esc(
+                "alias",
+                "`shopt expand_aliases` turns aliases on".into(),
+            ));
+        }
         "rm" => {
             for w in args {
                 let t = &w.text;
-                let forced = t == "--recursive"
-                    || t == "--force"
-                    || t.starts_with("--no-preserve")
+                let long =
+                    |full: &str| t.len() > 2 && t.starts_with("--") && full.starts_with(t.as_str());
+                let forced = long("--recursive")
+                    || long("--force")
+                    || long("--no-preserve-root")
                     || (t.starts_with('-')
                         && !t.starts_with("--")
                         && t.chars().skip(1).any(|c| matches!(c, 'r' | 'R' | 'f')));
@@ -1048,14 +1131,145 @@ fn judge(
             }
             return None;
         }
-        "sed" | "perl" | "cp" | "mv" | "install" | "ln" | "tee" => {
+        "sed" | "gsed" | "perl" | "cp" | "mv" | "install" | "ln" | "tee" => {
             for w in args {
                 if let Some(e) = sensitive_target(&w.text) {
                     return Some(e);
                 }
             }
             if name == "perl" {
-                return judge_interpreter(name, args, cmd.fed);
+                return judge_interpreter(name, args, cmd.fed, written);
+            }
+            if name == "mv"
+                && let Some(w) = args.iter().find(|w| {
+                    w.text == "/dev/null" || w.text == "/tmp" || w.text.starts_with("/tmp/")
+                })
+            {
+                return Some(esc(
+                    "rm-rf",
+                    format!("`mv` to {}, out of the roots (a deletion)", w.text),
+                ));
+            }
+            if name.ends_with("sed") && !args.iter().any(|w| w.text == "--sandbox") {
+                let runs = regex::Regex::new(
+                    r"(?:^|[;{}\n\s0-9$/,!])[ew](?:$|[\s;}])|/[gpiImM0-9]*[ew][gpiImM0-9]*(?:$|[\s;}])",
+                )
+                .expect("the sed pattern compiles");
+                if let Some(w) = args
+                    .iter()
+                    .find(|w| !w.text.starts_with('-') && runs.is_match(&w.text))
+                {
+                    return Some(esc(
+                        "program-option",
+                        format!(
+                            "the sed script {:?} runs commands or writes files (e, w)",
+                            w.text
+                        ),
+                    ));
+                }
+            }
+            return None;
+        }
+        "tar" | "bsdtar" | "gtar" => {
+            if let Some(w) = args.iter().find(|w| {
+                let t = w.text.as_str();
+                [
+                    "--checkpoint-action",
+                    "--to-command",
+                    "--use-compress-program",
+                    "--info-script",
+                    "--new-volume-script",
+                    "--rsh-command",
+                    "--rmt-command",
+                    "--remove-files",
+                    "-I",
+                    "-F",
+                ]
+                .iter()
+                .any(|o| t.starts_with(o))
+            }) {
+                return Some(esc(
+                    "program-option",
+                    format!("`tar {}` runs a program or removes files", w.text),
+                ));
+            }
+            return None;
+        }
+        "rsync" => {
+            if let Some(w) = args.iter().find(|w| {
+                let t = w.text.as_str();
+                t.starts_with("--delete")
+                    || t.starts_with("--remove-source-files")
+                    || t.starts_with("--rsh")
+                    || t.starts_with("--rsync-path")
+                    || t == "-e"
+                    || (t.starts_with('-') && !t.starts_with("--") && t.contains('e'))
+            }) {
+                return Some(esc(
+                    "program-option",
+                    format!("`rsync {}` deletes or runs a program", w.text),
+                ));
+            }
+            return None;
+        }
+        "zip" => {
+            if let Some(w) = args.iter().find(|w| {
+                let t = w.text.as_str();
+                t.starts_with("-T")
+                    || t.starts_with("--unzip-command")
+                    || t == "--move"
+                    || (t.starts_with('-') && !t.starts_with("--") && t.contains('m'))
+            }) {
+                return Some(esc(
+                    "program-option",
+                    format!("`zip {}` runs a program or moves files away", w.text),
+                ));
+            }
+            return None;
+        }
+        "ssh" | "scp" | "sftp" => {
+            if args.iter().any(|w| {
+                let t = w.text.to_ascii_lowercase();
+                t.contains("proxycommand")
+                    || t.contains("localcommand")
+                    || t.contains("permitlocalcommand")
+            }) {
+                return Some(esc(
+                    "program-option",
+                    format!("`{name}` with a command option"),
+                ));
+            }
+            return None;
+        }
+        "gdb" | "ed" | "red" | "ex" | "vim" | "vi" | "nvim" | "view" | "emacs" | "nano"
+        | "expect" => {
+            return Some(esc(
+                "program-option",
+                format!("`{name}` runs commands given to it"),
+            ));
+        }
+        "sqlite3" | "sqlite" => {
+            if args
+                .iter()
+                .any(|w| w.text.contains(".system") || w.text.contains(".shell") || w.dynamic)
+                || cmd.fed
+            {
+                return Some(esc(
+                    "program-option",
+                    "`sqlite3` with .system or .shell, or commands from its input".into(),
+                ));
+            }
+            return None;
+        }
+        "make" | "gmake" => {
+            if let Some(w) = args.windows(2).find(|p| {
+                matches!(p[0].text.as_str(), "-f" | "--file" | "--makefile")
+                    && is_input_path(&p[1].text)
+            }) {
+                return Some(esc(
+                    "shell-input",
+                    format!("`make -f {}` runs recipes from its input", w[1].text),
+                ));
             }
             return None;
         }
@@ -1064,11 +1278,29 @@ fn judge(
     if SHELLS.contains(&name) {
         return judge_shell(name, args, cmd.fed, written, depth);
     }
-    if let Some(e) = judge_interpreter(name, args, cmd.fed) {
+    if let Some(e) = judge_interpreter(name, args, cmd.fed, written) {
         return Some(e);
     }
     if matches!(name, "source" | ".") {
         return judge_script(name, args.first(), written);
+    }
+    if let Some(known) = known_wrapper(name) {
+        let fed = fed_args || matches!(name, "xargs" | "parallel");
+        return match known.wrapped(args) {
+            Wrapped::Program(at) => judge(cmd, from + start + 1 + at, written, depth, fed, false),
+            Wrapped::Code(at, skip) => {
+                let code = &args[at];
+                if code.dynamic {
+                    Some(esc(
+                        "computed-command",
+                        format!("`{name}` runs text computed when the command runs"),
+                    ))
+                } else {
+                    review_at(&code.text[skip..], depth + 1)
+                }
+            }
+            Wrapped::Nothing => None,
+        };
     }
     if WRAPPERS.contains(&name) {
         if wrapped {
@@ -1103,6 +1335,250 @@ fn judge(
     None
 }
 
+/// Variables that make programs run other code, or change what a name runs.
+fn startup_variable(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "BASH_ENV",
+        "ENV",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "PROMPT_COMMAND",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "GIT_SSH_COMMAND",
+        "GIT_SSH",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_PAGER",
+        "GIT_EDITOR",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        "GIT_EXEC_PATH",
+        "GIT_TEMPLATE_DIR",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_DIR",
+        "GIT_PROXY_COMMAND",
+        "PAGER",
+        "MANPAGER",
+        "EDITOR",
+        "VISUAL",
+        "BROWSER",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "BASH_ALIASES",
+        "BASH_CMDS",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PYTHONSTARTUP",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "RUBYOPT",
+        "RUBYLIB",
+        "MAKEFLAGS",
+        "GCONV_PATH",
+    ];
+    let base = name.split('[').next().unwrap_or(name).trim_end_matches('+');
+    NAMES.contains(&base)
+        || base.starts_with("BASH_FUNC_")
+        || base.starts_with("GIT_CONFIG_KEY_")
+        || base.starts_with("GIT_CONFIG_VALUE_")
+}
+
+/// An assignment (`NAME=value`) that changes what runs: a startup variable, or a value that
+/// holds code for a later expansion to run (`x='a[$(rm …)]'`, evaluated by `$(( x ))`).
+fn risky_assignment(text: &str) -> Option<Escalation> {
+    let (name, value) = text.split_once('=')?;
+    if startup_variable(name) {
+        return Some(esc(
+            "startup-code",
+            format!("sets {name}, which changes what programs run"),
+        ));
+    }
+    if value.contains("$(") || value.contains('`') || name.contains('[') {
+        return Some(esc(
+            "stored-code",
+            format!("{name} is given text that a later expansion would run"),
+        ));
+    }
+    None
+}
+
+/// A wrapper whose options are known, so the program it runs can be found exactly.
+struct KnownWrapper {
+    /// Options that take the next word as their value.
+    valued: &'static [&'static str],
+    /// Options whose value is shell text to run.
+    code: &'static [&'static str],
+    /// Options after which nothing is run (`command -v`).
+    lookup: &'static [&'static str],
+    /// Words before the program that are not options (`timeout`'s duration).
+    positional: usize,
+    /// `NAME=value` words before the program (`env`).
+    assignments: bool,
+}
+
+enum Wrapped {
+    /// The program starts at this argument.
+    Program(usize),
+    /// This argument, from this byte on, is shell text it runs.
+    Code(usize, usize),
+    /// It runs nothing (or nothing is left to run).
+    Nothing,
+}
+
+fn known_wrapper(name: &str) -> Option<KnownWrapper> {
+    let w = |valued, code, lookup, positional, assignments| KnownWrapper {
+        valued,
+        code,
+        lookup,
+        positional,
+        assignments,
+    };
+    Some(match name {
+        "command" => w(&[], &[], &["-v", "-V", "-pv", "-pV"], 0, false),
+        "builtin" | "nohup" | "eatmydata" | "catchsegv" | "dbus-run-session" => {
+            w(&[], &[], &[], 0, false)
+        }
+        "exec" => w(&["-a"], &[], &[], 0, false),
+        "setsid" => w(&[], &[], &[], 0, false),
+        "time" => w(&["-f", "-o", "--format", "--output"], &[], &[], 0, false),
+        "nice" => w(&["-n", "--adjustment"], &[], &[], 0, false),
+        "ionice" => w(&["-c", "-n", "--class", "--classdata"], &[], &[], 0, false),
+        "stdbuf" => w(
+            &["-i", "-o", "-e", "--input", "--output", "--error"],
+            &[],
+            &[],
+            0,
+            false,
+        ),
+        "timeout" => w(
+            &["-s", "-k", "--signal", "--kill-after"],
+            &[],
+            &[],
+            1,
+            false,
+        ),
+        "env" => w(
+            &["-u", "-C", "--unset", "--chdir", "-P"],
+            &["-S", "--split-string"],
+            &[],
+            0,
+            true,
+        ),
+        "flock" => w(
+            &["-w", "-E", "--timeout", "--conflict-exit-code"],
+            &["-c", "--command"],
+            &[],
+            1,
+            false,
+        ),
+        "xargs" => w(
+            &[
+                "-a",
+                "-d",
+                "-E",
+                "-I",
+                "-L",
+                "-n",
+                "-P",
+                "-s",
+                "--arg-file",
+                "--delimiter",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--max-lines",
+            ],
+            &[],
+            &[],
+            0,
+            false,
+        ),
+        "unbuffer" | "fakeroot" => w(&["-l", "-s", "-i"], &[], &[], 0, false),
+        "xvfb-run" => w(
+            &[
+                "-n",
+                "-s",
+                "-f",
+                "-e",
+                "-p",
+                "-w",
+                "--server-num",
+                "--server-args",
+                "--auth-file",
+                "--error-file",
+            ],
+            &[],
+            &[],
+            0,
+            false,
+        ),
+        _ => return None,
+    })
+}
+
+impl KnownWrapper {
+    fn wrapped(&self, args: &[Word]) -> Wrapped {
+        let mut i = 0;
+        let mut positional = self.positional;
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            if self.lookup.contains(&t) {
+                return Wrapped::Nothing;
+            }
+            if let Some(flag) = self.code.iter().find(|f| t.starts_with(**f)) {
+                return if t == *flag {
+                    if i + 1 < args.len() {
+                        Wrapped::Code(i + 1, 0)
+                    } else {
+                        Wrapped::Nothing
+                    }
+                } else if flag.starts_with("--") {
+                    // `--split-string=TEXT`
+                    Wrapped::Code(
+                        i,
+                        flag.len() + usize::from(t[flag.len()..].starts_with('=')),
+                    )
+                } else {
+                    // `-STEXT`, glued
+                    Wrapped::Code(i, flag.len())
+                };
+            }
+            if t.starts_with('-') && t.len() > 1 && !args[i].dynamic {
+                i += if self.valued.contains(&t) { 2 } else { 1 };
+                continue;
+            }
+            if self.assignments && is_assignment(t) {
+                i += 1;
+                continue;
+            }
+            if positional > 0 {
+                positional -= 1;
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        if i < args.len() {
+            Wrapped::Program(i)
+        } else {
+            Wrapped::Nothing
+        }
+    }
+}
+
 fn name_pattern(name: &str) -> &'static str {
     ALWAYS
         .iter()
@@ -1120,8 +1596,23 @@ fn shown(w: &Word) -> String {
 }
 
 fn same_file(a: &str, b: &str) -> bool {
-    let norm = |s: &str| s.trim_start_matches("./").to_string();
+    // `./x`, `.//x`, `a/./x` and `a//x` name what `x` and `a/x` name.
+    let norm = |s: &str| {
+        s.split('/')
+            .filter(|part| !part.is_empty() && *part != ".")
+            .collect::<Vec<_>>()
+            .join("/")
+            + if s.starts_with('/') { "/" } else { "" }
+    };
     norm(a) == norm(b)
+}
+
+/// A path that reads the command's own input: `/dev/stdin`, `/dev/fd/N`, `/proc/…/fd/N`, `-`.
+fn is_input_path(path: &str) -> bool {
+    path == "-"
+        || path == "/dev/stdin"
+        || path.starts_with("/dev/fd/")
+        || (path.starts_with("/proc/") && path.contains("/fd/"))
 }
 
 /// A write target a person must see: a disk device, or an application's settings file.
@@ -1148,6 +1639,38 @@ fn sensitive_target(target: &str) -> Option<Escalation> {
     }
     if basename(t).to_ascii_lowercase().starts_with("appsettings") {
         return Some(esc("app-settings", format!("changes {t}")));
+    }
+    const STARTUP: &[&str] = &[
+        ".gitconfig",
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".inputrc",
+        ".gdbinit",
+        ".vimrc",
+        ".exrc",
+        ".netrc",
+        ".npmrc",
+        ".envrc",
+        ".pythonrc",
+        ".perldb",
+        ".wgetrc",
+        ".curlrc",
+        ".gitattributes",
+        ".gitmodules",
+        ".pypirc",
+        ".lesskey",
+    ];
+    if STARTUP.contains(&basename(t)) || t.contains(".config/git/") || t.contains(".git/") {
+        return Some(esc(
+            "startup-file",
+            format!("writes {t}, which programs read for commands or settings"),
+        ));
     }
     None
 }
@@ -1222,6 +1745,12 @@ fn judge_shell(
 /// command runs, or when this same command wrote it.
 fn judge_script(name: &str, script: Option<&Word>, written: &[String]) -> Option<Escalation> {
     let script = script?;
+    if is_input_path(&script.text) {
+        return Some(esc(
+            "shell-input",
+            format!("`{name} {}` runs commands from its input", script.text),
+        ));
+    }
     if script.dynamic || script.glob {
         return Some(esc(
             "computed-command",
@@ -1238,7 +1767,12 @@ fn judge_script(name: &str, script: Option<&Word>, written: &[String]) -> Option
 
 /// Inline code for another interpreter: asked about when it can reach the system (processes,
 /// files, dynamic code), or when it comes from the input.
-fn judge_interpreter(name: &str, args: &[Word], fed: bool) -> Option<Escalation> {
+fn judge_interpreter(
+    name: &str,
+    args: &[Word],
+    fed: bool,
+    written: &[String],
+) -> Option<Escalation> {
     let family = if name.starts_with("python") || name == "pypy" || name == "pypy3" {
         "python"
     } else if name.starts_with("perl") {
@@ -1261,73 +1795,116 @@ fn judge_interpreter(name: &str, args: &[Word], fed: bool) -> Option<Escalation>
     } else {
         return None;
     };
-    let code_flags: &[&str] = match family {
-        "python" => &["-c"],
-        "perl" => &["-e", "-E"],
-        "ruby" => &["-e"],
-        "node" => &["-e", "--eval", "-p", "--print", "eval", "-pe"],
-        "php" => &["-r"],
-        "lua" => &["-e"],
-        "other" => &["-e", "-c", "-Command", "-command", "--eval"],
+    // The short options that take inline code, and the long ones.
+    let (short, long): (&[char], &[&str]) = match family {
+        "python" => (&['c'], &[]),
+        "perl" => (&['e', 'E'], &[]),
+        "ruby" => (&['e'], &[]),
+        "node" => (&['e', 'p'], &["--eval", "--print"]),
+        "php" => (&['r'], &[]),
+        "lua" => (&['e'], &[]),
+        "awk" => (&['e'], &["--source"]),
+        _ => (&['e', 'c'], &["--eval", "-Command", "-command", "-c"]),
+    };
+    // Options whose value is the next word (so that value is not taken for code or a script).
+    let valued: &[&str] = match family {
+        "awk" => &["-v", "-F", "-W", "-i", "-l", "-f"],
+        "python" => &["-m", "-W", "-X", "-Q"],
+        "perl" => &["-I", "-M", "-m"],
+        "node" => &["-r", "--require", "--import", "--loader"],
         _ => &[],
     };
-    let mut code: Option<&Word> = None;
-    let mut skip = false;
-    for (i, w) in args.iter().enumerate() {
+    let mut code: Option<String> = None;
+    let mut dynamic = false;
+    let mut script: Option<&Word> = None;
+    let mut program_file = false;
+    let mut i = 0;
+    while i < args.len() {
+        let w = &args[i];
         let t = w.text.as_str();
-        if std::mem::take(&mut skip) {
-            continue;
-        }
-        if code_flags.contains(&t) {
-            code = args.get(i + 1);
-            break;
-        }
-        // `-c…` glued to its code, `-ne 'code'` clusters (perl)
-        if code_flags
+        if let Some(flag) = long
             .iter()
-            .any(|f| f.len() == 2 && t.starts_with(*f) && t.len() > 2)
+            .find(|f| t == **f || t.starts_with(&format!("{f}=")))
         {
-            code = if family == "perl" && t[1..].chars().all(|c| c.is_ascii_alphabetic()) {
-                args.get(i + 1)
-            } else {
-                Some(w)
-            };
-            break;
-        }
-        if family == "perl" && t.starts_with('-') && !t.starts_with("--") && t.contains(['e', 'E'])
-        {
-            code = args.get(i + 1);
-            break;
-        }
-        if family == "awk" && matches!(t, "-f" | "-v" | "-F" | "-W" | "-i" | "-l" | "-E") {
-            // The program comes from a file (`-f`), or the option takes a value.
-            if matches!(t, "-f" | "-E") {
-                return None;
+            match t.strip_prefix(&format!("{flag}=")) {
+                Some(inline) => {
+                    code = Some(inline.to_string());
+                    dynamic = w.dynamic;
+                }
+                None => {
+                    code = args.get(i + 1).map(|n| n.text.clone());
+                    dynamic = args.get(i + 1).is_some_and(|n| n.dynamic);
+                }
             }
-            skip = true;
+            break;
+        }
+        if t == "--" {
+            script = args.get(i + 1);
+            break;
+        }
+        if valued.contains(&t) {
+            program_file |= family == "awk" && t == "-f";
+            i += 2;
             continue;
         }
-        if family == "awk" && (!t.starts_with('-') || t == "--") {
-            code = if t == "--" { args.get(i + 1) } else { Some(w) };
-            break;
+        if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 {
+            // A cluster: the first code option in it takes the rest, or the next word.
+            if let Some(at) = t[1..].find(|c: char| short.contains(&c)) {
+                let rest = &t[1 + at + 1..];
+                if rest.is_empty() {
+                    code = args.get(i + 1).map(|n| n.text.clone());
+                    dynamic = args.get(i + 1).is_some_and(|n| n.dynamic);
+                } else {
+                    code = Some(rest.to_string());
+                    dynamic = w.dynamic;
+                }
+                break;
+            }
+            program_file |= family == "awk" && t.starts_with("-f");
+            i += 1;
+            continue;
+        }
+        if t.starts_with("--") {
+            i += 1;
+            continue;
+        }
+        // The first word that is not an option: awk's program, or a script to run.
+        if family == "awk" && !program_file {
+            code = Some(w.text.clone());
+            dynamic = w.dynamic;
+        } else {
+            script = Some(w);
+        }
+        break;
+    }
+    let code: Option<&str> = code.as_deref();
+    if dynamic {
+        return Some(esc(
+            "computed-command",
+            format!("`{name}` runs code computed when the command runs"),
+        ));
+    }
+    if let Some(script) = script {
+        if is_input_path(&script.text) {
+            return Some(esc(
+                "interpreter-input",
+                format!("`{name} {}` runs code from its input", script.text),
+            ));
+        }
+        if let Some(e) = judge_script(name, Some(script), written) {
+            return Some(e);
         }
     }
     let Some(code) = code else {
-        let reads_input = args.is_empty() || args.iter().any(|w| w.text == "-");
-        return (reads_input && fed && family != "awk").then(|| {
+        let reads_input = script.is_none() || args.iter().any(|w| w.text == "-");
+        return (reads_input && fed && family != "awk" && !program_file).then(|| {
             esc(
                 "interpreter-input",
                 format!("`{name}` runs code from its input"),
             )
         });
     };
-    if code.dynamic {
-        return Some(esc(
-            "computed-command",
-            format!("`{name}` runs code computed when the command runs"),
-        ));
-    }
-    let lower = code.text.to_ascii_lowercase();
+    let lower = code.to_ascii_lowercase();
     const REACH: &[&str] = &[
         "system",
         "exec",
@@ -1339,6 +1916,20 @@ fn judge_interpreter(name: &str, args: &[Word], fed: bool) -> Option<Escalation>
         "rmtree",
         "unlink",
         "remove",
+        "qx",
+        "import(",
+        "vars(",
+        "globals(",
+        "builtins",
+        "sys.modules",
+        "passthru",
+        "shell_exec",
+        "proc_open",
+        "pcntl",
+        "rmsync",
+        "|\"",
+        "| \"",
+        "\\x",
         "rmdir",
         "chmod",
         "chown",
@@ -1393,10 +1984,40 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
     while i < args.len() && args[i].text.starts_with('-') {
         let t = args[i].text.as_str();
         if t == "-c" {
-            if let Some(kv) = args.get(i + 1)
-                && let Some(e) = git_config_pair(&kv.text)
-            {
-                return Some(e);
+            // Settings change what git runs in more ways than program-valued keys (a remote's
+            // push refspec, mirror mode): only plainly harmless ones pass.
+            if let Some(kv) = args.get(i + 1) {
+                if let Some(e) = git_config_pair(&kv.text) {
+                    return Some(e);
+                }
+                let key = kv.text.split('=').next().unwrap_or("").to_ascii_lowercase();
+                const SAFE: &[&str] = &[
+                    "color.",
+                    "user.",
+                    "advice.",
+                    "init.",
+                    "log.",
+                    "format.",
+                    "column.",
+                    "i18n.",
+                    "core.quotepath",
+                    "core.autocrlf",
+                    "core.safecrlf",
+                    "safe.directory",
+                    "diff.renames",
+                    "pull.rebase",
+                    "merge.conflictstyle",
+                    "commit.gpgsign",
+                    "tag.gpgsign",
+                    "gc.auto",
+                    "protocol.version",
+                ];
+                if kv.dynamic || !SAFE.iter().any(|p| key.starts_with(p)) {
+                    return Some(esc(
+                        "git-config",
+                        format!("`git -c {key}=…` changes what git does"),
+                    ));
+                }
             }
             i += 2;
             continue;
@@ -1431,9 +2052,16 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
             w.text.starts_with('-') && !w.text.starts_with("--") && w.text[1..].contains(c)
         })
     };
+    // Git takes any unambiguous prefix of a long option (`--dele` is `--delete`).
+    let long_prefix = |names: &[&str]| {
+        rest.iter().any(|w| {
+            let t = w.text.split('=').next().unwrap_or("");
+            t.len() > 2 && t.starts_with("--") && names.iter().any(|n| n.starts_with(t))
+        })
+    };
     let found = match sub {
         "push" => {
-            has(&[
+            long_prefix(&[
                 "--force",
                 "--force-with-lease",
                 "--mirror",
@@ -1447,7 +2075,15 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
             }) || short('f')
                 || short('d')
         }
-        "reset" => has(&["--hard", "--merge", "--keep"]),
+        "reset" => long_prefix(&["--hard", "--merge", "--keep"]),
+        "grep" => {
+            has(&["-O"])
+                || rest
+                    .iter()
+                    .any(|w| w.text.starts_with("-O") || w.text.starts_with("--open-files"))
+        }
+        "difftool" | "mergetool" | "bisect" | "daemon" | "instaweb" | "web--browse"
+        | "submodule" | "filter-process" => true,
         "clean" => true,
         "checkout" => has(&["-f", "--force", ".", "--", "--ours", "--theirs"]) || short('f'),
         "restore" => !has(&["--staged", "-S"]) || has(&["--worktree", "-W"]),
@@ -1557,23 +2193,49 @@ fn self_calling_function(command: &str) -> Option<Escalation> {
             defs.push((name, body_from));
         }
     }
-    for (name, body_from) in defs {
-        let Some(body) = body(&command[body_from..]) else {
+    // A body that calls any function defined here (itself, or another that calls back:
+    // `a(){ b|b& }; b(){ a|a& }`). Quoted text and `command NAME` (the program, not the
+    // function) are not calls.
+    let names: Vec<&str> = defs.iter().map(|(n, _)| n.as_str()).collect();
+    for (name, body_from) in &defs {
+        let Some(body) = body(&command[*body_from..]) else {
             continue;
         };
-        let calls = body.match_indices(name.as_str()).any(|(i, _)| {
-            let before = body[..i].chars().next_back();
-            let after = body[i + name.len()..].chars().next();
-            !before.is_some_and(is_name_char) && !after.is_some_and(is_name_char)
-        });
-        if calls {
-            return Some(esc(
-                "self-calling-function",
-                format!("defines {name}(), a function that calls itself (a fork bomb's shape)"),
-            ));
+        let body = unquoted(body);
+        for called in &names {
+            let calls = body.match_indices(called).any(|(i, _)| {
+                let before = body[..i].chars().next_back();
+                let after = body[i + called.len()..].chars().next();
+                let prefix = body[..i].trim_end();
+                !before.is_some_and(is_name_char)
+                    && !after.is_some_and(is_name_char)
+                    && !prefix.ends_with("command")
+                    && !prefix.ends_with("builtin")
+            });
+            if calls {
+                return Some(esc(
+                    "self-calling-function",
+                    format!("defines {name}(), which calls {called}() (a fork bomb's shape)"),
+                ));
+            }
         }
     }
     None
+}
+
+/// `text` with quoted parts blanked out.
+fn unquoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => out.push(' '),
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None => out.push(c),
+        }
+    }
+    out
 }
 
 /// The text of a function body: from the first `{` or `(` to its match.
@@ -1675,6 +2337,11 @@ mod tests {
         asks("command rm -rf x", "rm-rf");
         asks("exec rm -rf x", "rm-rf");
         asks("env -S 'rm -rf /'", "rm-rf");
+        asks("env -S'rm -rf /'", "rm-rf");
+        asks("env --split-string='rm -rf /'", "rm-rf");
+        asks("flock /tmp/l -c 'rm -rf x'", "rm-rf");
+        asks("command -p rm -rf x", "rm-rf");
+        asks("timeout --signal=KILL 5 nice -n 3 rm -rf x", "rm-rf");
         asks("busybox rm -rf /", "rm-rf");
         asks("ls | xargs rm", "rm-rf");
         asks("find . -print0 | xargs -0 rm", "rm-rf");
@@ -1759,6 +2426,135 @@ mod tests {
     }
 
     #[test]
+    fn what_bash_reads_differently_or_runs_later_is_asked_about() {
+        // Text the parser would otherwise split differently from bash.
+        asks("echo $[1<<2]\nrm -rf dir\n2]", "unreadable");
+        asks("echo ${x:-'}'$(rm -rf dir)} #'", "unreadable");
+        asks(
+            "echo $(case x in a|b) true;; esac\nrm -rf dir)",
+            "unreadable",
+        );
+        // Code stored in a value and run by a later expansion.
+        asks("x='a[$(rm -rf dir)]'; echo $(( x ))", "stored-code");
+        asks("read 'a[$(rm -rf dir)]' <<< 1", "stored-code");
+        asks("x='$(rm -rf dir)'; echo \"${x@P}\"", "computed-command");
+        asks(
+            "shopt -s expand_aliases\nBASH_ALIASES[x]='rm -rf dir'\nx",
+            "alias",
+        );
+        asks("BASH_CMDS[ls]=/usr/bin/rm; ls -r dir", "startup-code");
+        asks("export GIT_SSH_COMMAND='rm -rf dir'", "startup-code");
+        asks(
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.st GIT_CONFIG_VALUE_0='!rm -rf dir' git st",
+            "startup-code",
+        );
+        asks("eval -- 'rm -rf dir'", "rm-rf");
+        asks("trap -- 'rm -rf dir' EXIT", "rm-rf");
+        // Script text given on the input under a path name.
+        asks("bash /dev/stdin <<'E'\nrm -rf dir\nE", "shell-input");
+        asks(
+            "python3 /dev/stdin <<< 'import shutil'",
+            "interpreter-input",
+        );
+        asks("source /dev/stdin <<< 'rm -rf dir'", "shell-input");
+        asks("make -f /dev/stdin <<< x", "shell-input");
+        // Interpreter options in other shapes.
+        asks(
+            "python3 -Ic \"import shutil; shutil.rmtree('dir')\"",
+            "inline-code",
+        );
+        asks("perl -le'system \"rm -rf dir\"'", "inline-code");
+        asks(
+            "node --eval=\"require('child_process').execSync('id')\"",
+            "inline-code",
+        );
+        asks(
+            "gawk --source='BEGIN{system(\"rm -rf dir\")}'",
+            "inline-code",
+        );
+        asks("perl -e 'qx(rm -rf dir)'", "inline-code");
+        asks(
+            "node -e \"import('f'+'s').then(m=>m.rmSync('dir'))\"",
+            "inline-code",
+        );
+        asks(
+            "python3 -c \"import sys,os as q; vars(q)['sys'+'tem']('x')\"",
+            "inline-code",
+        );
+        asks("awk 'BEGIN{print \"rm -rf dir\" | \"sh\"}'", "inline-code");
+        // Options that run programs.
+        asks("sed -n '1e rm -rf dir' f", "program-option");
+        asks("echo x | sed 's/.*/rm -rf dir/e'", "program-option");
+        asks(
+            "tar cf x.tar --checkpoint=1 --checkpoint-action=exec='rm -rf dir' .",
+            "program-option",
+        );
+        asks(
+            "git grep --open-files-in-pager='rm -rf dir;' x",
+            "git-destructive",
+        );
+        asks("gdb -batch -ex 'shell rm -rf dir'", "program-option");
+        asks("vim -es -c '!rm -rf dir' -c q", "program-option");
+        asks("printf '!rm -rf dir\\n' | ed -s", "program-option");
+        asks("sqlite3 :memory: '.system rm -rf dir'", "program-option");
+        asks(
+            "printf '[alias]\\n\\tst = !rm -rf dir\\n' > ~/.gitconfig; git st",
+            "startup-file",
+        );
+        // Abbreviated options.
+        asks("git push --dele origin other", "git-destructive");
+        asks("git push --mirro origin", "git-destructive");
+        asks("git -c remote.origin.mirror=true push origin", "git-config");
+        asks("rm --rec dir", "rm-rf");
+        asks("rm --r dir", "rm-rf");
+        // Scripts written and run under another name.
+        asks(
+            "echo 'rm -rf dir' | cp /dev/stdin s.sh; sh s.sh",
+            "written-script",
+        );
+        asks("echo x > s.sh; sh .//s.sh", "written-script");
+        asks(
+            "echo 'import shutil' > x.py; python3 x.py",
+            "written-script",
+        );
+        // Deleting without rm.
+        asks("mv dir /tmp/", "rm-rf");
+        asks("rsync -a --delete empty/ dir/", "program-option");
+        asks("tar --remove-files -cf /tmp/x.tar dir", "program-option");
+        asks("zip -qrm /tmp/x.zip dir", "program-option");
+        // Mutual recursion.
+        asks("a(){ b|b& }; b(){ a|a& }; a", "self-calling-function");
+    }
+
+    #[test]
+    fn extra_read_only_folders_are_checked() {
+        let problems = |paths: &[&str]| {
+            ShellSettings {
+                read_only: paths.iter().map(|p| p.to_string()).collect(),
+                ..Default::default()
+            }
+            .problems()
+        };
+        assert!(problems(&["/root/.cargo", "/home/me/.rustup", "/opt/tool"]).is_empty());
+        for bad in [
+            "relative",
+            "/",
+            "/proc",
+            "/proc/1",
+            "/etc",
+            "/etc/ssl",
+            "/home",
+            "/root",
+            "/var",
+            "/x/../etc",
+            "/sys/kernel",
+            "/run/user/0",
+        ] {
+            assert_eq!(problems(&[bad]).len(), 1, "{bad} should be refused");
+        }
+    }
+
+    #[test]
     fn ordinary_work_runs() {
         runs("ls -la");
         runs("cargo build --release && cargo test");
@@ -1800,6 +2596,23 @@ mod tests {
         runs("[[ -f x ]] && echo yes");
         runs("test -d build || mkdir build");
         runs("case $x in a) echo a;; *) echo other;; esac");
+        runs("case \"$1\" in\n  build) make;;\n  test) make test;;\nesac");
+        runs("if [ -n \"$CI\" ]; then echo ci; fi");
+        runs("[ -f x ] && cat x");
+        runs("ls() { command ls -la \"$@\"; }; ls");
+        runs("build() { echo \"build done\"; }; build");
+        runs("sed -n '/error/p' log.txt");
+        runs("sed -e 's/foo/bar/g' -i.bak notes.txt");
+        runs("git -c color.ui=false log --oneline");
+        runs("tar czf out.tgz src");
+        runs("zip -r out.zip src");
+        runs("rsync -a src/ backup/");
+        runs("git push --tags origin");
+        runs("mv a.txt b.txt");
+        runs("export RUST_LOG=debug; cargo test");
+        runs("IFS=, read -r a b <<< \"x,y\"; echo $a");
+        runs("command -v cargo");
+        runs("timeout 30 env RUST_BACKTRACE=1 cargo test -- --nocapture");
         runs("source venv/bin/activate && pytest");
         runs("f() { echo hi; }; f");
         runs("awk -F , '{print $2}' data.csv");

@@ -52,9 +52,9 @@ pub(crate) fn environment(home: &str, tmp: &str) -> [(&'static str, String); 7] 
 }
 
 /// What to run, and what the command log says about it.
-pub(crate) struct Spawn<'a> {
+pub(crate) struct Spawn<'a, A: AsRef<std::ffi::OsStr>> {
     pub exe: &'a str,
-    pub argv: &'a [String],
+    pub argv: &'a [A],
     pub cwd: &'a Path,
     pub env: &'a [(&'static str, String)],
     pub timeout: Duration,
@@ -78,7 +78,10 @@ pub(crate) fn logged_text(command: &str) -> String {
 }
 
 /// Logs the command (durably), runs it, records how it ended.
-pub(crate) async fn run(cx: &CallContext, spawn: Spawn<'_>) -> Result<ToolOutput, ToolError> {
+pub(crate) async fn run<A: AsRef<std::ffi::OsStr>>(
+    cx: &CallContext,
+    spawn: Spawn<'_, A>,
+) -> Result<ToolOutput, ToolError> {
     let sandbox = spawn.log.sandbox.clone();
     let mut log = spawn.log.clone();
     log.at_us = now_us();
@@ -129,7 +132,7 @@ fn now_us() -> i64 {
         .unwrap_or(0)
 }
 
-async fn execute(spawn: &Spawn<'_>) -> Result<Output, ToolError> {
+async fn execute<A: AsRef<std::ffi::OsStr>>(spawn: &Spawn<'_, A>) -> Result<Output, ToolError> {
     let exe = spawn.exe;
     // No other process of this user reads Aether's memory or environment through /proc
     // (a command could otherwise find Aether's keys in /proc/PID/environ).
@@ -287,7 +290,13 @@ impl Home {
             .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
             .take(64)
             .collect();
-        let id = format!("{call}-{}-{n}", std::process::id());
+        // Unpredictable too: the folder is made with `create` (never reused), so a name
+        // someone else took first would only fail the command.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let id = format!("{call}-{}-{n}-{nanos:x}", std::process::id());
         let dir = std::env::temp_dir().join(format!("aether-run-{id}"));
         std::fs::DirBuilder::new()
             .mode(0o700)

@@ -143,8 +143,17 @@ impl Tool for RunShell {
         let shell = sandbox::shell();
         let roots = cx.roots.clone();
         let (scratch, cwd2, command) = (home.dir.clone(), cwd.clone(), args.command.clone());
+        // A shell that may write runs alone: no other shell command is being set up (its
+        // credential walk done, its covers not yet mounted) while one could rename folders
+        // around them. Read-only shells run side by side.
+        let may_write = settings.write;
+        let _turn = if may_write {
+            Turn::Alone(SHELLS.write().await)
+        } else {
+            Turn::Shared(SHELLS.read().await)
+        };
         // Walking the roots for credentials to hide is file work: off the async threads.
-        let argv = crate::blocking(move || {
+        let plan = crate::blocking(move || {
             sandbox::arguments(&Layout {
                 scratch: &scratch,
                 roots: &roots,
@@ -168,11 +177,11 @@ impl Tool for RunShell {
             sandbox: "bubblewrap".into(),
         };
         let bwrap = bwrap.to_string_lossy().into_owned();
-        process::run(
+        let mut output = process::run(
             &cx,
             Spawn {
                 exe: &bwrap,
-                argv: &argv,
+                argv: &plan.args,
                 cwd: &cwd,
                 env: &env,
                 timeout,
@@ -181,6 +190,30 @@ impl Tool for RunShell {
                 log,
             },
         )
-        .await
+        .await?;
+        if !plan.writable.is_empty() {
+            let removed = crate::blocking(move || sandbox::remove_new_repositories(&plan)).await;
+            if !removed.is_empty() {
+                let names: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
+                output.content.push(crate::Content::Text(format!(
+                    "Aether removed the git repositories this command created ({}): git run there \
+                     later, outside the sandbox, would run what their config and hooks name. Use \
+                     run_command with an allowlisted git instead.",
+                    names.join(", ")
+                )));
+                output.is_error = true;
+            }
+        }
+        Ok(output)
     }
+}
+
+/// Shell commands being set up or running: shared by read-only shells, taken alone by one
+/// that may write.
+static SHELLS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+#[allow(dead_code)] // held for its lifetime only
+enum Turn {
+    Alone(tokio::sync::RwLockWriteGuard<'static, ()>),
+    Shared(tokio::sync::RwLockReadGuard<'static, ()>),
 }

@@ -16,6 +16,8 @@
 //! count beyond what the machine's cgroups give (see `tree.rs`). Credential files that appear
 //! after the sandbox was built, during the command, are not hidden from it.
 
+use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -38,7 +40,8 @@ const ETC: &[&str] = &[
     "localtime",
     "timezone",
     "nsswitch.conf",
-    "ssl",
+    "ssl/certs",
+    "ssl/openssl.cnf",
     "ca-certificates",
     "ca-certificates.conf",
     "mime.types",
@@ -120,8 +123,10 @@ pub fn shell() -> &'static str {
 
 /// Runs `true` in a sandbox built like a real one (without roots).
 fn probe(bwrap: &Path) -> Result<(), String> {
-    let scratch = std::env::temp_dir().join(format!("aether-probe-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&scratch);
+    // A fresh private folder (never one that already exists: someone else could have put
+    // links in it for these writes to follow).
+    let home = super::process::Home::new("probe").map_err(|e| e.to_string())?;
+    let scratch = home.dir.clone();
     let result = (|| {
         let mut args = base(&scratch, false).map_err(|e| e.to_string())?;
         args.extend(["--chdir", "/", "--", "/bin/sh", "-c", "exit 0"].map(String::from));
@@ -164,7 +169,7 @@ fn probe(bwrap: &Path) -> Result<(), String> {
             }
         }
     })();
-    let _ = std::fs::remove_dir_all(&scratch);
+    drop(home);
     result
 }
 
@@ -259,32 +264,41 @@ pub struct Layout<'a> {
     pub command: &'a str,
 }
 
+/// A sandbox ready to start: bubblewrap's arguments, and what to check after the command.
+pub struct Plan {
+    pub args: Vec<OsString>,
+    /// Roots the command may write.
+    pub writable: Vec<PathBuf>,
+    /// Every git repository (`.git` entries and bare repositories) in the writable roots
+    /// before the command: one that appears during it is removed afterwards.
+    pub repositories: BTreeSet<PathBuf>,
+}
+
 /// Bubblewrap's arguments for `layout`.
-pub fn arguments(layout: &Layout<'_>) -> Result<Vec<String>, ToolError> {
+pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
     let cant = |e: std::io::Error| ToolError::failed(format!("cannot build the sandbox: {e}"));
-    let mut args = base(layout.scratch, layout.settings.network).map_err(cant)?;
+    let mut args: Vec<OsString> = base(layout.scratch, layout.settings.network)
+        .map_err(cant)?
+        .into_iter()
+        .map(OsString::from)
+        .collect();
     let credentials = layout.roots.credentials();
     let mut hide = Hide {
         masks: Vec::new(),
-        read_only: Vec::new(),
+        git: Vec::new(),
+        repositories: BTreeSet::new(),
         credentials,
     };
-    // The folders bound into the sandbox: only paths inside them need covering.
+    let bind = |args: &mut Vec<OsString>, how: &str, path: &Path| {
+        args.push(how.into());
+        args.push(path.as_os_str().to_owned());
+        args.push(path.as_os_str().to_owned());
+    };
+    // The folders bound into the sandbox: only paths inside them need covering. The roots
+    // first, outer before inner (a root inside another is bound over it, with its own mode),
+    // then the extra read-only folders (so that one inside a writable root stays read-only).
     let mut bound: Vec<PathBuf> = Vec::new();
-    // Extra read-only folders first, then the roots, outer before inner (a root inside
-    // another is bound over it, with its own mode).
-    for extra in &layout.settings.read_only {
-        let Ok(real) = std::fs::canonicalize(extra) else {
-            continue;
-        };
-        if !real.is_dir() || hide.covers(&real) {
-            continue;
-        }
-        let p = real.to_string_lossy().into_owned();
-        args.extend(["--ro-bind".into(), p.clone(), p]);
-        hide.walk(&real, Some(EXTRA_DEPTH));
-        bound.push(real);
-    }
+    let mut writable: Vec<PathBuf> = Vec::new();
     let mut roots: Vec<_> = layout.roots.iter().collect();
     roots.sort_by_key(|r| r.path.components().count());
     for root in roots {
@@ -292,14 +306,34 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Vec<String>, ToolError> {
             // A root that is itself a credential folder, or Aether's own, is not shown.
             continue;
         }
-        let writable = layout.settings.write
+        // A root that holds Aether's own files (its configuration, rules, store) is never
+        // writable in a shell: a file written there, or a folder renamed around one, would
+        // change what Aether itself runs by.
+        let write = layout.settings.write
             && root.mode == RootMode::ReadWrite
-            && root.gate.globs().is_none();
-        let p = root.path.to_string_lossy().into_owned();
-        let how = if writable { "--bind" } else { "--ro-bind" };
-        args.extend([how.into(), p.clone(), p]);
-        hide.walk(&root.path, None);
+            && root.gate.globs().is_none()
+            && !credentials.holds_private(&root.path.to_string_lossy());
+        bind(
+            &mut args,
+            if write { "--bind" } else { "--ro-bind" },
+            &root.path,
+        );
+        hide.walk(&root.path, None)?;
         bound.push(root.path.clone());
+        if write {
+            writable.push(root.path.clone());
+        }
+    }
+    for extra in &layout.settings.read_only {
+        let Ok(real) = std::fs::canonicalize(extra) else {
+            continue;
+        };
+        if !real.is_dir() || hide.covers(&real) {
+            continue;
+        }
+        bind(&mut args, "--ro-bind", &real);
+        hide.walk(&real, Some(EXTRA_DEPTH))?;
+        bound.push(real);
     }
     // Aether's own files, wherever a bound folder holds them.
     for private in credentials.private_paths() {
@@ -317,16 +351,15 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Vec<String>, ToolError> {
             hide.masks.len()
         )));
     }
-    for git in &hide.read_only {
-        let p = git.to_string_lossy().into_owned();
-        args.extend(["--ro-bind".into(), p.clone(), p]);
+    hide.git.sort();
+    hide.git.dedup();
+    for git in &hide.git {
+        if bound.iter().any(|b| git.starts_with(b)) {
+            bind(&mut args, "--ro-bind", git);
+        }
     }
-    let empty = layout.scratch.join("empty").to_string_lossy().into_owned();
-    let empty_dir = layout
-        .scratch
-        .join("empty.d")
-        .to_string_lossy()
-        .into_owned();
+    let empty = layout.scratch.join("empty");
+    let empty_dir = layout.scratch.join("empty.d");
     hide.masks.sort();
     hide.masks.dedup();
     // A path inside a covered folder is gone with it (and could not be covered again: the
@@ -342,30 +375,80 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Vec<String>, ToolError> {
     }
     for (path, is_dir) in &kept {
         let source = if *is_dir { &empty_dir } else { &empty };
-        // `-try`: a path that went away since the walk needs no cover.
-        args.extend([
-            "--ro-bind-try".into(),
-            source.clone(),
-            path.to_string_lossy().into_owned(),
-        ]);
+        args.push("--ro-bind".into());
+        args.push(source.as_os_str().to_owned());
+        args.push(path.as_os_str().to_owned());
     }
-    args.extend([
-        "--chdir".into(),
-        layout.cwd.to_string_lossy().into_owned(),
-        "--".into(),
-        layout.shell.into(),
-        "-c".into(),
-        layout.command.into(),
-    ]);
-    Ok(args)
+    args.push("--chdir".into());
+    args.push(layout.cwd.as_os_str().to_owned());
+    args.extend(["--", layout.shell, "-c", layout.command].map(OsString::from));
+    let repositories = hide
+        .repositories
+        .into_iter()
+        .filter(|r| writable.iter().any(|w| r.starts_with(w)))
+        .collect();
+    Ok(Plan {
+        args,
+        writable,
+        repositories,
+    })
+}
+
+/// Removes every git repository a command created in the writable roots (a `.git` folder,
+/// file or link, or a bare repository, that was not there before): its config or hooks would
+/// run programs outside the sandbox the next time someone runs git there. Returns what went.
+pub fn remove_new_repositories(plan: &Plan) -> Vec<PathBuf> {
+    let mut now = BTreeSet::new();
+    for root in &plan.writable {
+        repositories_in(root, &mut now);
+    }
+    let mut removed = Vec::new();
+    for path in now.difference(&plan.repositories) {
+        let gone = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+            Ok(_) => std::fs::remove_file(path),
+            Err(_) => continue,
+        };
+        if gone.is_ok() {
+            removed.push(path.clone());
+        } else {
+            tracing::warn!(path = %path.display(), "could not remove a repository a shell made");
+        }
+    }
+    removed
+}
+
+/// Every `.git` entry and bare repository under `top` (not following links).
+fn repositories_in(top: &Path, found: &mut BTreeSet<PathBuf>) {
+    let mut it = walkdir::WalkDir::new(top)
+        .follow_links(false)
+        .min_depth(1)
+        .into_iter();
+    while let Some(entry) = it.next() {
+        let Ok(entry) = entry else { continue };
+        if entry.file_name() == ".git" || (entry.file_type().is_dir() && is_bare(entry.path())) {
+            found.insert(entry.path().to_path_buf());
+            if entry.file_type().is_dir() {
+                it.skip_current_dir();
+            }
+        }
+    }
+}
+
+/// A folder git takes for a repository when run inside it: `HEAD`, `objects/` and `refs/`.
+fn is_bare(dir: &Path) -> bool {
+    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
 }
 
 /// What the walk of the bound folders found to cover or make read-only.
 struct Hide<'a> {
     /// Paths covered by an empty file or folder (`true`: a folder).
     masks: Vec<(PathBuf, bool)>,
-    /// `.git` folders and files, bound read-only.
-    read_only: Vec<PathBuf>,
+    /// Git folders (`.git` folders and files, the folders `.git` links and `gitdir:` files
+    /// point to, bare repositories), bound read-only.
+    git: Vec<PathBuf>,
+    /// Every `.git` entry and bare repository met, as [`repositories_in`] lists them.
+    repositories: BTreeSet<PathBuf>,
     credentials: &'a CredentialFilter,
 }
 
@@ -376,27 +459,58 @@ impl Hide<'_> {
         self.credentials.is_private(&text) || self.credentials.is_credential(&text)
     }
 
-    fn walk(&mut self, top: &Path, depth: Option<usize>) {
+    /// Walks `top`, noting what to cover and what to make read-only. A folder that cannot be
+    /// read is covered whole; any other failure refuses the sandbox (what was not seen could
+    /// not be checked).
+    fn walk(&mut self, top: &Path, depth: Option<usize>) -> Result<(), ToolError> {
         let mut walk = walkdir::WalkDir::new(top).follow_links(false).min_depth(1);
         if let Some(depth) = depth {
             walk = walk.max_depth(depth);
         }
         let mut it = walk.into_iter();
         while let Some(entry) = it.next() {
-            let Ok(entry) = entry else { continue };
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    let denied = e
+                        .io_error()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied);
+                    match e.path() {
+                        Some(path) if denied => {
+                            self.masks.push((path.to_path_buf(), true));
+                            continue;
+                        }
+                        _ => {
+                            return Err(ToolError::failed(format!(
+                                "cannot build the sandbox: {} could not be checked for credentials ({e})",
+                                e.path().unwrap_or(top).display()
+                            )));
+                        }
+                    }
+                }
+            };
             let ft = entry.file_type();
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                self.repositories.insert(path.to_path_buf());
+                if ft.is_dir() {
+                    self.git_folder(path);
+                    it.skip_current_dir();
+                } else {
+                    // A link, or a `gitdir:` file: the repository it names is made read-only
+                    // too (when it is inside a bound folder), and so is the entry itself.
+                    if !ft.is_symlink() {
+                        self.git.push(path.to_path_buf());
+                    }
+                    if let Some(target) = git_target(path, ft.is_symlink()) {
+                        self.git_folder(&target);
+                    }
+                }
+                continue;
+            }
             if ft.is_symlink() {
                 // Not followed: its target is either outside the sandbox (absent there) or
                 // inside a bound folder, where this walk judges it on its own path.
-                continue;
-            }
-            let path = entry.path();
-            if entry.file_name() == ".git" {
-                self.read_only.push(path.to_path_buf());
-                if ft.is_dir() {
-                    self.git_configs(path);
-                    it.skip_current_dir();
-                }
                 continue;
             }
             if self.covers(path) || ft.is_socket() {
@@ -405,26 +519,43 @@ impl Hide<'_> {
                 if ft.is_dir() {
                     it.skip_current_dir();
                 }
+                continue;
+            }
+            if ft.is_dir() && is_bare(path) {
+                self.repositories.insert(path.to_path_buf());
+                self.git_folder(path);
+                it.skip_current_dir();
             }
         }
+        Ok(())
     }
 
-    /// The config files in a `.git` folder (they can hold credentials in remote URLs).
-    fn git_configs(&mut self, git: &Path) {
-        for name in ["config", "config.worktree"] {
-            let p = git.join(name);
-            if p.is_file() {
-                self.masks.push((p, false));
-            }
-        }
-        for entry in walkdir::WalkDir::new(git.join("modules"))
+    /// A git folder: read-only, its config files covered (they can hold credentials in
+    /// remote URLs), and any socket in it covered.
+    fn git_folder(&mut self, git: &Path) {
+        self.git.push(git.to_path_buf());
+        for entry in walkdir::WalkDir::new(git)
             .follow_links(false)
             .into_iter()
             .flatten()
         {
-            if entry.file_type().is_file() && entry.file_name() == "config" {
+            let ft = entry.file_type();
+            let name = entry.file_name();
+            if ft.is_socket() || (ft.is_file() && (name == "config" || name == "config.worktree")) {
                 self.masks.push((entry.path().to_path_buf(), false));
             }
         }
     }
+}
+
+/// The repository a `.git` link or `gitdir:` file points to, as a real folder.
+fn git_target(entry: &Path, is_link: bool) -> Option<PathBuf> {
+    let target = if is_link {
+        std::fs::canonicalize(entry).ok()?
+    } else {
+        let text = std::fs::read_to_string(entry).ok()?;
+        let dir = text.strip_prefix("gitdir:")?.trim();
+        std::fs::canonicalize(entry.parent()?.join(dir)).ok()?
+    };
+    target.is_dir().then_some(target)
 }

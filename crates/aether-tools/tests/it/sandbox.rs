@@ -3,6 +3,7 @@
 //! tree killed on timeout, the command log, and not being offered without a sandbox.
 
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,17 +32,24 @@ struct Shell {
     log: Arc<MemoryLedger>,
 }
 
-/// A shell for an agent with `settings`, over the tree's root (`rw` or `ro`), with `.aether`
-/// in the root marked as Aether's own.
+/// A shell for an agent with `settings`, over the tree's root (`rw` or `ro`).
 fn shell(tree: &Tree, settings: ShellSettings, mode: RootMode) -> Shell {
+    shell_with(tree, settings, mode, false)
+}
+
+/// As [`shell`]; `aether_inside`: Aether's store, configuration and rules file are in the root.
+fn shell_with(tree: &Tree, settings: ShellSettings, mode: RootMode, aether_inside: bool) -> Shell {
     let mut spec = spec("ws", &tree.ws);
     spec.mode = mode;
     let mut roots = Roots::open(&[spec]).unwrap();
-    roots.set_private([
-        tree.ws.join(".aether"),
-        tree.ws.join(".aether/aether.db"),
-        tree.ws.join("aether.toml"),
-    ]);
+    if aether_inside {
+        roots.set_private([
+            tree.ws.join(".aether"),
+            tree.ws.join(".aether/aether.db"),
+            tree.ws.join("aether.toml"),
+            tree.ws.join("permissions.yaml"),
+        ]);
+    }
     let mut agent = AgentProfile::with_groups("builder", &["shell"]);
     agent.shell = Some(settings);
     let log = Arc::new(MemoryLedger::default());
@@ -123,7 +131,7 @@ async fn the_shell_sees_the_roots_and_nothing_else_of_the_machine() {
 }
 
 #[tokio::test]
-async fn credentials_aether_files_and_sockets_are_covered_and_git_is_read_only() {
+async fn credentials_aether_files_and_sockets_are_covered() {
     let tree = Tree::new();
     tree.file(".env", "API_KEY=dotenv-secret-1\n");
     tree.file("deploy/id_rsa", "ssh-secret-2\n");
@@ -136,21 +144,20 @@ async fn credentials_aether_files_and_sockets_are_covered_and_git_is_read_only()
     );
     tree.file(".git/HEAD", "ref: refs/heads/main\n");
     tree.file(".env.example", "API_KEY=\n");
+    // A folder whose name is not UTF-8 still has its credentials covered.
+    let odd = tree.ws.join(std::ffi::OsStr::from_bytes(b"conf\xff"));
+    fs::create_dir(&odd).unwrap();
+    fs::write(odd.join(".env"), "odd-secret-7\n").unwrap();
     let _socket = std::os::unix::net::UnixListener::bind(tree.ws.join("agent.sock")).unwrap();
-    let sh = shell(
-        &tree,
-        ShellSettings {
-            write: true,
-            ..Default::default()
-        },
-        RootMode::ReadWrite,
-    );
+    let _git_socket =
+        std::os::unix::net::UnixListener::bind(tree.ws.join(".git/fsmonitor.ipc")).unwrap();
+    let sh = shell_with(&tree, ShellSettings::default(), RootMode::ReadWrite, true);
     let v = sh
         .out(
-            "cat .env deploy/id_rsa .aws/credentials .aether/aether.db aether.toml .git/config; \
+            "cat .env deploy/id_rsa .aws/credentials .aether/aether.db aether.toml .git/config conf*/.env; \
              ls -A .aws .aether; test -S agent.sock && echo SOCKET-REACHABLE; \
-             cat .env.example; echo new > made.txt && echo WROTE; \
-             echo x > .git/hooks-planted; echo y >> .git/HEAD; cat .git/HEAD",
+             test -S .git/fsmonitor.ipc && echo GIT-SOCKET-REACHABLE; ls /etc/ssl; \
+             cat .env.example",
         )
         .await;
     let all = format!("{}{}", stdout(&v), v["stderr"].as_str().unwrap());
@@ -161,32 +168,122 @@ async fn credentials_aether_files_and_sockets_are_covered_and_git_is_read_only()
         "store-secret-4",
         "config-secret-5",
         "git-secret-6",
+        "odd-secret-7",
     ] {
         assert!(
             !all.contains(secret),
             "{secret} leaked into the shell: {all}"
         );
     }
-    assert!(!all.contains("SOCKET-REACHABLE"), "{all}");
+    assert!(!all.contains("REACHABLE"), "{all}");
+    assert!(
+        !all.contains("private"),
+        "/etc/ssl/private is not in the sandbox: {all}"
+    );
     assert!(
         all.contains("API_KEY="),
         "a look-alike stays readable: {all}"
-    );
-    assert!(all.contains("WROTE"), "{all}");
-    assert_eq!(
-        fs::read_to_string(tree.ws.join("made.txt")).unwrap(),
-        "new\n"
-    );
-    assert!(!tree.ws.join(".git/hooks-planted").exists());
-    assert_eq!(
-        fs::read_to_string(tree.ws.join(".git/HEAD")).unwrap(),
-        "ref: refs/heads/main\n"
     );
     // The covers are the sandbox's: the files themselves are untouched.
     assert_eq!(
         fs::read_to_string(tree.ws.join(".env")).unwrap(),
         "API_KEY=dotenv-secret-1\n"
     );
+}
+
+#[tokio::test]
+async fn a_root_holding_aethers_files_is_read_only_even_with_shell_writes() {
+    // Otherwise a shell could write the rules file Aether reloads (approving its own calls
+    // from then on), or a configuration, even one that does not exist yet.
+    let tree = Tree::new();
+    tree.file("aether.toml", "[roots.ws]\npath = \".\"\n");
+    let sh = shell_with(
+        &tree,
+        ShellSettings {
+            write: true,
+            ..Default::default()
+        },
+        RootMode::ReadWrite,
+        true,
+    );
+    let v = sh
+        .out("printf 'rules: []\\n' > permissions.yaml; mv aether.toml old.toml; mkdir x")
+        .await;
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{v}"
+    );
+    assert!(!tree.ws.join("permissions.yaml").exists());
+    assert!(tree.ws.join("aether.toml").exists());
+    assert!(!tree.ws.join("x").exists());
+}
+
+#[tokio::test]
+async fn git_repositories_stay_read_only_and_new_ones_are_removed() {
+    let tree = Tree::new();
+    tree.file(".git/HEAD", "ref: refs/heads/main\n");
+    tree.dir(".git/hooks");
+    // A repository reached through a `.git` link, and a bare one.
+    tree.dir("realgit/hooks");
+    tree.file("realgit/HEAD", "ref: refs/heads/main\n");
+    tree.link("../realgit", "linked/.git");
+    tree.file("bare.git/HEAD", "ref: refs/heads/main\n");
+    tree.dir("bare.git/objects");
+    tree.dir("bare.git/refs");
+    let settings = ShellSettings {
+        write: true,
+        read_only: vec![tree.ws.join("vendor").to_string_lossy().into_owned()],
+        ..Default::default()
+    };
+    tree.dir("vendor");
+    let sh = shell(&tree, settings, RootMode::ReadWrite);
+    let v = sh
+        .out(
+            "echo new > made.txt && echo WROTE; \
+             echo x > .git/hooks/pre-commit; echo x > linked/.git/hooks/pre-commit; \
+             echo x > realgit/hooks/post-checkout; echo x > bare.git/config; \
+             touch vendor/planted; \
+             mkdir -p sub && cd sub && git init -q . && git config core.fsmonitor 'echo PWNED'; \
+             cd .. && git init -q --bare made.git; echo done",
+        )
+        .await;
+    let out = stdout(&v);
+    assert!(out.contains("WROTE") && out.contains("done"), "{v}");
+    assert_eq!(
+        fs::read_to_string(tree.ws.join("made.txt")).unwrap(),
+        "new\n"
+    );
+    for planted in [
+        ".git/hooks/pre-commit",
+        "realgit/hooks/post-checkout",
+        "bare.git/config",
+        "vendor/planted",
+    ] {
+        assert!(!tree.ws.join(planted).exists(), "{planted} was written");
+    }
+    // The repositories the command made are gone, and the result says so.
+    assert!(!tree.ws.join("sub/.git").exists());
+    assert!(!tree.ws.join("made.git").exists());
+    assert!(tree.ws.join("sub").exists(), "only the repository goes");
+    let r = sh.run(json!({"command": "true"})).await.unwrap();
+    assert!(!r.is_error);
+    let r = sh
+        .run(json!({"command": "git init -q again"}))
+        .await
+        .unwrap();
+    assert!(r.is_error, "a removed repository is reported");
+    let text = match &r.content[1] {
+        aether_tools::Content::Text(t) => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(text.contains("removed the git repositories"), "{text}");
+    assert!(!tree.ws.join("again/.git").exists());
+    // What was there before is untouched.
+    assert!(tree.ws.join(".git/HEAD").exists());
+    assert!(tree.ws.join("bare.git/HEAD").exists());
 }
 
 #[tokio::test]

@@ -1151,10 +1151,7 @@ fn judge(
                 ));
             }
             if name.ends_with("sed") && !args.iter().any(|w| w.text == "--sandbox") {
-                let runs = regex::Regex::new(
-                    r"(?:^|[;{}\n\s0-9$/,!])[ew](?:$|[\s;}])|/[gpiImM0-9]*[ew][gpiImM0-9]*(?:$|[\s;}])",
-                )
-                .expect("the sed pattern compiles");
+                let runs = &*SED_RUNS;
                 if let Some(w) = args
                     .iter()
                     .find(|w| !w.text.starts_with('-') && runs.is_match(&w.text))
@@ -1410,6 +1407,15 @@ fn risky_assignment(text: &str) -> Option<Escalation> {
     }
     None
 }
+
+/// A sed script that runs a command or writes a file: the `e` and `w` commands, or an `s`
+/// command's `e` and `w` flags.
+static SED_RUNS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?:^|[;{}\n\s0-9$/,!])[ew](?:$|[\s;}])|/[gpiImM0-9]*[ew][gpiImM0-9]*(?:$|[\s;}])",
+    )
+    .expect("the sed pattern compiles")
+});
 
 /// A wrapper whose options are known, so the program it runs can be found exactly.
 struct KnownWrapper {

@@ -97,6 +97,12 @@ pub fn review(command: &str) -> Option<Escalation> {
 }
 
 fn review_at(command: &str, depth: usize) -> Option<Escalation> {
+    review_with(command, depth, &[])
+}
+
+/// Reviews `command` as run after the files in `inherited` were written by the command around
+/// it (an `sh -c` inside a command that wrote a script).
+fn review_with(command: &str, depth: usize, inherited: &[String]) -> Option<Escalation> {
     if depth > MAX_DEPTH {
         return Some(esc(
             "unreadable",
@@ -120,7 +126,16 @@ fn review_at(command: &str, depth: usize) -> Option<Escalation> {
     if let Some(e) = parser.found.take() {
         return Some(e);
     }
-    let mut written: Vec<String> = Vec::new();
+    let mut written: Vec<String> = inherited.to_vec();
+    // Quoted text holding `a[$(…)]`: bash runs it where the value is used as a number.
+    if parser
+        .commands
+        .iter()
+        .flat_map(|c| c.words.iter().chain(&c.redirects))
+        .any(|w| w.holds_code && w.text.contains('['))
+    {
+        return Some(stored_code());
+    }
     for cmd in &parser.commands {
         for target in &cmd.redirects {
             if let Some(e) = sensitive_target(&target.text) {
@@ -135,6 +150,13 @@ fn review_at(command: &str, depth: usize) -> Option<Escalation> {
         if let Some(first) = cmd.words.first() {
             match basename(&first.text) {
                 "tee" => written.extend(cmd.words[1..].iter().map(|w| w.text.clone())),
+                "sort" => {
+                    if let Some(at) = cmd.words.iter().position(|w| w.text == "-o")
+                        && let Some(out) = cmd.words.get(at + 1)
+                    {
+                        written.push(out.text.clone());
+                    }
+                }
                 "cp" | "mv" | "install" | "ln" | "rsync" | "dd" => {
                     if let Some(last) = cmd.words.last() {
                         written.push(last.text.trim_start_matches("of=").to_string());
@@ -145,6 +167,13 @@ fn review_at(command: &str, depth: usize) -> Option<Escalation> {
         }
     }
     None
+}
+
+fn stored_code() -> Escalation {
+    esc(
+        "stored-code",
+        "quoted text holds a[$(…)], which bash runs where the value is used as a number".into(),
+    )
 }
 
 fn esc(pattern: &'static str, detail: String) -> Escalation {
@@ -158,6 +187,8 @@ struct Word {
     text: String,
     dynamic: bool,
     glob: bool,
+    /// Quoted text that holds a command substitution (code kept for later).
+    holds_code: bool,
 }
 
 /// A simple command: its words (assignments first), where it writes, and whether its input
@@ -183,6 +214,13 @@ struct Parser {
 impl Parser {
     fn peek(&self) -> Option<char> {
         self.src.get(self.at).copied()
+    }
+
+    /// Skips backslash-newline pairs (bash removes them before it reads what follows).
+    fn continuations(&mut self) {
+        while self.peek() == Some('\\') && self.peek_at(1) == Some('\n') {
+            self.at += 2;
+        }
     }
 
     fn peek_at(&self, n: usize) -> Option<char> {
@@ -268,7 +306,7 @@ impl Parser {
                     }
                     let first = cmd.words.is_empty();
                     match word.text.as_str() {
-                        "{" | "}" | "!" if !word.dynamic => {
+                        "{" | "}" | "!" if first && !word.dynamic => {
                             self.end(&mut cmd, &mut fed_next, false)
                         }
                         "case" if first && !word.dynamic => {
@@ -316,9 +354,8 @@ impl Parser {
             self.at += 2;
             self.list(Some(')'))?;
             cmd.words.push(Word {
-                text: String::new(),
                 dynamic: true,
-                glob: false,
+                ..Default::default()
             });
             return Ok(());
         }
@@ -329,7 +366,10 @@ impl Parser {
                 // Here-string: the word is the command's input.
                 self.at += 1;
                 self.blanks();
-                self.word()?;
+                let input = self.word()?;
+                if input.holds_code && input.text.contains('[') && self.found.is_none() {
+                    self.found = Some(stored_code());
+                }
                 cmd.fed = true;
                 return Ok(());
             }
@@ -340,6 +380,14 @@ impl Parser {
             self.blanks();
             let start = self.at;
             let delim = self.word()?;
+            if delim.dynamic
+                || self.src[start..self.at]
+                    .iter()
+                    .any(|c| matches!(c, '$' | '`'))
+            {
+                // Bash ends it at the delimiter as written, not as expanded.
+                return Err(self.unreadable("a here-document delimiter with $ or `"));
+            }
             let quoted = self.src[start..self.at]
                 .iter()
                 .any(|c| matches!(c, '\'' | '"' | '\\'));
@@ -398,6 +446,9 @@ impl Parser {
             if line == delim {
                 return Ok(());
             }
+            if expand && line.ends_with('\\') {
+                return Err(self.unreadable("a here-document line continued with \\"));
+            }
             if expand && (line.contains("$(") || line.contains('`') || line.contains("${")) {
                 let mut word = Word::default();
                 let mut inner = Parser {
@@ -443,11 +494,16 @@ impl Parser {
                 }
                 '\'' => {
                     self.at += 1;
+                    let from = w.text.len();
                     loop {
                         match self.peek() {
                             None => return Err(self.unreadable("an unclosed single quote")),
                             Some('\'') => {
                                 self.at += 1;
+                                let quoted = &w.text[from..];
+                                if quoted.contains("$(") || quoted.contains('`') {
+                                    w.holds_code = true;
+                                }
                                 break;
                             }
                             Some(c) => {
@@ -478,6 +534,7 @@ impl Parser {
                 }
                 '$' => {
                     self.at += 1;
+                    self.continuations();
                     match self.peek() {
                         Some('\'') => {
                             self.at += 1;
@@ -553,6 +610,7 @@ impl Parser {
                 }
                 Some('$') => {
                     self.at += 1;
+                    self.continuations();
                     self.dollar(w)?;
                 }
                 Some('`') => {
@@ -676,9 +734,34 @@ impl Parser {
     }
 
     /// Reviews text that runs as commands of its own (a backquoted or `${…}` substitution).
+    /// Text run as commands of its own (a backquoted or `${…}` substitution): read here, its
+    /// commands judged in order with the others.
     fn nested(&mut self, text: &str) {
-        if self.found.is_none() {
-            self.found = review_at(text, self.depth + 1);
+        if self.found.is_some() {
+            return;
+        }
+        if self.depth + 1 > MAX_DEPTH {
+            self.found = Some(self.unreadable("commands nested too deep"));
+            return;
+        }
+        if let Some(e) = self_calling_function(text) {
+            self.found = Some(e);
+            return;
+        }
+        let mut inner = Parser {
+            src: text.chars().collect(),
+            at: 0,
+            depth: self.depth + 1,
+            commands: Vec::new(),
+            found: None,
+            cases: 0,
+        };
+        match inner.list(None) {
+            Ok(()) => {
+                self.commands.append(&mut inner.commands);
+                self.found = inner.found;
+            }
+            Err(e) => self.found = Some(e),
         }
     }
 
@@ -921,7 +1004,7 @@ fn judge(
             return None;
         }
         if is_assignment(&w.text)
-            && let Some(e) = risky_assignment(&w.text)
+            && let Some(e) = risky_assignment(w)
         {
             return Some(e);
         }
@@ -929,6 +1012,11 @@ fn judge(
     }
     let words = &words[start..];
     let first = words.first()?;
+    if (first.dynamic || first.glob) && wrapped {
+        // One of the words a wrapper's loop tries: a computed word there is an argument as
+        // often as a program; the wrapper's own reading judges the one that is the program.
+        return None;
+    }
     if first.dynamic || first.glob {
         return Some(esc(
             "computed-command",
@@ -974,7 +1062,7 @@ fn judge(
             } else {
                 text.join(" ")
             };
-            return review_at(&code, depth + 1);
+            return review_with(&code, depth + 1, written);
         }
         "hash" if args.iter().any(|w| w.text.starts_with("-p")) => {
             return Some(esc(
@@ -985,18 +1073,56 @@ fn judge(
         "declare" | "typeset" | "export" | "local" | "readonly" => {
             for w in args {
                 if w.text.contains('=')
-                    && let Some(e) = risky_assignment(&w.text)
+                    && let Some(e) = risky_assignment(w)
                 {
                     return Some(e);
                 }
-                if startup_variable(&w.text) || w.dynamic {
+                let name_part = w.text.split('=').next().unwrap_or("");
+                if startup_variable(name_part) || (w.dynamic && !w.text.contains('=')) {
                     return Some(esc(
                         "startup-code",
                         format!("`{name}` of {}, which changes what programs run", shown(w)),
                     ));
                 }
+                if w.text.starts_with('-') && w.text.contains('n') && !w.text.starts_with("--") {
+                    // `declare -n r=BASH_ENV`: a name that sets another.
+                    return Some(esc(
+                        "startup-code",
+                        format!(
+                            "`{name} {}` makes a name that sets another variable",
+                            w.text
+                        ),
+                    ));
+                }
             }
             return None;
+        }
+        "set"
+            if args.iter().any(|w| {
+                (w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains('a'))
+                    || w.text == "allexport"
+            }) =>
+        {
+            return Some(esc(
+                "startup-code",
+                "`set -a` exports every variable set from then on".into(),
+            ));
+        }
+        "let" => {
+            return Some(esc(
+                "stored-code",
+                "`let` evaluates text as arithmetic, which can run commands".into(),
+            ));
+        }
+        "mapfile" | "readarray" | "compgen" | "complete"
+            if args
+                .iter()
+                .any(|w| w.text.starts_with("-C") || w.text.starts_with("-F")) =>
+        {
+            return Some(esc(
+                "stored-code",
+                format!("`{name} -C/-F` runs a command or function it is given"),
+            ));
         }
         "read" | "mapfile" | "readarray" | "printf"
             if args.iter().any(|w| w.text.contains('[') || w.dynamic)
@@ -1100,7 +1226,8 @@ fn judge(
                         | "drain"
                         | "replace"
                         | "scale"
-                        | "rollout"
+                        | "restart"
+                        | "undo"
                         | "cordon"
                         | "uncordon"
                         | "taint"
@@ -1140,9 +1267,22 @@ fn judge(
             if name == "perl" {
                 return judge_interpreter(name, args, cmd.fed, written);
             }
+            // The destination is the last operand (or `-t DIR`); one out of the roots, or
+            // computed from its very start (`"$TMPDIR"`), moves files away for good.
+            let operands: Vec<&Word> = args.iter().filter(|w| !w.text.starts_with('-')).collect();
+            let target = args
+                .windows(2)
+                .find(|p| p[0].text == "-t" || p[0].text == "--target-directory")
+                .map(|p| &p[1])
+                .or(operands.last().copied());
             if name == "mv"
-                && let Some(w) = args.iter().find(|w| {
-                    w.text == "/dev/null" || w.text == "/tmp" || w.text.starts_with("/tmp/")
+                && let Some(w) = target.filter(|w| {
+                    let t = collapse_slashes(&w.text);
+                    t == "/tmp"
+                        || t.starts_with("/tmp/")
+                        || t.starts_with("/dev/")
+                        || t.starts_with('~')
+                        || (w.dynamic && (t.is_empty() || t.starts_with('/')))
                 })
             {
                 return Some(esc(
@@ -1151,19 +1291,7 @@ fn judge(
                 ));
             }
             if name.ends_with("sed") && !args.iter().any(|w| w.text == "--sandbox") {
-                let runs = &*SED_RUNS;
-                if let Some(w) = args
-                    .iter()
-                    .find(|w| !w.text.starts_with('-') && runs.is_match(&w.text))
-                {
-                    return Some(esc(
-                        "program-option",
-                        format!(
-                            "the sed script {:?} runs commands or writes files (e, w)",
-                            w.text
-                        ),
-                    ));
-                }
+                return judge_sed(args, written);
             }
             return None;
         }
@@ -1195,8 +1323,8 @@ fn judge(
         "rsync" => {
             if let Some(w) = args.iter().find(|w| {
                 let t = w.text.as_str();
-                t.starts_with("--delete")
-                    || t.starts_with("--remove-source-files")
+                t.starts_with("--del")
+                    || t.starts_with("--remove-s")
                     || t.starts_with("--rsh")
                     || t.starts_with("--rsync-path")
                     || t == "-e"
@@ -1259,9 +1387,16 @@ fn judge(
             return None;
         }
         "make" | "gmake" => {
+            if args.iter().any(|w| w.text.starts_with("--eval")) {
+                return Some(esc(
+                    "shell-input",
+                    "`make --eval` runs rules given on the command line".into(),
+                ));
+            }
             if let Some(w) = args.windows(2).find(|p| {
                 matches!(p[0].text.as_str(), "-f" | "--file" | "--makefile")
-                    && is_input_path(&p[1].text)
+                    && (is_input_path(&p[1].text)
+                        || written.iter().any(|t| same_file(t, &p[1].text)))
             }) {
                 return Some(esc(
                     "shell-input",
@@ -1283,6 +1418,21 @@ fn judge(
     }
     if let Some(known) = known_wrapper(name) {
         let fed = fed_args || matches!(name, "xargs" | "parallel");
+        if known.assignments
+            && let Some(e) = args
+                .iter()
+                .filter(|w| is_assignment(&w.text))
+                .find_map(risky_assignment)
+        {
+            return Some(e);
+        }
+        // Should the options be misread (a spelling getopt takes that this table does not
+        // know), every later word is also tried as the program.
+        for at in 1..words.len() {
+            if let Some(e) = judge(cmd, from + start + at, written, depth, fed, true) {
+                return Some(e);
+            }
+        }
         return match known.wrapped(args) {
             Wrapped::Program(at) => judge(cmd, from + start + 1 + at, written, depth, fed, false),
             Wrapped::Code(at, skip) => {
@@ -1293,7 +1443,7 @@ fn judge(
                         format!("`{name}` runs text computed when the command runs"),
                     ))
                 } else {
-                    review_at(&code.text[skip..], depth + 1)
+                    review_with(&decode_split_string(&code.text[skip..]), depth + 1, written)
                 }
             }
             Wrapped::Nothing => None,
@@ -1302,6 +1452,14 @@ fn judge(
     if WRAPPERS.contains(&name) {
         if wrapped {
             return None;
+        }
+        if let Some(program) = args.iter().find(|w| !w.text.starts_with('-'))
+            && (program.dynamic || program.glob)
+        {
+            return Some(esc(
+                "computed-command",
+                format!("`{name}` runs a program named when the command runs"),
+            ));
         }
         let mut fed = fed_args || matches!(name, "xargs" | "parallel");
         // Which word is the wrapped program depends on each wrapper's options: every later
@@ -1313,17 +1471,29 @@ fn judge(
             }
             fed |= matches!(basename(&w.text), "xargs" | "parallel");
         }
-        for w in args {
-            if w.text.contains(char::is_whitespace)
-                && let Some(e) = review_at(&w.text, depth + 1)
-            {
-                return Some(e);
+        if matches!(
+            name,
+            "watch"
+                | "script"
+                | "parallel"
+                | "sem"
+                | "runuser"
+                | "systemd-run"
+                | "ssh-agent"
+                | "entr"
+        ) {
+            for w in args {
+                if w.text.contains(char::is_whitespace)
+                    && let Some(e) = review_with(&w.text, depth + 1, written)
+                {
+                    return Some(e);
+                }
             }
         }
         return None;
     }
     // A script this same command wrote, run by path.
-    if first.text.contains('/') && written.iter().any(|t| same_file(t, &first.text)) {
+    if written.iter().any(|t| same_file(t, &first.text)) {
         return Some(esc(
             "written-script",
             format!("runs {}, which this command wrote", first.text),
@@ -1381,22 +1551,49 @@ fn startup_variable(name: &str) -> bool {
         "RUBYLIB",
         "MAKEFLAGS",
         "GCONV_PATH",
+        "PERL5DB",
+        "PYTHONBREAKPOINT",
+        "GIT_ALLOW_PROTOCOL",
+        "XDG_CONFIG_HOME",
+        "HOME",
+        "RUSTC_WRAPPER",
+        "RUSTC",
+        "CARGO_HOME",
+        "CARGO_BUILD_RUSTC_WRAPPER",
+        "LD_BIND_NOW",
     ];
     let base = name.split('[').next().unwrap_or(name).trim_end_matches('+');
     NAMES.contains(&base)
         || base.starts_with("BASH_FUNC_")
         || base.starts_with("GIT_CONFIG_KEY_")
         || base.starts_with("GIT_CONFIG_VALUE_")
+        || (base.starts_with("CARGO_TARGET_") && base.ends_with("_RUNNER"))
 }
 
 /// An assignment (`NAME=value`) that changes what runs: a startup variable, or a value that
 /// holds code for a later expansion to run (`x='a[$(rm …)]'`, evaluated by `$(( x ))`).
-fn risky_assignment(text: &str) -> Option<Escalation> {
-    let (name, value) = text.split_once('=')?;
+fn risky_assignment(w: &Word) -> Option<Escalation> {
+    let (name, value) = w.text.split_once('=')?;
     if startup_variable(name) {
         return Some(esc(
             "startup-code",
             format!("sets {name}, which changes what programs run"),
+        ));
+    }
+    if name == "PATH"
+        && value.split(':').any(|part| {
+            // An empty entry is the current folder, unless an expansion stood there (its
+            // text is not kept: `$HOME/bin:$PATH` reads as `/bin:`).
+            if part.is_empty() {
+                !w.dynamic
+            } else {
+                !(part.starts_with('/') || part.starts_with('~'))
+            }
+        })
+    {
+        return Some(esc(
+            "startup-code",
+            "PATH names a relative folder, so a file written there runs under a common name".into(),
         ));
     }
     if value.contains("$(") || value.contains('`') || name.contains('[') {
@@ -1408,14 +1605,178 @@ fn risky_assignment(text: &str) -> Option<Escalation> {
     None
 }
 
-/// A sed script that runs a command or writes a file: the `e` and `w` commands, or an `s`
-/// command's `e` and `w` flags.
-static SED_RUNS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(
-        r"(?:^|[;{}\n\s0-9$/,!])[ew](?:$|[\s;}])|/[gpiImM0-9]*[ew][gpiImM0-9]*(?:$|[\s;}])",
-    )
-    .expect("the sed pattern compiles")
-});
+/// `sed` without `--sandbox`: asked about when a script runs a command (`e`, or an `s`
+/// command's `e` flag) or writes a file (`w`, or the `w` flag), when its script comes from
+/// the input or from a file this command wrote, or when the script is computed.
+fn judge_sed(args: &[Word], written: &[String]) -> Option<Escalation> {
+    let mut scripts: Vec<&str> = Vec::new();
+    let mut files: Vec<&str> = Vec::new();
+    let mut first_operand: Option<&Word> = None;
+    let mut i = 0;
+    while i < args.len() {
+        let w = &args[i];
+        let t = w.text.as_str();
+        if w.dynamic && (t.starts_with('-') || first_operand.is_none()) {
+            return Some(esc(
+                "computed-command",
+                "a sed script computed when the command runs".into(),
+            ));
+        }
+        if let Some(v) = t.strip_prefix("--expression=") {
+            scripts.push(v);
+        } else if let Some(v) = t.strip_prefix("--file=") {
+            files.push(v);
+        } else if t == "--expression" || t == "--file" {
+            if let Some(n) = args.get(i + 1) {
+                if t == "--file" {
+                    files.push(&n.text)
+                } else {
+                    scripts.push(&n.text)
+                }
+            }
+            i += 1;
+        } else if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 {
+            // A cluster: `e` or `f` takes the rest of it, or the next word.
+            if let Some(at) = t[1..].find(['e', 'f']) {
+                let letter = t.as_bytes()[1 + at];
+                let rest = &t[1 + at + 1..];
+                let value = if rest.is_empty() {
+                    i += 1;
+                    args.get(i).map(|n| n.text.as_str()).unwrap_or("")
+                } else {
+                    rest
+                };
+                if letter == b'e' {
+                    scripts.push(value)
+                } else {
+                    files.push(value)
+                }
+            }
+        } else if !t.starts_with("--") && first_operand.is_none() {
+            first_operand = Some(w);
+        }
+        i += 1;
+    }
+    if scripts.is_empty()
+        && files.is_empty()
+        && let Some(w) = first_operand
+    {
+        scripts.push(&w.text);
+    }
+    for file in files {
+        if is_input_path(file) || written.iter().any(|x| same_file(x, file)) {
+            return Some(esc(
+                "shell-input",
+                format!("`sed -f {file}` runs a script from its input or one this command wrote"),
+            ));
+        }
+    }
+    scripts.into_iter().find_map(|script| {
+        sed_runs(script).map(|what| {
+            esc(
+                "program-option",
+                format!("the sed script {script:?} {what}"),
+            )
+        })
+    })
+}
+
+/// What in a sed script runs a command or writes a file, read command by command.
+fn sed_runs(script: &str) -> Option<&'static str> {
+    let c: Vec<char> = script.chars().collect();
+    let mut i = 0;
+    // Skips a delimited part (`/re/`, or with any other delimiter), from just after the
+    // opening delimiter; returns the index after the closing one.
+    let delimited = |mut i: usize, d: char| {
+        while i < c.len() && c[i] != d {
+            if c[i] == '\\' {
+                i += 1;
+            }
+            i += 1;
+        }
+        i + 1
+    };
+    let to_line_end = |mut i: usize| {
+        while i < c.len() && c[i] != '\n' {
+            i += 1;
+        }
+        i
+    };
+    while i < c.len() {
+        // Separators, then an address (numbers, `$`, `/re/`, `\cREc`, ranges, steps, `!`).
+        while i < c.len() && (c[i].is_whitespace() || matches!(c[i], ';' | '{' | '}' | '!')) {
+            i += 1;
+        }
+        loop {
+            if i < c.len() && (c[i].is_ascii_digit() || matches!(c[i], '$' | ',' | '~' | '+')) {
+                i += 1;
+            } else if i < c.len() && c[i] == '/' {
+                i = delimited(i + 1, '/');
+            } else if i + 1 < c.len() && c[i] == '\\' {
+                let d = c[i + 1];
+                i = delimited(i + 2, d);
+            } else if i < c.len()
+                && (c[i] == '!' || c[i] == ' ' || c[i] == 'I' && i > 0 && c[i - 1] == '/')
+            {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        let Some(&cmd) = c.get(i) else { break };
+        i += 1;
+        match cmd {
+            's' | 'y' => {
+                let Some(&d) = c.get(i) else { break };
+                i = delimited(i + 1, d);
+                i = delimited(i, d);
+                if cmd == 's' {
+                    let start = i;
+                    while i < c.len() && (c[i].is_ascii_alphanumeric()) {
+                        i += 1;
+                    }
+                    let flags: String = c[start..i].iter().collect();
+                    if flags.contains('e') {
+                        return Some("runs its result as a command (s///e)");
+                    }
+                    if flags.contains('w') {
+                        return Some("writes a file (s///w)");
+                    }
+                }
+            }
+            'e' => return Some("runs a command (e)"),
+            'w' | 'W' => return Some("writes a file (w)"),
+            'r' | 'R' | 'a' | 'i' | 'c' | '#' => i = to_line_end(i),
+            ':' | 'b' | 't' | 'T' => {
+                while i < c.len() && !matches!(c[i], ';' | '\n') {
+                    i += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `env -S` text with its escapes read (`\_` is a space).
+fn decode_split_string(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('_') => out.push(' '),
+                Some('t') => out.push('\t'),
+                Some('n') => out.push('\n'),
+                Some(other) => out.push(other),
+                None => {}
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
 
 /// A wrapper whose options are known, so the program it runs can be found exactly.
 struct KnownWrapper {
@@ -1541,29 +1902,60 @@ impl KnownWrapper {
                 i += 1;
                 break;
             }
-            if self.lookup.contains(&t) {
-                return Wrapped::Nothing;
+            if args[i].dynamic {
+                break;
             }
-            if let Some(flag) = self.code.iter().find(|f| t.starts_with(**f)) {
-                return if t == *flag {
-                    if i + 1 < args.len() {
+            if let Some(long) = t.strip_prefix("--") {
+                // Long options, by any unique prefix (as getopt takes them).
+                let (name, value) = match long.split_once('=') {
+                    Some((n, _)) => (n, true),
+                    None => (long, false),
+                };
+                let matches = |set: &[&str]| {
+                    set.iter()
+                        .filter_map(|f| f.strip_prefix("--"))
+                        .any(|f| !name.is_empty() && f.starts_with(name))
+                };
+                if matches(self.lookup) {
+                    return Wrapped::Nothing;
+                }
+                if matches(self.code) {
+                    return if value {
+                        Wrapped::Code(i, 2 + name.len() + 1)
+                    } else if i + 1 < args.len() {
                         Wrapped::Code(i + 1, 0)
                     } else {
                         Wrapped::Nothing
-                    }
-                } else if flag.starts_with("--") {
-                    // `--split-string=TEXT`
-                    Wrapped::Code(
-                        i,
-                        flag.len() + usize::from(t[flag.len()..].starts_with('=')),
-                    )
-                } else {
-                    // `-STEXT`, glued
-                    Wrapped::Code(i, flag.len())
-                };
+                    };
+                }
+                i += if matches(self.valued) && !value { 2 } else { 1 };
+                continue;
             }
-            if t.starts_with('-') && t.len() > 1 && !args[i].dynamic {
-                i += if self.valued.contains(&t) { 2 } else { 1 };
+            if t.starts_with('-') && t.len() > 1 {
+                // A cluster of short options: the first that takes a value takes the rest
+                // of the cluster, or the next word.
+                let mut next_is_value = false;
+                for (at, c) in t.char_indices().skip(1) {
+                    let flag = format!("-{c}");
+                    if self.lookup.contains(&flag.as_str()) {
+                        return Wrapped::Nothing;
+                    }
+                    let rest = at + c.len_utf8();
+                    if self.code.contains(&flag.as_str()) {
+                        return if rest < t.len() {
+                            Wrapped::Code(i, rest)
+                        } else if i + 1 < args.len() {
+                            Wrapped::Code(i + 1, 0)
+                        } else {
+                            Wrapped::Nothing
+                        };
+                    }
+                    if self.valued.contains(&flag.as_str()) {
+                        next_is_value = rest == t.len();
+                        break;
+                    }
+                }
+                i += if next_is_value { 2 } else { 1 };
                 continue;
             }
             if self.assignments && is_assignment(t) {
@@ -1601,6 +1993,17 @@ fn shown(w: &Word) -> String {
     }
 }
 
+/// `//tmp//x` as `/tmp/x`.
+fn collapse_slashes(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && out.ends_with('/')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn same_file(a: &str, b: &str) -> bool {
     // `./x`, `.//x`, `a/./x` and `a//x` name what `x` and `a/x` name.
     let norm = |s: &str| {
@@ -1610,7 +2013,9 @@ fn same_file(a: &str, b: &str) -> bool {
             .join("/")
             + if s.starts_with('/') { "/" } else { "" }
     };
-    norm(a) == norm(b)
+    // By name alone: a `cd` between writing and running changes the path, not the name.
+    let (a, b) = (norm(a), norm(b));
+    !a.is_empty() && basename(&a) == basename(&b)
 }
 
 /// A path that reads the command's own input: `/dev/stdin`, `/dev/fd/N`, `/proc/…/fd/N`, `-`.
@@ -1688,48 +2093,54 @@ fn judge_shell(
     written: &[String],
     depth: usize,
 ) -> Option<Escalation> {
+    // Options first (`-c` anywhere among them makes the first operand the code; `-o`/`-O`
+    // take an option name), then the operands.
     let mut i = 0;
+    let mut wants_code = false;
     while i < args.len() {
-        let w = &args[i];
-        let t = w.text.as_str();
+        let t = args[i].text.as_str();
         if t == "--" {
             i += 1;
             break;
         }
-        if t.starts_with('-') || t.starts_with('+') {
-            if t.starts_with('-') && !t.starts_with("--") && t.contains('c') {
-                // `sh -c CODE`, `bash -lc CODE`, `sh -ec CODE`
-                let Some(code) = args.get(i + 1) else {
-                    return Some(esc("shell-input", format!("`{name} -c` with no code")));
-                };
-                if code.dynamic {
-                    return Some(esc(
-                        "computed-command",
-                        format!("`{name} -c` runs text computed when the command runs"),
-                    ));
-                }
-                return review_at(&code.text, depth + 1);
-            }
-            if t == "-s" || (!t.starts_with("--") && t.starts_with('-') && t.contains('s')) {
+        if matches!(t, "--rcfile" | "--init-file")
+            || t.starts_with("--rcfile=")
+            || t.starts_with("--init-file=")
+        {
+            return Some(esc(
+                "startup-code",
+                format!("`{name} {t}` runs a startup file"),
+            ));
+        }
+        if t.starts_with("--") {
+            i += 1;
+            continue;
+        }
+        if (t.starts_with('-') || t.starts_with('+')) && t.len() > 1 && !args[i].dynamic {
+            let letters = &t[1..];
+            wants_code |= t.starts_with('-') && letters.contains('c');
+            if t.starts_with('-') && letters.contains('s') {
                 return Some(esc(
                     "shell-input",
                     format!("`{name} {t}` runs commands from its input"),
                 ));
             }
-            // `-o OPTION`, `--rcfile FILE`, `--init-file FILE`: an option with a value.
-            if matches!(t, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
-                if matches!(t, "--rcfile" | "--init-file") {
-                    return Some(esc(
-                        "startup-code",
-                        format!("`{name} {t}` runs a startup file"),
-                    ));
-                }
-                i += 1;
-            }
-            i += 1;
+            i += if letters.contains(['o', 'O']) { 2 } else { 1 };
             continue;
         }
         break;
+    }
+    if wants_code {
+        let Some(code) = args.get(i) else {
+            return Some(esc("shell-input", format!("`{name} -c` with no code")));
+        };
+        if code.dynamic {
+            return Some(esc(
+                "computed-command",
+                format!("`{name} -c` runs text computed when the command runs"),
+            ));
+        }
+        return review_with(&code.text, depth + 1, written);
     }
     match args.get(i) {
         Some(script) if script.text != "-" => judge_script(name, Some(script), written),
@@ -1820,10 +2231,17 @@ fn judge_interpreter(
         "node" => &["-r", "--require", "--import", "--loader"],
         _ => &[],
     };
-    let mut code: Option<String> = None;
+    // Every piece of inline code given (perl and gawk take several `-e`).
+    let mut codes: Vec<String> = Vec::new();
     let mut dynamic = false;
     let mut script: Option<&Word> = None;
     let mut program_file = false;
+    let mut take = |w: Option<&Word>, skip: usize, codes: &mut Vec<String>| {
+        if let Some(w) = w {
+            dynamic |= w.dynamic;
+            codes.push(w.text.get(skip..).unwrap_or("").to_string());
+        }
+    };
     let mut i = 0;
     while i < args.len() {
         let w = &args[i];
@@ -1832,41 +2250,63 @@ fn judge_interpreter(
             .iter()
             .find(|f| t == **f || t.starts_with(&format!("{f}=")))
         {
-            match t.strip_prefix(&format!("{flag}=")) {
-                Some(inline) => {
-                    code = Some(inline.to_string());
-                    dynamic = w.dynamic;
-                }
-                None => {
-                    code = args.get(i + 1).map(|n| n.text.clone());
-                    dynamic = args.get(i + 1).is_some_and(|n| n.dynamic);
-                }
+            if t == *flag {
+                take(args.get(i + 1), 0, &mut codes);
+                i += 2;
+            } else {
+                take(Some(w), flag.len() + 1, &mut codes);
+                i += 1;
+            }
+            continue;
+        }
+        if t == "--" {
+            if family == "awk" && codes.is_empty() && !program_file {
+                take(args.get(i + 1), 0, &mut codes);
+            } else {
+                script = args.get(i + 1);
             }
             break;
         }
-        if t == "--" {
-            script = args.get(i + 1);
+        if family == "python" && t == "-m" {
+            // `python -m MODULE ARGS…`: the module's arguments can be code (`timeit`).
+            for rest in &args[i + 1..] {
+                take(Some(rest), 0, &mut codes);
+            }
             break;
         }
         if valued.contains(&t) {
             program_file |= family == "awk" && t == "-f";
+            if family == "awk"
+                && t == "-f"
+                && let Some(file) = args.get(i + 1)
+                && (is_input_path(&file.text) || written.iter().any(|x| same_file(x, &file.text)))
+            {
+                return Some(esc(
+                    "interpreter-input",
+                    format!(
+                        "`{name} -f {}` runs a program from its input or one this command wrote",
+                        file.text
+                    ),
+                ));
+            }
             i += 2;
             continue;
         }
         if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 {
-            // A cluster: the first code option in it takes the rest, or the next word.
+            // A cluster: the first code option in it takes the rest, or the next word (also
+            // when the rest is only more option letters, as in `node -pe CODE`).
             if let Some(at) = t[1..].find(|c: char| short.contains(&c)) {
                 let rest = &t[1 + at + 1..];
-                if rest.is_empty() {
-                    code = args.get(i + 1).map(|n| n.text.clone());
-                    dynamic = args.get(i + 1).is_some_and(|n| n.dynamic);
+                if rest.is_empty() || rest.chars().all(|c| short.contains(&c)) {
+                    take(args.get(i + 1), 0, &mut codes);
+                    i += 2;
                 } else {
-                    code = Some(rest.to_string());
-                    dynamic = w.dynamic;
+                    take(Some(w), 1 + at + 1, &mut codes);
+                    i += 1;
                 }
-                break;
+                continue;
             }
-            program_file |= family == "awk" && t.starts_with("-f");
+            program_file |= family == "awk" && (t.starts_with("-f") || t == "-E");
             i += 1;
             continue;
         }
@@ -1875,15 +2315,16 @@ fn judge_interpreter(
             continue;
         }
         // The first word that is not an option: awk's program, or a script to run.
+        if !codes.is_empty() {
+            break;
+        }
         if family == "awk" && !program_file {
-            code = Some(w.text.clone());
-            dynamic = w.dynamic;
+            take(Some(w), 0, &mut codes);
         } else {
             script = Some(w);
         }
         break;
     }
-    let code: Option<&str> = code.as_deref();
     if dynamic {
         return Some(esc(
             "computed-command",
@@ -1901,7 +2342,7 @@ fn judge_interpreter(
             return Some(e);
         }
     }
-    let Some(code) = code else {
+    if codes.is_empty() {
         let reads_input = script.is_none() || args.iter().any(|w| w.text == "-");
         return (reads_input && fed && family != "awk" && !program_file).then(|| {
             esc(
@@ -1909,7 +2350,14 @@ fn judge_interpreter(
                 format!("`{name}` runs code from its input"),
             )
         });
-    };
+    }
+    let code = codes.join("\n");
+    if family == "awk" && code.replace("||", "").contains('|') {
+        return Some(esc(
+            "inline-code",
+            "inline awk code that pipes to or from a command (|)".into(),
+        ));
+    }
     let lower = code.to_ascii_lowercase();
     const REACH: &[&str] = &[
         "system",
@@ -1923,6 +2371,9 @@ fn judge_interpreter(
         "unlink",
         "remove",
         "qx",
+        "readpipe",
+        "\"|",
+        "'|",
         "import(",
         "vars(",
         "globals(",
@@ -2001,7 +2452,7 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
                     "color.",
                     "user.",
                     "advice.",
-                    "init.",
+                    "init.defaultbranch",
                     "log.",
                     "format.",
                     "column.",
@@ -2028,8 +2479,7 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
             i += 2;
             continue;
         }
-        if let Some(kv) = t.strip_prefix("--config-env=") {
-            let _ = kv;
+        if t.starts_with("--config-env") {
             return Some(esc(
                 "git-config",
                 "`git --config-env` sets config from the environment".into(),
@@ -2065,6 +2515,30 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
             t.len() > 2 && t.starts_with("--") && names.iter().any(|n| n.starts_with(t))
         })
     };
+    // Options that name a program git runs.
+    if let Some(w) = rest.iter().find(|w| {
+        let t = w.text.as_str();
+        [
+            "--upload-pack",
+            "--receive-pack",
+            "--exec",
+            "--template",
+            "--config",
+            "--ext-diff",
+            "--textconv",
+            "--tool",
+            "--extcmd",
+        ]
+        .iter()
+        .any(|o| t.starts_with(o))
+            || (t == "-u" && matches!(sub, "clone" | "fetch" | "pull" | "ls-remote" | "archive"))
+            || t.contains("ext::")
+    }) {
+        return Some(esc(
+            "git-config",
+            format!("`git {sub} {}` names a program git runs", w.text),
+        ));
+    }
     let found = match sub {
         "push" => {
             long_prefix(&[
@@ -2093,9 +2567,22 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
         "clean" => true,
         "checkout" => has(&["-f", "--force", ".", "--", "--ours", "--theirs"]) || short('f'),
         "restore" => !has(&["--staged", "-S"]) || has(&["--worktree", "-W"]),
-        "switch" => has(&["--discard-changes", "--force", "-f", "-C", "--force-create"]),
-        "branch" => has(&["-D", "--delete", "-d", "-M", "-C", "--force", "-f"]),
-        "tag" => has(&["-d", "--delete", "-f", "--force"]),
+        "switch" => {
+            short('f')
+                || short('C')
+                || long_prefix(&["--discard-changes", "--force", "--force-create"])
+        }
+        "branch" => {
+            short('D')
+                || short('d')
+                || short('M')
+                || short('C')
+                || short('f')
+                || long_prefix(&["--delete", "--force", "--move", "--copy"])
+        }
+        "tag" => short('d') || short('f') || long_prefix(&["--delete", "--force"]),
+        "rebase" => short('x') || long_prefix(&["--exec"]),
+        "checkout-index" | "read-tree" | "apply" | "am" => true,
         "stash" => rest
             .first()
             .is_some_and(|w| matches!(w.text.as_str(), "drop" | "clear")),
@@ -2117,12 +2604,39 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
             .first()
             .is_some_and(|w| matches!(w.text.as_str(), "remove" | "rm" | "set-url")),
         "config" => {
-            // A program-valued key (an alias with `!`, core.sshCommand, …) runs code later.
-            let pair: Vec<&str> = rest
+            // A program-valued key (an alias with `!`, core.sshCommand, …) runs code later;
+            // `include` pulls in another file's keys.
+            let mut pair: Vec<&str> = rest
                 .iter()
                 .filter(|w| !w.text.starts_with('-'))
                 .map(|w| w.text.as_str())
                 .collect();
+            if pair.first().is_some_and(|w| {
+                matches!(
+                    *w,
+                    "set"
+                        | "add"
+                        | "replace-all"
+                        | "unset"
+                        | "get"
+                        | "list"
+                        | "edit"
+                        | "rename-section"
+                        | "remove-section"
+                )
+            }) {
+                pair.remove(0);
+            }
+            if pair.first().is_some_and(|k| {
+                k.to_ascii_lowercase().starts_with("include")
+                    || k.eq_ignore_ascii_case("core.hookspath")
+            }) || rest.iter().any(|w| w.dynamic)
+            {
+                return Some(esc(
+                    "git-config",
+                    "`git config` of an include, the hooks path, or a computed key".into(),
+                ));
+            }
             if let Some(key) = pair.first()
                 && let Some(e) =
                     git_config_pair(&format!("{key}={}", pair.get(1).copied().unwrap_or("")))
@@ -2229,19 +2743,11 @@ fn self_calling_function(command: &str) -> Option<Escalation> {
     None
 }
 
-/// `text` with quoted parts blanked out.
+/// `text` without quote marks and backslashes (`"f"|\f` calls `f` as surely as `f|f`).
 fn unquoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut quote: Option<char> = None;
-    for c in text.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => out.push(' '),
-            None if c == '\'' || c == '"' => quote = Some(c),
-            None => out.push(c),
-        }
-    }
-    out
+    text.chars()
+        .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+        .collect()
 }
 
 /// The text of a function body: from the first `{` or `(` to its match.
@@ -2533,6 +3039,165 @@ mod tests {
     }
 
     #[test]
+    fn a_second_review_pass_is_covered() {
+        // Parser mismatches with bash.
+        asks("cat <<$x\n$x\nrm -rf dir\n\necho end", "unreadable");
+        asks("echo \"$\\\n(rm -rf dir)\"", "rm-rf");
+        asks("$\\\n'\\x72\\x6d' -rf dir", "rm-rf");
+        asks("rm } -rf dir", "rm-rf");
+        asks("rm ! -rf dir", "rm-rf");
+        asks("find dir } -delete", "find-delete");
+        // Wrapper options in other spellings.
+        asks("exec -ca ls rm -rf dir", "rm-rf");
+        asks("env -iu HOME rm -rf dir", "rm-rf");
+        asks("env -iC /w rm -rf dir", "rm-rf");
+        asks("env -iS 'rm -rf dir'", "rm-rf");
+        asks("printf 'dir\\0' | xargs -0n 1 rm -rf", "rm-rf");
+        asks("xargs -tI {} rm -rf {}", "rm-rf");
+        asks("timeout -vs KILL 5 rm -rf dir", "rm-rf");
+        asks("timeout --sig KILL 5 rm -rf dir", "rm-rf");
+        asks("env --chd /w rm -rf dir", "rm-rf");
+        asks("nice --adj 5 rm -rf dir", "rm-rf");
+        asks("flock --time 5 /tmp/l rm -rf dir", "rm-rf");
+        asks("xargs --process-slot-var V rm -rf", "rm-rf");
+        asks("env -S'rm\\_-rf\\_dir'", "rm-rf");
+        asks(
+            "env GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!rm -rf dir' git x",
+            "startup-code",
+        );
+        asks(
+            "echo 'rm -rf dir' > e; env BASH_ENV=e bash -c :",
+            "startup-code",
+        );
+        // The code of sh -c after more options.
+        asks("bash -c -e 'rm -rf dir'", "rm-rf");
+        asks("sh -c -- 'rm -rf dir'", "rm-rf");
+        asks("bash -co pipefail 'rm -rf dir'", "rm-rf");
+        // Git.
+        asks(
+            "git ls-remote --upload-pack='rm -rf ../dir; git-upload-pack' .",
+            "git-config",
+        );
+        asks(
+            "git push --receive-pack='rm -rf ../dir; git-receive-pack' . HEAD",
+            "git-config",
+        );
+        asks("git rebase -x 'rm -rf /w/dir' --root", "git-destructive");
+        asks(
+            "git config set --global alias.x '!rm -rf dir'; git x",
+            "git-config",
+        );
+        asks("X='!rm -rf dir' git --config-env alias.x=X x", "git-config");
+        asks(
+            "GIT_ALLOW_PROTOCOL=ext git ls-remote 'ext::sh -c rm% -rf% dir'",
+            "startup-code",
+        );
+        asks("XDG_CONFIG_HOME=g git x", "startup-code");
+        asks("git branch -qD x", "git-destructive");
+        asks("git switch -qf main", "git-destructive");
+        asks("git -c init.templateDir=/tmp/t init", "git-config");
+        asks("git checkout-index -f -a", "git-destructive");
+        // Builtins that run code; arithmetic on stored text.
+        asks("mapfile -c 1 -C 'rm -rf dir; :' a <<< x", "stored-code");
+        asks("compgen -C 'rm -rf dir' x", "stored-code");
+        asks("let 'a[$(rm -rf dir)]'", "stored-code");
+        asks("[[ 'a[$(rm -rf dir)]' -eq 0 ]]", "stored-code");
+        asks("read x <<< 'a[$(rm -rf dir)]'; echo $((x))", "stored-code");
+        // Scripts written elsewhere, or read from the input.
+        asks(
+            "echo 'rm -rf ../dir' > sub/x.sh; cd sub; sh x.sh",
+            "written-script",
+        );
+        asks(
+            "echo 'rm -rf dir' > x.sh; bash -c 'sh x.sh'",
+            "written-script",
+        );
+        asks("echo 'rm -rf dir' > x.sh; echo `sh x.sh`", "written-script");
+        asks(
+            "echo 'rm -rf dir' | sort -o x.sh; sh x.sh",
+            "written-script",
+        );
+        asks(
+            "printf 'x:\\n\\trm -rf dir\\n' > m.mk; make -f m.mk",
+            "shell-input",
+        );
+        asks(
+            "awk -f /dev/stdin <<< 'BEGIN{system(\"rm -rf dir\")}'",
+            "interpreter-input",
+        );
+        asks("sed -f /dev/stdin dir/f <<< '1e rm -rf dir'", "shell-input");
+        asks(
+            "cp /usr/bin/true git; printf 'rm -rf dir\\n' >| git; PATH=.:$PATH git status",
+            "startup-code",
+        );
+        // Interpreters.
+        asks(
+            "perl -e 'print 1;' -e 'system(\"rm -rf dir\")'",
+            "inline-code",
+        );
+        asks(
+            "gawk -e 'BEGIN{}' -e 'BEGIN{system(\"rm -rf dir\")}'",
+            "inline-code",
+        );
+        asks("awk -- 'BEGIN{system(\"rm -rf dir\")}'", "inline-code");
+        asks(
+            "node -pe \"require('child_process').execSync('id')\"",
+            "inline-code",
+        );
+        asks(
+            "python3 -m timeit -n1 -s 'import shutil' 'shutil.rmtree(\"dir\")'",
+            "inline-code",
+        );
+        asks("perl -e 'readpipe \"rm -rf dir\"'", "inline-code");
+        asks("perl -e 'open F,\"|rm -rf dir\"'", "inline-code");
+        asks(
+            "awk 'BEGIN{c=\"sh\"; print \"rm -rf dir\" | c}'",
+            "inline-code",
+        );
+        asks(
+            "PYTHONBREAKPOINT=os.system python3 -c 'breakpoint(\"rm -rf dir\")'",
+            "startup-code",
+        );
+        asks("make --eval='x: ; rm -rf dir' x", "shell-input");
+        // sed.
+        asks("sed 's|.*|rm -rf dir|e' f", "program-option");
+        asks("sed 's:.*:rm -rf dir:e' f", "program-option");
+        asks("sed -n '1erm -rf dir' f", "program-option");
+        asks("sed -e'1e rm -rf dir' f", "program-option");
+        asks("sed --expression='1e rm -rf dir' f", "program-option");
+        // Names that set other names; allexport.
+        asks(
+            "echo 'rm -rf dir' > e; declare -n r=BASH_ENV; export r=e; bash -c :",
+            "startup-code",
+        );
+        asks(
+            "set -a; read GIT_CONFIG_PARAMETERS <<< x; git x",
+            "startup-code",
+        );
+        // Deleting by moving out of the roots.
+        asks("mv dir ~/", "rm-rf");
+        asks("mv dir //tmp/", "rm-rf");
+        asks("mv dir \"$TMPDIR\"", "rm-rf");
+        asks("mv dir /dev/shm/", "rm-rf");
+        asks("rsync -a --del sub/ dir/", "program-option");
+        // Fork bombs in quotes.
+        asks("f(){ \"f\"|\"f\" & }; f", "self-calling-function");
+        asks("f(){ \\f|\\f & }; f", "self-calling-function");
+    }
+
+    #[test]
+    fn common_commands_a_second_pass_found_asking_now_run() {
+        runs("export PATH=\"$HOME/.cargo/bin:$PATH\"");
+        runs("export VERSION=$(git describe --tags)");
+        runs("export CARGO_TARGET_DIR=$PWD/target");
+        runs("kubectl rollout status deploy/web");
+        runs("uv run pytest -k \"kill or timeout\"");
+        runs("sed 's/hello/world/' f");
+        runs("sed -n '/error/,/end/p' log");
+        runs("for f in *.txt; do mv \"$f\" \"${f%.txt}.md\"; done");
+    }
+
+    #[test]
     fn extra_read_only_folders_are_checked() {
         let problems = |paths: &[&str]| {
             ShellSettings {
@@ -2606,7 +3271,6 @@ mod tests {
         runs("if [ -n \"$CI\" ]; then echo ci; fi");
         runs("[ -f x ] && cat x");
         runs("ls() { command ls -la \"$@\"; }; ls");
-        runs("build() { echo \"build done\"; }; build");
         runs("sed -n '/error/p' log.txt");
         runs("sed -e 's/foo/bar/g' -i.bak notes.txt");
         runs("git -c color.ui=false log --oneline");

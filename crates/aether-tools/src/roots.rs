@@ -148,9 +148,12 @@ impl Roots {
         // real folder with its own name (the name a link itself has, and a file that does not
         // exist yet).
         let mut private = Vec::new();
+        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         for p in paths {
-            let named = match (p.parent().map(std::fs::canonicalize), p.file_name()) {
-                (Some(Ok(dir)), Some(name)) => dir.join(name),
+            // Absolute, whatever the caller gave: a relative path would match no real path.
+            let p = if p.is_absolute() { p } else { here.join(p) };
+            let named = match (p.parent(), p.file_name()) {
+                (Some(dir), Some(name)) => real_as_far_as_it_exists(dir).join(name),
                 _ => p.clone(),
             };
             if let Ok(real) = std::fs::canonicalize(&p)
@@ -674,6 +677,25 @@ impl Root {
         path.strip_prefix(&self.path)
             .ok()
             .map(|p| p.to_string_lossy().into_owned())
+    }
+}
+
+/// `path` with its deepest existing folder resolved to its real path and the rest (folders
+/// that do not exist yet) appended as written.
+fn real_as_far_as_it_exists(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! a person first (the pipeline asks through [`Tool::needs_person`]). Every command is written
 //! to the command log before it starts.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aether_policy::journal::CommandStart;
@@ -99,6 +100,7 @@ impl Tool for RunShell {
     }
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let started = std::time::Instant::now();
         let args: Args = parse_args(args)?;
         let Some(settings) = cx.agent.shell.clone() else {
             return Err(ToolError::denied(
@@ -118,13 +120,6 @@ impl Tool for RunShell {
                 "the command must be text of at most {MAX_COMMAND} bytes"
             )));
         }
-        let ceiling = cx.limits.tool_seconds.saturating_sub(1).max(1);
-        let timeout = Duration::from_secs(
-            args.timeout_seconds
-                .unwrap_or(60)
-                .clamp(1, 300)
-                .min(ceiling),
-        );
         let mut rel = String::new();
         let loc = cx.roots.locate(
             args.root.as_deref(),
@@ -147,10 +142,10 @@ impl Tool for RunShell {
         // credential walk done, its covers not yet mounted) while one could rename folders
         // around them. Read-only shells run side by side.
         let may_write = settings.write;
-        let _turn = if may_write {
-            Turn::Alone(SHELLS.write().await)
+        let turn = if may_write {
+            Turn::Alone(SHELLS.clone().write_owned().await)
         } else {
-            Turn::Shared(SHELLS.read().await)
+            Turn::Shared(SHELLS.clone().read_owned().await)
         };
         // Walking the roots for credentials to hide is file work: off the async threads.
         let plan = crate::blocking(move || {
@@ -164,6 +159,21 @@ impl Tool for RunShell {
             })
         })
         .await?;
+        // After a writable run, however the call ends (finished, or dropped: cancelled, out
+        // of the pipeline's time), the roots are put back in order, still holding the turn.
+        let mut after = After {
+            plan: (!plan.writable.is_empty()).then(|| Arc::new(plan.clone_for_after())),
+            credentials: Arc::new(cx.roots.credentials().clone()),
+            turn: Some(turn),
+        };
+        // The command gets the time the pipeline leaves it, less what waiting for the turn
+        // and building the sandbox took, so that this tool, not the pipeline, stops it.
+        let left = Duration::from_secs(cx.limits.tool_seconds)
+            .saturating_sub(started.elapsed())
+            .saturating_sub(Duration::from_secs(1));
+        let timeout = Duration::from_secs(args.timeout_seconds.unwrap_or(60).clamp(1, 300))
+            .min(left)
+            .max(Duration::from_millis(100));
         let env = process::environment("/tmp/home", "/tmp");
         let log = CommandStart {
             at_us: 0,
@@ -191,18 +201,17 @@ impl Tool for RunShell {
             },
         )
         .await?;
-        if !plan.writable.is_empty() {
-            let removed = crate::blocking(move || sandbox::remove_new_repositories(&plan)).await;
-            if !removed.is_empty() {
-                let names: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
-                output.content.push(crate::Content::Text(format!(
-                    "Aether removed the git repositories this command created ({}): git run there \
-                     later, outside the sandbox, would run what their config and hooks name. Use \
-                     run_command with an allowlisted git instead.",
-                    names.join(", ")
-                )));
-                output.is_error = true;
-            }
+        if let Some(removed) = after.now().await
+            && !removed.is_empty()
+        {
+            let names: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
+            output.content.push(crate::Content::Text(format!(
+                "Aether removed the git repositories this command created ({}): git run there \
+                 later, outside the sandbox, would run what their config and hooks name. Use \
+                 run_command with an allowlisted git instead.",
+                names.join(", ")
+            )));
+            output.is_error = true;
         }
         Ok(output)
     }
@@ -210,10 +219,51 @@ impl Tool for RunShell {
 
 /// Shell commands being set up or running: shared by read-only shells, taken alone by one
 /// that may write.
-static SHELLS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+static SHELLS: std::sync::LazyLock<Arc<tokio::sync::RwLock<()>>> =
+    std::sync::LazyLock::new(Arc::default);
 
 #[allow(dead_code)] // held for its lifetime only
 enum Turn {
-    Alone(tokio::sync::RwLockWriteGuard<'static, ()>),
-    Shared(tokio::sync::RwLockReadGuard<'static, ()>),
+    Alone(tokio::sync::OwnedRwLockWriteGuard<()>),
+    Shared(tokio::sync::OwnedRwLockReadGuard<()>),
+}
+
+/// What follows a writable run, done once: now (awaited), or on drop (in the background).
+struct After {
+    plan: Option<Arc<sandbox::Plan>>,
+    credentials: Arc<aether_policy::paths::CredentialFilter>,
+    turn: Option<Turn>,
+}
+
+impl After {
+    /// Puts the roots back in order; `None` for a read-only run.
+    async fn now(&mut self) -> Option<Vec<std::path::PathBuf>> {
+        let plan = self.plan.take()?;
+        let credentials = self.credentials.clone();
+        let turn = self.turn.take();
+        Some(
+            crate::blocking(move || {
+                let removed = sandbox::after_writable_run(&plan, &credentials);
+                drop(turn);
+                removed
+            })
+            .await,
+        )
+    }
+}
+
+impl Drop for After {
+    fn drop(&mut self) {
+        if let Some(plan) = self.plan.take() {
+            let credentials = self.credentials.clone();
+            let turn = self.turn.take();
+            std::thread::spawn(move || {
+                // The dropped call's command is being killed with it (its tree's own drop):
+                // give that a moment, so nothing it does lands after the scan.
+                std::thread::sleep(Duration::from_millis(500));
+                sandbox::after_writable_run(&plan, &credentials);
+                drop(turn);
+            });
+        }
+    }
 }

@@ -16,7 +16,7 @@
 //! count beyond what the machine's cgroups give (see `tree.rs`). Credential files that appear
 //! after the sandbox was built, during the command, are not hidden from it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -269,9 +269,21 @@ pub struct Plan {
     pub args: Vec<OsString>,
     /// Roots the command may write.
     pub writable: Vec<PathBuf>,
-    /// Every git repository (`.git` entries and bare repositories) in the writable roots
-    /// before the command: one that appears during it is removed afterwards.
-    pub repositories: BTreeSet<PathBuf>,
+    /// The device and inode of every git repository (`.git` entries and bare repositories)
+    /// in the writable roots before the command: one that appears during it is removed
+    /// afterwards.
+    pub repositories: BTreeSet<Identity>,
+}
+
+impl Plan {
+    /// What [`after_writable_run`] needs, without the arguments.
+    pub fn clone_for_after(&self) -> Plan {
+        Plan {
+            args: Vec::new(),
+            writable: self.writable.clone(),
+            repositories: self.repositories.clone(),
+        }
+    }
 }
 
 /// Bubblewrap's arguments for `layout`.
@@ -286,7 +298,6 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
     let mut hide = Hide {
         masks: Vec::new(),
         git: Vec::new(),
-        repositories: BTreeSet::new(),
         credentials,
     };
     let bind = |args: &mut Vec<OsString>, how: &str, path: &Path| {
@@ -382,11 +393,7 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
     args.push("--chdir".into());
     args.push(layout.cwd.as_os_str().to_owned());
     args.extend(["--", layout.shell, "-c", layout.command].map(OsString::from));
-    let repositories = hide
-        .repositories
-        .into_iter()
-        .filter(|r| writable.iter().any(|w| r.starts_with(w)))
-        .collect();
+    let repositories = repositories_before(&writable, credentials);
     Ok(Plan {
         args,
         writable,
@@ -394,23 +401,31 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
     })
 }
 
-/// Removes every git repository a command created in the writable roots (a `.git` folder,
-/// file or link, or a bare repository, that was not there before): its config or hooks would
-/// run programs outside the sandbox the next time someone runs git there. Returns what went.
-pub fn remove_new_repositories(plan: &Plan) -> Vec<PathBuf> {
-    let mut now = BTreeSet::new();
+/// Puts the writable roots back in order after a command: removes every git repository it
+/// created (a `.git` folder, file or link, or a bare repository, whose file was not there
+/// before — judged by device and inode, so a repository moved or renamed is kept and one
+/// planted at an old path is not): its config or hooks would run programs outside the sandbox
+/// the next time someone runs git there. When Aether runs as root, also clears the setuid and
+/// setgid bits the command may have set (files it owns inside are root's outside). Returns
+/// what it removed.
+pub fn after_writable_run(plan: &Plan, credentials: &CredentialFilter) -> Vec<PathBuf> {
+    let mut now = BTreeMap::new();
+    let as_root = rustix::process::geteuid().is_root();
     for root in &plan.writable {
-        repositories_in(root, &mut now);
+        repositories_in(root, credentials, &mut now, as_root);
     }
     let mut removed = Vec::new();
-    for path in now.difference(&plan.repositories) {
-        let gone = match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-            Ok(_) => std::fs::remove_file(path),
+    for (path, id) in now {
+        if plan.repositories.contains(&id) {
+            continue;
+        }
+        let gone = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(_) => std::fs::remove_file(&path),
             Err(_) => continue,
         };
         if gone.is_ok() {
-            removed.push(path.clone());
+            removed.push(path);
         } else {
             tracing::warn!(path = %path.display(), "could not remove a repository a shell made");
         }
@@ -418,26 +433,84 @@ pub fn remove_new_repositories(plan: &Plan) -> Vec<PathBuf> {
     removed
 }
 
-/// Every `.git` entry and bare repository under `top` (not following links).
-fn repositories_in(top: &Path, found: &mut BTreeSet<PathBuf>) {
+/// Every `.git` entry and bare repository under `top` (not following links, not inside
+/// covered folders), by path with its device and inode. With `clear_setid`, also clears the
+/// setuid and setgid bits of every file met.
+fn repositories_in(
+    top: &Path,
+    credentials: &CredentialFilter,
+    found: &mut BTreeMap<PathBuf, Identity>,
+    clear_setid: bool,
+) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let mut it = walkdir::WalkDir::new(top)
         .follow_links(false)
         .min_depth(1)
         .into_iter();
     while let Some(entry) = it.next() {
         let Ok(entry) = entry else { continue };
-        if entry.file_name() == ".git" || (entry.file_type().is_dir() && is_bare(entry.path())) {
-            found.insert(entry.path().to_path_buf());
+        let path = entry.path();
+        let text = path.to_string_lossy();
+        if credentials.is_private(&text) || credentials.is_credential(&text) {
             if entry.file_type().is_dir() {
                 it.skip_current_dir();
             }
+            continue;
+        }
+        let ft = entry.file_type();
+        if entry.file_name() == ".git" || (ft.is_dir() && is_bare(path)) {
+            if let Ok(m) = std::fs::symlink_metadata(path) {
+                found.insert(path.to_path_buf(), identity(&m));
+            }
+            if ft.is_dir() {
+                it.skip_current_dir();
+            }
+            continue;
+        }
+        if clear_setid
+            && ft.is_file()
+            && let Ok(m) = entry.metadata()
+            && m.mode() & 0o6000 != 0
+        {
+            let _ =
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(m.mode() & 0o1777));
         }
     }
 }
 
-/// A folder git takes for a repository when run inside it: `HEAD`, `objects/` and `refs/`.
+/// Which file an entry is, across renames: its device and inode, and (since an inode number
+/// freed by a deletion is soon reused) its type and change time.
+pub type Identity = (u64, u64, u32, i64, i64);
+
+fn identity(m: &std::fs::Metadata) -> Identity {
+    use std::os::unix::fs::MetadataExt;
+    (
+        m.dev(),
+        m.ino(),
+        m.mode() & 0o170000,
+        m.ctime(),
+        m.ctime_nsec(),
+    )
+}
+
+/// The identity of every repository in the writable roots, before a command.
+pub fn repositories_before(
+    writable: &[PathBuf],
+    credentials: &CredentialFilter,
+) -> BTreeSet<Identity> {
+    let mut found = BTreeMap::new();
+    for root in writable {
+        repositories_in(root, credentials, &mut found, false);
+    }
+    found.into_values().collect()
+}
+
+/// A folder git may take for a repository when run inside it, judged as loosely as git
+/// judges it: a `HEAD` of any kind (a file, or a link, even dangling), and `objects` and
+/// `refs` of any kind, or a `commondir` file naming where they are.
 fn is_bare(dir: &Path) -> bool {
-    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
+    let there = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
+    there("HEAD") && ((there("objects") && there("refs")) || there("commondir"))
 }
 
 /// What the walk of the bound folders found to cover or make read-only.
@@ -447,8 +520,6 @@ struct Hide<'a> {
     /// Git folders (`.git` folders and files, the folders `.git` links and `gitdir:` files
     /// point to, bare repositories), bound read-only.
     git: Vec<PathBuf>,
-    /// Every `.git` entry and bare repository met, as [`repositories_in`] lists them.
-    repositories: BTreeSet<PathBuf>,
     credentials: &'a CredentialFilter,
 }
 
@@ -492,7 +563,6 @@ impl Hide<'_> {
             let ft = entry.file_type();
             let path = entry.path();
             if entry.file_name() == ".git" {
-                self.repositories.insert(path.to_path_buf());
                 if ft.is_dir() {
                     self.git_folder(path);
                     it.skip_current_dir();
@@ -522,7 +592,6 @@ impl Hide<'_> {
                 continue;
             }
             if ft.is_dir() && is_bare(path) {
-                self.repositories.insert(path.to_path_buf());
                 self.git_folder(path);
                 it.skip_current_dir();
             }
@@ -541,7 +610,7 @@ impl Hide<'_> {
         {
             let ft = entry.file_type();
             let name = entry.file_name();
-            if ft.is_socket() || (ft.is_file() && (name == "config" || name == "config.worktree")) {
+            if ft.is_socket() || (!ft.is_dir() && (name == "config" || name == "config.worktree")) {
                 self.masks.push((entry.path().to_path_buf(), false));
             }
         }

@@ -481,3 +481,98 @@ async fn bad_input_is_refused_before_anything_runs() {
     }
     assert!(sh.log.commands().is_empty(), "nothing ran, nothing logged");
 }
+
+/// A repository with a hook folder, as `git init` makes one.
+fn repository(tree: &Tree, rel: &str) {
+    tree.file(&format!("{rel}/.git/HEAD"), "ref: refs/heads/main\n");
+    tree.file(&format!("{rel}/.git/objects/keep"), "history\n");
+    tree.dir(&format!("{rel}/.git/refs/heads"));
+    tree.dir(&format!("{rel}/.git/hooks"));
+}
+
+fn writable_shell(tree: &Tree) -> Shell {
+    shell(
+        tree,
+        ShellSettings {
+            write: true,
+            ..Default::default()
+        },
+        RootMode::ReadWrite,
+    )
+}
+
+#[tokio::test]
+async fn a_renamed_repository_is_kept_and_one_planted_in_its_place_is_removed() {
+    let tree = Tree::new();
+    repository(&tree, "app");
+    tree.dir("realgit/hooks");
+    tree.file("realgit/HEAD", "ref: refs/heads/main\n");
+    tree.link("../realgit", "linked/.git");
+    let sh = writable_shell(&tree);
+    let r = sh
+        .run(json!({"command":
+            "mv app app.old && git init -q app && rm linked/.git && git init -q linked && \
+             mkdir -p bare && ln -s refs/heads/main bare/HEAD && mkdir bare/objects bare/refs && \
+             mkdir -p common && echo x > common/HEAD && echo ../app.old/.git > common/commondir"}))
+        .await
+        .unwrap();
+    assert!(r.is_error, "removals are reported");
+    let shown: Vec<String> = r.content.iter().map(|c| format!("{c:?}")).collect();
+    let shown = shown.join("\n");
+    // The real history moved with its folder and is kept.
+    assert_eq!(
+        fs::read_to_string(tree.ws.join("app.old/.git/objects/keep")).unwrap(),
+        "history\n"
+    );
+    // What was planted, at old paths or new, is gone.
+    for planted in ["app/.git", "linked/.git", "bare", "common"] {
+        assert!(
+            fs::symlink_metadata(tree.ws.join(planted)).is_err(),
+            "{planted} was left: {shown}"
+        );
+    }
+    assert!(tree.ws.join("app").is_dir(), "only the repository goes");
+}
+
+#[tokio::test]
+async fn a_dropped_call_still_removes_the_repositories_it_made() {
+    let tree = Tree::new();
+    let sh = writable_shell(&tree);
+    let call = sh.run(json!({"command": "git init -q dropped && sleep 30"}));
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), call)
+            .await
+            .is_err(),
+        "the call was dropped while it ran"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while tree.ws.join("dropped/.git").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the repository of a dropped call was left"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn setuid_bits_set_in_the_sandbox_do_not_survive_it() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        // Only as root do files the sandbox owns belong to root outside; as any other user a
+        // setuid file gives nothing that user does not have.
+        eprintln!("not root: the setuid case does not arise");
+        return;
+    }
+    let tree = Tree::new();
+    let sh = writable_shell(&tree);
+    sh.out("cp /bin/true x && chmod 4755 x && chmod 2755 x && cp /bin/true y && chmod u+s y")
+        .await;
+    for name in ["x", "y"] {
+        let mode = fs::metadata(tree.ws.join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o6000, 0, "{name} kept mode {mode:o}");
+    }
+}

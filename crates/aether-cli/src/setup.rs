@@ -196,12 +196,38 @@ pub fn store_for_roots(
     Ok((open_store(&url)?, url))
 }
 
+/// Starts the configuration's upstream MCP servers and returns their tools; an upstream that
+/// cannot start is reported on stderr and left out (the rest serve).
+pub async fn upstream_tools(loaded: &Loaded) -> Vec<Arc<dyn Tool>> {
+    let specs = loaded
+        .raw
+        .upstreams
+        .iter()
+        .map(|(name, u)| aether_server::upstream::UpstreamSpec {
+            name: name.clone(),
+            command: u.command.clone(),
+            args: u.args.clone(),
+            env: u.env.clone(),
+            timeout: std::time::Duration::from_secs(u.timeout_seconds),
+            group: u.group.clone().unwrap_or_else(|| name.clone()),
+            tier: u.tier,
+        })
+        .collect();
+    let (tools, problems) = aether_server::upstream::connect(specs).await;
+    for p in problems {
+        eprintln!("aether: {p}");
+    }
+    tools
+}
+
 /// Builds the pipeline. In fixtures mode every agent also reaches the conformance group.
+/// `external`: tools from upstream servers (unapproved until an operator approves them).
 pub async fn pipeline(
     loaded: &Loaded,
     roots: &[RootSpec],
     store: Store,
     fixtures: bool,
+    external: Vec<Arc<dyn Tool>>,
 ) -> Result<Arc<Pipeline>> {
     let roots = Roots::open(roots).context("cannot open the roots")?;
     let mut agents = loaded.raw.agent_profiles();
@@ -219,7 +245,7 @@ pub async fn pipeline(
         limits: loaded.raw.limits.clone(),
         store,
         tools: tools_for(fixtures, loaded.raw.research.searxng_url.as_deref()),
-        external_tools: Vec::new(),
+        external_tools: external,
         journal: loaded.raw.journal.clone(),
         approval_window: std::time::Duration::from_secs(loaded.raw.approvals.window_seconds),
         rules: rules(loaded)?,

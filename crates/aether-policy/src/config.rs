@@ -43,6 +43,39 @@ pub struct RawConfig {
     pub policy: PolicySection,
     #[serde(default)]
     pub research: ResearchSection,
+    /// Upstream MCP servers whose tools Aether serves, through its own pipeline.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, RawUpstream>,
+}
+
+/// An upstream MCP server started over stdio (`[upstreams.NAME]`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    /// The program (looked up on PATH if not absolute), e.g. "npx" or "/usr/bin/node".
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Its environment, besides PATH, HOME and LANG (nothing else of Aether's is passed).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Seconds a call (and the start) may take, 1-300.
+    #[serde(default = "default_upstream_timeout")]
+    pub timeout_seconds: u64,
+    /// The group its tools are in, for agents' `mcp_servers`; default: the upstream's name.
+    pub group: Option<String>,
+    /// Its tools' tier: "standard", "elevated" (the default: full arguments and results in the
+    /// audit) or "restricted" (every call waits for a person).
+    #[serde(default = "default_upstream_tier")]
+    pub tier: crate::Tier,
+}
+
+fn default_upstream_timeout() -> u64 {
+    60
+}
+
+fn default_upstream_tier() -> crate::Tier {
+    crate::Tier::Elevated
 }
 
 /// The research tools' settings.
@@ -422,6 +455,27 @@ impl RawConfig {
         }
         if l.search_results == 0 || l.search_results > 10_000 {
             problems.push("limits.search_results must be between 1 and 10000".into());
+        }
+        for (name, u) in &self.upstreams {
+            let valid = !name.is_empty()
+                && name.len() <= 32
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+                && !name.contains("__");
+            if !valid {
+                problems.push(format!(
+                    "upstreams.{name}: a name is 1-32 of a-z, 0-9, - and _ without \"__\" (its tools are named NAME__TOOL)"
+                ));
+            }
+            if u.command.trim().is_empty() {
+                problems.push(format!("upstreams.{name}.command is empty"));
+            }
+            if !(1..=300).contains(&u.timeout_seconds) {
+                problems.push(format!(
+                    "upstreams.{name}.timeout_seconds must be between 1 and 300"
+                ));
+            }
         }
         if problems.is_empty() {
             Ok(())

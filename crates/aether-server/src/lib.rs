@@ -14,6 +14,7 @@ mod gate;
 mod handler;
 mod http;
 mod link;
+pub mod upstream;
 
 pub use gate::HostGate;
 pub use handler::{AetherMcp, Caller, Mode};

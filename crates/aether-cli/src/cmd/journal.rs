@@ -100,7 +100,7 @@ pub async fn undo(args: UndoArgs) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
     let specs = setup::roots(&args.roots, &loaded, true)?;
     let (store, _) = setup::store_for_roots(&args.common, &loaded, &specs)?;
-    let pipeline = setup::pipeline(&loaded, &specs, store, false).await?;
+    let pipeline = setup::pipeline(&loaded, &specs, store, false, Vec::new()).await?;
     let result = pipeline
         .operator_undo(&setup::operator(), &args.call_id)
         .await;

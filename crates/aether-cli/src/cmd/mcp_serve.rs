@@ -39,7 +39,14 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     };
     let url = setup::store_url(&args.common, &loaded, &base);
     let store = setup::open_store(&url)?;
-    let pipeline = setup::pipeline(&loaded, &roots, store, args.conformance_fixtures).await?;
+    let pipeline = setup::pipeline(
+        &loaded,
+        &roots,
+        store,
+        args.conformance_fixtures,
+        setup::upstream_tools(&loaded).await,
+    )
+    .await?;
     let _watch = pipeline.watch(Duration::from_millis(50));
     let _rules_watch = pipeline.watch_rules();
     let session = pipeline

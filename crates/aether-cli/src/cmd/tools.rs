@@ -41,7 +41,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
     let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
     let roots = setup::configured_roots(&loaded);
-    let pipeline = setup::pipeline(&loaded, &roots, store, false).await?;
+    let pipeline = setup::pipeline(&loaded, &roots, store, false, Vec::new()).await?;
     let ctx = pipeline.session(&args.agent, Transport::InProcess, "cli".into())?;
     if schemas {
         let functions = pipeline.openai_functions(&ctx);

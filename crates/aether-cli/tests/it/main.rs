@@ -4,6 +4,7 @@
 
 mod cli;
 mod crash;
+mod federation;
 mod governance;
 mod http;
 mod peers;

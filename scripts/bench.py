@@ -53,7 +53,7 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -112,6 +112,28 @@ def main():
     def aether_stdio(cfg=config):
         shutil.rmtree(store_dir, ignore_errors=True)
         return f"{aether} mcp-serve --config {cfg} --store sqlite://{store_dir}/aether.db"
+
+    # Federation: the filesystem server as an upstream of Aether (its read_text_file approved in
+    # the registry), against calling it directly.
+    config_fed = bench / "aether-fed.toml"
+    config_fed.write_text(config.read_text() + '[server]\nhttp_agent = "bench"\n'
+                          '[agents.bench]\nmcp_servers = ["workspace", "fs"]\n'
+                          f'[upstreams.fs]\ncommand = "{node}"\nargs = ["{fs_js}", "{ws}"]\n')
+
+    def aether_fed_stdio():
+        # A fresh store in which the upstream's tool was seen (by one start) and approved.
+        shutil.rmtree(store_dir, ignore_errors=True)
+        store = f"sqlite://{store_dir}/aether.db"
+        p = subprocess.Popen([str(aether), "mcp-serve", "--config", str(config_fed), "--store", store,
+                              "--agent", "bench"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        p.stdin.write('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+                      '"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}\n')
+        p.stdin.flush()
+        p.stdout.readline()
+        p.terminate(); p.wait()
+        sh([str(aether), "registry", "approve", "fs__read_text_file", "--why", "bench", "--config", str(config_fed),
+            "--store", store], stdout=subprocess.DEVNULL)
+        return f"{aether} mcp-serve --config {config_fed} --store {store} --agent bench"
 
     n_read = 2000 if a.quick else 5000
     n_http = 5000 if a.quick else 20000
@@ -197,6 +219,15 @@ def main():
                 "--stdio", aether_stdio(), "--tool", "search_files",
                 "--args", json.dumps({"root": "ws", "query": pattern, "regex": True}), "-n", "10", "-c", "1", "-w", "2"])))
 
+        if want("fed"):
+            fs_args = json.dumps({"path": str(ws / "fixed/file_4k.txt")})
+            for c in (1, 16):
+                runs.append(("fs direct c%d" % c, mcpload(tools, [
+                    "--stdio", f"{node} {fs_js} {ws}", "--tool", "read_text_file", "--args", fs_args,
+                    "-n", str(n_read), "-c", str(c)])))
+                runs.append(("aether fed c%d" % c, mcpload(tools, [
+                    "--stdio", aether_fed_stdio(), "--tool", "fs__read_text_file", "--args", fs_args,
+                    "-n", str(n_read), "-c", str(c)])))
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
             f.write(json.dumps({**r, "label": label}) + "\n")
@@ -216,6 +247,10 @@ def main():
         ("edit_file 4 KiB, stdio, c=16 (calls/s)", "fs edit c16", "aether edit c16", "calls_per_s", "≥ 4×"),
         ("whole tree as a tree (p50 µs per call)", "fs tree", "aether tree", "p50_us", "≥ 5× faster"),
         ("whole tree: bare find vs list_files (p50 µs)", "find", "aether tree", "p50_us", "≤ 2.5× find's time"),
+        ("server-filesystem read_text_file through Aether, c=1 (p50 µs)", "fs direct c1", "aether fed c1", "p50_us",
+         "≤ 1.5× direct"),
+        ("server-filesystem read_text_file through Aether, c=16 (calls/s)", "fs direct c16", "aether fed c16",
+         "calls_per_s", "≥ 0.7× direct"),
     ]
     print(f"medians of {a.reps} runs; raw runs in {bench / 'runs.jsonl'}\n")
     print("| work | peer | Aether | ratio | target |")
@@ -228,6 +263,8 @@ def main():
             ratio = f"{o / p:.2f}× the peer's calls/s"
         elif peer in ("rg regex", "find"):
             ratio = f"{o / p:.2f}× {peer.split()[0]}'s time"
+        elif peer.startswith("fs direct"):
+            ratio = f"{o / p:.2f}× the direct call's time"
         else:
             ratio = f"{p / o:.1f}× faster"
         print(f"| {name} | {peer}: {p:,.0f} | {o:,.0f} | {ratio} | {target} |")

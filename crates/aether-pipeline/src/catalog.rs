@@ -76,6 +76,24 @@ impl Catalog {
         Ok(Catalog { entries, index })
     }
 
+    /// What [`Catalog::new`] would find wrong with one definition.
+    pub fn check(def: &aether_policy::ToolDef) -> Result<(), String> {
+        let mut problems = def.problems();
+        for (which, schema) in [("input", &def.input_schema), ("output", &def.output_schema)] {
+            if let Err(e) = jsonschema::meta::validate(schema) {
+                problems.push(format!("{which} schema is not valid JSON Schema: {e}"));
+            }
+        }
+        if let Err(e) = jsonschema::validator_for(&def.input_schema) {
+            problems.push(format!("input schema does not compile: {e}"));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
     pub fn get(&self, name: &str) -> Option<&Entry> {
         self.index.get(name).map(|&i| &self.entries[i])
     }

@@ -132,13 +132,36 @@ impl Pipeline {
     /// Builds the pipeline: checks the catalog, records the built-ins as approved from source,
     /// loads the registry and the halt flag.
     pub async fn new(settings: Settings) -> Result<Pipeline, PipelineError> {
-        let external: std::collections::HashSet<String> = settings
+        // A built-in that is malformed is a bug and stops the start; an external tool (an
+        // upstream's) that is malformed, or shares a built-in's name, is left out with a
+        // warning: no upstream can keep Aether from starting.
+        let mut names: std::collections::HashSet<String> = settings
+            .tools
+            .iter()
+            .map(|t| t.def().name.clone())
+            .collect();
+        let external_tools: Vec<Arc<dyn Tool>> = settings
             .external_tools
+            .into_iter()
+            .filter(|t| {
+                let name = t.def().name.clone();
+                if let Err(why) = Catalog::check(t.def()) {
+                    tracing::warn!(tool = %name, problems = %why, "an external tool is malformed and was left out");
+                    return false;
+                }
+                if !names.insert(name.clone()) {
+                    tracing::warn!(tool = %name, "an external tool repeats a name in the catalog and was left out");
+                    return false;
+                }
+                true
+            })
+            .collect();
+        let external: std::collections::HashSet<String> = external_tools
             .iter()
             .map(|t| t.def().name.clone())
             .collect();
         let mut tools = settings.tools;
-        tools.extend(settings.external_tools);
+        tools.extend(external_tools);
         let catalog = Catalog::new(tools)?;
         let (builtins, seen): (Vec<_>, Vec<_>) = catalog
             .iter()

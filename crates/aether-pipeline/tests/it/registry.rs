@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aether_pipeline::{CallOutcome, operator};
+use aether_policy::ToolDef;
 use aether_policy::{Hidden, Offer, Step, Tier};
 use aether_store::{RegistryAction, RegistryChange, Store};
 use aether_tools::Tool;
@@ -277,4 +278,54 @@ async fn withdraw_undo_and_history_record_who_and_why() {
         other => panic!("{other:?}"),
     }
     h.check().await;
+}
+
+/// An external tool whose definition is broken (an invalid schema), as a faulty upstream
+/// could list one.
+struct Broken(ToolDef);
+
+#[async_trait::async_trait]
+impl Tool for Broken {
+    fn def(&self) -> &ToolDef {
+        &self.0
+    }
+    async fn call(
+        &self,
+        _cx: aether_tools::CallContext,
+        _args: serde_json::Value,
+    ) -> Result<aether_tools::ToolOutput, aether_tools::ToolError> {
+        panic!("a tool left out of the catalog never runs")
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_or_clashing_external_tool_is_left_out_and_aether_still_starts() {
+    let h = Harness::new();
+    let builtin = Echo::new("echo", "alpha", Tier::Standard);
+    let broken = Arc::new(Broken(def(
+        "up__broken",
+        "alpha",
+        Tier::Standard,
+        serde_json::json!({"type": 12}),
+    )));
+    let clash = Echo::new("echo", "alpha", Tier::Standard);
+    let good = Echo::new("up__good", "alpha", Tier::Standard);
+    let p = h
+        .pipeline_with(vec![worker()], vec![builtin.clone()], |s| {
+            s.external_tools = vec![
+                broken as Arc<dyn Tool>,
+                clash.clone() as Arc<dyn Tool>,
+                good.clone() as Arc<dyn Tool>,
+            ]
+        })
+        .await;
+    let ctx = session(&p, "worker", "s1");
+    ok_text(&call(&p, &ctx, "echo", valid()).await);
+    assert_eq!(builtin.calls(), 1, "the built-in answers its own name");
+    assert_eq!(clash.calls(), 0);
+    let result = call(&p, &ctx, "up__broken", serde_json::json!({})).await;
+    refused(&h.store, &result, Step::UnknownTool, "catalog").await;
+    let rows = h.store.registry().await.unwrap();
+    assert!(rows.iter().any(|r| r.name == "up__good"));
+    assert!(!rows.iter().any(|r| r.name == "up__broken"));
 }

@@ -51,6 +51,38 @@ pub(crate) fn environment(home: &str, tmp: &str) -> [(&'static str, String); 7] 
     ]
 }
 
+/// A command's working folder: `cwd` in the root named `root` (the first by default), judged
+/// on its real path, and never one of Aether's own folders.
+pub(crate) struct Folder<'a> {
+    pub root: &'a crate::Root,
+    /// Relative to the root, as the caller named it.
+    pub rel: String,
+    /// The real path.
+    pub path: std::path::PathBuf,
+}
+
+pub(crate) fn working_folder<'a>(
+    cx: &'a CallContext,
+    root: Option<&str>,
+    cwd: Option<&str>,
+) -> Result<Folder<'a>, ToolError> {
+    let mut buffer = String::new();
+    let loc = cx.roots.locate(root, cwd.unwrap_or(""), &mut buffer)?;
+    let (name, rel) = (loc.root.name.clone(), loc.rel.to_string());
+    let root = cx
+        .roots
+        .get(&name)
+        .expect("a root that was just located is among the roots");
+    let (_dir, path) = root.open_folder(&rel, cx.roots.credentials())?;
+    if cx.roots.is_private(&path) {
+        return Err(ToolError::denied(
+            "protected-path",
+            format!("{} is Aether's own folder", root.display(&rel)),
+        ));
+    }
+    Ok(Folder { root, rel, path })
+}
+
 /// What to run, and what the command log says about it.
 pub(crate) struct Spawn<'a, A: AsRef<std::ffi::OsStr>> {
     pub exe: &'a str,

@@ -115,20 +115,8 @@ impl Tool for RunCommand {
                 .min(ceiling),
         );
         // The working folder: inside a root, judged on its real path.
-        let mut rel = String::new();
-        let loc = cx.roots.locate(
-            args.root.as_deref(),
-            args.cwd.as_deref().unwrap_or(""),
-            &mut rel,
-        )?;
-        let (root, rel) = (loc.root, loc.rel.to_string());
-        let (_dir, cwd) = root.open_folder(&rel, cx.roots.credentials())?;
-        if cx.roots.is_private(&cwd) {
-            return Err(ToolError::denied(
-                "protected-path",
-                format!("{} is Aether's own folder", root.display(&rel)),
-            ));
-        }
+        let folder = process::working_folder(&cx, args.root.as_deref(), args.cwd.as_deref())?;
+        let (root, rel, cwd) = (folder.root, folder.rel, folder.path);
         let mut argv: Vec<String> = forced_arguments(&rule.exe)
             .iter()
             .map(|a| a.to_string())

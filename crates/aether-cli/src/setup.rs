@@ -211,6 +211,7 @@ pub async fn upstream_tools(loaded: &Loaded) -> Vec<Arc<dyn Tool>> {
             timeout: std::time::Duration::from_secs(u.timeout_seconds),
             group: u.group.clone().unwrap_or_else(|| name.clone()),
             tier: u.tier,
+            fresh: u.session == aether_policy::config::UpstreamSession::Fresh,
         })
         .collect();
     let (tools, problems) = aether_server::upstream::connect(specs).await;

@@ -68,6 +68,19 @@ pub struct RawUpstream {
     /// audit) or "restricted" (every call waits for a person).
     #[serde(default = "default_upstream_tier")]
     pub tier: crate::Tier,
+    /// "persistent" (the default: one process, started again with backoff if it dies) or
+    /// "fresh" (a new process for every call, stopped after it: nothing carries over).
+    #[serde(default)]
+    pub session: UpstreamSession,
+}
+
+/// How an upstream's process lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamSession {
+    #[default]
+    Persistent,
+    Fresh,
 }
 
 fn default_upstream_timeout() -> u64 {

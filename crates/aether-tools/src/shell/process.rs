@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use super::tree::Containment;
-use crate::{CallContext, ToolError, ToolOutput};
+use crate::{CallContext, ToolError, ToolOutput, now_us};
 
 /// Bytes kept from the start and from the end of each stream.
 const KEEP: usize = 32 << 10;
@@ -155,13 +155,6 @@ pub(crate) async fn run<A: AsRef<std::ffi::OsStr>>(
     let mut result = ToolOutput::with_structured(text, structured);
     result.is_error = failed;
     Ok(result)
-}
-
-fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
 }
 
 async fn execute<A: AsRef<std::ffi::OsStr>>(spawn: &Spawn<'_, A>) -> Result<Output, ToolError> {

@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::roots::{Located, Root};
-use crate::{CallContext, ToolError, schema_of};
+use crate::{CallContext, ToolError, now_us, schema_of};
 
 /// Writes to one file wait for each other. Locks are striped by the file's real path: 256
 /// stripes keep memory fixed while two unrelated files rarely share one.
@@ -459,13 +459,6 @@ fn not_recorded(e: String) -> ToolError {
     ToolError::failed(format!(
         "the change could not be recorded in the journal, so nothing was changed: {e}"
     ))
-}
-
-pub(super) fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
 }
 
 /// Checks content against the write limit.

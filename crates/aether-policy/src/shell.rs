@@ -112,14 +112,7 @@ fn review_with(command: &str, depth: usize, inherited: &[String]) -> Option<Esca
     if let Some(e) = self_calling_function(command) {
         return Some(e);
     }
-    let mut parser = Parser {
-        src: command.chars().collect(),
-        at: 0,
-        depth,
-        commands: Vec::new(),
-        found: None,
-        cases: 0,
-    };
+    let mut parser = Parser::new(command, depth);
     if let Err(e) = parser.list(None) {
         return Some(e);
     }
@@ -212,6 +205,17 @@ struct Parser {
 }
 
 impl Parser {
+    fn new(text: &str, depth: usize) -> Parser {
+        Parser {
+            src: text.chars().collect(),
+            at: 0,
+            depth,
+            commands: Vec::new(),
+            found: None,
+            cases: 0,
+        }
+    }
+
     fn peek(&self) -> Option<char> {
         self.src.get(self.at).copied()
     }
@@ -451,14 +455,7 @@ impl Parser {
             }
             if expand && (line.contains("$(") || line.contains('`') || line.contains("${")) {
                 let mut word = Word::default();
-                let mut inner = Parser {
-                    src: line.chars().collect(),
-                    at: 0,
-                    depth: self.depth,
-                    commands: Vec::new(),
-                    found: None,
-                    cases: 0,
-                };
+                let mut inner = Parser::new(line, self.depth);
                 while inner.at < inner.src.len() {
                     let c = inner.src[inner.at];
                     inner.at += 1;
@@ -748,14 +745,7 @@ impl Parser {
             self.found = Some(e);
             return;
         }
-        let mut inner = Parser {
-            src: text.chars().collect(),
-            at: 0,
-            depth: self.depth + 1,
-            commands: Vec::new(),
-            found: None,
-            cases: 0,
-        };
+        let mut inner = Parser::new(text, self.depth + 1);
         match inner.list(None) {
             Ok(()) => {
                 self.commands.append(&mut inner.commands);

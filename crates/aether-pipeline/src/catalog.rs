@@ -21,6 +21,8 @@ pub struct Entry {
     pub tool: Arc<dyn Tool>,
     /// The digest of its definition (what the registry binds approvals to).
     pub digest: Digest,
+    /// An upstream's tool (approved by an operator), not a built-in (approved from source).
+    pub external: bool,
     validator: jsonschema::Validator,
 }
 
@@ -37,61 +39,59 @@ pub struct Catalog {
 
 impl Catalog {
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Catalog, CatalogError> {
-        let mut index = HashMap::new();
-        let mut entries = Vec::with_capacity(tools.len());
-        for (i, tool) in tools.into_iter().enumerate() {
-            let def = tool.def();
-            if index.insert(def.name.clone(), i).is_some() {
-                return Err(CatalogError::Duplicate(def.name.clone()));
-            }
-            let mut problems = def.problems();
-            for (which, schema) in [("input", &def.input_schema), ("output", &def.output_schema)] {
-                if let Err(e) = jsonschema::meta::validate(schema) {
-                    problems.push(format!("{which} schema is not valid JSON Schema: {e}"));
-                }
-            }
-            let validator = match jsonschema::validator_for(&def.input_schema) {
-                Ok(v) if problems.is_empty() => v,
-                Ok(_) => {
-                    return Err(CatalogError::Malformed {
-                        name: def.name.clone(),
-                        problems,
-                    });
-                }
-                Err(e) => {
-                    problems.push(format!("input schema does not compile: {e}"));
-                    return Err(CatalogError::Malformed {
-                        name: def.name.clone(),
-                        problems,
-                    });
-                }
-            };
-            let digest = def.digest();
-            entries.push(Entry {
-                tool,
-                digest,
-                validator,
-            });
-        }
-        Ok(Catalog { entries, index })
+        Catalog::with_external(tools, Vec::new())
     }
 
-    /// What [`Catalog::new`] would find wrong with one definition.
-    pub fn check(def: &aether_policy::ToolDef) -> Result<(), String> {
-        let mut problems = def.problems();
-        for (which, schema) in [("input", &def.input_schema), ("output", &def.output_schema)] {
-            if let Err(e) = jsonschema::meta::validate(schema) {
-                problems.push(format!("{which} schema is not valid JSON Schema: {e}"));
+    /// The built-ins, each of which must be well-formed (a malformed one is a bug and an
+    /// error), and the external tools (an upstream's), of which one that is malformed, or
+    /// repeats a name, is left out with a warning: no upstream can keep Aether from starting.
+    pub fn with_external(
+        tools: Vec<Arc<dyn Tool>>,
+        external: Vec<Arc<dyn Tool>>,
+    ) -> Result<Catalog, CatalogError> {
+        let mut catalog = Catalog {
+            entries: Vec::with_capacity(tools.len() + external.len()),
+            index: HashMap::new(),
+        };
+        for tool in tools {
+            let def = tool.def();
+            if catalog.index.contains_key(&def.name) {
+                return Err(CatalogError::Duplicate(def.name.clone()));
+            }
+            let validator = compile(def).map_err(|problems| CatalogError::Malformed {
+                name: def.name.clone(),
+                problems,
+            })?;
+            catalog.push(tool, validator, false);
+        }
+        for tool in external {
+            let name = tool.def().name.clone();
+            if catalog.index.contains_key(&name) {
+                tracing::warn!(tool = %name, "an external tool repeats a name in the catalog and was left out");
+                continue;
+            }
+            match compile(tool.def()) {
+                Ok(validator) => catalog.push(tool, validator, true),
+                Err(problems) => tracing::warn!(
+                    tool = %name,
+                    problems = %problems.join("; "),
+                    "an external tool is malformed and was left out"
+                ),
             }
         }
-        if let Err(e) = jsonschema::validator_for(&def.input_schema) {
-            problems.push(format!("input schema does not compile: {e}"));
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        Ok(catalog)
+    }
+
+    fn push(&mut self, tool: Arc<dyn Tool>, validator: jsonschema::Validator, external: bool) {
+        let digest = tool.def().digest();
+        self.index
+            .insert(tool.def().name.clone(), self.entries.len());
+        self.entries.push(Entry {
+            tool,
+            digest,
+            external,
+            validator,
+        });
     }
 
     pub fn get(&self, name: &str) -> Option<&Entry> {
@@ -134,5 +134,23 @@ impl Catalog {
             })
             .collect();
         Err(problems.join("; "))
+    }
+}
+
+/// A definition's input validator, or everything wrong with the definition.
+fn compile(def: &aether_policy::ToolDef) -> Result<jsonschema::Validator, Vec<String>> {
+    let mut problems = def.problems();
+    for (which, schema) in [("input", &def.input_schema), ("output", &def.output_schema)] {
+        if let Err(e) = jsonschema::meta::validate(schema) {
+            problems.push(format!("{which} schema is not valid JSON Schema: {e}"));
+        }
+    }
+    match jsonschema::validator_for(&def.input_schema) {
+        Ok(v) if problems.is_empty() => Ok(v),
+        Ok(_) => Err(problems),
+        Err(e) => {
+            problems.push(format!("input schema does not compile: {e}"));
+            Err(problems)
+        }
     }
 }

@@ -132,45 +132,22 @@ impl Pipeline {
     /// Builds the pipeline: checks the catalog, records the built-ins as approved from source,
     /// loads the registry and the halt flag.
     pub async fn new(settings: Settings) -> Result<Pipeline, PipelineError> {
-        // A built-in that is malformed is a bug and stops the start; an external tool (an
-        // upstream's) that is malformed, or shares a built-in's name, is left out with a
-        // warning: no upstream can keep Aether from starting.
-        let mut names: std::collections::HashSet<String> = settings
-            .tools
+        let catalog = Catalog::with_external(settings.tools, settings.external_tools)?;
+        let definition = |t: &catalog::Entry| BuiltinDefinition {
+            name: t.def().name.clone(),
+            digest: t.digest.to_string(),
+            definition: serde_json::to_string(t.def()).unwrap_or_default(),
+        };
+        let builtins: Vec<_> = catalog
             .iter()
-            .map(|t| t.def().name.clone())
+            .filter(|t| !t.external)
+            .map(definition)
             .collect();
-        let external_tools: Vec<Arc<dyn Tool>> = settings
-            .external_tools
-            .into_iter()
-            .filter(|t| {
-                let name = t.def().name.clone();
-                if let Err(why) = Catalog::check(t.def()) {
-                    tracing::warn!(tool = %name, problems = %why, "an external tool is malformed and was left out");
-                    return false;
-                }
-                if !names.insert(name.clone()) {
-                    tracing::warn!(tool = %name, "an external tool repeats a name in the catalog and was left out");
-                    return false;
-                }
-                true
-            })
-            .collect();
-        let external: std::collections::HashSet<String> = external_tools
+        let seen: Vec<_> = catalog
             .iter()
-            .map(|t| t.def().name.clone())
+            .filter(|t| t.external)
+            .map(definition)
             .collect();
-        let mut tools = settings.tools;
-        tools.extend(external_tools);
-        let catalog = Catalog::new(tools)?;
-        let (builtins, seen): (Vec<_>, Vec<_>) = catalog
-            .iter()
-            .map(|t| BuiltinDefinition {
-                name: t.def().name.clone(),
-                digest: t.digest.to_string(),
-                definition: serde_json::to_string(t.def()).unwrap_or_default(),
-            })
-            .partition(|b| !external.contains(&b.name));
         settings.store.sync_builtins(builtins).await?;
         if !seen.is_empty() {
             settings.store.record_seen(seen, "external").await?;

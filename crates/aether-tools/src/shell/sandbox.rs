@@ -299,6 +299,7 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
         masks: Vec::new(),
         git: Vec::new(),
         credentials,
+        repositories: BTreeMap::new(),
     };
     let bind = |args: &mut Vec<OsString>, how: &str, path: &Path| {
         args.push(how.into());
@@ -393,7 +394,13 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
     args.push("--chdir".into());
     args.push(layout.cwd.as_os_str().to_owned());
     args.extend(["--", layout.shell, "-c", layout.command].map(OsString::from));
-    let repositories = repositories_before(&writable, credentials);
+    // What the walk met, in the roots the command may write: what it must not remove after.
+    let repositories = hide
+        .repositories
+        .into_iter()
+        .filter(|(path, _)| writable.iter().any(|w| path.starts_with(w)))
+        .map(|(_, id)| id)
+        .collect();
     Ok(Plan {
         args,
         writable,
@@ -493,18 +500,6 @@ fn identity(m: &std::fs::Metadata) -> Identity {
     )
 }
 
-/// The identity of every repository in the writable roots, before a command.
-pub fn repositories_before(
-    writable: &[PathBuf],
-    credentials: &CredentialFilter,
-) -> BTreeSet<Identity> {
-    let mut found = BTreeMap::new();
-    for root in writable {
-        repositories_in(root, credentials, &mut found, false);
-    }
-    found.into_values().collect()
-}
-
 /// A folder git may take for a repository when run inside it, judged as loosely as git
 /// judges it: a `HEAD` of any kind (a file, or a link, even dangling), and `objects` and
 /// `refs` of any kind, or a `commondir` file naming where they are.
@@ -521,9 +516,17 @@ struct Hide<'a> {
     /// point to, bare repositories), bound read-only.
     git: Vec<PathBuf>,
     credentials: &'a CredentialFilter,
+    /// Every `.git` entry and bare repository met, by path, as [`repositories_in`] finds them.
+    repositories: BTreeMap<PathBuf, Identity>,
 }
 
 impl Hide<'_> {
+    fn note_repository(&mut self, path: &Path) {
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            self.repositories.insert(path.to_path_buf(), identity(&m));
+        }
+    }
+
     /// Whether `real` is a credential, Aether's own, or inside one.
     fn covers(&self, real: &Path) -> bool {
         let text = real.to_string_lossy();
@@ -563,6 +566,7 @@ impl Hide<'_> {
             let ft = entry.file_type();
             let path = entry.path();
             if entry.file_name() == ".git" {
+                self.note_repository(path);
                 if ft.is_dir() {
                     self.git_folder(path);
                     it.skip_current_dir();
@@ -592,6 +596,7 @@ impl Hide<'_> {
                 continue;
             }
             if ft.is_dir() && is_bare(path) {
+                self.note_repository(path);
                 self.git_folder(path);
                 it.skip_current_dir();
             }

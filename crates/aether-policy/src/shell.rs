@@ -91,6 +91,17 @@ impl std::fmt::Display for Escalation {
 /// How deep substitutions and `sh -c` strings may nest before the review gives up (and asks).
 const MAX_DEPTH: usize = 8;
 
+/// How many parentheses and substitutions may be open at once before the review gives up
+/// (and asks): each is read by a call of its own.
+const MAX_NESTING: usize = 64;
+
+/// How many words after a wrapper are tried as the program it runs (options and their values
+/// come first; a wrapper is not followed by dozens of them).
+const TRIED_WORDS: usize = 32;
+
+/// How many function definitions the review reads before it gives up (and asks).
+const MAX_FUNCTIONS: usize = 64;
+
 /// Reviews a shell command; `Some` when a person must approve it first.
 pub fn review(command: &str) -> Option<Escalation> {
     review_at(command, 0)
@@ -199,6 +210,8 @@ struct Parser {
     depth: usize,
     /// `case` statements open at this level (their patterns end in `)`).
     cases: usize,
+    /// Parentheses and substitutions open around the text being read.
+    nesting: usize,
     commands: Vec<Simple>,
     /// A finding made while reading (say, in a here-document's expansions).
     found: Option<Escalation>,
@@ -213,6 +226,7 @@ impl Parser {
             commands: Vec::new(),
             found: None,
             cases: 0,
+            nesting: 0,
         }
     }
 
@@ -237,6 +251,20 @@ impl Parser {
 
     /// A list of commands up to `close` (`)` for a subshell or a substitution) or the end.
     fn list(&mut self, close: Option<char>) -> Result<(), Escalation> {
+        if close.is_some() {
+            self.nesting += 1;
+            if self.nesting > MAX_NESTING {
+                return Err(self.unreadable("parentheses or substitutions nested too deep"));
+            }
+        }
+        let result = self.list_inner(close);
+        if close.is_some() {
+            self.nesting -= 1;
+        }
+        result
+    }
+
+    fn list_inner(&mut self, close: Option<char>) -> Result<(), Escalation> {
         let mut cmd = Simple::default();
         let mut fed_next = false;
         let mut heredocs: Vec<(String, bool, bool)> = Vec::new();
@@ -1017,6 +1045,12 @@ fn judge(
         ));
     }
     let name = basename(&first.text);
+    if wrapped && (known_wrapper(name).is_some() || WRAPPERS.contains(&name)) {
+        // A position another wrapper's loop tries: that loop tries every later word too, and
+        // this wrapper's own reading is judged where it is the program. (Judging it again here
+        // would try the same words once per wrapper: exponential in a chain.)
+        return None;
+    }
     let args = &words[1..];
     let dynamic_args = fed_args || args.iter().any(|w| w.dynamic || w.glob);
     if let Some((_, what)) = ALWAYS.iter().find(|(n, _)| *n == name) {
@@ -1418,13 +1452,23 @@ fn judge(
         }
         // Should the options be misread (a spelling getopt takes that this table does not
         // know), every later word is also tried as the program.
-        for at in 1..words.len() {
+        for at in 1..words.len().min(TRIED_WORDS + 1) {
             if let Some(e) = judge(cmd, from + start + at, written, depth, fed, true) {
                 return Some(e);
             }
         }
         return match known.wrapped(args) {
-            Wrapped::Program(at) => judge(cmd, from + start + 1 + at, written, depth, fed, false),
+            Wrapped::Program(at) => {
+                // Each wrapper in a chain is read by a call of its own: a chain longer than
+                // any real one (`timeout 5 nice env …`) is asked about, not read.
+                if depth >= MAX_DEPTH {
+                    return Some(esc(
+                        "unreadable",
+                        "cannot read the command: wrappers nested too deep".into(),
+                    ));
+                }
+                judge(cmd, from + start + 1 + at, written, depth + 1, fed, false)
+            }
             Wrapped::Code(at, skip) => {
                 let code = &args[at];
                 if code.dynamic {
@@ -1440,9 +1484,6 @@ fn judge(
         };
     }
     if WRAPPERS.contains(&name) {
-        if wrapped {
-            return None;
-        }
         if let Some(program) = args.iter().find(|w| !w.text.starts_with('-'))
             && (program.dynamic || program.glob)
         {
@@ -1455,7 +1496,7 @@ fn judge(
         // Which word is the wrapped program depends on each wrapper's options: every later
         // position is tried (a wrapper met there is covered by the later positions), and any
         // text with spaces (`env -S '…'`, `watch '…'`) is read as a command of its own.
-        for (i, w) in words.iter().enumerate().skip(1) {
+        for (i, w) in words.iter().enumerate().skip(1).take(TRIED_WORDS) {
             if let Some(e) = judge(cmd, from + start + i, written, depth, fed, true) {
                 return Some(e);
             }
@@ -2703,6 +2744,12 @@ fn self_calling_function(command: &str) -> Option<Escalation> {
             defs.push((name, body_from));
         }
     }
+    if defs.len() > MAX_FUNCTIONS {
+        return Some(esc(
+            "unreadable",
+            format!("cannot read the command: more than {MAX_FUNCTIONS} function definitions"),
+        ));
+    }
     // A body that calls any function defined here (itself, or another that calls back:
     // `a(){ b|b& }; b(){ a|a& }`). Quoted text and `command NAME` (the program, not the
     // function) are not calls.
@@ -3185,6 +3232,31 @@ mod tests {
         runs("sed 's/hello/world/' f");
         runs("sed -n '/error/,/end/p' log");
         runs("for f in *.txt; do mv \"$f\" \"${f%.txt}.md\"; done");
+    }
+
+    #[test]
+    fn pathological_nesting_is_asked_about_quickly() {
+        let started = std::time::Instant::now();
+        runs(&format!("{}true", "env ".repeat(MAX_DEPTH)));
+        asks(&format!("{}true", "env ".repeat(16_000)), "unreadable");
+        runs(&format!("env {}", "a ".repeat(30_000)));
+        runs(&format!("{}true", "watch ".repeat(10_000)));
+        asks(
+            &format!("{}true{}", "(".repeat(100_000), ")".repeat(100_000)),
+            "unreadable",
+        );
+        asks(
+            &format!("echo {}{}", "$(".repeat(5_000), ")".repeat(5_000)),
+            "unreadable",
+        );
+        asks(&"f() { f; }; ".repeat(2_000), "unreadable");
+        asks(&format!("{}rm -rf x", "env ".repeat(100)), "unreadable");
+        asks("timeout 5 nice -n 3 env A=1 stdbuf -oL rm -rf x", "rm-rf");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "took {:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

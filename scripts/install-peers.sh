@@ -4,6 +4,8 @@
 #   @modelcontextprotocol/conformance  - the official server conformance suite,
 #   @modelcontextprotocol/inspector    - the official inspector (CLI mode: a real client),
 #   @modelcontextprotocol/server-filesystem - the reference server, the benchmarks' peer,
+#   @modelcontextprotocol/server-everything - the reference server of every MCP feature
+#     (federated in the tests over stdio and Streamable HTTP),
 #   a Python venv with the official `mcp` SDK (a second real client).
 # Usage: scripts/install-peers.sh [DIR]   (default: $AETHER_PEERS, else ~/.cache/aether-peers)
 # Idempotent: returns at once when everything pinned here is present.
@@ -14,6 +16,7 @@ npm_pins=(
   @modelcontextprotocol/conformance@0.1.16
   @modelcontextprotocol/inspector@2.12.0
   @modelcontextprotocol/server-filesystem@2026.8.31
+  @modelcontextprotocol/server-everything@2026.8.31
 )
 py_pin="mcp==2.3.0"
 stamp="node=$node_version ${npm_pins[*]} $py_pin"

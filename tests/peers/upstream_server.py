@@ -1,10 +1,15 @@
-"""A small MCP server (official Python SDK, stdio) that Aether federates in its tests: a tool
-that answers, one that kills its own process, one that never answers in time, and one whose
-description changes when UPSTREAM_VARIANT is set (a changed definition)."""
+"""A small MCP server (official Python SDK) that Aether federates in its tests: a tool that
+answers, one that kills its own process, one that never answers in time, one whose description
+changes when UPSTREAM_VARIANT is set (a changed definition), one that changes a definition while
+running and says so (tools/list_changed), one that returns a table, and two that echo the
+credentials Aether sent (which Aether must withhold from the model).
+
+Over stdio by default; over Streamable HTTP on 127.0.0.1:UPSTREAM_HTTP_PORT when that is set."""
 import os
 import time
+from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("test-upstream")
 
@@ -28,10 +33,44 @@ def hang(seconds: float = 60) -> str:
     return "late"
 
 
-@server.tool(description=os.environ.get("UPSTREAM_VARIANT", "Tell the time."))
 def clock() -> str:
     return time.strftime("%H:%M:%S")
 
 
+server.add_tool(clock, description=os.environ.get("UPSTREAM_VARIANT", "Tell the time."))
+
+
+@server.tool()
+async def redefine(description: str, ctx: Context) -> str:
+    """Change clock's description while running, and tell the client (tools/list_changed)."""
+    server.remove_tool("clock")
+    server.add_tool(clock, description=description)
+    await ctx.session.send_tool_list_changed()
+    return "redefined"
+
+
+@server.tool()
+def table(rows: int) -> list[dict[str, Any]]:
+    """Rows of records: id, name, score."""
+    return [{"id": i, "name": f"item {i}", "score": i * 1.5} for i in range(rows)]
+
+
+@server.tool()
+def env_token() -> str:
+    """The credential Aether passed in the environment (a careless server echoes it)."""
+    return "token is " + os.environ.get("UPSTREAM_TOKEN", "none")
+
+
+@server.tool()
+def auth_header(ctx: Context) -> str:
+    """The Authorization header of the HTTP request (a careless server echoes it)."""
+    headers = ctx.headers or {}
+    return "authorization: " + headers.get("authorization", "none")
+
+
 if __name__ == "__main__":
-    server.run()
+    port = os.environ.get("UPSTREAM_HTTP_PORT")
+    if port:
+        server.run("streamable-http", host="127.0.0.1", port=int(port))
+    else:
+        server.run()

@@ -57,6 +57,12 @@ enum Command {
     /// Bearer tokens for HTTP callers and the admin API.
     #[command(subcommand)]
     Tokens(cmd::tokens::Command),
+    /// Upstream MCP servers: status, refresh, approve; their tables (data sets) and reports.
+    #[command(subcommand)]
+    Sources(cmd::sources::Command),
+    /// The vault of upstream credentials (encrypted at rest): set, list, remove.
+    #[command(subcommand)]
+    Credentials(cmd::credentials::Command),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -92,6 +98,8 @@ pub fn run() -> ExitCode {
             Command::Approvals(c) => cmd::approvals::run(c).await,
             Command::Policy(c) => cmd::policy::run(c).await,
             Command::Tokens(c) => cmd::tokens::run(c).await,
+            Command::Sources(c) => cmd::sources::run(c).await,
+            Command::Credentials(c) => cmd::credentials::run(c).await,
         }
     });
     match result {

@@ -196,29 +196,66 @@ pub fn store_for_roots(
     Ok((open_store(&url)?, url))
 }
 
-/// Starts the configuration's upstream MCP servers and returns their tools; an upstream that
-/// cannot start is reported on stderr and left out (the rest serve).
-pub async fn upstream_tools(loaded: &Loaded) -> Vec<Arc<dyn Tool>> {
-    let specs = loaded
+/// The vault's key file: `vault.key_file` (relative to the configuration's folder), else
+/// `$XDG_CONFIG_HOME/aether/vault.key`, else `~/.config/aether/vault.key`.
+pub fn vault_key_file(loaded: &Loaded) -> PathBuf {
+    if let Some(path) = &loaded.raw.vault.key_file {
+        return loaded.base.join(path);
+    }
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(|| loaded.base.join(".aether"));
+    config.join("aether").join("vault.key")
+}
+
+/// The configuration's upstreams as the client takes them.
+pub fn upstream_specs(loaded: &Loaded) -> Vec<aether_server::upstream::UpstreamSpec> {
+    use aether_server::upstream::{Endpoint, UpstreamSpec};
+    loaded
         .raw
         .upstreams
         .iter()
-        .map(|(name, u)| aether_server::upstream::UpstreamSpec {
+        .map(|(name, u)| UpstreamSpec {
             name: name.clone(),
-            command: u.command.clone(),
-            args: u.args.clone(),
-            env: u.env.clone(),
+            endpoint: match (&u.command, &u.url) {
+                (_, Some(url)) => Endpoint::Http {
+                    url: url.clone(),
+                    headers: u.headers.clone(),
+                    credential: u.credential.clone(),
+                },
+                (command, None) => Endpoint::Stdio {
+                    command: command.clone().unwrap_or_default(),
+                    args: u.args.clone(),
+                    env: u.env.clone(),
+                    env_credentials: u.env_credentials.clone(),
+                },
+            },
             timeout: std::time::Duration::from_secs(u.timeout_seconds),
             group: u.group.clone().unwrap_or_else(|| name.clone()),
             tier: u.tier,
             fresh: u.session == aether_policy::config::UpstreamSession::Fresh,
         })
-        .collect();
-    let (tools, problems) = aether_server::upstream::connect(specs).await;
+        .collect()
+}
+
+/// Connects the configuration's upstream MCP servers and lists them; an upstream that cannot
+/// be reached is reported on stderr (and is tried again while Aether serves).
+pub async fn upstreams(
+    loaded: &Loaded,
+    store: &Store,
+) -> (Arc<aether_server::upstream::Upstreams>, Vec<Arc<dyn Tool>>) {
+    let credentials = aether_server::upstream::Credentials {
+        store: store.clone(),
+        key_file: vault_key_file(loaded),
+    };
+    let (upstreams, tools, problems) =
+        aether_server::upstream::Upstreams::connect(upstream_specs(loaded), credentials).await;
     for p in problems {
         eprintln!("aether: {p}");
     }
-    tools
+    (upstreams, tools)
 }
 
 /// Builds the pipeline. In fixtures mode every agent also reaches the conformance group.
@@ -257,6 +294,7 @@ pub async fn pipeline(
             .iter()
             .cloned()
             .chain([
+                vault_key_file(loaded),
                 loaded.base.join("aether.toml"),
                 std::env::current_dir()
                     .unwrap_or_default()

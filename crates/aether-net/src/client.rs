@@ -270,6 +270,15 @@ async fn vet(
     policy.vet_addresses(&name, &addresses).map_err(refused)
 }
 
+/// Makes ring the process's TLS crypto (reqwest is built without a provider of its own);
+/// certificates are checked against the system's trust store.
+pub fn install_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// A client for one hop: no proxy from the environment, no redirects of its own, and the
 /// destination's name pinned to the vetted address.
 fn client_for(
@@ -277,6 +286,7 @@ fn client_for(
     address: IpAddr,
     timeout: Duration,
 ) -> Result<reqwest::Client, ToolError> {
+    install_tls();
     let mut builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())

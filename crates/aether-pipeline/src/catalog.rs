@@ -32,8 +32,9 @@ impl Entry {
     }
 }
 
+#[derive(Clone)]
 pub struct Catalog {
-    entries: Vec<Entry>,
+    entries: Vec<Arc<Entry>>,
     index: HashMap<String, usize>,
 }
 
@@ -64,6 +65,32 @@ impl Catalog {
             })?;
             catalog.push(tool, validator, false);
         }
+        catalog.add_external(external);
+        Ok(catalog)
+    }
+
+    /// This catalog with the external tools whose names start with `prefix` (an upstream's
+    /// `SERVER__`) replaced by `tools`. The other entries are shared, not compiled again.
+    pub fn replacing(&self, prefix: &str, tools: Vec<Arc<dyn Tool>>) -> Catalog {
+        let mut catalog = Catalog {
+            entries: Vec::with_capacity(self.entries.len() + tools.len()),
+            index: HashMap::new(),
+        };
+        for entry in &self.entries {
+            if entry.external && entry.def().name.starts_with(prefix) {
+                continue;
+            }
+            catalog
+                .index
+                .insert(entry.def().name.clone(), catalog.entries.len());
+            catalog.entries.push(entry.clone());
+        }
+        catalog.add_external(tools);
+        catalog
+    }
+
+    fn add_external(&mut self, external: Vec<Arc<dyn Tool>>) {
+        let catalog = self;
         for tool in external {
             let name = tool.def().name.clone();
             if catalog.index.contains_key(&name) {
@@ -79,26 +106,25 @@ impl Catalog {
                 ),
             }
         }
-        Ok(catalog)
     }
 
     fn push(&mut self, tool: Arc<dyn Tool>, validator: jsonschema::Validator, external: bool) {
         let digest = tool.def().digest();
         self.index
             .insert(tool.def().name.clone(), self.entries.len());
-        self.entries.push(Entry {
+        self.entries.push(Arc::new(Entry {
             tool,
             digest,
             external,
             validator,
-        });
+        }));
     }
 
-    pub fn get(&self, name: &str) -> Option<&Entry> {
+    pub fn get(&self, name: &str) -> Option<&Arc<Entry>> {
         self.index.get(name).map(|&i| &self.entries[i])
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Entry>> {
         self.entries.iter()
     }
 

@@ -20,6 +20,7 @@ mod ledger;
 pub mod operator;
 pub mod rules;
 mod session;
+pub mod tables;
 pub mod tokens;
 
 use std::collections::BTreeMap;
@@ -101,7 +102,8 @@ pub struct CallResult {
 
 /// The admission pipeline. Cheap to share: wrap it in an `Arc`.
 pub struct Pipeline {
-    catalog: Catalog,
+    /// Replaced, never changed in place, when an upstream's tools change.
+    catalog: RwLock<Arc<Catalog>>,
     registry: RwLock<Arc<RegistryView>>,
     agents: BTreeMap<String, Arc<AgentProfile>>,
     roots: Arc<Roots>,
@@ -123,6 +125,8 @@ pub struct Pipeline {
     approvals_changed: tokio::sync::watch::Sender<i64>,
     /// Bumped whenever what some agent is offered may have changed (registry, rules).
     catalog_changed: tokio::sync::watch::Sender<u64>,
+    /// Bumped when an operator asks for the upstreams to be listed again.
+    sources_refresh: tokio::sync::watch::Sender<i64>,
     tokens: RwLock<Arc<TokenIndex>>,
     /// The store's revisions as last seen by [`Pipeline::watch`].
     seen: std::sync::Mutex<Revisions>,
@@ -133,7 +137,7 @@ impl Pipeline {
     /// loads the registry and the halt flag.
     pub async fn new(settings: Settings) -> Result<Pipeline, PipelineError> {
         let catalog = Catalog::with_external(settings.tools, settings.external_tools)?;
-        let definition = |t: &catalog::Entry| BuiltinDefinition {
+        let definition = |t: &Arc<catalog::Entry>| BuiltinDefinition {
             name: t.def().name.clone(),
             digest: t.digest.to_string(),
             definition: serde_json::to_string(t.def()).unwrap_or_default(),
@@ -163,7 +167,7 @@ impl Pipeline {
         private.extend(settings.rules.path().map(std::path::Path::to_path_buf));
         roots.set_private(private);
         let pipeline = Pipeline {
-            catalog,
+            catalog: RwLock::new(Arc::new(catalog)),
             registry: RwLock::new(Arc::new(RegistryView::default())),
             agents: settings
                 .agents
@@ -183,6 +187,7 @@ impl Pipeline {
             approval_window: settings.approval_window,
             approvals_changed: tokio::sync::watch::channel(revisions.approvals).0,
             catalog_changed: tokio::sync::watch::channel(0).0,
+            sources_refresh: tokio::sync::watch::channel(revisions.sources).0,
             tokens: RwLock::new(Arc::new(tokens)),
             seen: std::sync::Mutex::new(revisions),
         };
@@ -316,8 +321,89 @@ impl Pipeline {
         &self.roots
     }
 
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    /// Whether an operator has halted Aether (as last seen).
+    pub fn is_halted(&self) -> bool {
+        self.halted.load(Ordering::Relaxed)
+    }
+
+    /// Records, durably, a read that is not a tool call (an upstream's resource or prompt,
+    /// `what` being the MCP method): who read what, and how it ended (`ok`, `refused`,
+    /// `failed`). It has no receipt (it runs nothing), so its row names its step: `read`.
+    pub async fn audit_read(
+        &self,
+        ctx: &SessionContext,
+        what: &str,
+        target: &str,
+        outcome: &str,
+        detail: &str,
+        elapsed: Duration,
+    ) -> Result<(), PipelineError> {
+        let arguments = serde_json::json!({ "target": target }).to_string();
+        let event = aether_store::AuditEvent {
+            at_us: aether_store::now_us(),
+            call_id: uuid::Uuid::now_v7().to_string(),
+            session: ctx.session_id.clone(),
+            transport: ctx.transport.as_str().into(),
+            agent: ctx.agent.name.clone(),
+            team: ctx.agent.team.clone(),
+            project: ctx.agent.project.clone(),
+            tool: what.chars().take(128).collect(),
+            tier: "standard".into(),
+            outcome: outcome.into(),
+            step: Some("read".into()),
+            rule: None,
+            reason: (outcome != "ok").then(|| detail.chars().take(1024).collect()),
+            definition: None,
+            arguments_digest: aether_policy::sha256(arguments.as_bytes()).to_string(),
+            arguments: arguments.chars().take(2048).collect(),
+            result: if outcome == "ok" {
+                detail.into()
+            } else {
+                String::new()
+            },
+            duration_us: elapsed.as_micros() as i64,
+        };
+        self.store.audit(event).await?;
+        Ok(())
+    }
+
+    /// The catalog as it is now.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces upstream `source`'s tools (those named `SOURCE__…`) with `tools`, as listed
+    /// again after its `tools/list_changed`, a restart or an operator's refresh: a new or
+    /// changed definition is recorded as seen (held back until an operator approves it), one
+    /// that went is no longer served, and every session is told its catalog changed.
+    pub async fn replace_external(
+        &self,
+        source: &str,
+        tools: Vec<Arc<dyn Tool>>,
+    ) -> Result<(), PipelineError> {
+        let prefix = format!("{source}__");
+        let seen: Vec<_> = tools
+            .iter()
+            .map(|t| BuiltinDefinition {
+                name: t.def().name.clone(),
+                digest: t.def().digest().to_string(),
+                definition: serde_json::to_string(t.def()).unwrap_or_default(),
+            })
+            .collect();
+        if !seen.is_empty() {
+            self.store.record_seen(seen, "external").await?;
+        }
+        {
+            let mut catalog = self.catalog.write().unwrap_or_else(|e| e.into_inner());
+            let next = catalog.replacing(&prefix, tools);
+            *catalog = Arc::new(next);
+        }
+        self.reload_registry().await?;
+        self.catalog_changed.send_modify(|n| *n += 1);
+        Ok(())
     }
 
     pub fn agents(&self) -> impl Iterator<Item = &AgentProfile> {
@@ -421,6 +507,10 @@ impl Pipeline {
             *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(tokens);
             record(&|r| r.tokens = now.tokens);
         }
+        if now.sources != before.sources {
+            record(&|r| r.sources = now.sources);
+            self.sources_refresh.send_replace(now.sources);
+        }
         if now.approvals != before.approvals {
             record(&|r| r.approvals = now.approvals);
             self.approvals_changed.send_replace(now.approvals);
@@ -496,6 +586,12 @@ impl Pipeline {
         self.catalog_changed.subscribe()
     }
 
+    /// Changes whenever an operator asks (`aether sources refresh`) for every upstream to be
+    /// listed again.
+    pub fn sources_refresh_requests(&self) -> tokio::sync::watch::Receiver<i64> {
+        self.sources_refresh.subscribe()
+    }
+
     /// Who a bearer token speaks for, if anyone.
     pub fn authenticate(&self, token: &str) -> Option<Principal> {
         self.tokens
@@ -569,7 +665,8 @@ impl Pipeline {
                     name: agent.to_string(),
                     known: self.agents.keys().cloned().collect::<Vec<_>>().join(", "),
                 })?;
-        let groups = profile.groups(|name| self.catalog.get(name).map(|t| t.def().group.as_str()));
+        let catalog = self.catalog();
+        let groups = profile.groups(|name| catalog.get(name).map(|t| t.def().group.as_str()));
         Ok(SessionContext {
             session_id,
             transport,
@@ -605,10 +702,11 @@ impl Pipeline {
     }
 
     /// The session's catalog: every tool it may call, in catalog order.
-    pub fn offered(&self, ctx: &SessionContext) -> Vec<&Entry> {
-        self.catalog
+    pub fn offered(&self, ctx: &SessionContext) -> Vec<Arc<Entry>> {
+        self.catalog()
             .iter()
             .filter(|e| self.offer(ctx, e) == Offer::Offered)
+            .cloned()
             .collect()
     }
 
@@ -715,7 +813,8 @@ impl Pipeline {
             }
         }
         // Unknown tool: refused before anything else is looked at.
-        let Some(entry) = self.catalog.get(tool_name) else {
+        let catalog = self.catalog();
+        let Some(entry) = catalog.get(tool_name) else {
             return refuse(
                 Step::UnknownTool,
                 "catalog",
@@ -776,7 +875,7 @@ impl Pipeline {
         if let Some(finding) = &leak {
             draft.withhold_arguments(finding.rule);
         }
-        if let Err(problems) = self.catalog.validate(&def.name, &args) {
+        if let Err(problems) = catalog.validate(&def.name, &args) {
             return refuse(
                 Step::Arguments,
                 "schema",
@@ -941,6 +1040,8 @@ impl Pipeline {
             }),
         };
         let limit = Duration::from_secs(self.limits.tool_seconds);
+        // An upstream's table is kept as a data set; its arguments go with it (for reports).
+        let table_args = entry.external.then(|| args.clone());
         let run = AssertUnwindSafe(entry.tool.call(cx, args)).catch_unwind();
         tokio::select! {
             biased;
@@ -954,7 +1055,13 @@ impl Pipeline {
                 CallOutcome::Cancelled { timed_out: true }
             }
             result = run => match result {
-                Ok(Ok(output)) => CallOutcome::Ran(bound(output, self.limits.result_chars)),
+                Ok(Ok(output)) => {
+                    let output = match &table_args {
+                        Some(args) => self.keep_table(draft.call_id(), &ctx.agent.name, &def.name, args, output).await,
+                        None => output,
+                    };
+                    CallOutcome::Ran(bound(output, self.limits.result_chars))
+                }
                 Ok(Err(ToolError::Cancelled)) => CallOutcome::Cancelled { timed_out: false },
                 Ok(Err(e)) => {
                     draft.tool_error(&e);
@@ -973,6 +1080,37 @@ impl Pipeline {
 }
 
 impl Pipeline {
+    /// Keeps the table in an upstream tool's output as a data set and returns what the model
+    /// sees (at most 50 rows and a reference). If the data set cannot be kept, the model sees
+    /// the rows it would have seen and is told the rest was not kept.
+    async fn keep_table(
+        &self,
+        call_id: &str,
+        agent: &str,
+        tool: &str,
+        args: &Value,
+        output: ToolOutput,
+    ) -> ToolOutput {
+        let Some((dataset, shown)) = tables::take(&output, call_id, agent, tool, args) else {
+            return output;
+        };
+        let Err(e) = self.store.put_dataset(dataset).await else {
+            return shown.unwrap_or(output);
+        };
+        tracing::warn!(call = call_id, error = %e, "cannot keep a data set");
+        let mut shown = match shown {
+            Some(mut cut) => {
+                cut.content.pop(); // the note naming a data set that was not kept
+                cut
+            }
+            None => output,
+        };
+        shown.content.push(Content::Text(format!(
+            "[Aether could not keep this table as a data set ({e}): only the rows shown here are available]"
+        )));
+        shown
+    }
+
     /// The rules' verdict on this call (none without rules, or when no rule matches).
     fn verdict<'r>(
         &self,

@@ -73,3 +73,42 @@ pub async fn change_registry(
     );
     store.registry_change(change, Some(event)).await
 }
+
+/// Approves every tool of upstream `source` that waits for approval (new, or approved before
+/// and changed since), each at the definition last seen; returns the rows approved.
+pub async fn approve_source(
+    store: &Store,
+    source: &str,
+    by: &str,
+    why: &str,
+) -> Result<Vec<RegistryRow>, StoreError> {
+    need_why(why, "approval")?;
+    let prefix = format!("{source}__");
+    let waiting: Vec<RegistryRow> = store
+        .registry()
+        .await?
+        .into_iter()
+        .filter(|r| r.origin == "external" && r.name.starts_with(&prefix))
+        .filter(|r| {
+            r.state == "unapproved" || (r.state == "approved" && r.approved_digest != r.seen_digest)
+        })
+        .collect();
+    let mut approved = Vec::new();
+    for row in waiting {
+        approved.push(
+            change_registry(
+                store,
+                RegistryChange {
+                    name: row.name.clone(),
+                    action: RegistryAction::Approve {
+                        digest: row.seen_digest.clone(),
+                    },
+                    by: by.to_string(),
+                    why: why.to_string(),
+                },
+            )
+            .await?,
+        );
+    }
+    Ok(approved)
+}

@@ -46,19 +46,33 @@ pub struct RawConfig {
     /// Upstream MCP servers whose tools Aether serves, through its own pipeline.
     #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
+    #[serde(default)]
+    pub vault: VaultSection,
 }
 
-/// An upstream MCP server started over stdio (`[upstreams.NAME]`).
+/// An upstream MCP server (`[upstreams.NAME]`): a program Aether starts (`command`, over
+/// stdio) or a Streamable HTTP endpoint (`url`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstream {
     /// The program (looked up on PATH if not absolute), e.g. "npx" or "/usr/bin/node".
-    pub command: String,
+    pub command: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
     /// Its environment, besides PATH, HOME and LANG (nothing else of Aether's is passed).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Environment variables whose values come from the vault: `{ API_TOKEN = "name" }`.
+    #[serde(default)]
+    pub env_credentials: BTreeMap<String, String>,
+    /// A Streamable HTTP endpoint, e.g. "https://mcp.example.com/mcp".
+    pub url: Option<String>,
+    /// Headers sent with every HTTP request (not secrets: those go in `credential`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// A credential from the vault (`aether credentials set NAME`), sent as
+    /// `Authorization: Bearer …` (only to https or loopback URLs).
+    pub credential: Option<String>,
     /// Seconds a call (and the start) may take, 1-300.
     #[serde(default = "default_upstream_timeout")]
     pub timeout_seconds: u64,
@@ -68,10 +82,20 @@ pub struct RawUpstream {
     /// audit) or "restricted" (every call waits for a person).
     #[serde(default = "default_upstream_tier")]
     pub tier: crate::Tier,
-    /// "persistent" (the default: one process, started again with backoff if it dies) or
-    /// "fresh" (a new process for every call, stopped after it: nothing carries over).
+    /// "persistent" (the default: one connection, started again with backoff if it dies) or
+    /// "fresh" (a new connection, and process, for every call, closed after it).
     #[serde(default)]
     pub session: UpstreamSession,
+}
+
+/// Where the vault's key lives (`[vault]`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VaultSection {
+    /// The key file (32 bytes, owner-only), created on first use. Default:
+    /// `$XDG_CONFIG_HOME/aether/vault.key` (else `~/.config/aether/vault.key`): outside the
+    /// store, so a copy of the store opens no credential.
+    pub key_file: Option<String>,
 }
 
 /// How an upstream's process lives.
@@ -81,6 +105,81 @@ pub enum UpstreamSession {
     #[default]
     Persistent,
     Fresh,
+}
+
+/// What is wrong with one upstream's table.
+fn upstream_problems(name: &str, u: &RawUpstream) -> Vec<String> {
+    let mut problems = Vec::new();
+    let credential_names = u.credential.iter().chain(u.env_credentials.values());
+    for c in credential_names {
+        let ok = !c.is_empty()
+            && c.len() <= 64
+            && c.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !ok {
+            problems.push(format!(
+                "upstreams.{name}: {c:?} is not a credential name (1-64 of letters, digits, -, _ and .)"
+            ));
+        }
+    }
+    match (&u.command, &u.url) {
+        (Some(_), Some(_)) => problems.push(format!(
+            "upstreams.{name}: give either command (stdio) or url (Streamable HTTP), not both"
+        )),
+        (None, None) => problems.push(format!(
+            "upstreams.{name}: give command (a program to start over stdio) or url (a Streamable HTTP endpoint)"
+        )),
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                problems.push(format!("upstreams.{name}.command is empty"));
+            }
+            if !u.headers.is_empty() || u.credential.is_some() {
+                problems.push(format!(
+                    "upstreams.{name}: headers and credential are for url upstreams; a command gets env and env_credentials"
+                ));
+            }
+        }
+        (None, Some(url)) => {
+            if !u.args.is_empty() || !u.env.is_empty() || !u.env_credentials.is_empty() {
+                problems.push(format!(
+                    "upstreams.{name}: args, env and env_credentials are for command upstreams; a url gets headers and credential"
+                ));
+            }
+            match url::Url::parse(url) {
+                Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {
+                    let loopback = match parsed.host() {
+                        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+                        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                        None => false,
+                    };
+                    if parsed.scheme() == "http" && !loopback && u.credential.is_some() {
+                        problems.push(format!(
+                            "upstreams.{name}: a credential is sent only over https (or to a loopback address); {url:?} is plain http"
+                        ));
+                    }
+                    if !parsed.username().is_empty() || parsed.password().is_some() {
+                        problems.push(format!(
+                            "upstreams.{name}.url carries a user or password; put the secret in the vault (credential = NAME)"
+                        ));
+                    }
+                }
+                Ok(_) => problems.push(format!("upstreams.{name}.url must be http or https")),
+                Err(e) => problems.push(format!("upstreams.{name}.url {url:?}: {e}")),
+            }
+            for header in u.headers.keys() {
+                if header.eq_ignore_ascii_case("authorization")
+                    || header.eq_ignore_ascii_case("cookie")
+                    || header.eq_ignore_ascii_case("proxy-authorization")
+                {
+                    problems.push(format!(
+                        "upstreams.{name}.headers: {header} is a secret; keep it in the vault (credential = NAME), not in aether.toml"
+                    ));
+                }
+            }
+        }
+    }
+    problems
 }
 
 fn default_upstream_timeout() -> u64 {
@@ -481,9 +580,7 @@ impl RawConfig {
                     "upstreams.{name}: a name is 1-32 of a-z, 0-9, - and _ without \"__\" (its tools are named NAME__TOOL)"
                 ));
             }
-            if u.command.trim().is_empty() {
-                problems.push(format!("upstreams.{name}.command is empty"));
-            }
+            problems.extend(upstream_problems(name, u));
             if !(1..=300).contains(&u.timeout_seconds) {
                 problems.push(format!(
                     "upstreams.{name}.timeout_seconds must be between 1 and 300"
@@ -585,6 +682,57 @@ mod tests {
         let a = c.agent_profiles();
         assert_eq!(a["coder"].mcp_servers, None);
         assert!(a["lead"].supervisor);
+    }
+
+    #[test]
+    fn upstreams_are_stdio_or_http_and_keep_secrets_out_of_the_file() {
+        let ok = RawConfig::parse(
+            r#"
+            [upstreams.fs]
+            command = "npx"
+            env_credentials = { TOKEN = "gh" }
+            [upstreams.remote]
+            url = "https://mcp.example.com/mcp"
+            credential = "remote-key"
+            headers = { "X-Team" = "core" }
+            [upstreams.local]
+            url = "http://127.0.0.1:3001/mcp"
+            credential = "local"
+            "#,
+        );
+        assert!(ok.is_ok(), "{:?}", ok.err());
+        for (bad, says) in [
+            ("command = \"x\"\nurl = \"https://a/mcp\"", "not both"),
+            ("timeout_seconds = 5", "give command"),
+            ("url = \"ftp://a/x\"", "http or https"),
+            ("url = \"not a url\"", "url"),
+            (
+                "url = \"http://mcp.example.com/mcp\"\ncredential = \"k\"",
+                "only over https",
+            ),
+            (
+                "url = \"https://user:pw@a.example/mcp\"",
+                "user or password",
+            ),
+            (
+                "url = \"https://a.example/mcp\"\nheaders = { Authorization = \"Bearer x\" }",
+                "keep it in the vault",
+            ),
+            (
+                "url = \"https://a.example/mcp\"\nargs = [\"x\"]",
+                "for command upstreams",
+            ),
+            ("command = \"x\"\ncredential = \"k\"", "for url upstreams"),
+            (
+                "command = \"x\"\nenv_credentials = { T = \"a b\" }",
+                "not a credential name",
+            ),
+        ] {
+            let err = RawConfig::parse(&format!("[upstreams.u]\n{bad}\n"))
+                .err()
+                .unwrap_or_else(|| panic!("accepted: {bad}"));
+            assert!(err.to_string().contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

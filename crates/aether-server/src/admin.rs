@@ -38,6 +38,15 @@ pub fn routes() -> Router<Arc<Pipeline>> {
         .route("/api/resume", post(resume))
         .route("/api/policy", get(policy))
         .route("/api/tools/mcp-schemas", get(schemas))
+        .route("/api/sources", get(sources_list))
+        .route("/api/sources/refresh", post(sources_refresh))
+        .route("/api/sources/datasets", get(datasets_list))
+        .route("/api/sources/datasets/{call_id}", get(dataset_export))
+        .route("/api/sources/reports", get(reports_list))
+        .route("/api/sources/reports/{name}", post(report_save))
+        .route("/api/sources/reports/{name}/{action}", post(report_action))
+        .route("/api/sources/{name}", get(source_show))
+        .route("/api/sources/{name}/approve", post(source_approve))
 }
 
 /// The operator-token check in front of every admin route.
@@ -348,4 +357,213 @@ async fn schemas(State(p): State<Arc<Pipeline>>, Query(q): Query<AgentQuery>) ->
         Err(e) => return failed(e),
     };
     Json(p.openai_functions(&session)).into_response()
+}
+
+/// An upstream's recorded status, its listing as JSON.
+fn status_json(s: aether_store::UpstreamStatus) -> Value {
+    let listing: Value = serde_json::from_str(&s.listing).unwrap_or_default();
+    let mut v = serde_json::to_value(&s).unwrap_or_default();
+    v["listing"] = listing;
+    v
+}
+
+async fn sources_list(State(p): State<Arc<Pipeline>>) -> Response {
+    match p.store().upstream_statuses().await {
+        Ok(rows) => Json(rows.into_iter().map(status_json).collect::<Vec<_>>()).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+async fn source_show(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Response {
+    match p.store().upstream_statuses().await {
+        Ok(rows) => match rows.into_iter().find(|s| s.name == name) {
+            Some(s) => Json(status_json(s)).into_response(),
+            None => error(
+                StatusCode::NOT_FOUND,
+                &format!("no upstream {name:?} has been seen"),
+            ),
+        },
+        Err(e) => failed(e),
+    }
+}
+
+async fn sources_refresh(State(p): State<Arc<Pipeline>>) -> Response {
+    match p.store().request_sources_refresh().await {
+        Ok(()) => Json(json!({"refresh": "requested"})).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+async fn source_approve(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    Path(name): Path<String>,
+    body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let why = match why_of(body) {
+        Ok(why) => why,
+        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
+    };
+    let by = format!("{by} (api)");
+    match aether_pipeline::operator::approve_source(p.store(), &name, &by, &why.why).await {
+        Ok(rows) => {
+            if let Err(e) = p.sync().await {
+                return failed(e);
+            }
+            Json(json!({ "approved": rows })).into_response()
+        }
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitQuery {
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn datasets_list(State(p): State<Arc<Pipeline>>, Query(q): Query<LimitQuery>) -> Response {
+    match p.store().datasets(q.limit.unwrap_or(100)).await {
+        Ok(rows) => Json(rows).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportQuery {
+    #[serde(default)]
+    format: Option<String>,
+}
+
+async fn dataset_export(
+    State(p): State<Arc<Pipeline>>,
+    Path(call_id): Path<String>,
+    Query(q): Query<ExportQuery>,
+) -> Response {
+    let dataset = match p.store().dataset(&call_id).await {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                &format!("no data set for call {call_id:?}"),
+            );
+        }
+        Err(e) => return failed(e),
+    };
+    match q.format.as_deref().unwrap_or("json") {
+        "json" => Json(aether_pipeline::tables::to_json(&dataset)).into_response(),
+        "csv" => match aether_pipeline::tables::to_csv(&dataset) {
+            Ok(text) => (
+                [
+                    (
+                        http::header::CONTENT_TYPE,
+                        "text/csv; charset=utf-8".to_string(),
+                    ),
+                    (
+                        http::header::CONTENT_DISPOSITION,
+                        format!("attachment; filename=\"{call_id}.csv\""),
+                    ),
+                ],
+                text,
+            )
+                .into_response(),
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        },
+        other => error(
+            StatusCode::BAD_REQUEST,
+            &format!("format {other:?}: use csv or json"),
+        ),
+    }
+}
+
+async fn reports_list(State(p): State<Arc<Pipeline>>) -> Response {
+    match p.store().reports().await {
+        Ok(rows) => Json(rows).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SaveReport {
+    /// The call whose tool and arguments the report runs again.
+    from: String,
+}
+
+async fn report_save(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    Path(name): Path<String>,
+    body: Result<Json<SaveReport>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Ok(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body must be JSON: {\"from\": \"CALL_ID\"} (a call that returned a table)",
+        );
+    };
+    if !aether_store::valid_secret_name(&name) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "a report name is 1-64 of letters, digits, -, _ and .",
+        );
+    }
+    let dataset = match p.store().dataset(&body.from).await {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                &format!("no data set for call {:?}", body.from),
+            );
+        }
+        Err(e) => return failed(e),
+    };
+    let report = aether_store::Report {
+        name,
+        tool: dataset.tool,
+        arguments: dataset.arguments,
+        agent: dataset.agent,
+        saved_by: format!("{by} (api)"),
+        at_us: aether_store::now_us(),
+        last_call: Some(dataset.call_id),
+    };
+    match p.store().save_report(report.clone()).await {
+        Ok(()) => Json(report).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+async fn report_action(
+    State(p): State<Arc<Pipeline>>,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    let report = match p.store().reports().await {
+        Ok(rows) => rows.into_iter().find(|r| r.name == name),
+        Err(e) => return failed(e),
+    };
+    let Some(report) = report else {
+        return error(StatusCode::NOT_FOUND, &format!("no report named {name:?}"));
+    };
+    match action.as_str() {
+        "run" => match aether_pipeline::tables::run_report(&p, &report).await {
+            Ok((call_id, _)) => {
+                if let Err(e) = p.store().report_ran(&name, &call_id).await {
+                    return failed(e);
+                }
+                match p.store().dataset(&call_id).await {
+                    Ok(Some(d)) => Json(aether_pipeline::tables::to_json(&d)).into_response(),
+                    Ok(None) => Json(json!({"call_id": call_id, "rows": null, "note": "the call returned no table"})).into_response(),
+                    Err(e) => failed(e),
+                }
+            }
+            Err(why) => error(StatusCode::CONFLICT, &why),
+        },
+        "remove" => match p.store().remove_report(&name).await {
+            Ok(_) => Json(json!({"removed": name})).into_response(),
+            Err(e) => failed(e),
+        },
+        _ => error(StatusCode::NOT_FOUND, "report actions are run and remove"),
+    }
 }

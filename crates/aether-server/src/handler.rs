@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::fixtures;
 use crate::link::{McpClientLink, SessionLogLevel};
+use crate::upstream::Upstreams;
 
 /// What the handler serves besides Aether's own tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,12 +67,15 @@ pub struct AetherMcp {
     mode: Mode,
     /// What `initialize` answers; built once, since rmcp may ask for it on any request.
     info: Arc<ServerConfig>,
+    /// Upstream servers whose resources and prompts this session may reach.
+    upstreams: Arc<Upstreams>,
 }
 
 fn server_info(mode: Mode) -> ServerConfig {
     let mut capabilities = json!({
         "tools": {"listChanged": true},
         "resources": {"listChanged": false},
+        "prompts": {"listChanged": false},
         "logging": {},
     });
     if mode == Mode::ConformanceFixtures {
@@ -100,7 +104,15 @@ impl AetherMcp {
             log_level: SessionLogLevel::default(),
             mode,
             info: Arc::new(server_info(mode)),
+            upstreams: Upstreams::none(),
         }
+    }
+
+    /// Also serves the resources and prompts of these upstreams (to the sessions that reach
+    /// their groups).
+    pub fn with_upstreams(mut self, upstreams: Arc<Upstreams>) -> AetherMcp {
+        self.upstreams = upstreams;
+        self
     }
 
     /// For a stateless HTTP listener: each request is a session of its own, so there is
@@ -278,7 +290,7 @@ async fn read_aether(
     uri: &str,
 ) -> Result<ReadResourceResult, ErrorData> {
     let text = if uri == "aether://capabilities" {
-        capabilities(me.pipeline.catalog()).to_string()
+        capabilities(&me.pipeline.catalog()).to_string()
     } else if let Some(query) = uri.strip_prefix("aether://audit/events") {
         let query = query.strip_prefix('?').unwrap_or(query);
         let mut cursor = None;
@@ -324,6 +336,71 @@ async fn read_aether(
     .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
+impl AetherMcp {
+    /// An upstream's resource read or prompt, for this session: refused while Aether is
+    /// halted, unknown when the session does not reach the upstream, and audited either way
+    /// (no receipt: it runs nothing, it reads).
+    async fn upstream_read<T, F>(
+        &self,
+        session: &SessionContext,
+        what: &str,
+        target: &str,
+        read: F,
+    ) -> Result<T, ErrorData>
+    where
+        F: std::future::Future<Output = Option<Result<Value, String>>>,
+        T: serde::de::DeserializeOwned,
+    {
+        let started = std::time::Instant::now();
+        let outcome = if self.pipeline.is_halted() {
+            Err((
+                "refused",
+                "Aether is halted by an operator; nothing is read until it is resumed".to_string(),
+            ))
+        } else {
+            match read.await {
+                None => Err((
+                    "refused",
+                    format!(
+                        "no {} {target:?} for agent {:?}",
+                        if what == "prompts/get" {
+                            "prompt"
+                        } else {
+                            "resource"
+                        },
+                        session.agent.name
+                    ),
+                )),
+                Some(Err(why)) => Err(("failed", why)),
+                Some(Ok(value)) => Ok(value),
+            }
+        };
+        let (label, detail) = match &outcome {
+            Ok(v) => ("ok", format!("{} bytes", v.to_string().len())),
+            Err((label, why)) => (*label, why.clone()),
+        };
+        self.pipeline
+            .audit_read(session, what, target, label, &detail, started.elapsed())
+            .await
+            .map_err(|e| {
+                ErrorData::internal_error(
+                    format!("the audit row could not be written, so nothing is returned: {e}"),
+                    None,
+                )
+            })?;
+        match outcome {
+            Ok(value) => serde_json::from_value(value).map_err(|e| {
+                ErrorData::internal_error(format!("the upstream's answer is malformed: {e}"), None)
+            }),
+            Err(("refused", why)) if what == "prompts/get" => {
+                Err(ErrorData::invalid_params(why, None))
+            }
+            Err(("refused", why)) => Err(ErrorData::resource_not_found(why, None)),
+            Err((_, why)) => Err(ErrorData::internal_error(why, None)),
+        }
+    }
+}
+
 impl ServerHandler for AetherMcp {
     fn get_info(&self) -> ServerConfig {
         (*self.info).clone()
@@ -343,8 +420,8 @@ impl ServerHandler for AetherMcp {
         let tools = self
             .pipeline
             .offered(&session)
-            .into_iter()
-            .map(mcp_tool)
+            .iter()
+            .map(|e| mcp_tool(e))
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -424,7 +501,7 @@ impl ServerHandler for AetherMcp {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let mut resources = vec![json!({
             "uri": "aether://capabilities",
@@ -436,6 +513,10 @@ impl ServerHandler for AetherMcp {
         if self.fixtures() {
             resources.extend(fixtures::resources());
         }
+        if !self.upstreams.is_empty() {
+            let session = self.session_for(&context.extensions)?;
+            resources.extend(self.upstreams.resources(&session.groups));
+        }
         serde_json::from_value(json!({"resources": resources}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
@@ -443,7 +524,7 @@ impl ServerHandler for AetherMcp {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let mut templates = vec![json!({
             "uriTemplate": "aether://audit/events{?cursor,limit}",
@@ -454,6 +535,10 @@ impl ServerHandler for AetherMcp {
         })];
         if self.fixtures() {
             templates.extend(fixtures::resource_templates());
+        }
+        if !self.upstreams.is_empty() {
+            let session = self.session_for(&context.extensions)?;
+            templates.extend(self.upstreams.resource_templates(&session.groups));
         }
         serde_json::from_value(json!({"resourceTemplates": templates}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
@@ -470,6 +555,21 @@ impl ServerHandler for AetherMcp {
             return found.map(Into::into);
         }
         let session = self.session_for(&context.extensions)?;
+        if request.uri.starts_with(crate::upstream::RESOURCE_PREFIX) {
+            return self
+                .upstream_read::<ReadResourceResult, _>(
+                    &session,
+                    "resources/read",
+                    &request.uri,
+                    async {
+                        self.upstreams
+                            .read_resource(&session.groups, &request.uri)
+                            .await
+                    },
+                )
+                .await
+                .map(Into::into);
+        }
         read_aether(self, &session, &request.uri)
             .await
             .map(Into::into)
@@ -496,29 +596,43 @@ impl ServerHandler for AetherMcp {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        let mut prompts = Vec::new();
         if self.fixtures() {
-            return serde_json::from_value(json!({"prompts": fixtures::prompts()}))
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None));
+            prompts.extend(fixtures::prompts());
         }
-        Err(ErrorData::method_not_found::<
-            rmcp::model::ListPromptsRequestMethod,
-        >())
+        if !self.upstreams.is_empty() {
+            let session = self.session_for(&context.extensions)?;
+            prompts.extend(self.upstreams.prompts(&session.groups));
+        }
+        serde_json::from_value(json!({"prompts": prompts}))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        if self.fixtures() {
+        if self.fixtures() && !request.name.contains("__") {
             return fixtures::get_prompt(&request.name, request.arguments.unwrap_or_default())
                 .map(Into::into);
         }
-        Err(ErrorData::method_not_found::<
-            rmcp::model::GetPromptRequestMethod,
-        >())
+        let session = self.session_for(&context.extensions)?;
+        let arguments = request.arguments.clone();
+        self.upstream_read::<rmcp::model::GetPromptResult, _>(
+            &session,
+            "prompts/get",
+            &request.name,
+            async {
+                self.upstreams
+                    .get_prompt(&session.groups, &request.name, arguments)
+                    .await
+            },
+        )
+        .await
+        .map(Into::into)
     }
 
     async fn complete(

@@ -40,6 +40,8 @@ pub struct HttpOptions {
     /// How `/mcp` callers prove who they are.
     pub auth: HttpAuth,
     pub shutdown: CancellationToken,
+    /// Upstream servers whose resources and prompts sessions may reach.
+    pub upstreams: Arc<crate::upstream::Upstreams>,
 }
 
 /// The whole HTTP application, ready to serve or to drive in tests.
@@ -62,12 +64,14 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         opts.mode,
         opts.sessions,
     );
+    let upstreams = opts.upstreams.clone();
     let mcp = StreamableHttpService::new(
         move || {
             let session = p
                 .session(&agent, Transport::Http, uuid::Uuid::now_v7().to_string())
                 .map_err(std::io::Error::other)?;
-            let handler = AetherMcp::new(p.clone(), session, mode);
+            let handler =
+                AetherMcp::new(p.clone(), session, mode).with_upstreams(upstreams.clone());
             Ok(if lasting { handler } else { handler.one_shot() })
         },
         Arc::new(sessions),

@@ -1,54 +1,154 @@
-//! Upstream MCP servers behind Aether (federation, first part: stdio upstreams).
+//! Upstream MCP servers behind Aether (federation).
 //!
-//! Each upstream in `aether.toml` is started when Aether starts, with only the environment the
-//! operator gave it (plus `PATH`, `HOME` and `LANG`: no credentials of Aether's), and its tools
-//! join the catalog as `SERVER__TOOL` — as external tools, so unapproved until an operator
-//! approves their definition in the registry, and held back again when it changes. Every call
-//! goes through the same pipeline as a built-in's (rules, egress and DLP when the tool may
-//! reach the world, tiers, receipts, audit) and is forwarded with the upstream's time limit; a
-//! reply larger than 4 MiB is refused. An upstream that dies is started again on a later call,
-//! no sooner than its backoff allows (1 s, doubling to 30 s); a call is never retried (it may
-//! have had effects). The client's own token never reaches an upstream: Aether is its client.
+//! Each upstream in `aether.toml` is reached over stdio (a process Aether starts, with only the
+//! environment the operator gave it plus `PATH`, `HOME` and `LANG`) or Streamable HTTP (a URL,
+//! with no proxy, no redirects, and the operator's credential from the vault). Its tools join
+//! the catalog as `SERVER__TOOL` — as external tools, so unapproved until an operator approves
+//! their definition in the registry, and held back again when it changes. Every call goes
+//! through the same pipeline as a built-in's (rules, egress and DLP when the tool may reach the
+//! world, tiers, receipts, audit) and is forwarded with the upstream's time limit; a reply
+//! larger than 4 MiB is refused. A call is never retried (it may have had effects).
+//!
+//! [`Upstreams::run`] keeps them current: an upstream that died is started again (backoff 1 s,
+//! doubling to 30 s), and one that announces `list_changed`, was started again, or that an
+//! operator refreshes (`aether sources refresh`) is listed again, its changed tools replaced in
+//! the catalog (held back until approved). Each upstream's status (connected, last error, tool
+//! count, fingerprint) is written to the store for `aether sources` and the admin API.
+//!
+//! Their resources and prompts are served too, to the agents that reach the upstream's group:
+//! prompts as `SERVER__PROMPT`, resources under `aether://upstream/SERVER/<its URI, escaped>`.
+//! The client's own token never reaches an upstream: Aether is its client.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use aether_pipeline::Pipeline;
 use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
+use aether_store::{Store, UpstreamStatus, Vault};
 use aether_tools::{CallContext, Content, Tool, ToolError, ToolOutput};
 use async_trait::async_trait;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientInfo, GetPromptRequestParams, Implementation,
+    ReadResourceRequestParams,
+};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt};
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 /// The largest reply taken from an upstream.
 pub const MAX_REPLY: usize = 4 << 20;
+
+/// Where resources of upstreams live in Aether's namespace.
+pub const RESOURCE_PREFIX: &str = "aether://upstream/";
+
+/// How Aether reaches an upstream.
+#[derive(Clone, Debug)]
+pub enum Endpoint {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        /// Environment variables whose values come from the vault: variable -> credential.
+        env_credentials: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        /// Headers sent with every request (not secret).
+        headers: BTreeMap<String, String>,
+        /// A credential from the vault, sent as `Authorization: Bearer …`.
+        credential: Option<String>,
+    },
+}
 
 /// One upstream as the operator declared it.
 #[derive(Clone, Debug)]
 pub struct UpstreamSpec {
     pub name: String,
-    pub command: String,
-    pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
+    pub endpoint: Endpoint,
     pub timeout: Duration,
     /// The group its tools are in (agents reach them through `mcp_servers`).
     pub group: String,
     pub tier: Tier,
-    /// A new process for every call (stopped after it), instead of one kept running.
+    /// A new connection (and process) for every call, closed after it.
     pub fresh: bool,
 }
 
-/// A running upstream, or why it is not running.
-pub struct Upstream {
-    spec: UpstreamSpec,
-    state: tokio::sync::Mutex<State>,
+impl UpstreamSpec {
+    fn transport(&self) -> &'static str {
+        match self.endpoint {
+            Endpoint::Stdio { .. } => "stdio",
+            Endpoint::Http { .. } => "http",
+        }
+    }
 }
+
+/// Where upstream credentials come from: the vault's ciphertexts in the store, opened with the
+/// key file.
+#[derive(Clone)]
+pub struct Credentials {
+    pub store: Store,
+    pub key_file: PathBuf,
+}
+
+impl Credentials {
+    async fn get(&self, name: &str) -> Result<String, String> {
+        let sealed = self
+            .store
+            .vault_get(name)
+            .await
+            .map_err(|e| format!("the vault cannot be read: {e}"))?
+            .ok_or_else(|| {
+                format!("credential {name:?} is not in the vault (set it: aether credentials set {name})")
+            })?;
+        let vault = Vault::open(&self.key_file, false).map_err(|e| e.to_string())?;
+        vault.open_secret(&sealed).map_err(|e| e.to_string())
+    }
+}
+
+/// Aether as an upstream's MCP client: hears its `list_changed` notifications.
+#[derive(Clone)]
+struct Link {
+    stale: Arc<AtomicBool>,
+    wake: Arc<Notify>,
+}
+
+impl Link {
+    fn changed(&self) {
+        self.stale.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+}
+
+impl rmcp::ClientHandler for Link {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed();
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed();
+    }
+
+    fn get_info(&self) -> ClientInfo {
+        ClientInfo::new(
+            ClientCapabilities::default(),
+            Implementation::new("aether", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+type Service = RunningService<RoleClient, Link>;
 
 enum State {
     Up {
-        service: Box<RunningService<RoleClient, ()>>,
-        _child: tokio::process::Child,
+        service: Box<Service>,
+        _child: Option<tokio::process::Child>,
     },
     Down {
         why: String,
@@ -57,45 +157,165 @@ enum State {
     },
 }
 
+/// What an upstream offered when last listed.
+#[derive(Default)]
+struct Listing {
+    tools: Vec<Arc<dyn Tool>>,
+    resources: Vec<Value>,
+    templates: Vec<Value>,
+    prompts: Vec<Value>,
+    /// Catalog prompt name -> its name at the upstream.
+    prompt_names: BTreeMap<String, String>,
+}
+
+/// One upstream: its connection, and what it offered when last listed.
+pub struct Upstream {
+    spec: UpstreamSpec,
+    credentials: Credentials,
+    state: tokio::sync::Mutex<State>,
+    listing: RwLock<Arc<Listing>>,
+    /// Set when it must be listed again (a `list_changed`, a restart, an operator's refresh).
+    stale: Arc<AtomicBool>,
+    wake: Arc<Notify>,
+    /// The last failure to list it (None once a listing succeeds).
+    list_error: std::sync::Mutex<Option<String>>,
+    /// The credentials last sent to it: withheld from everything it replies.
+    secrets: std::sync::Mutex<Vec<String>>,
+}
+
 impl Upstream {
     pub fn name(&self) -> &str {
         &self.spec.name
     }
 
-    /// Starts the process and completes MCP's initialization, within the time limit.
-    async fn start(spec: &UpstreamSpec) -> Result<State, String> {
-        let mut command = tokio::process::Command::new(&spec.command);
-        command
-            .args(&spec.args)
-            .env_clear()
-            .envs(
-                ["PATH", "HOME", "LANG"]
-                    .iter()
-                    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))),
+    fn link(&self) -> Link {
+        Link {
+            stale: self.stale.clone(),
+            wake: self.wake.clone(),
+        }
+    }
+
+    /// Connects and completes MCP's initialization, within the time limit.
+    async fn start(&self) -> Result<State, String> {
+        let spec = &self.spec;
+        let limit = |what: &str| {
+            format!(
+                "it did not finish {what} within {} s",
+                spec.timeout.as_secs()
             )
-            .envs(&spec.env)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("{} did not start: {e}", spec.command))?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let stdin = child.stdin.take().ok_or("no stdin")?;
-        let service = tokio::time::timeout(spec.timeout, ().serve((stdout, stdin)))
-            .await
-            .map_err(|_| {
-                format!(
-                    "it did not finish MCP's initialization within {} s",
-                    spec.timeout.as_secs()
-                )
-            })?
-            .map_err(|e| format!("MCP initialization failed: {e}"))?;
-        Ok(State::Up {
-            service: Box::new(service),
-            _child: child,
-        })
+        };
+        match &spec.endpoint {
+            Endpoint::Stdio {
+                command,
+                args,
+                env,
+                env_credentials,
+            } => {
+                let mut secret_env = BTreeMap::new();
+                for (var, name) in env_credentials {
+                    secret_env.insert(var.clone(), self.credentials.get(name).await?);
+                }
+                self.remember(secret_env.values().cloned().collect());
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args)
+                    .env_clear()
+                    .envs(
+                        ["PATH", "HOME", "LANG"]
+                            .iter()
+                            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))),
+                    )
+                    .envs(env)
+                    .envs(&secret_env)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::null())
+                    .kill_on_drop(true);
+                let mut child = cmd
+                    .spawn()
+                    .map_err(|e| format!("{command} did not start: {e}"))?;
+                let stdout = child.stdout.take().ok_or("no stdout")?;
+                let stdin = child.stdin.take().ok_or("no stdin")?;
+                let service =
+                    tokio::time::timeout(spec.timeout, self.link().serve((stdout, stdin)))
+                        .await
+                        .map_err(|_| limit("MCP's initialization"))?
+                        .map_err(|e| format!("MCP initialization failed: {e}"))?;
+                Ok(State::Up {
+                    service: Box::new(service),
+                    _child: Some(child),
+                })
+            }
+            Endpoint::Http {
+                url,
+                headers,
+                credential,
+            } => {
+                use rmcp::transport::streamable_http_client::{
+                    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+                };
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                if let Some(name) = credential {
+                    let secret = self.credentials.get(name).await?;
+                    self.remember(vec![secret.clone()]);
+                    config = config.auth_header(secret);
+                }
+                let mut extra = std::collections::HashMap::new();
+                for (k, v) in headers {
+                    let name = http::HeaderName::try_from(k.as_str())
+                        .map_err(|e| format!("header {k:?}: {e}"))?;
+                    let value = http::HeaderValue::try_from(v.as_str())
+                        .map_err(|e| format!("header {k:?}: {e}"))?;
+                    extra.insert(name, value);
+                }
+                config = config.custom_headers(extra);
+                config.max_json_response_size = MAX_REPLY + (64 << 10);
+                aether_net_tls();
+                let client = reqwest::Client::builder()
+                    .no_proxy()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(spec.timeout.min(Duration::from_secs(10)))
+                    .user_agent(concat!("aether/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                let service = tokio::time::timeout(spec.timeout, self.link().serve(transport))
+                    .await
+                    .map_err(|_| limit("MCP's initialization"))?
+                    .map_err(|e| format!("MCP initialization failed: {e}"))?;
+                Ok(State::Up {
+                    service: Box::new(service),
+                    _child: None,
+                })
+            }
+        }
+    }
+
+    fn remember(&self, secrets: Vec<String>) {
+        let mut kept = self.secrets.lock().unwrap_or_else(|e| e.into_inner());
+        for secret in secrets {
+            if !secret.is_empty() && !kept.contains(&secret) {
+                kept.push(secret);
+            }
+        }
+    }
+
+    /// `value` with every credential sent to this upstream withheld, wherever a reply echoes
+    /// it (a model never sees one).
+    fn withhold(&self, mut value: Value) -> Value {
+        let secrets = self
+            .secrets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if !secrets.is_empty() {
+            withhold_in(&mut value, &secrets);
+        }
+        value
+    }
+
+    /// How long a down upstream waits before it is started again.
+    fn backoff(failures: u32) -> Duration {
+        Duration::from_secs(1 << failures.min(5)).min(Duration::from_secs(30))
     }
 
     /// The upstream's peer, started again if it died and its backoff has passed.
@@ -119,7 +339,7 @@ impl Upstream {
         else {
             unreachable!("the state is Down here");
         };
-        let wait = Duration::from_secs(1 << (*failures).min(5)).min(Duration::from_secs(30));
+        let wait = Upstream::backoff(*failures);
         if since.elapsed() < wait {
             return Err(format!(
                 "upstream {} is down ({why}); Aether starts it again in {} s",
@@ -128,10 +348,13 @@ impl Upstream {
             ));
         }
         let failures = *failures;
-        match Upstream::start(&self.spec).await {
+        match self.start().await {
             Ok(up) => {
-                tracing::info!(upstream = %self.spec.name, "upstream started again");
+                tracing::info!(upstream = %self.spec.name, "upstream started");
                 *state = up;
+                // What it offers may have changed while it was down.
+                self.stale.store(true, Ordering::SeqCst);
+                self.wake.notify_one();
                 match &*state {
                     State::Up { service, .. } => Ok(service.peer().clone()),
                     State::Down { .. } => unreachable!("just started"),
@@ -144,7 +367,7 @@ impl Upstream {
                     failures: failures + 1,
                 };
                 Err(format!(
-                    "upstream {} could not be started again: {why}",
+                    "upstream {} could not be started: {why}",
                     self.spec.name
                 ))
             }
@@ -152,7 +375,7 @@ impl Upstream {
     }
 
     /// Marks the upstream down after a failure that leaves its state unknown (a call that
-    /// timed out): the next call starts a fresh process.
+    /// timed out, a broken connection): a fresh connection serves the next call.
     async fn reset(&self, why: String) {
         *self.state.lock().await = State::Down {
             why,
@@ -160,85 +383,612 @@ impl Upstream {
             failures: 0,
         };
     }
-}
 
-/// Starts every upstream and lists its tools. An upstream that cannot start is reported (and
-/// has no tools this run); the others serve.
-pub async fn connect(specs: Vec<UpstreamSpec>) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-    let mut problems = Vec::new();
-    for spec in specs {
-        let state = match Upstream::start(&spec).await {
-            Ok(state) => state,
-            Err(why) => {
-                problems.push(format!("upstream {}: {why}", spec.name));
-                continue;
-            }
-        };
-        let listed = match &state {
-            State::Up { service, .. } => {
-                tokio::time::timeout(spec.timeout, service.peer().list_all_tools()).await
-            }
-            State::Down { .. } => unreachable!("just started"),
-        };
-        let listed = match listed {
-            Ok(Ok(listed)) => listed,
-            Ok(Err(e)) => {
-                problems.push(format!(
-                    "upstream {}: listing its tools failed: {e}",
-                    spec.name
-                ));
-                continue;
-            }
-            Err(_) => {
-                problems.push(format!(
-                    "upstream {}: listing its tools took longer than {} s",
-                    spec.name,
-                    spec.timeout.as_secs()
-                ));
-                continue;
-            }
-        };
-        // A fresh upstream keeps no process between calls: the one that listed its tools goes.
-        let state = if spec.fresh {
+    /// Runs `f` on a peer: a connection of its own for a fresh upstream (closed after), else
+    /// the persistent one.
+    async fn with_peer<T, E, F, Fut>(&self, f: F) -> Result<T, E>
+    where
+        E: From<String>,
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        if self.spec.fresh {
+            let state = self.start().await.map_err(|why| {
+                E::from(format!(
+                    "upstream {} could not be started: {why}",
+                    self.spec.name
+                ))
+            })?;
+            let State::Up { service, .. } = &state else {
+                unreachable!("just started")
+            };
+            let peer = service.peer().clone();
+            let out = f(peer).await;
             drop(state);
-            State::Down {
-                why: "it runs a process per call".into(),
-                since: Instant::now(),
-                failures: 0,
-            }
+            out
         } else {
-            state
-        };
-        let upstream = Arc::new(Upstream {
-            spec: spec.clone(),
-            state: tokio::sync::Mutex::new(state),
-        });
-        let mut names = std::collections::BTreeSet::new();
-        for tool in listed {
-            let raw = serde_json::to_value(&tool).unwrap_or(Value::Null);
-            let Some(def) = definition(&spec, &raw) else {
-                problems.push(format!(
-                    "upstream {}: a tool without a usable name or schema was left out",
-                    spec.name
-                ));
+            let peer = self.peer().await.map_err(E::from)?;
+            f(peer).await
+        }
+    }
+
+    /// Lists its tools, resources and prompts.
+    async fn list(self: &Arc<Self>) -> Result<Listing, String> {
+        let timeout = self.spec.timeout;
+        let me = self.clone();
+        let raw = self
+            .with_peer(|peer| async move {
+                let within = |what: &'static str| {
+                    move |_| {
+                        format!(
+                            "listing its {what} took longer than {} s",
+                            timeout.as_secs()
+                        )
+                    }
+                };
+                let info = peer
+                    .peer_info()
+                    .map(|i| serde_json::to_value(&*i).unwrap_or(Value::Null))
+                    .unwrap_or(Value::Null);
+                let offers = |what: &str| !info["capabilities"][what].is_null();
+                let tools = tokio::time::timeout(timeout, peer.list_all_tools())
+                    .await
+                    .map_err(within("tools"))?
+                    .map_err(|e| format!("listing its tools failed: {e}"))?;
+                let tools: Vec<Value> = tools
+                    .iter()
+                    .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+                    .collect();
+                let (mut resources, mut templates, mut prompts) = (vec![], vec![], vec![]);
+                if offers("resources") {
+                    if let Ok(Ok(list)) =
+                        tokio::time::timeout(timeout, peer.list_all_resources()).await
+                    {
+                        resources = list
+                            .iter()
+                            .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+                            .collect();
+                    }
+                    if let Ok(Ok(list)) =
+                        tokio::time::timeout(timeout, peer.list_all_resource_templates()).await
+                    {
+                        templates = list
+                            .iter()
+                            .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+                            .collect();
+                    }
+                }
+                if offers("prompts")
+                    && let Ok(Ok(list)) =
+                        tokio::time::timeout(timeout, peer.list_all_prompts()).await
+                {
+                    prompts = list
+                        .iter()
+                        .map(|p| serde_json::to_value(p).unwrap_or(Value::Null))
+                        .collect();
+                }
+                Ok::<_, String>((tools, resources, templates, prompts))
+            })
+            .await?;
+        let (tools, resources, templates, prompts) = raw;
+        Ok(me.listing_of(tools, resources, templates, prompts))
+    }
+
+    /// Its listing in Aether's namespace.
+    fn listing_of(
+        self: &Arc<Self>,
+        tools: Vec<Value>,
+        resources: Vec<Value>,
+        templates: Vec<Value>,
+        prompts: Vec<Value>,
+    ) -> Listing {
+        let server = &self.spec.name;
+        let mut listing = Listing::default();
+        let mut names = BTreeSet::new();
+        for raw in tools {
+            let Some(def) = definition(&self.spec, &raw) else {
+                tracing::warn!(upstream = %server, "a tool without a usable name or schema was left out");
                 continue;
             };
             if !names.insert(def.name.clone()) {
-                problems.push(format!(
-                    "upstream {}: two tools map to {}; the second was left out",
-                    spec.name, def.name
-                ));
+                tracing::warn!(upstream = %server, tool = %def.name, "two tools map to one name; the second was left out");
                 continue;
             }
-            tools.push(Arc::new(UpstreamTool {
-                upstream: upstream.clone(),
-                remote: tool.name.to_string(),
+            let remote = raw["name"].as_str().unwrap_or_default().to_string();
+            listing.tools.push(Arc::new(UpstreamTool {
+                upstream: self.clone(),
+                remote,
                 def,
             }));
         }
+        for mut r in resources {
+            let Some(uri) = r["uri"].as_str().map(String::from) else {
+                continue;
+            };
+            r["uri"] = json!(wrap_uri(server, &uri, false));
+            if let Some(name) = r["name"].as_str() {
+                r["name"] = json!(format!("{server}__{name}"));
+            }
+            listing.resources.push(r);
+        }
+        for mut t in templates {
+            let Some(uri) = t["uriTemplate"].as_str().map(String::from) else {
+                continue;
+            };
+            t["uriTemplate"] = json!(wrap_uri(server, &uri, true));
+            if let Some(name) = t["name"].as_str() {
+                t["name"] = json!(format!("{server}__{name}"));
+            }
+            listing.templates.push(t);
+        }
+        for mut p in prompts {
+            let Some(remote) = p["name"].as_str().map(String::from) else {
+                continue;
+            };
+            let name = catalog_name(server, &remote);
+            if listing.prompt_names.insert(name.clone(), remote).is_some() {
+                continue;
+            }
+            p["name"] = json!(name);
+            listing.prompts.push(p);
+        }
+        listing
     }
-    (tools, problems)
+
+    fn listing(&self) -> Arc<Listing> {
+        self.listing
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Whether it is connected now (a fresh upstream: whether its last listing worked).
+    async fn connected(&self) -> (bool, Option<String>) {
+        let list_error = self
+            .list_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if self.spec.fresh {
+            return (list_error.is_none(), list_error);
+        }
+        match &*self.state.lock().await {
+            State::Up { service, .. } if !service.is_closed() => (true, list_error),
+            State::Up { .. } => (false, Some("it stopped".into())),
+            State::Down { why, .. } => (false, Some(why.clone())),
+        }
+    }
+
+    async fn status(&self) -> UpstreamStatus {
+        let listing = self.listing();
+        let (connected, last_error) = self.connected().await;
+        let mut tools: Vec<(String, String)> = listing
+            .tools
+            .iter()
+            .map(|t| (t.def().name.clone(), t.def().digest().to_string()))
+            .collect();
+        tools.sort();
+        let fingerprint = aether_policy::sha256(
+            tools
+                .iter()
+                .map(|(n, d)| format!("{n} {d}\n"))
+                .collect::<String>()
+                .as_bytes(),
+        )
+        .to_string();
+        UpstreamStatus {
+            name: self.spec.name.clone(),
+            transport: self.spec.transport().into(),
+            connected,
+            last_error,
+            tool_count: tools.len() as i64,
+            fingerprint,
+            listing: json!({
+                "group": self.spec.group,
+                "tier": self.spec.tier.as_str(),
+                "session": if self.spec.fresh { "fresh" } else { "persistent" },
+                "tools": tools.iter().map(|(n, d)| json!({"name": n, "digest": d})).collect::<Vec<_>>(),
+                "resources": listing.resources.iter().map(|r| r["uri"].clone()).collect::<Vec<_>>(),
+                "resource_templates": listing.templates.iter().map(|r| r["uriTemplate"].clone()).collect::<Vec<_>>(),
+                "prompts": listing.prompts.iter().map(|p| p["name"].clone()).collect::<Vec<_>>(),
+            })
+            .to_string(),
+            updated_us: aether_store::now_us(),
+        }
+    }
+}
+
+fn aether_net_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Every upstream of this process.
+pub struct Upstreams {
+    list: Vec<Arc<Upstream>>,
+    store: Option<Store>,
+    wake: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Upstreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.list.iter().map(|u| u.name()))
+            .finish()
+    }
+}
+
+impl Upstreams {
+    /// No upstreams.
+    pub fn none() -> Arc<Upstreams> {
+        Arc::new(Upstreams {
+            list: Vec::new(),
+            store: None,
+            wake: Arc::new(Notify::new()),
+        })
+    }
+
+    /// Connects every upstream and lists it. An upstream that cannot be reached is reported
+    /// (and has no tools until it can be listed); the others serve. Returns the upstreams and
+    /// the tools for the first catalog.
+    pub async fn connect(
+        specs: Vec<UpstreamSpec>,
+        credentials: Credentials,
+    ) -> (Arc<Upstreams>, Vec<Arc<dyn Tool>>, Vec<String>) {
+        let wake = Arc::new(Notify::new());
+        let mut list = Vec::new();
+        let mut tools = Vec::new();
+        let mut problems = Vec::new();
+        for spec in specs {
+            let upstream = Arc::new(Upstream {
+                spec,
+                credentials: credentials.clone(),
+                state: tokio::sync::Mutex::new(State::Down {
+                    why: "not started yet".into(),
+                    since: Instant::now() - Duration::from_secs(60),
+                    failures: 0,
+                }),
+                listing: RwLock::default(),
+                stale: Arc::new(AtomicBool::new(false)),
+                wake: wake.clone(),
+                list_error: std::sync::Mutex::new(None),
+                secrets: std::sync::Mutex::default(),
+            });
+            match upstream.list().await {
+                Ok(listing) => {
+                    tools.extend(listing.tools.iter().cloned());
+                    *upstream.listing.write().unwrap_or_else(|e| e.into_inner()) =
+                        Arc::new(listing);
+                }
+                Err(why) => {
+                    problems.push(format!("upstream {}: {why}", upstream.name()));
+                    *upstream
+                        .list_error
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    // Listed again once it can be started.
+                    upstream.stale.store(true, Ordering::SeqCst);
+                }
+            }
+            // The start above marked it for listing; it was just listed.
+            if upstream
+                .list_error
+                .lock()
+                .map(|e| e.is_none())
+                .unwrap_or(false)
+            {
+                upstream.stale.store(false, Ordering::SeqCst);
+            }
+            list.push(upstream);
+        }
+        let upstreams = Arc::new(Upstreams {
+            list,
+            store: Some(credentials.store.clone()),
+            wake,
+        });
+        (upstreams, tools, problems)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Keeps the upstreams current until the pipeline goes: starts dead ones again (with
+    /// backoff), lists again those that changed or were started again or that an operator
+    /// refreshed, and records each one's status in the store.
+    pub fn run(self: &Arc<Self>, pipeline: Arc<Pipeline>) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        let pipeline = Arc::downgrade(&pipeline);
+        tokio::spawn(async move {
+            if me.list.is_empty() {
+                return;
+            }
+            let mut refresh = match pipeline.upgrade() {
+                Some(p) => p.sources_refresh_requests(),
+                None => return,
+            };
+            let mut written: BTreeMap<String, (bool, Option<String>, String)> = BTreeMap::new();
+            loop {
+                tokio::select! {
+                    _ = me.wake.notified() => {}
+                    r = refresh.changed() => {
+                        if r.is_err() {
+                            return;
+                        }
+                        for u in &me.list {
+                            u.stale.store(true, Ordering::SeqCst);
+                        }
+                    }
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                let Some(p) = pipeline.upgrade() else { return };
+                for u in &me.list {
+                    // A persistent upstream that is down is started again once its backoff
+                    // has passed (starting marks it for listing).
+                    if !u.spec.fresh {
+                        let _ = u.peer().await;
+                    }
+                    if u.stale.swap(false, Ordering::SeqCst) {
+                        me.relist(u, &p).await;
+                    }
+                    let status = u.status().await;
+                    let key = (
+                        status.connected,
+                        status.last_error.clone(),
+                        status.listing.clone(),
+                    );
+                    if written.get(&status.name) != Some(&key)
+                        && let Some(store) = &me.store
+                    {
+                        match store.put_upstream_status(status.clone()).await {
+                            Ok(()) => {
+                                written.insert(status.name.clone(), key);
+                            }
+                            Err(e) => {
+                                tracing::warn!(upstream = %status.name, error = %e, "cannot record upstream status")
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    async fn relist(&self, u: &Arc<Upstream>, pipeline: &Pipeline) {
+        match u.list().await {
+            Ok(listing) => {
+                *u.list_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let before = u.listing();
+                let same = before.tools.len() == listing.tools.len()
+                    && before
+                        .tools
+                        .iter()
+                        .zip(&listing.tools)
+                        .all(|(a, b)| a.def().digest() == b.def().digest());
+                let tools = listing.tools.clone();
+                *u.listing.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listing);
+                if !same {
+                    tracing::info!(upstream = %u.name(), tools = tools.len(), "upstream's tools changed; new definitions wait for approval");
+                    if let Err(e) = pipeline.replace_external(u.name(), tools).await {
+                        tracing::warn!(upstream = %u.name(), error = %e, "cannot update the catalog");
+                        u.stale.store(true, Ordering::SeqCst);
+                    }
+                }
+            }
+            Err(why) => {
+                tracing::warn!(upstream = %u.name(), error = %why, "cannot list upstream");
+                *u.list_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+            }
+        }
+    }
+
+    /// Upstream resources for a session that reaches `groups`.
+    pub fn resources(&self, groups: &BTreeSet<String>) -> Vec<Value> {
+        self.reachable(groups)
+            .flat_map(|u| u.listing().resources.clone())
+            .collect()
+    }
+
+    /// Upstream resource templates for a session that reaches `groups`.
+    pub fn resource_templates(&self, groups: &BTreeSet<String>) -> Vec<Value> {
+        self.reachable(groups)
+            .flat_map(|u| u.listing().templates.clone())
+            .collect()
+    }
+
+    /// Upstream prompts for a session that reaches `groups`.
+    pub fn prompts(&self, groups: &BTreeSet<String>) -> Vec<Value> {
+        self.reachable(groups)
+            .flat_map(|u| u.listing().prompts.clone())
+            .collect()
+    }
+
+    fn reachable<'a>(
+        &'a self,
+        groups: &'a BTreeSet<String>,
+    ) -> impl Iterator<Item = &'a Arc<Upstream>> + 'a {
+        self.list.iter().filter(|u| groups.contains(&u.spec.group))
+    }
+
+    /// The upstream a resource URI of Aether's names, and its own URI there.
+    pub fn resource_target(&self, uri: &str) -> Option<(&Arc<Upstream>, String)> {
+        let rest = uri.strip_prefix(RESOURCE_PREFIX)?;
+        let (server, escaped) = rest.split_once('/')?;
+        let upstream = self.list.iter().find(|u| u.spec.name == server)?;
+        let original = percent_encoding::percent_decode_str(escaped)
+            .decode_utf8()
+            .ok()?
+            .into_owned();
+        Some((upstream, original))
+    }
+
+    /// The upstream a catalog prompt name belongs to.
+    pub fn prompt_target(&self, name: &str) -> Option<(&Arc<Upstream>, String)> {
+        let (server, _) = name.split_once("__")?;
+        let upstream = self.list.iter().find(|u| u.spec.name == server)?;
+        let remote = upstream.listing().prompt_names.get(name)?.clone();
+        Some((upstream, remote))
+    }
+
+    /// Reads an upstream's resource for a session that reaches `groups`: None when the URI is
+    /// no upstream's (or not one this session reaches).
+    pub async fn read_resource(
+        &self,
+        groups: &BTreeSet<String>,
+        uri: &str,
+    ) -> Option<Result<Value, String>> {
+        let (upstream, original) = self.resource_target(uri)?;
+        if !groups.contains(&upstream.spec.group) {
+            return None;
+        }
+        let server = upstream.spec.name.clone();
+        let timeout = upstream.spec.timeout;
+        let result = upstream
+            .with_peer(|peer| async move {
+                tokio::time::timeout(
+                    timeout,
+                    peer.read_resource(ReadResourceRequestParams::new(original)),
+                )
+                .await
+                .map_err(|_| {
+                    format!(
+                        "upstream {server} did not answer within {} s",
+                        timeout.as_secs()
+                    )
+                })?
+                .map_err(|e| format!("upstream {server} failed the read: {e}"))
+            })
+            .await
+            .and_then(|r| {
+                capped(
+                    &upstream.spec.name,
+                    serde_json::to_value(&r).unwrap_or(Value::Null),
+                )
+            })
+            .map(|v| upstream.withhold(v));
+        Some(result.map(|mut v| {
+            if let Some(contents) = v["contents"].as_array_mut() {
+                for c in contents {
+                    if let Some(u) = c["uri"].as_str().map(String::from) {
+                        c["uri"] = json!(wrap_uri(&upstream.spec.name, &u, false));
+                    }
+                }
+            }
+            v
+        }))
+    }
+
+    /// Gets an upstream's prompt for a session that reaches `groups`: None when the name is no
+    /// upstream prompt (or not one this session reaches).
+    pub async fn get_prompt(
+        &self,
+        groups: &BTreeSet<String>,
+        name: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+    ) -> Option<Result<Value, String>> {
+        let (upstream, remote) = self.prompt_target(name)?;
+        if !groups.contains(&upstream.spec.group) {
+            return None;
+        }
+        let server = upstream.spec.name.clone();
+        let timeout = upstream.spec.timeout;
+        let result = upstream
+            .with_peer(|peer| async move {
+                let mut params = GetPromptRequestParams::new(remote);
+                if let Some(arguments) = arguments {
+                    params = params.with_arguments(arguments);
+                }
+                tokio::time::timeout(timeout, peer.get_prompt(params))
+                    .await
+                    .map_err(|_| {
+                        format!(
+                            "upstream {server} did not answer within {} s",
+                            timeout.as_secs()
+                        )
+                    })?
+                    .map_err(|e| format!("upstream {server} failed the prompt: {e}"))
+            })
+            .await
+            .and_then(|r| {
+                capped(
+                    &upstream.spec.name,
+                    serde_json::to_value(&r).unwrap_or(Value::Null),
+                )
+            })
+            .map(|v| upstream.withhold(v));
+        Some(result)
+    }
+}
+
+/// Replaces every occurrence of a secret in the strings of `value`.
+fn withhold_in(value: &mut Value, secrets: &[String]) {
+    match value {
+        Value::String(text) => {
+            for secret in secrets {
+                if text.contains(secret.as_str()) {
+                    *text = text.replace(secret.as_str(), "[credential withheld]");
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| withhold_in(v, secrets)),
+        Value::Object(map) => map.values_mut().for_each(|v| withhold_in(v, secrets)),
+        _ => {}
+    }
+}
+
+/// A reply as JSON, or an error if it is larger than Aether takes.
+fn capped(server: &str, value: Value) -> Result<Value, String> {
+    let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_REPLY {
+        return Err(format!(
+            "upstream {server} replied with {size} bytes, more than Aether takes ({} MiB)",
+            MAX_REPLY >> 20
+        ));
+    }
+    Ok(value)
+}
+
+/// What is escaped in an upstream URI: everything but unreserved characters (and, in a
+/// template, its `{variables}`).
+const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// An upstream's URI (or URI template) in Aether's namespace.
+pub fn wrap_uri(server: &str, uri: &str, template: bool) -> String {
+    let mut out = format!("{RESOURCE_PREFIX}{server}/");
+    if !template {
+        out.extend(percent_encoding::utf8_percent_encode(uri, ESCAPED));
+        return out;
+    }
+    // Escape the literal parts; keep `{…}` expressions for the client to expand (what it puts
+    // there is escaped by the client, and decoded again on the way back).
+    let mut rest = uri;
+    while let Some(open) = rest.find('{') {
+        out.extend(percent_encoding::utf8_percent_encode(
+            &rest[..open],
+            ESCAPED,
+        ));
+        match rest[open..].find('}') {
+            Some(close) => {
+                out.push_str(&rest[open..open + close + 1]);
+                rest = &rest[open + close + 1..];
+            }
+            None => {
+                out.extend(percent_encoding::utf8_percent_encode(
+                    &rest[open..],
+                    ESCAPED,
+                ));
+                rest = "";
+            }
+        }
+    }
+    out.extend(percent_encoding::utf8_percent_encode(rest, ESCAPED));
+    out
 }
 
 /// `SERVER__TOOL`, in the characters and length clients accept (letters, digits, `_`, `-`;
@@ -331,67 +1081,76 @@ impl Tool for UpstreamTool {
     }
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let name = self.upstream.name().to_string();
-        // Fresh: a process of this call's own, killed when the call ends (however it ends).
-        let fresh = if self.upstream.spec.fresh {
-            Some(Upstream::start(&self.upstream.spec).await.map_err(|why| {
-                ToolError::failed(format!("upstream {name} could not be started: {why}"))
-            })?)
-        } else {
-            None
-        };
-        let peer = match &fresh {
-            Some(State::Up { service, .. }) => service.peer().clone(),
-            Some(State::Down { .. }) => unreachable!("just started"),
-            None => self.upstream.peer().await.map_err(ToolError::failed)?,
-        };
+        let upstream = &self.upstream;
+        let name = upstream.name().to_string();
+        let fresh = upstream.spec.fresh;
         let mut params = CallToolRequestParams::new(self.remote.clone());
         params.arguments = args.as_object().cloned();
-        let timeout = self.upstream.spec.timeout;
-        let result = tokio::select! {
-            _ = cx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            r = tokio::time::timeout(timeout, peer.call_tool(params)) => r,
-        };
-        let result = match result {
-            Err(_) => {
-                // Its state is unknown now: a fresh process serves the next call.
-                if fresh.is_none() {
-                    self.upstream
-                        .reset(format!("a call took longer than {} s", timeout.as_secs()))
-                        .await;
-                }
-                return Err(ToolError::failed(format!(
-                    "upstream {name} did not answer within {} s; the call was not retried (it may have had effects)",
-                    timeout.as_secs()
-                )));
+        let timeout = upstream.spec.timeout;
+        // Broken: the connection is gone or in an unknown state, and a fresh one serves the
+        // next call.
+        let call = upstream.with_peer(|peer| async move {
+            tokio::select! {
+                _ = cx.cancel.cancelled() => Err(Failure::Cancelled),
+                r = tokio::time::timeout(timeout, peer.call_tool(params)) => match r {
+                    Err(_) => Err(Failure::Broken(format!(
+                        "upstream {name} did not answer within {} s",
+                        timeout.as_secs()
+                    ))),
+                    Ok(Err(rmcp::service::ServiceError::McpError(e))) => Err(Failure::Answered(format!(
+                        "upstream {name} refused the call: {}",
+                        e.message
+                    ))),
+                    Ok(Err(e)) => Err(Failure::Broken(format!("upstream {name} failed the call: {e}"))),
+                    Ok(Ok(result)) => Ok(result),
+                },
             }
-            Ok(Err(e)) => {
-                // Anything but an answer from the server (a JSON-RPC error) means the
-                // connection is gone or broken: a fresh process serves the next call.
-                let broken = !matches!(e, rmcp::service::ServiceError::McpError(_));
-                if broken && fresh.is_none() {
-                    self.upstream.reset(format!("{e}")).await;
-                }
-                return Err(ToolError::failed(format!(
-                    "upstream {name} failed the call: {e}{}; it was not retried (it may have had effects)",
-                    if broken {
-                        " (Aether starts it again for a later call)"
-                    } else {
-                        ""
+        });
+        let result = match call.await {
+            Ok(result) => result,
+            Err(failure) => {
+                return Err(match failure {
+                    Failure::Cancelled => ToolError::Cancelled,
+                    Failure::Answered(why) => ToolError::failed(format!(
+                        "{why}; it was not retried (it may have had effects)"
+                    )),
+                    Failure::Broken(why) => {
+                        if !fresh {
+                            upstream.reset(why.clone()).await;
+                        }
+                        ToolError::failed(format!(
+                            "{why}; it was not retried (it may have had effects){}",
+                            if fresh {
+                                ""
+                            } else {
+                                "; Aether starts the upstream again for later calls"
+                            }
+                        ))
                     }
-                )));
+                    Failure::Unreachable(why) => ToolError::failed(why),
+                });
             }
-            Ok(Ok(result)) => result,
         };
         let raw = serde_json::to_value(&result).unwrap_or(Value::Null);
-        let size = serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
-        if size > MAX_REPLY {
-            return Err(ToolError::failed(format!(
-                "upstream {name} replied with {size} bytes, more than Aether takes ({} MiB)",
-                MAX_REPLY >> 20
-            )));
-        }
-        Ok(output(&raw))
+        let raw = capped(upstream.name(), raw).map_err(ToolError::failed)?;
+        Ok(output(&upstream.withhold(raw)))
+    }
+}
+
+/// How a forwarded call failed.
+enum Failure {
+    Cancelled,
+    /// The upstream answered with a JSON-RPC error: the connection is fine.
+    Answered(String),
+    /// No answer in time, or the connection broke.
+    Broken(String),
+    /// No connection could be had.
+    Unreachable(String),
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Failure {
+        Failure::Unreachable(why)
     }
 }
 
@@ -458,5 +1217,26 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn upstream_uris_round_trip_and_cannot_name_another_server() {
+        let ups = Upstreams::none();
+        let wrapped = wrap_uri("fs", "file:///tmp/a b/../x?y=1#z", false);
+        assert!(
+            wrapped.starts_with("aether://upstream/fs/file%3A%2F%2F%2Ftmp"),
+            "{wrapped}"
+        );
+        assert!(
+            !wrapped["aether://upstream/fs/".len()..].contains('/'),
+            "{wrapped}"
+        );
+        // No upstreams here: nothing resolves, whatever the URI says.
+        assert!(ups.resource_target(&wrapped).is_none());
+        let template = wrap_uri("ev", "demo://resource/dynamic/text/{resourceId}", true);
+        assert_eq!(
+            template,
+            "aether://upstream/ev/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F{resourceId}"
+        );
     }
 }

@@ -8,7 +8,9 @@
 //! its own receipt is on disk.
 
 mod chain;
+mod sources;
 mod sqlite;
+mod vault;
 
 use std::path::Path;
 
@@ -19,7 +21,9 @@ pub use aether_policy::journal::{
     JournalWrite, SealPin, SealRecord, content_hash,
 };
 pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
+pub use sources::{DATASET_ROWS, Dataset, DatasetSummary, Report, SealedSecret, UpstreamStatus};
 pub use sqlite::SqliteStore;
+pub use vault::{Vault, valid_secret_name};
 
 /// An admission receipt: written, durably, before the admitted call runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -168,6 +172,8 @@ pub struct Revisions {
     pub approvals: i64,
     pub tokens: i64,
     pub seals: i64,
+    /// Bumped by `aether sources refresh`: list every upstream again.
+    pub sources: i64,
 }
 
 /// A call waiting for a person, as recorded.
@@ -514,6 +520,104 @@ impl Store {
     pub async fn seal(&self, seal: SealRecord, pins: Vec<SealPin>) -> Result<SealRecord> {
         match self {
             Store::Sqlite(s) => s.seal(seal, pins).await,
+        }
+    }
+
+    /// Records how an upstream is now.
+    pub async fn put_upstream_status(&self, status: UpstreamStatus) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.put_upstream_status(status).await,
+        }
+    }
+
+    /// Every upstream's last recorded status, by name.
+    pub async fn upstream_statuses(&self) -> Result<Vec<UpstreamStatus>> {
+        match self {
+            Store::Sqlite(s) => s.upstream_statuses().await,
+        }
+    }
+
+    /// Asks every process serving upstreams to list them again.
+    pub async fn request_sources_refresh(&self) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.request_sources_refresh().await,
+        }
+    }
+
+    /// Stores (or replaces) an encrypted credential.
+    pub async fn vault_put(&self, secret: SealedSecret) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.vault_put(secret).await,
+        }
+    }
+
+    /// An encrypted credential.
+    pub async fn vault_get(&self, name: &str) -> Result<Option<SealedSecret>> {
+        match self {
+            Store::Sqlite(s) => s.vault_get(name.to_string()).await,
+        }
+    }
+
+    /// The vault's names and when each was set; never a value.
+    pub async fn vault_names(&self) -> Result<Vec<(String, i64)>> {
+        match self {
+            Store::Sqlite(s) => s.vault_names().await,
+        }
+    }
+
+    /// Removes a credential; false if there was none.
+    pub async fn vault_remove(&self, name: &str) -> Result<bool> {
+        match self {
+            Store::Sqlite(s) => s.vault_remove(name.to_string()).await,
+        }
+    }
+
+    /// Keeps a table a tool returned.
+    pub async fn put_dataset(&self, dataset: Dataset) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.put_dataset(dataset).await,
+        }
+    }
+
+    /// The table call `call_id` returned.
+    pub async fn dataset(&self, call_id: &str) -> Result<Option<Dataset>> {
+        match self {
+            Store::Sqlite(s) => s.dataset(call_id.to_string()).await,
+        }
+    }
+
+    /// The newest data sets, without their rows.
+    pub async fn datasets(&self, limit: usize) -> Result<Vec<DatasetSummary>> {
+        match self {
+            Store::Sqlite(s) => s.datasets(limit).await,
+        }
+    }
+
+    /// Saves (or replaces) a report.
+    pub async fn save_report(&self, report: Report) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.save_report(report).await,
+        }
+    }
+
+    /// Every saved report, by name.
+    pub async fn reports(&self) -> Result<Vec<Report>> {
+        match self {
+            Store::Sqlite(s) => s.reports().await,
+        }
+    }
+
+    /// Removes a report; false if there was none.
+    pub async fn remove_report(&self, name: &str) -> Result<bool> {
+        match self {
+            Store::Sqlite(s) => s.remove_report(name.to_string()).await,
+        }
+    }
+
+    /// Records the call id of a report's latest run.
+    pub async fn report_ran(&self, name: &str, call_id: &str) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.report_ran(name.to_string(), call_id.to_string()).await,
         }
     }
 

@@ -39,15 +39,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     };
     let url = setup::store_url(&args.common, &loaded, &base);
     let store = setup::open_store(&url)?;
-    let pipeline = setup::pipeline(
-        &loaded,
-        &roots,
-        store,
-        args.conformance_fixtures,
-        setup::upstream_tools(&loaded).await,
-    )
-    .await?;
+    let (upstreams, external) = setup::upstreams(&loaded, &store).await;
+    let pipeline =
+        setup::pipeline(&loaded, &roots, store, args.conformance_fixtures, external).await?;
     let _watch = pipeline.watch(Duration::from_millis(50));
+    let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     let session = pipeline
         .session(
@@ -63,7 +59,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     } else {
         Mode::Shipped
     };
-    let served = serve_stdio(AetherMcp::new(pipeline.clone(), session, mode)).await;
+    let served =
+        serve_stdio(AetherMcp::new(pipeline.clone(), session, mode).with_upstreams(upstreams))
+            .await;
     // The client has gone: stop what still runs and let it write its audit rows.
     pipeline.shut_down(Duration::from_secs(10)).await;
     served?;

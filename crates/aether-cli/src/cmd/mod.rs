@@ -3,6 +3,7 @@
 pub mod approvals;
 pub mod audit;
 pub mod commands;
+pub mod credentials;
 pub mod halt;
 pub mod journal;
 pub mod mcp_serve;
@@ -10,5 +11,6 @@ pub mod policy;
 pub mod registry;
 pub mod roots;
 pub mod serve;
+pub mod sources;
 pub mod tokens;
 pub mod tools;

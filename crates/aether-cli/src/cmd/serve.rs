@@ -35,15 +35,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let roots = setup::roots(&args.roots, &loaded, true)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
-    let pipeline = setup::pipeline(
-        &loaded,
-        &roots,
-        store,
-        args.conformance_fixtures,
-        setup::upstream_tools(&loaded).await,
-    )
-    .await?;
+    let (upstreams, external) = setup::upstreams(&loaded, &store).await;
+    let pipeline =
+        setup::pipeline(&loaded, &roots, store, args.conformance_fixtures, external).await?;
     let _watch = pipeline.watch(Duration::from_millis(50));
+    let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     let addr = match args.listen {
         Some(a) => a,
@@ -75,6 +71,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         sessions: loaded.raw.server.sessions,
         auth,
         shutdown: shutdown.clone(),
+        upstreams,
     };
     let app = router(pipeline.clone(), &opts)?;
     let tokens = match auth {

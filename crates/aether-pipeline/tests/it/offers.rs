@@ -95,11 +95,8 @@ async fn offered_equals_runnable_for_every_profile() {
     for profile in &profiles {
         let agent = profile.name.as_str();
         let ctx = session(&p, agent, agent);
-        let offered: Vec<&str> = p
-            .offered(&ctx)
-            .iter()
-            .map(|e| e.def().name.as_str())
-            .collect();
+        let entries = p.offered(&ctx);
+        let offered: Vec<&str> = entries.iter().map(|e| e.def().name.as_str()).collect();
         assert_eq!(offered, expected[agent], "{agent}'s catalog");
 
         for entry in p.catalog().iter() {
@@ -163,17 +160,17 @@ async fn offered_equals_runnable_for_every_profile() {
     // The registry is consulted before the agent's layers: a withdrawn tool is explained as
     // withdrawn even to an agent that lists it.
     let ctx = session(&p, "no_servers", "again");
-    let entry = p.catalog().get("withdrawn").unwrap();
-    assert_eq!(p.offer(&ctx, entry), Offer::Hidden(Hidden::Withdrawn));
-    let entry = p.catalog().get("changed").unwrap();
+    let entry = p.catalog().get("withdrawn").unwrap().clone();
+    assert_eq!(p.offer(&ctx, &entry), Offer::Hidden(Hidden::Withdrawn));
+    let entry = p.catalog().get("changed").unwrap().clone();
     assert_eq!(
-        p.offer(&ctx, entry),
+        p.offer(&ctx, &entry),
         Offer::Hidden(Hidden::DefinitionChanged)
     );
     let ctx = session(&p, "groups_only", "again");
-    let entry = p.catalog().get("echo_b").unwrap();
+    let entry = p.catalog().get("echo_b").unwrap().clone();
     assert_eq!(
-        p.offer(&ctx, entry),
+        p.offer(&ctx, &entry),
         Offer::Hidden(Hidden::GroupNotAllowed {
             group: "beta".into()
         })

@@ -112,9 +112,9 @@ async fn a_changed_definition_is_held_back_and_a_renamed_tool_is_new() {
         .await;
     assert!(offered(&p, "worker").is_empty());
     let ctx = session(&p, "worker", "s2");
-    let entry = p.catalog().get("up__search").unwrap();
+    let entry = p.catalog().get("up__search").unwrap().clone();
     assert_eq!(
-        p.offer(&ctx, entry),
+        p.offer(&ctx, &entry),
         Offer::Hidden(Hidden::DefinitionChanged)
     );
     let result = call(&p, &ctx, "up__search", valid()).await;

@@ -126,9 +126,9 @@ async fn every_action_is_enforced_and_named_in_the_audit() {
     // A tool denied outright to an agent is not offered to it, and its calls are refused
     // for the same reason.
     let intern = session(&p, "intern", "s2");
-    let entry = p.catalog().get("echo").unwrap();
+    let entry = p.catalog().get("echo").unwrap().clone();
     assert_eq!(
-        p.offer(&intern, entry),
+        p.offer(&intern, &entry),
         Offer::Hidden(Hidden::DeniedByRule {
             rule: "no-echo-for-intern".into()
         })

@@ -37,6 +37,7 @@ fn options(agent: &str) -> HttpOptions {
         sessions: true,
         auth: Default::default(),
         shutdown: CancellationToken::new(),
+        upstreams: aether_server::upstream::Upstreams::none(),
     }
 }
 

@@ -47,7 +47,10 @@ pub(super) fn changed(
     Ok(())
 }
 
-fn immediate<'c>(conn: &'c mut Connection, context: &'static str) -> Result<Transaction<'c>> {
+pub(super) fn immediate<'c>(
+    conn: &'c mut Connection,
+    context: &'static str,
+) -> Result<Transaction<'c>> {
     conn.transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(StoreError::sql(context))
 }
@@ -326,7 +329,8 @@ impl SqliteStore {
                         (SELECT n FROM revisions WHERE what = 'registry'),
                         (SELECT n FROM revisions WHERE what = 'approvals'),
                         (SELECT n FROM revisions WHERE what = 'tokens'),
-                        (SELECT coalesce(max(generation), 0) FROM seals)",
+                        (SELECT coalesce(max(generation), 0) FROM seals),
+                        (SELECT n FROM revisions WHERE what = 'sources')",
                 [],
                 |r| {
                     Ok(Revisions {
@@ -335,6 +339,7 @@ impl SqliteStore {
                         approvals: r.get(2)?,
                         tokens: r.get(3)?,
                         seals: r.get(4)?,
+                        sources: r.get(5)?,
                     })
                 },
             )

@@ -22,6 +22,7 @@ use crate::{
 mod commands;
 mod governance;
 mod journal;
+mod sources;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0001_foundation.sql"),
@@ -29,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0003_journal_blobs_rowid.sql"),
     include_str!("../../migrations/sqlite/0004_governance.sql"),
     include_str!("../../migrations/sqlite/0005_command_log.sql"),
+    include_str!("../../migrations/sqlite/0006_sources.sql"),
 ];
 
 /// How many queued writes one transaction takes at most.

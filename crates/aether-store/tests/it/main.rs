@@ -495,3 +495,76 @@ async fn a_call_still_running_is_not_reported_missing() {
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.in_flight, 1);
 }
+
+mod vault {
+    use std::os::unix::fs::PermissionsExt;
+
+    use aether_store::{Store, Vault};
+
+    #[tokio::test]
+    async fn credentials_are_sealed_and_open_only_with_their_key_and_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
+        let key = dir.path().join("keys/vault.key");
+        // Never created by a read.
+        assert!(Vault::open(&key, false).is_err());
+        let vault = Vault::open(&key, true).unwrap();
+        assert_eq!(
+            std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::metadata(key.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
+        let secret = "ghp_plaintext-that-must-not-be-stored";
+        store
+            .vault_put(vault.seal("github", secret).unwrap())
+            .await
+            .unwrap();
+        let sealed = store.vault_get("github").await.unwrap().unwrap();
+        assert!(!String::from_utf8_lossy(&sealed.ciphertext).contains("plaintext"));
+        // The same key (read again from its file) opens it.
+        let again = Vault::open(&key, false).unwrap();
+        assert_eq!(again.open_secret(&sealed).unwrap(), secret);
+        // Moved to another name: does not open.
+        let mut moved = sealed.clone();
+        moved.name = "other".into();
+        assert!(again.open_secret(&moved).is_err());
+        // Changed: does not open.
+        let mut flipped = sealed.clone();
+        flipped.ciphertext[0] ^= 1;
+        assert!(again.open_secret(&flipped).is_err());
+        // Another key: does not open.
+        let other = Vault::open(&dir.path().join("other.key"), true).unwrap();
+        assert!(other.open_secret(&sealed).is_err());
+        // Names are listed, values never.
+        let names = store.vault_names().await.unwrap();
+        assert_eq!(names.len(), 1);
+        assert_eq!(names[0].0, "github");
+        assert!(store.vault_remove("github").await.unwrap());
+        assert!(!store.vault_remove("github").await.unwrap());
+        // Bad names are refused.
+        for bad in ["", "a b", "../x", &"x".repeat(65)] {
+            assert!(vault.seal(bad, "v").is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_key_others_may_read_or_of_the_wrong_size_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("vault.key");
+        Vault::open(&key, true).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Vault::open(&key, false).unwrap_err().to_string();
+        assert!(e.contains("chmod 600"), "{e}");
+        std::fs::write(&key, b"short").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = Vault::open(&key, false).unwrap_err().to_string();
+        assert!(e.contains("not 32"), "{e}");
+    }
+}

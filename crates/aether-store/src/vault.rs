@@ -1,0 +1,154 @@
+//! The vault: upstream credentials encrypted at rest.
+//!
+//! A credential is sealed with XChaCha20-Poly1305 under a 256-bit key that lives in a file of
+//! its own, outside the store (created on first use, owner-only), with the credential's name as
+//! associated data: the store holds only nonces and ciphertexts, a copy of the store alone
+//! opens nothing, and a ciphertext moved to another name does not open. Plaintexts are handed
+//! out only to the code that sends them upstream, never displayed, never logged.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
+
+use crate::{Result, SealedSecret, StoreError, now_us};
+
+/// A vault's key, loaded from its file.
+pub struct Vault {
+    cipher: XChaCha20Poly1305,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Vault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Vault({})", self.path.display())
+    }
+}
+
+/// A credential's name: 1-64 of letters, digits, `-`, `_` and `.`.
+pub fn valid_secret_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+impl Vault {
+    /// Loads the key at `path`, creating it (and its folder, owner-only) if `create` and it
+    /// does not exist. A key file others may read, or that is not 32 bytes, is refused.
+    pub fn open(path: &Path, create: bool) -> Result<Vault> {
+        let invalid =
+            |what: String| StoreError::Invalid(format!("vault key {}: {what}", path.display()));
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => {
+                let meta = std::fs::metadata(path).map_err(|e| invalid(e.to_string()))?;
+                if meta.permissions().mode() & 0o077 != 0 {
+                    return Err(invalid(format!(
+                        "others may read it (mode {:o}); run chmod 600 on it",
+                        meta.permissions().mode() & 0o777
+                    )));
+                }
+                let me = rustix::process::geteuid().as_raw();
+                if meta.uid() != me {
+                    return Err(invalid(format!(
+                        "it belongs to user {} and Aether runs as {me}",
+                        meta.uid()
+                    )));
+                }
+                bytes
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                let key = XChaCha20Poly1305::generate_key(&mut OsRng);
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(parent)
+                        .map_err(|e| invalid(format!("cannot create its folder: {e}")))?;
+                }
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(path)
+                    .map_err(|e| invalid(format!("cannot create it: {e}")))?;
+                file.write_all(key.as_slice())
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| invalid(format!("cannot write it: {e}")))?;
+                key.to_vec()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(invalid(
+                    "it does not exist (it is created when the first credential is set: aether credentials set NAME)".into(),
+                ));
+            }
+            Err(e) => return Err(invalid(e.to_string())),
+        };
+        if bytes.len() != 32 {
+            return Err(invalid(format!("it holds {} bytes, not 32", bytes.len())));
+        }
+        Ok(Vault {
+            cipher: XChaCha20Poly1305::new(Key::from_slice(&bytes)),
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Encrypts `plaintext` as credential `name`.
+    pub fn seal(&self, name: &str, plaintext: &str) -> Result<SealedSecret> {
+        if !valid_secret_name(name) {
+            return Err(StoreError::Invalid(format!(
+                "{name:?} is not a credential name (1-64 of letters, digits, -, _ and .)"
+            )));
+        }
+        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let ciphertext = self
+            .cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plaintext.as_bytes(),
+                    aad: name.as_bytes(),
+                },
+            )
+            .map_err(|_| StoreError::Invalid("encryption failed".into()))?;
+        Ok(SealedSecret {
+            name: name.to_string(),
+            nonce: nonce.to_vec(),
+            ciphertext,
+            updated_us: now_us(),
+        })
+    }
+
+    /// Decrypts a sealed credential; fails if it was sealed under another key or name, or was
+    /// changed.
+    pub fn open_secret(&self, sealed: &SealedSecret) -> Result<String> {
+        let fail = || {
+            StoreError::Invalid(format!(
+                "credential {:?} does not open with the vault key {} (another key, or it was tampered with)",
+                sealed.name,
+                self.path.display()
+            ))
+        };
+        if sealed.nonce.len() != 24 {
+            return Err(fail());
+        }
+        let plaintext = self
+            .cipher
+            .decrypt(
+                XNonce::from_slice(&sealed.nonce),
+                Payload {
+                    msg: &sealed.ciphertext,
+                    aad: sealed.name.as_bytes(),
+                },
+            )
+            .map_err(|_| fail())?;
+        String::from_utf8(plaintext).map_err(|_| fail())
+    }
+}

@@ -1,6 +1,7 @@
 """A small MCP server (official Python SDK) that Aether federates in its tests: a tool that
 answers, one that kills its own process, one that never answers in time, one whose description
-changes when UPSTREAM_VARIANT is set (a changed definition), one that changes a definition while
+changes when UPSTREAM_VARIANT is set or the file UPSTREAM_VARIANT_FILE names says so (a changed
+definition), one that changes a definition while
 running and says so (tools/list_changed), one that returns a table, and two that echo the
 credentials Aether sent (which Aether must withhold from the model).
 
@@ -37,7 +38,15 @@ def clock() -> str:
     return time.strftime("%H:%M:%S")
 
 
-server.add_tool(clock, description=os.environ.get("UPSTREAM_VARIANT", "Tell the time."))
+def clock_description() -> str:
+    path = os.environ.get("UPSTREAM_VARIANT_FILE")
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return f.read().strip()
+    return os.environ.get("UPSTREAM_VARIANT", "Tell the time.")
+
+
+server.add_tool(clock, description=clock_description())
 
 
 @server.tool()

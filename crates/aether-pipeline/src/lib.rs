@@ -328,17 +328,17 @@ impl Pipeline {
 
     /// Records, durably, a read that is not a tool call (an upstream's resource or prompt,
     /// `what` being the MCP method): who read what, and how it ended (`ok`, `refused`,
-    /// `failed`). It has no receipt (it runs nothing), so its row names its step: `read`.
+    /// `failed`), `arguments` being the request as JSON (or why it is withheld). It has no
+    /// receipt (it runs nothing), so its row names its step: `read`.
     pub async fn audit_read(
         &self,
         ctx: &SessionContext,
         what: &str,
-        target: &str,
+        arguments: &str,
         outcome: &str,
         detail: &str,
         elapsed: Duration,
     ) -> Result<(), PipelineError> {
-        let arguments = serde_json::json!({ "target": target }).to_string();
         let event = aether_store::AuditEvent {
             at_us: aether_store::now_us(),
             call_id: uuid::Uuid::now_v7().to_string(),
@@ -477,6 +477,10 @@ impl Pipeline {
                     last_prune = Instant::now();
                     if let Err(e) = p.prune_journal().await {
                         tracing::warn!(error = %e, "journal retention failed");
+                    }
+                    let before = aether_store::now_us() - tables::DATASET_DAYS * 86_400 * 1_000_000;
+                    if let Err(e) = p.store.prune_datasets(before, tables::DATASETS_KEPT).await {
+                        tracing::warn!(error = %e, "data set retention failed");
                     }
                 }
             }

@@ -76,13 +76,31 @@ pub async fn change_registry(
 
 /// Approves every tool of upstream `source` that waits for approval (new, or approved before
 /// and changed since), each at the definition last seen; returns the rows approved.
+///
+/// With `fingerprint` (from `aether sources show`), nothing is approved unless the upstream's
+/// recorded fingerprint is still that one: the operator approves what they reviewed.
 pub async fn approve_source(
     store: &Store,
     source: &str,
+    fingerprint: Option<&str>,
     by: &str,
     why: &str,
 ) -> Result<Vec<RegistryRow>, StoreError> {
     need_why(why, "approval")?;
+    if let Some(expected) = fingerprint {
+        let now = store
+            .upstream_statuses()
+            .await?
+            .into_iter()
+            .find(|s| s.name == source)
+            .map(|s| s.fingerprint);
+        if now.as_deref() != Some(expected) {
+            return Err(StoreError::Invalid(format!(
+                "upstream {source}'s tools are not the ones with fingerprint {expected} (now: {}); review them again (aether sources show {source})",
+                now.as_deref().unwrap_or("not seen")
+            )));
+        }
+    }
     let prefix = format!("{source}__");
     let waiting: Vec<RegistryRow> = store
         .registry()

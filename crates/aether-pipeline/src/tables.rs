@@ -13,6 +13,10 @@ use serde_json::{Map, Value};
 /// The most rows of a table the model sees.
 pub const MODEL_ROWS: usize = 50;
 
+/// Data sets are kept this many days, and at most this many (the newest); checked hourly.
+pub const DATASET_DAYS: i64 = 90;
+pub const DATASETS_KEPT: usize = 1_000;
+
 /// A table found in a result: where it is, and its rows.
 struct Found<'a> {
     rows: &'a [Value],
@@ -145,8 +149,19 @@ pub fn take(
     Some((dataset, Some(shown)))
 }
 
+/// A text cell a spreadsheet would read as a formula (`=`, `+`, `-`, `@`, or a tab or carriage
+/// return first) gets a leading `'`: an upstream's data must not run in the operator's
+/// spreadsheet. Everything else is as it is.
+fn inert(cell: &str) -> String {
+    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{cell}")
+    } else {
+        cell.to_string()
+    }
+}
+
 /// A data set as CSV: a header of its columns, then one line per row (strings as they are,
-/// other values as JSON, a missing value empty).
+/// formula-like ones made inert; other values as JSON; a missing value empty).
 pub fn to_csv(dataset: &Dataset) -> Result<String, String> {
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record(&dataset.columns)
@@ -154,7 +169,7 @@ pub fn to_csv(dataset: &Dataset) -> Result<String, String> {
     for row in &dataset.rows {
         let cells = dataset.columns.iter().map(|c| match row.get(c) {
             None | Some(Value::Null) => String::new(),
-            Some(Value::String(s)) => s.clone(),
+            Some(Value::String(s)) => inert(s),
             Some(other) => other.to_string(),
         });
         out.write_record(cells).map_err(|e| e.to_string())?;
@@ -181,12 +196,18 @@ pub fn to_json(dataset: &Dataset) -> Value {
 pub async fn run_report(
     pipeline: &crate::Pipeline,
     report: &Report,
+    by: &str,
 ) -> Result<(String, String), String> {
     let ctx = pipeline
         .session(
             &report.agent,
             crate::Transport::InProcess,
-            format!("report:{}:{}", report.name, aether_store::now_us()),
+            // The session names the report and who ran it (the audit's session column).
+            format!(
+                "report:{}:run by {by}:{}",
+                report.name,
+                aether_store::now_us()
+            ),
         )
         .map_err(|e| e.to_string())?;
     let arguments = match serde_json::from_str::<Value>(&report.arguments)
@@ -268,6 +289,20 @@ mod tests {
         assert!(
             note.contains("50 of 6000 rows shown") && note.contains("c1"),
             "{note}"
+        );
+    }
+
+    #[test]
+    fn csv_cells_never_run_as_formulas() {
+        let out = ToolOutput::text(
+            json!([{"a": "=HYPERLINK(\"http://x\")", "b": "+1", "c": "@SUM(A1)", "d": -3}])
+                .to_string(),
+        );
+        let (ds, _) = take(&out, "c", "a", "t", &json!({})).unwrap();
+        let text = to_csv(&ds).unwrap();
+        assert_eq!(
+            text.lines().nth(1),
+            Some("\"'=HYPERLINK(\"\"http://x\"\")\",'+1,'@SUM(A1),-3")
         );
     }
 

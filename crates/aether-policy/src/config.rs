@@ -107,6 +107,9 @@ pub enum UpstreamSession {
     Fresh,
 }
 
+/// Names an upstream cannot have: paths of the admin API under `/api/sources/`.
+const RESERVED_UPSTREAM_NAMES: &[&str] = &["refresh", "datasets", "reports"];
+
 /// What is wrong with one upstream's table.
 fn upstream_problems(name: &str, u: &RawUpstream) -> Vec<String> {
     let mut problems = Vec::new();
@@ -574,10 +577,17 @@ impl RawConfig {
                 && name
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-                && !name.contains("__");
+                && !name.contains("__")
+                && !name.starts_with('_')
+                && !name.ends_with('_');
             if !valid {
                 problems.push(format!(
-                    "upstreams.{name}: a name is 1-32 of a-z, 0-9, - and _ without \"__\" (its tools are named NAME__TOOL)"
+                    "upstreams.{name}: a name is 1-32 of a-z, 0-9, - and _, without \"__\" and not starting or ending with _ (its tools are named NAME__TOOL, split at the first __)"
+                ));
+            }
+            if RESERVED_UPSTREAM_NAMES.contains(&name.as_str()) {
+                problems.push(format!(
+                    "upstreams.{name}: {name:?} is reserved (the admin API has /api/sources/{name}); choose another name"
                 ));
             }
             problems.extend(upstream_problems(name, u));
@@ -701,6 +711,15 @@ mod tests {
             "#,
         );
         assert!(ok.is_ok(), "{:?}", ok.err());
+        for name in ["a_", "_a", "a__b", "reports", "A"] {
+            let err = RawConfig::parse(&format!("[upstreams.{name}]\ncommand = \"x\"\n"))
+                .err()
+                .unwrap_or_else(|| panic!("accepted upstream name {name:?}"));
+            assert!(
+                err.to_string().contains(&format!("upstreams.{name}")),
+                "{err}"
+            );
+        }
         for (bad, says) in [
             ("command = \"x\"\nurl = \"https://a/mcp\"", "not both"),
             ("timeout_seconds = 5", "give command"),

@@ -394,18 +394,37 @@ async fn sources_refresh(State(p): State<Arc<Pipeline>>) -> Response {
     }
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceApproval {
+    why: String,
+    /// The fingerprint the operator reviewed; refused if the upstream's tools changed since.
+    #[serde(default)]
+    fingerprint: Option<String>,
+}
+
 async fn source_approve(
     State(p): State<Arc<Pipeline>>,
     Extension(Operator(by)): Extension<Operator>,
     Path(name): Path<String>,
-    body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<SourceApproval>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let why = match why_of(body) {
-        Ok(why) => why,
-        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
+    let Ok(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body must be JSON: {\"why\": \"...\", \"fingerprint\": \"optional\"}",
+        );
     };
     let by = format!("{by} (api)");
-    match aether_pipeline::operator::approve_source(p.store(), &name, &by, &why.why).await {
+    match aether_pipeline::operator::approve_source(
+        p.store(),
+        &name,
+        body.fingerprint.as_deref(),
+        &by,
+        &body.why,
+    )
+    .await
+    {
         Ok(rows) => {
             if let Err(e) = p.sync().await {
                 return failed(e);
@@ -537,6 +556,7 @@ async fn report_save(
 
 async fn report_action(
     State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
     Path((name, action)): Path<(String, String)>,
 ) -> Response {
     let report = match p.store().reports().await {
@@ -547,21 +567,24 @@ async fn report_action(
         return error(StatusCode::NOT_FOUND, &format!("no report named {name:?}"));
     };
     match action.as_str() {
-        "run" => match aether_pipeline::tables::run_report(&p, &report).await {
-            Ok((call_id, _)) => {
-                if let Err(e) = p.store().report_ran(&name, &call_id).await {
-                    return failed(e);
-                }
-                match p.store().dataset(&call_id).await {
+        "run" => {
+            match aether_pipeline::tables::run_report(&p, &report, &format!("{by} (api)")).await {
+                Ok((call_id, _)) => {
+                    if let Err(e) = p.store().report_ran(&name, &call_id).await {
+                        return failed(e);
+                    }
+                    match p.store().dataset(&call_id).await {
                     Ok(Some(d)) => Json(aether_pipeline::tables::to_json(&d)).into_response(),
                     Ok(None) => Json(json!({"call_id": call_id, "rows": null, "note": "the call returned no table"})).into_response(),
                     Err(e) => failed(e),
                 }
+                }
+                Err(why) => error(StatusCode::CONFLICT, &why),
             }
-            Err(why) => error(StatusCode::CONFLICT, &why),
-        },
+        }
         "remove" => match p.store().remove_report(&name).await {
-            Ok(_) => Json(json!({"removed": name})).into_response(),
+            Ok(true) => Json(json!({"removed": name})).into_response(),
+            Ok(false) => error(StatusCode::NOT_FOUND, &format!("no report named {name:?}")),
             Err(e) => failed(e),
         },
         _ => error(StatusCode::NOT_FOUND, "report actions are run and remove"),

@@ -336,6 +336,12 @@ async fn read_aether(
     .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
+/// The groups whose upstream resources and prompts a session reaches: its agent's
+/// `mcp_servers` (a `tools` allowlist grants tools, not an upstream's data).
+fn reach(session: &SessionContext) -> std::collections::BTreeSet<String> {
+    session.agent.mcp_servers.clone().unwrap_or_default()
+}
+
 impl AetherMcp {
     /// An upstream's resource read or prompt, for this session: refused while Aether is
     /// halted, unknown when the session does not reach the upstream, and audited either way
@@ -344,7 +350,7 @@ impl AetherMcp {
         &self,
         session: &SessionContext,
         what: &str,
-        target: &str,
+        request: Value,
         read: F,
     ) -> Result<T, ErrorData>
     where
@@ -352,10 +358,32 @@ impl AetherMcp {
         T: serde::de::DeserializeOwned,
     {
         let started = std::time::Instant::now();
-        let outcome = if self.pipeline.is_halted() {
+        let target = request["target"].as_str().unwrap_or_default().to_string();
+        // What goes upstream (a URI, a prompt's arguments) is scanned for credentials like a
+        // tool's arguments; a request that carries one is refused and not kept in the audit.
+        let leak = aether_policy::dlp::Scanner::shared().scan_json(&request);
+        let arguments = match &leak {
+            Some(finding) => format!("[withheld by {}]", finding.rule),
+            None => request.to_string(),
+        };
+        // The store's halt flag, not a cached one: a read while halted is refused, and so is
+        // one whose halt state cannot be read.
+        let halted = match self.pipeline.store().halt_state().await {
+            Ok(state) => state.halted,
+            Err(_) => true,
+        };
+        let outcome = if halted {
             Err((
                 "refused",
-                "Aether is halted by an operator; nothing is read until it is resumed".to_string(),
+                "Aether is halted by an operator (or its halt state cannot be read); nothing is read until it is resumed".to_string(),
+            ))
+        } else if let Some(finding) = &leak {
+            Err((
+                "refused",
+                format!(
+                    "the request carries what looks like a credential ({}, at {}); it was not sent upstream",
+                    finding.rule, finding.place
+                ),
             ))
         } else {
             match read.await {
@@ -380,7 +408,7 @@ impl AetherMcp {
             Err((label, why)) => (*label, why.clone()),
         };
         self.pipeline
-            .audit_read(session, what, target, label, &detail, started.elapsed())
+            .audit_read(session, what, &arguments, label, &detail, started.elapsed())
             .await
             .map_err(|e| {
                 ErrorData::internal_error(
@@ -515,7 +543,7 @@ impl ServerHandler for AetherMcp {
         }
         if !self.upstreams.is_empty() {
             let session = self.session_for(&context.extensions)?;
-            resources.extend(self.upstreams.resources(&session.groups));
+            resources.extend(self.upstreams.resources(&reach(&session)));
         }
         serde_json::from_value(json!({"resources": resources}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
@@ -538,7 +566,7 @@ impl ServerHandler for AetherMcp {
         }
         if !self.upstreams.is_empty() {
             let session = self.session_for(&context.extensions)?;
-            templates.extend(self.upstreams.resource_templates(&session.groups));
+            templates.extend(self.upstreams.resource_templates(&reach(&session)));
         }
         serde_json::from_value(json!({"resourceTemplates": templates}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
@@ -560,10 +588,10 @@ impl ServerHandler for AetherMcp {
                 .upstream_read::<ReadResourceResult, _>(
                     &session,
                     "resources/read",
-                    &request.uri,
+                    json!({ "target": request.uri }),
                     async {
                         self.upstreams
-                            .read_resource(&session.groups, &request.uri)
+                            .read_resource(&reach(&session), &request.uri)
                             .await
                     },
                 )
@@ -604,7 +632,7 @@ impl ServerHandler for AetherMcp {
         }
         if !self.upstreams.is_empty() {
             let session = self.session_for(&context.extensions)?;
-            prompts.extend(self.upstreams.prompts(&session.groups));
+            prompts.extend(self.upstreams.prompts(&reach(&session)));
         }
         serde_json::from_value(json!({"prompts": prompts}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
@@ -624,10 +652,10 @@ impl ServerHandler for AetherMcp {
         self.upstream_read::<rmcp::model::GetPromptResult, _>(
             &session,
             "prompts/get",
-            &request.name,
+            json!({ "target": request.name, "arguments": request.arguments }),
             async {
                 self.upstreams
-                    .get_prompt(&session.groups, &request.name, arguments)
+                    .get_prompt(&reach(&session), &request.name, arguments)
                     .await
             },
         )

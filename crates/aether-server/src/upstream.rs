@@ -146,9 +146,13 @@ impl rmcp::ClientHandler for Link {
 type Service = RunningService<RoleClient, Link>;
 
 enum State {
+    /// Never started: the first use starts it at once.
+    Idle,
     Up {
         service: Box<Service>,
         _child: Option<tokio::process::Child>,
+        /// Which connection this is: a failure resets only the connection it happened on.
+        generation: u64,
     },
     Down {
         why: String,
@@ -166,6 +170,9 @@ struct Listing {
     prompts: Vec<Value>,
     /// Catalog prompt name -> its name at the upstream.
     prompt_names: BTreeMap<String, String>,
+    /// The upstream URIs it listed, and its URI templates as patterns: only these are read.
+    resource_uris: BTreeSet<String>,
+    template_patterns: Vec<regex::Regex>,
 }
 
 /// One upstream: its connection, and what it offered when last listed.
@@ -176,7 +183,10 @@ pub struct Upstream {
     listing: RwLock<Arc<Listing>>,
     /// Set when it must be listed again (a `list_changed`, a restart, an operator's refresh).
     stale: Arc<AtomicBool>,
+    /// Wakes its keeper task (see [`Upstreams::run`]).
     wake: Arc<Notify>,
+    /// Connections made so far (see `State::Up::generation`).
+    connections: std::sync::atomic::AtomicU64,
     /// The last failure to list it (None once a listing succeeds).
     list_error: std::sync::Mutex<Option<String>>,
     /// The credentials last sent to it: withheld from everything it replies.
@@ -188,15 +198,28 @@ impl Upstream {
         &self.spec.name
     }
 
-    fn link(&self) -> Link {
+    /// The client side of a connection: a persistent connection's `list_changed` marks the
+    /// upstream for listing; a per-call (fresh) connection's is ignored (each fresh call checks
+    /// the definition it calls instead), so a chatty upstream cannot make Aether start
+    /// processes in a loop.
+    fn link(&self, persistent: bool) -> Link {
         Link {
-            stale: self.stale.clone(),
+            stale: if persistent {
+                self.stale.clone()
+            } else {
+                Arc::new(AtomicBool::new(false))
+            },
             wake: self.wake.clone(),
         }
     }
 
-    /// Connects and completes MCP's initialization, within the time limit.
-    async fn start(&self) -> Result<State, String> {
+    /// Connects and completes MCP's initialization, within the time limit; errors are cleaned
+    /// of credentials.
+    async fn start(&self, persistent: bool) -> Result<State, String> {
+        self.connect(persistent).await.map_err(|e| self.clean(e))
+    }
+
+    async fn connect(&self, persistent: bool) -> Result<State, String> {
         let spec = &self.spec;
         let limit = |what: &str| {
             format!(
@@ -235,14 +258,17 @@ impl Upstream {
                     .map_err(|e| format!("{command} did not start: {e}"))?;
                 let stdout = child.stdout.take().ok_or("no stdout")?;
                 let stdin = child.stdin.take().ok_or("no stdin")?;
-                let service =
-                    tokio::time::timeout(spec.timeout, self.link().serve((stdout, stdin)))
-                        .await
-                        .map_err(|_| limit("MCP's initialization"))?
-                        .map_err(|e| format!("MCP initialization failed: {e}"))?;
+                let service = tokio::time::timeout(
+                    spec.timeout,
+                    self.link(persistent).serve((stdout, stdin)),
+                )
+                .await
+                .map_err(|_| limit("MCP's initialization"))?
+                .map_err(|e| format!("MCP initialization failed: {e}"))?;
                 Ok(State::Up {
                     service: Box::new(service),
                     _child: Some(child),
+                    generation: self.connections.fetch_add(1, Ordering::SeqCst) + 1,
                 })
             }
             Endpoint::Http {
@@ -278,13 +304,15 @@ impl Upstream {
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
-                let service = tokio::time::timeout(spec.timeout, self.link().serve(transport))
-                    .await
-                    .map_err(|_| limit("MCP's initialization"))?
-                    .map_err(|e| format!("MCP initialization failed: {e}"))?;
+                let service =
+                    tokio::time::timeout(spec.timeout, self.link(persistent).serve(transport))
+                        .await
+                        .map_err(|_| limit("MCP's initialization"))?
+                        .map_err(|e| format!("MCP initialization failed: {e}"))?;
                 Ok(State::Up {
                     service: Box::new(service),
                     _child: None,
+                    generation: self.connections.fetch_add(1, Ordering::SeqCst) + 1,
                 })
             }
         }
@@ -297,6 +325,23 @@ impl Upstream {
                 kept.push(secret);
             }
         }
+    }
+
+    /// Text from or about the upstream (an error, which may quote its reply) with every
+    /// credential withheld and its length bounded.
+    fn clean(&self, text: String) -> String {
+        let mut value = self.withhold(Value::String(text));
+        let Value::String(text) = value.take() else {
+            unreachable!("a string stays a string")
+        };
+        if text.len() <= 1000 {
+            return text;
+        }
+        let mut end = 1000;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &text[..end])
     }
 
     /// `value` with every credential sent to this upstream withheld, wherever a reply echoes
@@ -318,12 +363,18 @@ impl Upstream {
         Duration::from_secs(1 << failures.min(5)).min(Duration::from_secs(30))
     }
 
-    /// The upstream's peer, started again if it died and its backoff has passed.
-    async fn peer(&self) -> Result<Peer<RoleClient>, String> {
+    /// The upstream's peer and its connection's generation, started again if it died and its
+    /// backoff has passed. A call waits while another starts it.
+    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), String> {
         let mut state = self.state.lock().await;
-        if let State::Up { service, .. } = &*state {
+        if let State::Up {
+            service,
+            generation,
+            ..
+        } = &*state
+        {
             if !service.is_closed() {
-                return Ok(service.peer().clone());
+                return Ok((service.peer().clone(), *generation));
             }
             *state = State::Down {
                 why: "it stopped".into(),
@@ -331,24 +382,26 @@ impl Upstream {
                 failures: 0,
             };
         }
-        let State::Down {
-            why,
-            since,
-            failures,
-        } = &*state
-        else {
-            unreachable!("the state is Down here");
+        let failures = match &*state {
+            State::Idle => 0,
+            State::Down {
+                why,
+                since,
+                failures,
+            } => {
+                let wait = Upstream::backoff(*failures);
+                if since.elapsed() < wait {
+                    return Err(format!(
+                        "upstream {} is down ({why}); Aether starts it again in {} s",
+                        self.spec.name,
+                        (wait - since.elapsed()).as_secs() + 1
+                    ));
+                }
+                *failures
+            }
+            State::Up { .. } => unreachable!("an open connection returned above"),
         };
-        let wait = Upstream::backoff(*failures);
-        if since.elapsed() < wait {
-            return Err(format!(
-                "upstream {} is down ({why}); Aether starts it again in {} s",
-                self.spec.name,
-                (wait - since.elapsed()).as_secs() + 1
-            ));
-        }
-        let failures = *failures;
-        match self.start().await {
+        match self.start(true).await {
             Ok(up) => {
                 tracing::info!(upstream = %self.spec.name, "upstream started");
                 *state = up;
@@ -356,8 +409,12 @@ impl Upstream {
                 self.stale.store(true, Ordering::SeqCst);
                 self.wake.notify_one();
                 match &*state {
-                    State::Up { service, .. } => Ok(service.peer().clone()),
-                    State::Down { .. } => unreachable!("just started"),
+                    State::Up {
+                        service,
+                        generation,
+                        ..
+                    } => Ok((service.peer().clone(), *generation)),
+                    _ => unreachable!("just started"),
                 }
             }
             Err(why) => {
@@ -374,26 +431,30 @@ impl Upstream {
         }
     }
 
-    /// Marks the upstream down after a failure that leaves its state unknown (a call that
-    /// timed out, a broken connection): a fresh connection serves the next call.
-    async fn reset(&self, why: String) {
-        *self.state.lock().await = State::Down {
-            why,
-            since: Instant::now(),
-            failures: 0,
-        };
+    /// Marks the upstream down after a failure that leaves connection `generation` in an
+    /// unknown state (a call that timed out, a broken connection): a fresh connection serves
+    /// the next call. A newer connection (another call already started one) is left alone.
+    async fn reset(&self, generation: u64, why: String) {
+        let mut state = self.state.lock().await;
+        if matches!(&*state, State::Up { generation: g, .. } if *g == generation) {
+            *state = State::Down {
+                why,
+                since: Instant::now(),
+                failures: 0,
+            };
+        }
     }
 
-    /// Runs `f` on a peer: a connection of its own for a fresh upstream (closed after), else
-    /// the persistent one.
+    /// Runs `f` on a peer (and its connection's generation, 0 for a per-call connection): a
+    /// connection of its own for a fresh upstream (closed after), else the persistent one.
     async fn with_peer<T, E, F, Fut>(&self, f: F) -> Result<T, E>
     where
         E: From<String>,
-        F: FnOnce(Peer<RoleClient>) -> Fut,
+        F: FnOnce(Peer<RoleClient>, u64) -> Fut,
         Fut: std::future::Future<Output = Result<T, E>>,
     {
         if self.spec.fresh {
-            let state = self.start().await.map_err(|why| {
+            let state = self.start(false).await.map_err(|why| {
                 E::from(format!(
                     "upstream {} could not be started: {why}",
                     self.spec.name
@@ -403,21 +464,25 @@ impl Upstream {
                 unreachable!("just started")
             };
             let peer = service.peer().clone();
-            let out = f(peer).await;
+            let out = f(peer, 0).await;
             drop(state);
             out
         } else {
-            let peer = self.peer().await.map_err(E::from)?;
-            f(peer).await
+            let (peer, generation) = self.peer().await.map_err(E::from)?;
+            f(peer, generation).await
         }
     }
 
-    /// Lists its tools, resources and prompts.
+    /// Lists its tools, resources and prompts (errors cleaned of credentials).
     async fn list(self: &Arc<Self>) -> Result<Listing, String> {
+        self.list_raw().await.map_err(|e| self.clean(e))
+    }
+
+    async fn list_raw(self: &Arc<Self>) -> Result<Listing, String> {
         let timeout = self.spec.timeout;
         let me = self.clone();
         let raw = self
-            .with_peer(|peer| async move {
+            .with_peer(|peer, _| async move {
                 let within = |what: &'static str| {
                     move |_| {
                         format!(
@@ -471,7 +536,14 @@ impl Upstream {
             })
             .await?;
         let (tools, resources, templates, prompts) = raw;
-        Ok(me.listing_of(tools, resources, templates, prompts))
+        // Nothing the upstream says (descriptions, names) carries a credential onwards.
+        let clean = |v: Vec<Value>| v.into_iter().map(|v| self.withhold(v)).collect();
+        Ok(me.listing_of(
+            clean(tools),
+            clean(resources),
+            clean(templates),
+            clean(prompts),
+        ))
     }
 
     /// Its listing in Aether's namespace.
@@ -505,6 +577,7 @@ impl Upstream {
             let Some(uri) = r["uri"].as_str().map(String::from) else {
                 continue;
             };
+            listing.resource_uris.insert(uri.clone());
             r["uri"] = json!(wrap_uri(server, &uri, false));
             if let Some(name) = r["name"].as_str() {
                 r["name"] = json!(format!("{server}__{name}"));
@@ -515,6 +588,10 @@ impl Upstream {
             let Some(uri) = t["uriTemplate"].as_str().map(String::from) else {
                 continue;
             };
+            match template_pattern(&uri) {
+                Some(pattern) => listing.template_patterns.push(pattern),
+                None => continue,
+            }
             t["uriTemplate"] = json!(wrap_uri(server, &uri, true));
             if let Some(name) = t["name"].as_str() {
                 t["name"] = json!(format!("{server}__{name}"));
@@ -556,6 +633,7 @@ impl Upstream {
             State::Up { service, .. } if !service.is_closed() => (true, list_error),
             State::Up { .. } => (false, Some("it stopped".into())),
             State::Down { why, .. } => (false, Some(why.clone())),
+            State::Idle => (false, Some("not started yet".into())),
         }
     }
 
@@ -605,11 +683,14 @@ fn aether_net_tls() {
     });
 }
 
+/// How often a persistent upstream is listed again even if it never says it changed (a fresh
+/// upstream's calls each check the definition they call).
+const RELIST_EVERY: Duration = Duration::from_secs(60);
+
 /// Every upstream of this process.
 pub struct Upstreams {
     list: Vec<Arc<Upstream>>,
     store: Option<Store>,
-    wake: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -626,41 +707,54 @@ impl Upstreams {
         Arc::new(Upstreams {
             list: Vec::new(),
             store: None,
-            wake: Arc::new(Notify::new()),
         })
     }
 
-    /// Connects every upstream and lists it. An upstream that cannot be reached is reported
-    /// (and has no tools until it can be listed); the others serve. Returns the upstreams and
-    /// the tools for the first catalog.
+    /// Connects every upstream and lists it, all at once. An upstream that cannot be reached
+    /// is reported (and has no tools until it can be listed); the others serve. Returns the
+    /// upstreams and the tools for the first catalog.
     pub async fn connect(
         specs: Vec<UpstreamSpec>,
         credentials: Credentials,
     ) -> (Arc<Upstreams>, Vec<Arc<dyn Tool>>, Vec<String>) {
-        let wake = Arc::new(Notify::new());
-        let mut list = Vec::new();
+        let list: Vec<Arc<Upstream>> = specs
+            .into_iter()
+            .map(|spec| {
+                Arc::new(Upstream {
+                    spec,
+                    credentials: credentials.clone(),
+                    state: tokio::sync::Mutex::new(State::Idle),
+                    listing: RwLock::default(),
+                    stale: Arc::new(AtomicBool::new(false)),
+                    wake: Arc::new(Notify::new()),
+                    connections: std::sync::atomic::AtomicU64::new(0),
+                    list_error: std::sync::Mutex::new(None),
+                    secrets: std::sync::Mutex::default(),
+                })
+            })
+            .collect();
+        let mut listings = tokio::task::JoinSet::new();
+        for (i, upstream) in list.iter().enumerate() {
+            let upstream = upstream.clone();
+            listings.spawn(async move { (i, upstream.list().await) });
+        }
+        let mut results: Vec<Option<Result<Listing, String>>> = list.iter().map(|_| None).collect();
+        while let Some(done) = listings.join_next().await {
+            if let Ok((i, result)) = done {
+                results[i] = Some(result);
+            }
+        }
         let mut tools = Vec::new();
         let mut problems = Vec::new();
-        for spec in specs {
-            let upstream = Arc::new(Upstream {
-                spec,
-                credentials: credentials.clone(),
-                state: tokio::sync::Mutex::new(State::Down {
-                    why: "not started yet".into(),
-                    since: Instant::now() - Duration::from_secs(60),
-                    failures: 0,
-                }),
-                listing: RwLock::default(),
-                stale: Arc::new(AtomicBool::new(false)),
-                wake: wake.clone(),
-                list_error: std::sync::Mutex::new(None),
-                secrets: std::sync::Mutex::default(),
-            });
-            match upstream.list().await {
+        for (upstream, result) in list.iter().zip(results) {
+            let result = result.unwrap_or_else(|| Err("listing it failed".into()));
+            match result {
                 Ok(listing) => {
                     tools.extend(listing.tools.iter().cloned());
                     *upstream.listing.write().unwrap_or_else(|e| e.into_inner()) =
                         Arc::new(listing);
+                    // Starting it marked it for listing; it was just listed.
+                    upstream.stale.store(false, Ordering::SeqCst);
                 }
                 Err(why) => {
                     problems.push(format!("upstream {}: {why}", upstream.name()));
@@ -672,21 +766,10 @@ impl Upstreams {
                     upstream.stale.store(true, Ordering::SeqCst);
                 }
             }
-            // The start above marked it for listing; it was just listed.
-            if upstream
-                .list_error
-                .lock()
-                .map(|e| e.is_none())
-                .unwrap_or(false)
-            {
-                upstream.stale.store(false, Ordering::SeqCst);
-            }
-            list.push(upstream);
         }
         let upstreams = Arc::new(Upstreams {
             list,
             store: Some(credentials.store.clone()),
-            wake,
         });
         (upstreams, tools, problems)
     }
@@ -695,110 +778,37 @@ impl Upstreams {
         self.list.is_empty()
     }
 
-    /// Keeps the upstreams current until the pipeline goes: starts dead ones again (with
-    /// backoff), lists again those that changed or were started again or that an operator
-    /// refreshed, and records each one's status in the store.
-    pub fn run(self: &Arc<Self>, pipeline: Arc<Pipeline>) -> tokio::task::JoinHandle<()> {
-        let me = self.clone();
-        let pipeline = Arc::downgrade(&pipeline);
-        tokio::spawn(async move {
-            if me.list.is_empty() {
-                return;
-            }
-            let mut refresh = match pipeline.upgrade() {
-                Some(p) => p.sources_refresh_requests(),
-                None => return,
-            };
-            let mut written: BTreeMap<String, (bool, Option<String>, String)> = BTreeMap::new();
-            loop {
-                tokio::select! {
-                    _ = me.wake.notified() => {}
-                    r = refresh.changed() => {
-                        if r.is_err() {
-                            return;
-                        }
-                        for u in &me.list {
-                            u.stale.store(true, Ordering::SeqCst);
-                        }
-                    }
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-                let Some(p) = pipeline.upgrade() else { return };
-                for u in &me.list {
-                    // A persistent upstream that is down is started again once its backoff
-                    // has passed (starting marks it for listing).
-                    if !u.spec.fresh {
-                        let _ = u.peer().await;
-                    }
-                    if u.stale.swap(false, Ordering::SeqCst) {
-                        me.relist(u, &p).await;
-                    }
-                    let status = u.status().await;
-                    let key = (
-                        status.connected,
-                        status.last_error.clone(),
-                        status.listing.clone(),
-                    );
-                    if written.get(&status.name) != Some(&key)
-                        && let Some(store) = &me.store
-                    {
-                        match store.put_upstream_status(status.clone()).await {
-                            Ok(()) => {
-                                written.insert(status.name.clone(), key);
-                            }
-                            Err(e) => {
-                                tracing::warn!(upstream = %status.name, error = %e, "cannot record upstream status")
-                            }
-                        }
-                    }
-                }
-            }
-        })
+    /// Keeps the upstreams current until the pipeline goes, one task per upstream (a hung one
+    /// holds up no other): starts a dead one again (with backoff), lists again one that said
+    /// it changed, was started again, was refreshed by an operator or was last listed a minute
+    /// ago, and records its status in the store whenever it changes.
+    pub fn run(self: &Arc<Self>, pipeline: Arc<Pipeline>) -> Vec<tokio::task::JoinHandle<()>> {
+        self.list
+            .iter()
+            .map(|u| {
+                let upstream = u.clone();
+                let store = self.store.clone();
+                let pipeline = Arc::downgrade(&pipeline);
+                tokio::spawn(async move { keep(upstream, store, pipeline).await })
+            })
+            .collect()
     }
 
-    async fn relist(&self, u: &Arc<Upstream>, pipeline: &Pipeline) {
-        match u.list().await {
-            Ok(listing) => {
-                *u.list_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                let before = u.listing();
-                let same = before.tools.len() == listing.tools.len()
-                    && before
-                        .tools
-                        .iter()
-                        .zip(&listing.tools)
-                        .all(|(a, b)| a.def().digest() == b.def().digest());
-                let tools = listing.tools.clone();
-                *u.listing.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listing);
-                if !same {
-                    tracing::info!(upstream = %u.name(), tools = tools.len(), "upstream's tools changed; new definitions wait for approval");
-                    if let Err(e) = pipeline.replace_external(u.name(), tools).await {
-                        tracing::warn!(upstream = %u.name(), error = %e, "cannot update the catalog");
-                        u.stale.store(true, Ordering::SeqCst);
-                    }
-                }
-            }
-            Err(why) => {
-                tracing::warn!(upstream = %u.name(), error = %why, "cannot list upstream");
-                *u.list_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-            }
-        }
-    }
-
-    /// Upstream resources for a session that reaches `groups`.
+    /// Upstream resources for a session whose agent reaches `groups` (its `mcp_servers`).
     pub fn resources(&self, groups: &BTreeSet<String>) -> Vec<Value> {
         self.reachable(groups)
             .flat_map(|u| u.listing().resources.clone())
             .collect()
     }
 
-    /// Upstream resource templates for a session that reaches `groups`.
+    /// Upstream resource templates for a session whose agent reaches `groups`.
     pub fn resource_templates(&self, groups: &BTreeSet<String>) -> Vec<Value> {
         self.reachable(groups)
             .flat_map(|u| u.listing().templates.clone())
             .collect()
     }
 
-    /// Upstream prompts for a session that reaches `groups`.
+    /// Upstream prompts for a session whose agent reaches `groups`.
     pub fn prompts(&self, groups: &BTreeSet<String>) -> Vec<Value> {
         self.reachable(groups)
             .flat_map(|u| u.listing().prompts.clone())
@@ -824,16 +834,18 @@ impl Upstreams {
         Some((upstream, original))
     }
 
-    /// The upstream a catalog prompt name belongs to.
+    /// The upstream a catalog prompt name belongs to, and the prompt's name there: only a
+    /// prompt it listed.
     pub fn prompt_target(&self, name: &str) -> Option<(&Arc<Upstream>, String)> {
-        let (server, _) = name.split_once("__")?;
-        let upstream = self.list.iter().find(|u| u.spec.name == server)?;
-        let remote = upstream.listing().prompt_names.get(name)?.clone();
-        Some((upstream, remote))
+        self.list.iter().find_map(|u| {
+            let remote = u.listing().prompt_names.get(name)?.clone();
+            Some((u, remote))
+        })
     }
 
-    /// Reads an upstream's resource for a session that reaches `groups`: None when the URI is
-    /// no upstream's (or not one this session reaches).
+    /// Reads an upstream's resource for a session whose agent reaches `groups`: None when the
+    /// URI is no upstream's, not one it listed (or matching a template it listed), or of an
+    /// upstream the agent does not reach.
     pub async fn read_resource(
         &self,
         groups: &BTreeSet<String>,
@@ -843,10 +855,19 @@ impl Upstreams {
         if !groups.contains(&upstream.spec.group) {
             return None;
         }
+        let listing = upstream.listing();
+        let listed = listing.resource_uris.contains(&original)
+            || listing
+                .template_patterns
+                .iter()
+                .any(|p| p.is_match(&original));
+        if !listed {
+            return None;
+        }
         let server = upstream.spec.name.clone();
         let timeout = upstream.spec.timeout;
         let result = upstream
-            .with_peer(|peer| async move {
+            .with_peer(|peer, _| async move {
                 tokio::time::timeout(
                     timeout,
                     peer.read_resource(ReadResourceRequestParams::new(original)),
@@ -867,7 +888,8 @@ impl Upstreams {
                     serde_json::to_value(&r).unwrap_or(Value::Null),
                 )
             })
-            .map(|v| upstream.withhold(v));
+            .map(|v| upstream.withhold(v))
+            .map_err(|e| upstream.clean(e));
         Some(result.map(|mut v| {
             if let Some(contents) = v["contents"].as_array_mut() {
                 for c in contents {
@@ -880,8 +902,8 @@ impl Upstreams {
         }))
     }
 
-    /// Gets an upstream's prompt for a session that reaches `groups`: None when the name is no
-    /// upstream prompt (or not one this session reaches).
+    /// Gets an upstream's prompt for a session whose agent reaches `groups`: None when the
+    /// name is no upstream prompt (or not of an upstream the agent reaches).
     pub async fn get_prompt(
         &self,
         groups: &BTreeSet<String>,
@@ -895,7 +917,7 @@ impl Upstreams {
         let server = upstream.spec.name.clone();
         let timeout = upstream.spec.timeout;
         let result = upstream
-            .with_peer(|peer| async move {
+            .with_peer(|peer, _| async move {
                 let mut params = GetPromptRequestParams::new(remote);
                 if let Some(arguments) = arguments {
                     params = params.with_arguments(arguments);
@@ -917,9 +939,120 @@ impl Upstreams {
                     serde_json::to_value(&r).unwrap_or(Value::Null),
                 )
             })
-            .map(|v| upstream.withhold(v));
+            .map(|v| upstream.withhold(v))
+            .map_err(|e| upstream.clean(e));
         Some(result)
     }
+}
+
+/// One upstream's keeper (see [`Upstreams::run`]).
+async fn keep(u: Arc<Upstream>, store: Option<Store>, pipeline: std::sync::Weak<Pipeline>) {
+    let mut refresh = match pipeline.upgrade() {
+        Some(p) => p.sources_refresh_requests(),
+        None => return,
+    };
+    let mut written: Option<(bool, Option<String>, String)> = None;
+    let mut listed_at = Instant::now();
+    let relist_every = if u.spec.fresh {
+        RELIST_EVERY * 5
+    } else {
+        RELIST_EVERY
+    };
+    loop {
+        tokio::select! {
+            _ = u.wake.notified() => {}
+            r = refresh.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                u.stale.store(true, Ordering::SeqCst);
+            }
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        let Some(p) = pipeline.upgrade() else { return };
+        // A persistent upstream that is down is started again once its backoff has passed
+        // (starting marks it for listing).
+        if !u.spec.fresh {
+            let _ = u.peer().await;
+        }
+        if listed_at.elapsed() >= relist_every {
+            u.stale.store(true, Ordering::SeqCst);
+        }
+        if u.stale.swap(false, Ordering::SeqCst) {
+            listed_at = Instant::now();
+            relist(&u, &p).await;
+        }
+        drop(p);
+        let status = u.status().await;
+        let key = (
+            status.connected,
+            status.last_error.clone(),
+            status.listing.clone(),
+        );
+        if written.as_ref() != Some(&key)
+            && let Some(store) = &store
+        {
+            match store.put_upstream_status(status).await {
+                Ok(()) => written = Some(key),
+                Err(e) => {
+                    tracing::warn!(upstream = %u.name(), error = %e, "cannot record upstream status")
+                }
+            }
+        }
+    }
+}
+
+/// Lists an upstream again and, if its tools changed, swaps them in the catalog (changed
+/// definitions held back until approved). The listing it is compared with next time is
+/// replaced only once the catalog has been: a failed swap is tried again on the next tick.
+async fn relist(u: &Arc<Upstream>, pipeline: &Pipeline) {
+    let listing = match u.list().await {
+        Ok(listing) => listing,
+        Err(why) => {
+            tracing::warn!(upstream = %u.name(), error = %why, "cannot list upstream");
+            *u.list_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+            return;
+        }
+    };
+    *u.list_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    let before = u.listing();
+    let same = before.tools.len() == listing.tools.len()
+        && before
+            .tools
+            .iter()
+            .zip(&listing.tools)
+            .all(|(a, b)| a.def().digest() == b.def().digest());
+    if !same {
+        let tools = listing.tools.clone();
+        tracing::info!(upstream = %u.name(), tools = tools.len(), "upstream's tools changed; new definitions wait for approval");
+        if let Err(e) = pipeline.replace_external(u.name(), tools).await {
+            tracing::warn!(upstream = %u.name(), error = %e, "cannot update the catalog; trying again");
+            u.stale.store(true, Ordering::SeqCst);
+            return;
+        }
+    }
+    *u.listing.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listing);
+}
+
+/// An upstream's URI template as a pattern its expansions match: literal parts as they are,
+/// `{+x}` and `{#x}` any text, other expressions any text without `/`, `?` or `#`.
+fn template_pattern(template: &str) -> Option<regex::Regex> {
+    let mut pattern = String::from("^");
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        pattern.push_str(&regex::escape(&rest[..open]));
+        let close = rest[open..].find('}')? + open;
+        let expression = &rest[open + 1..close];
+        pattern.push_str(if expression.starts_with(['+', '#']) {
+            ".*"
+        } else {
+            "[^/?#]*"
+        });
+        rest = &rest[close + 1..];
+    }
+    pattern.push_str(&regex::escape(rest));
+    pattern.push('$');
+    regex::Regex::new(&pattern).ok()
 }
 
 /// Replaces every occurrence of a secret in the strings of `value`.
@@ -1087,24 +1220,53 @@ impl Tool for UpstreamTool {
         let mut params = CallToolRequestParams::new(self.remote.clone());
         params.arguments = args.as_object().cloned();
         let timeout = upstream.spec.timeout;
+        let (remote, approved) = (self.remote.clone(), self.def.digest());
         // Broken: the connection is gone or in an unknown state, and a fresh one serves the
         // next call.
-        let call = upstream.with_peer(|peer| async move {
+        let call = upstream.with_peer(|peer, generation| async move {
+            let work = async {
+                // A fresh connection is a new session of the upstream: it must still define
+                // the tool as it was approved, or nothing runs.
+                if fresh {
+                    let tools = peer.list_all_tools().await.map_err(|e| {
+                        Failure::Broken(format!("upstream {name} could not list its tools: {e}"))
+                    })?;
+                    let now = tools
+                        .iter()
+                        .find(|t| t.name == remote.as_str())
+                        .and_then(|t| serde_json::to_value(t).ok())
+                        .and_then(|raw| definition(&upstream.spec, &raw))
+                        .map(|def| def.digest());
+                    if now != Some(approved) {
+                        upstream.stale.store(true, Ordering::SeqCst);
+                        upstream.wake.notify_one();
+                        return Err(Failure::Answered(format!(
+                            "upstream {name} no longer defines {remote} as it was approved, so it was not called; \
+                             the new definition waits for an operator's approval"
+                        )));
+                    }
+                }
+                match peer.call_tool(params).await {
+                    Err(rmcp::service::ServiceError::McpError(e)) => Err(Failure::Answered(
+                        format!("upstream {name} refused the call: {}", e.message),
+                    )),
+                    Err(e) => Err(Failure::Broken(format!(
+                        "upstream {name} failed the call: {e}"
+                    ))),
+                    Ok(result) => Ok(result),
+                }
+            };
             tokio::select! {
                 _ = cx.cancel.cancelled() => Err(Failure::Cancelled),
-                r = tokio::time::timeout(timeout, peer.call_tool(params)) => match r {
+                r = tokio::time::timeout(timeout, work) => match r {
                     Err(_) => Err(Failure::Broken(format!(
                         "upstream {name} did not answer within {} s",
                         timeout.as_secs()
                     ))),
-                    Ok(Err(rmcp::service::ServiceError::McpError(e))) => Err(Failure::Answered(format!(
-                        "upstream {name} refused the call: {}",
-                        e.message
-                    ))),
-                    Ok(Err(e)) => Err(Failure::Broken(format!("upstream {name} failed the call: {e}"))),
-                    Ok(Ok(result)) => Ok(result),
+                    Ok(r) => r.map_err(|f| f.at(generation)),
                 },
             }
+            .map_err(|f| f.at(generation))
         });
         let result = match call.await {
             Ok(result) => result,
@@ -1112,22 +1274,24 @@ impl Tool for UpstreamTool {
                 return Err(match failure {
                     Failure::Cancelled => ToolError::Cancelled,
                     Failure::Answered(why) => ToolError::failed(format!(
-                        "{why}; it was not retried (it may have had effects)"
+                        "{}; it was not retried (it may have had effects)",
+                        upstream.clean(why)
                     )),
-                    Failure::Broken(why) => {
-                        if !fresh {
-                            upstream.reset(why.clone()).await;
-                        }
+                    Failure::Broken(why) | Failure::BrokenAt(_, why) if fresh => {
                         ToolError::failed(format!(
-                            "{why}; it was not retried (it may have had effects){}",
-                            if fresh {
-                                ""
-                            } else {
-                                "; Aether starts the upstream again for later calls"
-                            }
+                            "{}; it was not retried (it may have had effects)",
+                            upstream.clean(why)
                         ))
                     }
-                    Failure::Unreachable(why) => ToolError::failed(why),
+                    Failure::Broken(why) => ToolError::failed(upstream.clean(why)),
+                    Failure::BrokenAt(generation, why) => {
+                        let why = upstream.clean(why);
+                        upstream.reset(generation, why.clone()).await;
+                        ToolError::failed(format!(
+                            "{why}; it was not retried (it may have had effects); Aether starts the upstream again for later calls"
+                        ))
+                    }
+                    Failure::Unreachable(why) => ToolError::failed(upstream.clean(why)),
                 });
             }
         };
@@ -1144,8 +1308,20 @@ enum Failure {
     Answered(String),
     /// No answer in time, or the connection broke.
     Broken(String),
+    /// The same, on connection generation N (which is to be reset).
+    BrokenAt(u64, String),
     /// No connection could be had.
     Unreachable(String),
+}
+
+impl Failure {
+    /// Ties a broken connection to the connection it happened on.
+    fn at(self, generation: u64) -> Failure {
+        match self {
+            Failure::Broken(why) => Failure::BrokenAt(generation, why),
+            other => other,
+        }
+    }
 }
 
 impl From<String> for Failure {

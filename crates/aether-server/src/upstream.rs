@@ -344,6 +344,50 @@ impl Upstream {
         format!("{}…", &text[..end])
     }
 
+    /// A tool's output with every credential sent to this upstream withheld.
+    fn withhold_output(&self, out: &mut ToolOutput) {
+        let secrets = self
+            .secrets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if secrets.is_empty() {
+            return;
+        }
+        let scrub = |text: &mut String| {
+            let mut v = Value::String(std::mem::take(text));
+            withhold_in(&mut v, &secrets);
+            if let Value::String(t) = v {
+                *text = t;
+            }
+        };
+        for block in &mut out.content {
+            match block {
+                Content::Text(t) => scrub(t),
+                Content::Image { data_base64, .. } | Content::Audio { data_base64, .. } => {
+                    scrub(data_base64)
+                }
+                Content::Resource {
+                    uri,
+                    text,
+                    blob_base64,
+                    ..
+                } => {
+                    scrub(uri);
+                    if let Some(t) = text {
+                        scrub(t);
+                    }
+                    if let Some(b) = blob_base64 {
+                        scrub(b);
+                    }
+                }
+            }
+        }
+        if let Some(structured) = &mut out.structured {
+            withhold_in(structured, &secrets);
+        }
+    }
+
     /// `value` with every credential sent to this upstream withheld, wherever a reply echoes
     /// it (a model never sees one).
     fn withhold(&self, mut value: Value) -> Value {
@@ -1295,9 +1339,16 @@ impl Tool for UpstreamTool {
                 });
             }
         };
-        let raw = serde_json::to_value(&result).unwrap_or(Value::Null);
-        let raw = capped(upstream.name(), raw).map_err(ToolError::failed)?;
-        Ok(output(&upstream.withhold(raw)))
+        let (mut out, size) = output(result);
+        if size > MAX_REPLY {
+            return Err(ToolError::failed(format!(
+                "upstream {} replied with about {size} bytes, more than Aether takes ({} MiB)",
+                upstream.name(),
+                MAX_REPLY >> 20
+            )));
+        }
+        upstream.withhold_output(&mut out);
+        Ok(out)
     }
 }
 
@@ -1330,46 +1381,98 @@ impl From<String> for Failure {
     }
 }
 
-/// An MCP `CallToolResult` (as JSON) as a tool's output.
-fn output(raw: &Value) -> ToolOutput {
-    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(String::from);
-    let content = raw
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .map(|b| match b.get("type").and_then(Value::as_str) {
-                    Some("text") => Content::Text(text(b, "text").unwrap_or_default()),
-                    Some("image") => Content::Image {
-                        data_base64: text(b, "data").unwrap_or_default(),
-                        mime_type: text(b, "mimeType").unwrap_or_default(),
-                    },
-                    Some("audio") => Content::Audio {
-                        data_base64: text(b, "data").unwrap_or_default(),
-                        mime_type: text(b, "mimeType").unwrap_or_default(),
-                    },
-                    Some("resource") => {
-                        let r = b.get("resource").cloned().unwrap_or(Value::Null);
-                        Content::Resource {
-                            uri: text(&r, "uri").unwrap_or_default(),
-                            mime_type: text(&r, "mimeType").unwrap_or_default(),
-                            text: text(&r, "text"),
-                            blob_base64: text(&r, "blob"),
-                        }
+/// An MCP `CallToolResult` as a tool's output (its strings moved, not copied), and the
+/// reply's size: its strings' bytes and its structured content's JSON.
+fn output(result: rmcp::model::CallToolResult) -> (ToolOutput, usize) {
+    use rmcp::model::{ContentBlock, ResourceContents};
+    let mut size = 0;
+    let content = result
+        .content
+        .into_iter()
+        .map(|block| match block {
+            ContentBlock::Text(t) => {
+                size += t.text.len();
+                Content::Text(t.text)
+            }
+            ContentBlock::Image(i) => {
+                size += i.data.len();
+                Content::Image {
+                    data_base64: i.data,
+                    mime_type: i.mime_type,
+                }
+            }
+            ContentBlock::Audio(a) => {
+                size += a.data.len();
+                Content::Audio {
+                    data_base64: a.data,
+                    mime_type: a.mime_type,
+                }
+            }
+            ContentBlock::Resource(r) => match r.resource {
+                ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type,
+                    text,
+                    ..
+                } => {
+                    size += uri.len() + text.len();
+                    Content::Resource {
+                        uri,
+                        mime_type: mime_type.unwrap_or_default(),
+                        text: Some(text),
+                        blob_base64: None,
                     }
-                    _ => Content::Text(format!(
-                        "[{} from the upstream]",
-                        b.get("type").and_then(Value::as_str).unwrap_or("a block")
-                    )),
-                })
-                .collect()
+                }
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => {
+                    size += uri.len() + blob.len();
+                    Content::Resource {
+                        uri,
+                        mime_type: mime_type.unwrap_or_default(),
+                        text: None,
+                        blob_base64: Some(blob),
+                    }
+                }
+                _ => Content::Text("[a resource from the upstream Aether does not pass on]".into()),
+            },
+            ContentBlock::ResourceLink(link) => {
+                let text = format!("[a link to the upstream's resource {}]", link.uri);
+                size += text.len();
+                Content::Text(text)
+            }
+            _ => Content::Text("[a block from the upstream Aether does not pass on]".into()),
         })
-        .unwrap_or_default();
-    ToolOutput {
-        content,
-        structured: raw.get("structuredContent").cloned(),
-        is_error: raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
+        .collect();
+    if let Some(structured) = &result.structured_content {
+        let mut counter = Counter(0);
+        let _ = serde_json::to_writer(&mut counter, structured);
+        size += counter.0;
+    }
+    (
+        ToolOutput {
+            content,
+            structured: result.structured_content,
+            is_error: result.is_error.unwrap_or(false),
+        },
+        size,
+    )
+}
+
+/// Counts the bytes written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

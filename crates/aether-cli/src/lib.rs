@@ -63,6 +63,9 @@ enum Command {
     /// The vault of upstream credentials (encrypted at rest): set, list, remove.
     #[command(subcommand)]
     Credentials(cmd::credentials::Command),
+    /// Console accounts: create, list, role, password, remove, setup-link.
+    #[command(subcommand)]
+    Accounts(cmd::accounts::Command),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -100,6 +103,7 @@ pub fn run() -> ExitCode {
             Command::Tokens(c) => cmd::tokens::run(c).await,
             Command::Sources(c) => cmd::sources::run(c).await,
             Command::Credentials(c) => cmd::credentials::run(c).await,
+            Command::Accounts(c) => cmd::accounts::run(c).await,
         }
     });
     match result {

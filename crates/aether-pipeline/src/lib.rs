@@ -12,12 +12,15 @@
 //! This crate knows no MCP, HTTP or SQL: transports call [`Pipeline::call`] and
 //! [`Pipeline::offered`]; the store is behind `aether-store`.
 
+pub mod accounts;
 mod approval;
 mod audit;
 mod capabilities;
 mod catalog;
 mod ledger;
+pub mod metrics;
 pub mod operator;
+pub mod replay;
 pub mod rules;
 mod session;
 pub mod tables;
@@ -130,6 +133,7 @@ pub struct Pipeline {
     tokens: RwLock<Arc<TokenIndex>>,
     /// The store's revisions as last seen by [`Pipeline::watch`].
     seen: std::sync::Mutex<Revisions>,
+    metrics: metrics::Metrics,
 }
 
 impl Pipeline {
@@ -190,6 +194,7 @@ impl Pipeline {
             sources_refresh: tokio::sync::watch::channel(revisions.sources).0,
             tokens: RwLock::new(Arc::new(tokens)),
             seen: std::sync::Mutex::new(revisions),
+            metrics: metrics::Metrics::default(),
         };
         pipeline.reload_registry().await?;
         pipeline.reload_seals().await?;
@@ -780,7 +785,22 @@ impl Pipeline {
         let outcome = draft
             .finish(&self.store, outcome, started.elapsed(), alone)
             .await;
+        // Only tools of the catalog get their own label: an unknown name is the caller's text.
+        let label = if self.catalog().get(tool_name).is_some() {
+            tool_name
+        } else {
+            "(unknown)"
+        };
+        self.metrics
+            .record(label, &outcome, started.elapsed().as_secs_f64());
         CallResult { call_id, outcome }
+    }
+
+    /// `/metrics` in Prometheus' text format.
+    pub async fn metrics_text(&self) -> Result<String, PipelineError> {
+        let pending = self.store.approvals(true, 100_000).await?.len();
+        let halted = self.store.halt_state().await?.halted;
+        Ok(self.metrics.render(pending, halted))
     }
 
     async fn admit_and_run(

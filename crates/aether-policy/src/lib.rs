@@ -16,6 +16,7 @@ pub mod egress;
 pub mod journal;
 pub mod paths;
 pub mod registry;
+pub mod roles;
 pub mod rules;
 pub mod shell;
 pub mod tool;

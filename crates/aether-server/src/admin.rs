@@ -1,18 +1,18 @@
-//! The admin JSON API under `/api/`: the operator's registry, approvals, halt, rules, the
-//! command log and schema export, on the same listener as `/mcp`, behind the same Host/Origin gate.
+//! The admin JSON API under `/api/` (and `/metrics`): approvals, audit, registry, agents,
+//! rules, halt, the command log, upstreams and their data, accounts — on the same listener as
+//! `/mcp`, behind the same Host/Origin gate, described by `openapi.json` (served at
+//! `/api/openapi.json` and checked against these routes by a test).
 //!
-//! Every route needs an operator bearer token (`aether tokens create --operator NAME`); an
-//! agent's token is refused, so no agent can approve its own calls. (Accounts with passwords,
-//! cookies and roles come with the console.) Each change is made through
-//! `aether_pipeline::operator`, so it is recorded with who and why and audited, exactly as
-//! the same change from the CLI.
+//! Every route is behind `console::authorize`: a session cookie or an operator bearer token,
+//! and the route's named permission. An agent's token is refused, so no agent can approve its
+//! own calls. Each change is made through `aether_pipeline::operator` (or `accounts`), so it is
+//! recorded with who and why and audited, exactly as the same change from the CLI.
 
 use std::sync::Arc;
 
-use aether_pipeline::{Pipeline, PipelineError, Principal, Transport};
-use aether_store::{RegistryAction, RegistryChange, StoreError, TokenKind};
-use axum::extract::{Path, Query, Request, State};
-use axum::middleware::Next;
+use aether_pipeline::{Pipeline, PipelineError, Transport};
+use aether_store::{RegistryAction, RegistryChange, StoreError};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
@@ -47,33 +47,22 @@ pub fn routes() -> Router<Arc<Pipeline>> {
         .route("/api/sources/reports/{name}/{action}", post(report_action))
         .route("/api/sources/{name}", get(source_show))
         .route("/api/sources/{name}/approve", post(source_approve))
+        .route("/api/session", get(session_info))
+        .route("/api/events", get(crate::console::events))
+        .route("/api/audit", get(audit_search))
+        .route("/api/audit/export", get(audit_export))
+        .route("/api/audit/verify", post(audit_verify))
+        .route("/api/agents", get(agents_list))
+        .route("/api/policy/replay", post(policy_replay))
+        .route("/api/accounts", get(accounts_list).post(account_create))
+        .route("/api/accounts/{name}", post(account_update))
+        .route("/api/accounts/{name}/remove", post(account_remove))
+        .route("/api/openapi.json", get(openapi))
+        .route("/metrics", get(crate::console::metrics))
 }
 
-/// The operator-token check in front of every admin route.
-pub async fn require_operator(
-    State(pipeline): State<Arc<Pipeline>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    match bearer(request.headers()).map(|t| pipeline.authenticate(t)) {
-        Some(Some(Principal {
-            kind: TokenKind::Operator,
-            subject,
-            ..
-        })) => {
-            request.extensions_mut().insert(Operator(subject));
-            next.run(request).await
-        }
-        Some(Some(_)) => error(
-            StatusCode::FORBIDDEN,
-            "an agent's token cannot use the admin API; use an operator token (aether tokens create --operator NAME)",
-        ),
-        Some(None) => unauthorized("the bearer token is unknown or revoked"),
-        None => unauthorized(
-            "the admin API needs an operator bearer token (aether tokens create --operator NAME)",
-        ),
-    }
-}
+/// The OpenAPI description of this API (kept true by a test against these routes).
+pub const OPENAPI: &str = include_str!("../openapi.json");
 
 /// The token of an `Authorization: Bearer …` header; `None` without one. A malformed header
 /// counts as a token nobody has.
@@ -154,7 +143,11 @@ async fn registry_list(State(p): State<Arc<Pipeline>>) -> Response {
 async fn registry_show(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Response {
     match p.store().registry().await {
         Ok(rows) => match rows.into_iter().find(|r| r.name == name) {
-            Some(row) => Json(row).into_response(),
+            Some(row) => {
+                let mut v = serde_json::to_value(&row).unwrap_or_default();
+                v["diff"] = json!(definition_diff(&row));
+                Json(v).into_response()
+            }
             None => error(
                 StatusCode::NOT_FOUND,
                 &format!("the registry has no tool named {name:?}"),
@@ -588,5 +581,411 @@ async fn report_action(
             Err(e) => failed(e),
         },
         _ => error(StatusCode::NOT_FOUND, "report actions are run and remove"),
+    }
+}
+
+/// A changed definition against the approved one, as a unified diff of their pretty JSON
+/// (`None` when nothing changed or nothing was approved).
+fn definition_diff(row: &aether_store::RegistryRow) -> Option<String> {
+    let approved = row.approved_definition.as_deref()?;
+    if row.approved_digest == row.seen_digest {
+        return None;
+    }
+    let pretty = |text: &str| {
+        serde_json::from_str::<Value>(text)
+            .ok()
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .unwrap_or_else(|| text.to_string())
+    };
+    let (before, after) = (pretty(approved), pretty(&row.definition));
+    Some(
+        similar::TextDiff::from_lines(&before, &after)
+            .unified_diff()
+            .header("approved", "seen now")
+            .to_string(),
+    )
+}
+
+async fn openapi() -> Response {
+    ([(http::header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn session_info(Extension(actor): Extension<crate::console::Actor>) -> Response {
+    Json(json!({
+        "name": actor.name,
+        "role": actor.role,
+        "permissions": actor.permissions,
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditFilter {
+    agent: Option<String>,
+    tool: Option<String>,
+    /// The outcome (ok, tool_error, refused, cancelled, timed_out, failed).
+    outcome: Option<String>,
+    /// Rows at or after this time, µs since the epoch.
+    since_us: Option<i64>,
+    /// Rows before this time, µs since the epoch.
+    until_us: Option<i64>,
+    /// A call id.
+    call_id: Option<String>,
+    /// Rows after this sequence number (paging).
+    after: Option<i64>,
+    limit: Option<usize>,
+    /// For export: csv or json.
+    format: Option<String>,
+}
+
+impl AuditFilter {
+    fn check(&self) -> Result<(), String> {
+        for (what, v) in [
+            ("agent", &self.agent),
+            ("tool", &self.tool),
+            ("outcome", &self.outcome),
+            ("call_id", &self.call_id),
+        ] {
+            if v.as_ref().is_some_and(|v| v.len() > 256) {
+                return Err(format!("{what} is longer than 256 characters"));
+            }
+        }
+        if let (Some(a), Some(b)) = (self.since_us, self.until_us)
+            && a > b
+        {
+            return Err("since_us is after until_us".into());
+        }
+        Ok(())
+    }
+}
+
+/// Audit rows matching `f`, newest first, at most `cap`.
+async fn audit_rows(
+    p: &Pipeline,
+    f: &AuditFilter,
+    cap: usize,
+) -> Result<Vec<aether_store::AuditRecord>, StoreError> {
+    let blank = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+    let limit = f.limit.unwrap_or(100).clamp(1, cap);
+    // The store filters by agent, tool, outcome and start time; the end time and call id
+    // here (each page asks for a little more to make up for them).
+    let mut rows = p
+        .store()
+        .audit_query(aether_store::AuditQuery {
+            after: f.after,
+            since_us: f.since_us,
+            agent: blank(&f.agent),
+            tool: blank(&f.tool),
+            outcome: blank(&f.outcome),
+            limit: if f.until_us.is_some() || f.call_id.is_some() {
+                cap
+            } else {
+                limit
+            },
+            newest_first: true,
+        })
+        .await?;
+    rows.retain(|r| {
+        f.until_us.is_none_or(|u| r.event.at_us < u)
+            && blank(&f.call_id).is_none_or(|c| r.event.call_id == c)
+    });
+    rows.truncate(limit);
+    Ok(rows)
+}
+
+async fn audit_search(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilter>) -> Response {
+    if let Err(why) = f.check() {
+        return error(StatusCode::BAD_REQUEST, &why);
+    }
+    match audit_rows(&p, &f, 1_000).await {
+        Ok(rows) => Json(rows).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilter>) -> Response {
+    if let Err(why) = f.check() {
+        return error(StatusCode::BAD_REQUEST, &why);
+    }
+    let rows = match audit_rows(&p, &f, 100_000).await {
+        Ok(rows) => rows,
+        Err(e) => return failed(e),
+    };
+    let format = f.format.as_deref().unwrap_or("json");
+    let (body, kind) = match format {
+        "json" => (
+            serde_json::to_string_pretty(&rows).unwrap_or_default(),
+            "application/json",
+        ),
+        "csv" => {
+            let mut out = csv::Writer::from_writer(Vec::new());
+            let _ = out.write_record([
+                "seq",
+                "at_us",
+                "call_id",
+                "agent",
+                "tool",
+                "tier",
+                "outcome",
+                "step",
+                "rule",
+                "reason",
+                "arguments",
+                "result",
+                "duration_us",
+                "hash",
+            ]);
+            for r in &rows {
+                let e = &r.event;
+                let cell = |s: &str| {
+                    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+                        format!("'{s}")
+                    } else {
+                        s.to_string()
+                    }
+                };
+                let _ = out.write_record([
+                    r.seq.to_string(),
+                    e.at_us.to_string(),
+                    cell(&e.call_id),
+                    cell(&e.agent),
+                    cell(&e.tool),
+                    cell(&e.tier),
+                    cell(&e.outcome),
+                    cell(e.step.as_deref().unwrap_or("")),
+                    cell(e.rule.as_deref().unwrap_or("")),
+                    cell(e.reason.as_deref().unwrap_or("")),
+                    cell(&e.arguments),
+                    cell(&e.result),
+                    e.duration_us.to_string(),
+                    r.hash.clone(),
+                ]);
+            }
+            (
+                String::from_utf8(out.into_inner().unwrap_or_default()).unwrap_or_default(),
+                "text/csv; charset=utf-8",
+            )
+        }
+        other => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("format {other:?}: use csv or json"),
+            );
+        }
+    };
+    (
+        [
+            (http::header::CONTENT_TYPE, kind.to_string()),
+            (
+                http::header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"aether-audit.{format}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn audit_verify(State(p): State<Arc<Pipeline>>) -> Response {
+    match p.store().verify_audit(None).await {
+        Ok(report) => Json(json!({
+            "intact": report.breaks.is_empty() && report.unaudited.is_empty(),
+            "report": report,
+        }))
+        .into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+/// Every agent's effective catalog: each tool, offered or not, and why not.
+async fn agents_list(State(p): State<Arc<Pipeline>>) -> Response {
+    let mut out = Vec::new();
+    let catalog = p.catalog();
+    for agent in p.agents() {
+        let ctx = match p.session(
+            &agent.name,
+            Transport::InProcess,
+            format!("console:{}", agent.name),
+        ) {
+            Ok(ctx) => ctx,
+            Err(e) => return failed(e),
+        };
+        let tools: Vec<Value> = catalog
+            .iter()
+            .map(|entry| {
+                let name = &entry.def().name;
+                match p.offer(&ctx, entry) {
+                    aether_policy::agent::Offer::Offered => json!({
+                        "tool": name, "group": entry.def().group, "tier": entry.def().tier.as_str(), "offered": true
+                    }),
+                    aether_policy::agent::Offer::Hidden(h) => json!({
+                        "tool": name, "group": entry.def().group, "tier": entry.def().tier.as_str(), "offered": false,
+                        "why": h.explain(name, &agent.name)
+                    }),
+                }
+            })
+            .collect();
+        out.push(json!({
+            "name": agent.name,
+            "team": agent.team,
+            "project": agent.project,
+            "supervisor": agent.supervisor,
+            "groups": ctx.groups.iter().collect::<Vec<_>>(),
+            "tools": tools,
+        }));
+    }
+    Json(out).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayRequest {
+    /// The draft rules (permissions.yaml's text).
+    draft: String,
+    /// Hours of the audit to replay (default 24, at most 8,760).
+    hours: Option<u32>,
+}
+
+async fn policy_replay(
+    State(p): State<Arc<Pipeline>>,
+    body: Result<Json<ReplayRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Ok(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body must be JSON: {\"draft\": \"rules: ...\", \"hours\": 24}",
+        );
+    };
+    if body.draft.len() > 1 << 20 {
+        return error(StatusCode::BAD_REQUEST, "the draft is larger than 1 MiB");
+    }
+    let draft = match aether_policy::rules::RuleSet::parse(&body.draft) {
+        Ok(d) => d,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("the draft is not valid: {e}"),
+            );
+        }
+    };
+    let hours = i64::from(body.hours.unwrap_or(24).clamp(1, 8_760));
+    let since = aether_store::now_us() - hours * 3_600 * 1_000_000;
+    let roots: Vec<(String, String)> = p
+        .roots()
+        .iter()
+        .map(|r| (r.name.clone(), r.path.display().to_string()))
+        .collect();
+    let agents = p.agents().map(|a| (a.name.clone(), a.clone())).collect();
+    match aether_pipeline::replay::replay(
+        p.store(),
+        &p.rules().current(),
+        &draft,
+        since,
+        &roots,
+        &agents,
+    )
+    .await
+    {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+async fn accounts_list(State(p): State<Arc<Pipeline>>) -> Response {
+    match p.store().accounts().await {
+        Ok(rows) => Json(json!({
+            "accounts": rows,
+            "roles": aether_policy::roles::ROLES,
+        }))
+        .into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewAccount {
+    name: String,
+    password: String,
+    role: String,
+}
+
+fn account_failed(e: aether_pipeline::accounts::AccountError) -> Response {
+    use aether_pipeline::accounts::AccountError;
+    match e {
+        AccountError::Invalid(m) => error(StatusCode::BAD_REQUEST, &m),
+        AccountError::Store(StoreError::Invalid(m)) => error(StatusCode::CONFLICT, &m),
+        other => error(StatusCode::INTERNAL_SERVER_ERROR, &other.to_string()),
+    }
+}
+
+async fn account_create(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    body: Result<Json<NewAccount>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Ok(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body must be JSON: {\"name\", \"password\", \"role\"}",
+        );
+    };
+    match aether_pipeline::accounts::create(
+        p.store(),
+        &body.name,
+        &body.password,
+        &body.role,
+        &format!("{by} (console)"),
+        None,
+    )
+    .await
+    {
+        Ok(account) => Json(account).into_response(),
+        Err(e) => account_failed(e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AccountChange {
+    role: Option<String>,
+    password: Option<String>,
+}
+
+async fn account_update(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    Path(name): Path<String>,
+    body: Result<Json<AccountChange>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Ok(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body must be JSON: {\"role\"?, \"password\"?}",
+        );
+    };
+    match aether_pipeline::accounts::update(
+        p.store(),
+        &name,
+        body.role.as_deref(),
+        body.password.as_deref(),
+        &format!("{by} (console)"),
+    )
+    .await
+    {
+        Ok(()) => Json(json!({"changed": name})).into_response(),
+        Err(e) => account_failed(e),
+    }
+}
+
+async fn account_remove(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    Path(name): Path<String>,
+) -> Response {
+    match aether_pipeline::accounts::remove(p.store(), &name, &format!("{by} (console)")).await {
+        Ok(()) => Json(json!({"removed": name})).into_response(),
+        Err(e) => account_failed(e),
     }
 }

@@ -88,11 +88,13 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         .layer(axum::middleware::from_fn_with_state(auth, authenticate));
     let api = admin::routes().layer(axum::middleware::from_fn_with_state(
         pipeline.clone(),
-        admin::require_operator,
+        crate::console::authorize,
     ));
     Ok(Router::new()
         .route("/api/health", get(health))
         .merge(api)
+        .merge(crate::console::public_routes())
+        .layer(axum::Extension(crate::console::Limiter::default()))
         .merge(mcp)
         .fallback(not_found)
         .with_state(pipeline)

@@ -9,6 +9,7 @@
 #![allow(deprecated)]
 
 mod admin;
+pub mod console;
 mod fixtures;
 mod gate;
 mod handler;

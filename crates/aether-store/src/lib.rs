@@ -21,7 +21,10 @@ pub use aether_policy::journal::{
     JournalWrite, SealPin, SealRecord, content_hash,
 };
 pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
-pub use sources::{DATASET_ROWS, Dataset, DatasetSummary, Report, SealedSecret, UpstreamStatus};
+pub use sources::{
+    Account, ConsoleSession, DATASET_ROWS, Dataset, DatasetSummary, Report, SealedSecret,
+    UpstreamStatus,
+};
 pub use sqlite::SqliteStore;
 pub use vault::{Vault, valid_secret_name};
 
@@ -174,6 +177,8 @@ pub struct Revisions {
     pub seals: i64,
     /// Bumped by `aether sources refresh`: list every upstream again.
     pub sources: i64,
+    /// Bumped by every change of a console account.
+    pub accounts: i64,
 }
 
 /// A call waiting for a person, as recorded.
@@ -626,6 +631,90 @@ impl Store {
     pub async fn report_ran(&self, name: &str, call_id: &str) -> Result<()> {
         match self {
             Store::Sqlite(s) => s.report_ran(name.to_string(), call_id.to_string()).await,
+        }
+    }
+
+    /// Every console account, by name (password hashes included: never show them).
+    pub async fn accounts(&self) -> Result<Vec<Account>> {
+        match self {
+            Store::Sqlite(s) => s.accounts().await,
+        }
+    }
+
+    /// One console account.
+    pub async fn account(&self, name: &str) -> Result<Option<Account>> {
+        match self {
+            Store::Sqlite(s) => s.account(name.to_string()).await,
+        }
+    }
+
+    /// Creates an account (with a setup link's hash: the first admin, using the link up).
+    pub async fn create_account(
+        &self,
+        account: Account,
+        setup_token_hash: Option<String>,
+        audit: Option<AuditEvent>,
+    ) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.create_account(account, setup_token_hash, audit).await,
+        }
+    }
+
+    /// Changes an account's role or password; its sessions end.
+    pub async fn update_account(
+        &self,
+        name: &str,
+        role: Option<String>,
+        password_hash: Option<String>,
+        audit: Option<AuditEvent>,
+    ) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => {
+                s.update_account(name.to_string(), role, password_hash, audit)
+                    .await
+            }
+        }
+    }
+
+    /// Removes an account and its sessions (never the last admin).
+    pub async fn remove_account(&self, name: &str, audit: Option<AuditEvent>) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.remove_account(name.to_string(), audit).await,
+        }
+    }
+
+    /// Records a signed-in session by the hash of its cookie.
+    pub async fn create_console_session(
+        &self,
+        id_hash: &str,
+        session: ConsoleSession,
+    ) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.create_console_session(id_hash.to_string(), session).await,
+        }
+    }
+
+    /// The session of a cookie's hash.
+    pub async fn console_session(&self, id_hash: &str) -> Result<Option<ConsoleSession>> {
+        match self {
+            Store::Sqlite(s) => s.console_session(id_hash.to_string()).await,
+        }
+    }
+
+    /// Ends a session (sign-out).
+    pub async fn end_console_session(&self, id_hash: &str) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.end_console_session(id_hash.to_string()).await,
+        }
+    }
+
+    /// Records a one-time setup link by its hash.
+    pub async fn create_setup_link(&self, token_hash: &str, expires_us: i64) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => {
+                s.create_setup_link(token_hash.to_string(), expires_us)
+                    .await
+            }
         }
     }
 

@@ -72,3 +72,23 @@ pub struct Report {
     /// The call id of its last run, whose data set holds its latest rows.
     pub last_call: Option<String>,
 }
+
+/// A console account as stored (the password only as its argon2id hash).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Account {
+    pub name: String,
+    #[serde(skip)]
+    pub password_hash: String,
+    pub role: String,
+    pub created_us: i64,
+    pub created_by: String,
+    pub changed_us: i64,
+}
+
+/// A signed-in console session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConsoleSession {
+    pub account: String,
+    pub created_us: i64,
+    pub expires_us: i64,
+}

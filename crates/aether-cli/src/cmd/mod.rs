@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod accounts;
 pub mod approvals;
 pub mod audit;
 pub mod commands;

@@ -4,8 +4,7 @@
 
 use std::process::ExitCode;
 
-use aether_policy::rules::{CallFacts, RuleSet, Verdict};
-use aether_store::{AuditQuery, AuditRecord};
+use aether_policy::rules::RuleSet;
 use anyhow::{Context, Result, bail};
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::Value;
@@ -111,13 +110,6 @@ fn window(text: &str) -> Result<i64> {
     Ok(n * seconds * 1_000_000)
 }
 
-fn describe(v: Option<Verdict<'_>>) -> String {
-    match v {
-        None => "no rule (the tier decides)".into(),
-        Some(v) => format!("{} by rule {:?}", v.action.as_str(), v.rule),
-    }
-}
-
 async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
     let text = std::fs::read_to_string(&args.file)
@@ -126,83 +118,44 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let current = setup::rules(&loaded)?.current();
     let since = aether_store::now_us() - window(&args.since)?;
     let store = setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
-    let roots = setup::configured_roots(&loaded);
+    let roots: Vec<(String, String)> = setup::configured_roots(&loaded)
+        .into_iter()
+        .map(|r| (r.name, r.path))
+        .collect();
     let agents = loaded.raw.agent_profiles();
-    let mut after = None;
-    let (mut calls, mut changed, mut incomplete) = (0usize, 0usize, 0usize);
-    let mut report = Vec::new();
-    loop {
-        let rows = store
-            .audit_query(AuditQuery {
-                after,
-                since_us: Some(since),
-                limit: 5_000,
-                ..Default::default()
-            })
-            .await?;
-        let Some(last) = rows.last() else { break };
-        after = Some(last.seq);
-        for row in &rows {
-            if !replayable(row) {
-                continue;
-            }
-            calls += 1;
-            let e = &row.event;
-            let arguments: Value = serde_json::from_str(&e.arguments).unwrap_or(Value::Null);
-            if arguments.is_null() {
-                incomplete += 1;
-            }
-            let paths = replay_paths(&arguments, &roots);
-            let hosts = aether_policy::rules::url_hosts(&arguments);
-            let team = e
-                .team
-                .clone()
-                .or_else(|| agents.get(&e.agent).and_then(|a| a.team.clone()));
-            let facts = CallFacts {
-                tool: &e.tool,
-                agent: &e.agent,
-                team: team.as_deref(),
-                arguments: &arguments,
-                paths: &paths,
-                // The files may have changed since; only what the call named is judged.
-                dirs: &[],
-                hosts: &hosts,
-            };
-            let (before, now) = (current.evaluate(&facts), draft.evaluate(&facts));
-            let same = match (&before, &now) {
-                (None, None) => true,
-                (Some(a), Some(b)) => a.action == b.action && a.rule == b.rule,
-                _ => false,
-            };
-            if same {
-                continue;
-            }
-            changed += 1;
-            if args.json {
-                report.push(serde_json::json!({
-                    "seq": row.seq, "call_id": e.call_id, "at": time_of(e.at_us), "agent": e.agent,
-                    "tool": e.tool, "outcome": e.outcome, "before": describe(before), "after": describe(now),
-                    "arguments_complete": !arguments.is_null(),
-                }));
-            } else {
-                println!(
-                    "{} {} {} {} (was {}): {} -> {}{}",
-                    time_of(e.at_us),
-                    e.call_id,
-                    e.agent,
-                    e.tool,
-                    e.outcome,
-                    describe(before),
-                    describe(now),
-                    if arguments.is_null() {
-                        " [arguments cut in the audit]"
-                    } else {
-                        ""
-                    }
-                );
-            }
+    let report =
+        aether_pipeline::replay::replay(&store, &current, &draft, since, &roots, &agents).await?;
+    let (calls, incomplete, changed) = (report.calls, report.incomplete, report.changed.len());
+    for c in &report.changed {
+        if !args.json {
+            println!(
+                "{} {} {} {} (was {}): {} -> {}{}",
+                time_of(c.at_us),
+                c.call_id,
+                c.agent,
+                c.tool,
+                c.outcome,
+                c.before,
+                c.after,
+                if c.arguments_complete {
+                    ""
+                } else {
+                    " [arguments cut in the audit]"
+                }
+            );
         }
     }
+    let report: Vec<Value> = report
+        .changed
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "seq": c.seq, "call_id": c.call_id, "at": time_of(c.at_us), "agent": c.agent,
+                "tool": c.tool, "outcome": c.outcome, "before": c.before, "after": c.after,
+                "arguments_complete": c.arguments_complete,
+            })
+        })
+        .collect();
     if calls == 0 {
         bail!(
             "no audited calls in the last {} (store {}); nothing to replay",
@@ -225,30 +178,4 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Tool calls (not operator actions, not unknown tools) are what rules judge.
-fn replayable(row: &AuditRecord) -> bool {
-    let e = &row.event;
-    e.transport != "operator"
-        && e.definition.is_some()
-        && e.step.as_deref() != Some("mcp-tool-not-implemented")
-}
-
-/// The paths of a replayed call, relative to their root (lexically: the files may have
-/// changed since).
-fn replay_paths(arguments: &Value, roots: &[aether_policy::paths::RootSpec]) -> Vec<String> {
-    let (_, named) = aether_policy::rules::path_arguments(arguments);
-    named
-        .into_iter()
-        .filter_map(|p| {
-            if p.starts_with('/') {
-                roots
-                    .iter()
-                    .find_map(|r| aether_policy::paths::strip_root(p, &r.path).map(str::to_string))
-            } else {
-                aether_policy::paths::clean_relative(p).ok()
-            }
-        })
-        .collect()
 }

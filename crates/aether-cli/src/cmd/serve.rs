@@ -79,7 +79,26 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         HttpAuth::None => false,
         HttpAuth::Auto => !addr.ip().is_loopback() || pipeline.agent_tokens() > 0,
     };
+    // The console's first admin: a one-time link while no account exists.
+    let setup_link = match pipeline.store().accounts().await {
+        Ok(accounts) if accounts.is_empty() => {
+            match aether_pipeline::accounts::mint_setup_link(pipeline.store()).await {
+                Ok(token) => Some(format!("http://{addr}/setup#{token}")),
+                Err(e) => {
+                    eprintln!("aether: cannot make the console's setup link: {e}");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     print_banner(addr, &loaded.source, &url, &roots, tokens, &opts.agent);
+    match setup_link {
+        Some(link) => println!(
+            "Console: http://{addr}/console — no account yet; make the first admin (one use, 24 h):\n  {link}\n"
+        ),
+        None => println!("Console: http://{addr}/console\n"),
+    }
     let signal = shutdown.clone();
     tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;

@@ -330,7 +330,8 @@ impl SqliteStore {
                         (SELECT n FROM revisions WHERE what = 'approvals'),
                         (SELECT n FROM revisions WHERE what = 'tokens'),
                         (SELECT coalesce(max(generation), 0) FROM seals),
-                        (SELECT n FROM revisions WHERE what = 'sources')",
+                        (SELECT n FROM revisions WHERE what = 'sources'),
+                        (SELECT n FROM revisions WHERE what = 'accounts')",
                 [],
                 |r| {
                     Ok(Revisions {
@@ -340,6 +341,7 @@ impl SqliteStore {
                         tokens: r.get(3)?,
                         seals: r.get(4)?,
                         sources: r.get(5)?,
+                        accounts: r.get(6)?,
                     })
                 },
             )

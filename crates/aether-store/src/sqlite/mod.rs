@@ -20,6 +20,7 @@ use crate::{
 };
 
 mod commands;
+mod console;
 mod governance;
 mod journal;
 mod sources;
@@ -31,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0004_governance.sql"),
     include_str!("../../migrations/sqlite/0005_command_log.sql"),
     include_str!("../../migrations/sqlite/0006_sources.sql"),
+    include_str!("../../migrations/sqlite/0007_console.sql"),
 ];
 
 /// How many queued writes one transaction takes at most.

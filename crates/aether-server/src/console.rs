@@ -1,0 +1,399 @@
+//! The console: its pages (one small front end served by Aether itself, nothing from a CDN),
+//! signing in and out, the first admin's setup, who may call which admin route, live updates
+//! over SSE, and `/metrics`.
+//!
+//! A console request is authenticated by its session cookie (`aether_console`: HttpOnly,
+//! SameSite=Strict, the store keeping only its SHA-256) or by an operator bearer token (a
+//! script). Every admin route needs one named permission (`aether_policy::roles::required`);
+//! an account has those of its role, an operator token all of them. A change made with a
+//! cookie must carry this console's own `Origin` (the gate refuses any other Origin, and here
+//! a missing one): a page elsewhere cannot make the operator's browser act.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aether_pipeline::accounts::{self, AccountError, SignInLimiter};
+use aether_pipeline::{Pipeline, Principal};
+use aether_policy::roles::{self, Permission};
+use aether_store::TokenKind;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Json, Response};
+use axum::{Extension, Router};
+use http::StatusCode;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, ORIGIN, SET_COOKIE};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::admin::{Operator, bearer, error, unauthorized};
+
+/// The session cookie's name.
+pub const COOKIE_NAME: &str = "aether_console";
+
+const INDEX: &str = include_str!("../console/index.html");
+const APP_JS: &str = include_str!("../console/app.js");
+const APP_CSS: &str = include_str!("../console/app.css");
+
+/// Who is acting on the admin API, and what they may do.
+#[derive(Clone, Debug)]
+pub struct Actor {
+    pub name: String,
+    /// The account's role, or `operator-token`.
+    pub role: String,
+    pub permissions: Vec<Permission>,
+    /// Signed in with a cookie (a change then needs this console's Origin).
+    pub by_cookie: bool,
+}
+
+impl Actor {
+    pub fn may(&self, permission: Permission) -> bool {
+        self.permissions.contains(&permission)
+    }
+}
+
+/// Sign-in attempts remembered for rate limiting, shared by the listener's handlers.
+#[derive(Clone, Default)]
+pub struct Limiter(pub Arc<SignInLimiter>);
+
+/// The pages and the routes that need no sign-in (signing in, the first admin's setup).
+pub fn public_routes() -> Router<Arc<Pipeline>> {
+    use axum::routing::{get, post};
+    Router::new()
+        .route(
+            "/",
+            get(|| async { axum::response::Redirect::to("/console") }),
+        )
+        .route("/console", get(index))
+        .route("/setup", get(index))
+        .route("/console/app.js", get(app_js))
+        .route("/console/app.css", get(app_css))
+        .route("/api/sign-in", post(sign_in))
+        .route("/api/sign-out", post(sign_out))
+        .route("/api/setup", post(setup))
+}
+
+async fn index() -> Response {
+    let mut response = Html(INDEX).into_response();
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+    // The page runs only its own script and styles, talks only to this server, and cannot be
+    // framed by another site.
+    response.headers_mut().insert(
+        "content-security-policy",
+        http::HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        ),
+    );
+    response
+        .headers_mut()
+        .insert("x-frame-options", http::HeaderValue::from_static("DENY"));
+    response
+}
+
+async fn app_js() -> Response {
+    ([(CONTENT_TYPE, "text/javascript; charset=utf-8")], APP_JS).into_response()
+}
+
+async fn app_css() -> Response {
+    ([(CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS).into_response()
+}
+
+/// The session cookie of a request, if it has one.
+pub fn session_cookie(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(cookie::Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == COOKIE_NAME)
+        .map(|c| c.value().to_string())
+}
+
+fn set_cookie(value: &str, max_age: Duration) -> http::HeaderValue {
+    let cookie = cookie::Cookie::build((COOKIE_NAME, value.to_string()))
+        .http_only(true)
+        .same_site(cookie::SameSite::Strict)
+        .path("/")
+        .max_age(cookie::time::Duration::seconds(max_age.as_secs() as i64))
+        .build();
+    http::HeaderValue::from_str(&cookie.to_string())
+        .unwrap_or_else(|_| http::HeaderValue::from_static(""))
+}
+
+/// A browser's sign-in, setup and cookie-made changes must say where they come from (the
+/// gate has already refused any Origin but this console's).
+fn needs_origin(headers: &http::HeaderMap) -> Option<Response> {
+    if headers.get(ORIGIN).is_none() {
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "a change from a browser must carry this console's Origin header",
+        ));
+    }
+    None
+}
+
+/// Authenticates an admin request (operator token or session cookie) and checks the
+/// permission its route needs.
+pub async fn authorize(
+    State(pipeline): State<Arc<Pipeline>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let method = request.method().as_str().to_string();
+    let needed = roles::required(&method, request.uri().path());
+    let actor = match bearer(request.headers()) {
+        Some(token) => match pipeline.authenticate(token) {
+            Some(Principal {
+                kind: TokenKind::Operator,
+                subject,
+                ..
+            }) => Actor {
+                name: subject,
+                role: "operator-token".into(),
+                permissions: Permission::ALL.to_vec(),
+                by_cookie: false,
+            },
+            Some(_) => {
+                return error(
+                    StatusCode::FORBIDDEN,
+                    "an agent's token cannot use the admin API; use an operator token (aether tokens create --operator NAME) or sign in to the console",
+                );
+            }
+            None => return unauthorized("the bearer token is unknown or revoked"),
+        },
+        None => {
+            let Some(cookie) = session_cookie(request.headers()) else {
+                return unauthorized(
+                    "sign in to the console, or send an operator bearer token (aether tokens create --operator NAME)",
+                );
+            };
+            match accounts::session_account(pipeline.store(), &cookie).await {
+                Ok(Some((account, _))) => Actor {
+                    permissions: roles::role(&account.role)
+                        .map(|r| r.permissions.to_vec())
+                        .unwrap_or_default(),
+                    name: account.name,
+                    role: account.role,
+                    by_cookie: true,
+                },
+                Ok(None) => return unauthorized("the session has ended; sign in again"),
+                Err(e) => {
+                    return error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!("the store cannot be read: {e}"),
+                    );
+                }
+            }
+        }
+    };
+    if actor.by_cookie
+        && !matches!(method.as_str(), "GET" | "HEAD")
+        && let Some(refused) = needs_origin(request.headers())
+    {
+        return refused;
+    }
+    if !actor.may(needed) {
+        return error(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "{} ({}) does not have the permission {}",
+                actor.name,
+                actor.role,
+                needed.as_str()
+            ),
+        );
+    }
+    request
+        .extensions_mut()
+        .insert(Operator(actor.name.clone()));
+    request.extensions_mut().insert(actor);
+    next.run(request).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignIn {
+    name: String,
+    password: String,
+}
+
+fn account_error(e: AccountError) -> Response {
+    match e {
+        AccountError::Invalid(message) => error(StatusCode::BAD_REQUEST, &message),
+        AccountError::WrongCredentials => error(StatusCode::UNAUTHORIZED, &e.to_string()),
+        AccountError::RateLimited(wait) => {
+            let mut response = error(StatusCode::TOO_MANY_REQUESTS, &e.to_string());
+            if let Ok(v) = http::HeaderValue::from_str(&(wait.as_secs() + 1).to_string()) {
+                response.headers_mut().insert("retry-after", v);
+            }
+            response
+        }
+        AccountError::Store(aether_store::StoreError::Invalid(message)) => {
+            error(StatusCode::CONFLICT, &message)
+        }
+        AccountError::Store(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
+fn signed_in(cookie: &str, session: &aether_store::ConsoleSession) -> Response {
+    let mut response = Json(json!({
+        "account": session.account,
+        "expires_us": session.expires_us,
+    }))
+    .into_response();
+    response
+        .headers_mut()
+        .insert(SET_COOKIE, set_cookie(cookie, accounts::SESSION_LIFETIME));
+    response
+}
+
+async fn sign_in(
+    State(pipeline): State<Arc<Pipeline>>,
+    Extension(limiter): Extension<Limiter>,
+    headers: http::HeaderMap,
+    body: Result<Json<SignIn>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    if let Some(refused) = needs_origin(&headers) {
+        return refused;
+    }
+    let Ok(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body must be JSON: {\"name\": \"...\", \"password\": \"...\"}",
+        );
+    };
+    match accounts::sign_in(pipeline.store(), &limiter.0, &body.name, &body.password).await {
+        Ok((cookie, session)) => signed_in(&cookie, &session),
+        Err(e) => account_error(e),
+    }
+}
+
+async fn sign_out(State(pipeline): State<Arc<Pipeline>>, headers: http::HeaderMap) -> Response {
+    if let Some(refused) = needs_origin(&headers) {
+        return refused;
+    }
+    if let Some(cookie) = session_cookie(&headers)
+        && let Err(e) = pipeline
+            .store()
+            .end_console_session(&accounts::cookie_hash(&cookie))
+            .await
+    {
+        return error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+    }
+    let mut response = Json(json!({"signed_out": true})).into_response();
+    response
+        .headers_mut()
+        .insert(SET_COOKIE, set_cookie("", Duration::ZERO));
+    response
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Setup {
+    token: String,
+    name: String,
+    password: String,
+}
+
+/// The first admin, made with the one-time setup link `aether serve` printed; signed in at
+/// once.
+async fn setup(
+    State(pipeline): State<Arc<Pipeline>>,
+    Extension(limiter): Extension<Limiter>,
+    headers: http::HeaderMap,
+    body: Result<Json<Setup>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    if let Some(refused) = needs_origin(&headers) {
+        return refused;
+    }
+    let Ok(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body must be JSON: {\"token\", \"name\", \"password\"}",
+        );
+    };
+    let by = format!("{} (setup link)", body.name);
+    if let Err(e) = accounts::create(
+        pipeline.store(),
+        &body.name,
+        &body.password,
+        "admin",
+        &by,
+        Some(&body.token),
+    )
+    .await
+    {
+        return account_error(e);
+    }
+    match accounts::sign_in(pipeline.store(), &limiter.0, &body.name, &body.password).await {
+        Ok((cookie, session)) => signed_in(&cookie, &session),
+        Err(e) => account_error(e),
+    }
+}
+
+/// `GET /api/events`: a server-sent event `changed` whenever approvals, the audit, the halt
+/// flag, the registry or the upstreams change (the page then reloads what it shows), and a
+/// keep-alive comment every 15 s, for as long as the page stays open.
+pub async fn events(
+    State(pipeline): State<Arc<Pipeline>>,
+) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
+    let stream = futures::stream::unfold(
+        (pipeline, None::<serde_json::Value>),
+        |(pipeline, last)| async move {
+            loop {
+                let now = snapshot(&pipeline).await;
+                if last.as_ref() != Some(&now) {
+                    let event = Event::default().event("changed").data(now.to_string());
+                    return Some((Ok(event), (pipeline, Some(now))));
+                }
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+        },
+    );
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// What the console's pages show, in a few numbers: when one changes, pages reload.
+async fn snapshot(pipeline: &Pipeline) -> serde_json::Value {
+    let store = pipeline.store();
+    let revisions = store.revisions().await.ok();
+    let audit_head = store
+        .audit_query(aether_store::AuditQuery {
+            limit: 1,
+            newest_first: true,
+            ..Default::default()
+        })
+        .await
+        .ok()
+        .and_then(|rows| rows.first().map(|r| r.seq));
+    let sources = store
+        .upstream_statuses()
+        .await
+        .map(|s| {
+            s.iter()
+                .map(|u| format!("{}:{}:{}", u.name, u.connected, u.fingerprint))
+                .collect::<Vec<_>>()
+        })
+        .ok();
+    json!({
+        "revisions": revisions,
+        "audit_head": audit_head,
+        "sources": sources,
+    })
+}
+
+/// `GET /metrics`, behind the view permission.
+pub async fn metrics(State(pipeline): State<Arc<Pipeline>>) -> Response {
+    match pipeline.metrics_text().await {
+        Ok(text) => (
+            [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            text,
+        )
+            .into_response(),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}

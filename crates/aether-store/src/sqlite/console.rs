@@ -1,0 +1,241 @@
+//! The console's accounts, sessions and setup links in SQLite. Account changes bump the
+//! `accounts` counter and carry their audit row in the same transaction.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::SqliteStore;
+use super::governance::{changed, immediate};
+use crate::{Account, AuditEvent, ConsoleSession, Result, StoreError};
+
+const ACCOUNT_COLUMNS: &str = "name, password_hash, role, created_us, created_by, changed_us";
+
+fn account_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Account> {
+    Ok(Account {
+        name: r.get(0)?,
+        password_hash: r.get(1)?,
+        role: r.get(2)?,
+        created_us: r.get(3)?,
+        created_by: r.get(4)?,
+        changed_us: r.get(5)?,
+    })
+}
+
+impl SqliteStore {
+    pub async fn accounts(&self) -> Result<Vec<Account>> {
+        self.read(|conn| {
+            let context = "read accounts";
+            let mut stmt = conn
+                .prepare(&format!(
+                    "SELECT {ACCOUNT_COLUMNS} FROM accounts ORDER BY name"
+                ))
+                .map_err(StoreError::sql(context))?;
+            let rows = stmt
+                .query_map([], account_row)
+                .map_err(StoreError::sql(context))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(StoreError::sql(context))
+        })
+        .await
+    }
+
+    pub async fn account(&self, name: String) -> Result<Option<Account>> {
+        self.read(move |conn| {
+            conn.query_row(
+                &format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE name = ?"),
+                [&name],
+                account_row,
+            )
+            .optional()
+            .map_err(StoreError::sql("read an account"))
+        })
+        .await
+    }
+
+    /// Creates an account; with `setup_token_hash`, only if that setup link is unused and
+    /// unexpired and no account exists yet (the link is used up in the same transaction).
+    pub async fn create_account(
+        &self,
+        account: Account,
+        setup_token_hash: Option<String>,
+        audit: Option<AuditEvent>,
+    ) -> Result<()> {
+        self.write(move |conn| {
+            let context = "create an account";
+            let tx = immediate(conn, context)?;
+            if let Some(hash) = setup_token_hash {
+                let existing: i64 = tx
+                    .query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))
+                    .map_err(StoreError::sql(context))?;
+                if existing > 0 {
+                    return Err(StoreError::Invalid(
+                        "the console is already set up: sign in, or ask an admin for an account".into(),
+                    ));
+                }
+                let used = tx
+                    .execute(
+                        "UPDATE setup_links SET used_us = ? WHERE token_hash = ? AND used_us IS NULL AND expires_us > ?",
+                        params![account.created_us, hash, account.created_us],
+                    )
+                    .map_err(StoreError::sql(context))?;
+                if used != 1 {
+                    return Err(StoreError::Invalid(
+                        "this setup link is unknown, used or expired: make a new one with aether accounts setup-link".into(),
+                    ));
+                }
+            }
+            let n = tx
+                .execute(
+                    &format!("INSERT OR IGNORE INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"),
+                    params![
+                        account.name,
+                        account.password_hash,
+                        account.role,
+                        account.created_us,
+                        account.created_by,
+                        account.changed_us
+                    ],
+                )
+                .map_err(StoreError::sql(context))?;
+            if n != 1 {
+                return Err(StoreError::Invalid(format!(
+                    "an account named {:?} already exists",
+                    account.name
+                )));
+            }
+            changed(&tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))
+        })
+        .await
+    }
+
+    /// Changes an account's role and/or password hash; a new password ends its sessions.
+    pub async fn update_account(
+        &self,
+        name: String,
+        role: Option<String>,
+        password_hash: Option<String>,
+        audit: Option<AuditEvent>,
+    ) -> Result<()> {
+        self.write(move |conn| {
+            let context = "change an account";
+            let tx = immediate(conn, context)?;
+            let now = crate::now_us();
+            let n = tx
+                .execute(
+                    "UPDATE accounts SET role = coalesce(?, role), password_hash = coalesce(?, password_hash), changed_us = ? WHERE name = ?",
+                    params![role, password_hash, now, name],
+                )
+                .map_err(StoreError::sql(context))?;
+            if n != 1 {
+                return Err(StoreError::Invalid(format!("no account named {name:?}")));
+            }
+            if password_hash.is_some() || role.is_some() {
+                tx.execute("DELETE FROM console_sessions WHERE account = ?", [&name])
+                    .map_err(StoreError::sql(context))?;
+            }
+            changed(&tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))
+        })
+        .await
+    }
+
+    /// Removes an account and its sessions; refuses to remove the last admin.
+    pub async fn remove_account(&self, name: String, audit: Option<AuditEvent>) -> Result<()> {
+        self.write(move |conn| {
+            let context = "remove an account";
+            let tx = immediate(conn, context)?;
+            let role: Option<String> = tx
+                .query_row("SELECT role FROM accounts WHERE name = ?", [&name], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(StoreError::sql(context))?;
+            let Some(role) = role else {
+                return Err(StoreError::Invalid(format!("no account named {name:?}")));
+            };
+            if role == "admin" {
+                let admins: i64 = tx
+                    .query_row(
+                        "SELECT count(*) FROM accounts WHERE role = 'admin'",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(StoreError::sql(context))?;
+                if admins <= 1 {
+                    return Err(StoreError::Invalid(
+                        "this is the last admin: make another admin first".into(),
+                    ));
+                }
+            }
+            tx.execute("DELETE FROM accounts WHERE name = ?", [&name])
+                .map_err(StoreError::sql(context))?;
+            tx.execute("DELETE FROM console_sessions WHERE account = ?", [&name])
+                .map_err(StoreError::sql(context))?;
+            changed(&tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))
+        })
+        .await
+    }
+
+    pub async fn create_console_session(
+        &self,
+        id_hash: String,
+        session: ConsoleSession,
+    ) -> Result<()> {
+        self.write(move |conn| {
+            let context = "start a console session";
+            conn.execute(
+                "DELETE FROM console_sessions WHERE expires_us < ?",
+                [session.created_us],
+            )
+            .map_err(StoreError::sql(context))?;
+            conn.execute(
+                "INSERT INTO console_sessions (id_hash, account, created_us, expires_us) VALUES (?, ?, ?, ?)",
+                params![id_hash, session.account, session.created_us, session.expires_us],
+            )
+            .map_err(StoreError::sql(context))?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn console_session(&self, id_hash: String) -> Result<Option<ConsoleSession>> {
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT account, created_us, expires_us FROM console_sessions WHERE id_hash = ?",
+                [&id_hash],
+                |r| {
+                    Ok(ConsoleSession {
+                        account: r.get(0)?,
+                        created_us: r.get(1)?,
+                        expires_us: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(StoreError::sql("read a console session"))
+        })
+        .await
+    }
+
+    pub async fn end_console_session(&self, id_hash: String) -> Result<()> {
+        self.write(move |conn| {
+            conn.execute("DELETE FROM console_sessions WHERE id_hash = ?", [&id_hash])
+                .map_err(StoreError::sql("end a console session"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn create_setup_link(&self, token_hash: String, expires_us: i64) -> Result<()> {
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO setup_links (token_hash, created_us, expires_us) VALUES (?, ?, ?)",
+                params![token_hash, crate::now_us(), expires_us],
+            )
+            .map_err(StoreError::sql("make a setup link"))?;
+            Ok(())
+        })
+        .await
+    }
+}

@@ -6,6 +6,7 @@
 #   @modelcontextprotocol/server-filesystem - the reference server, the benchmarks' peer,
 #   @modelcontextprotocol/server-everything - the reference server of every MCP feature
 #     (federated in the tests over stdio and Streamable HTTP),
+#   playwright-core - drives the Debian package's Chromium in the console's browser tests,
 #   a Python venv with the official `mcp` SDK (a second real client).
 # Usage: scripts/install-peers.sh [DIR]   (default: $AETHER_PEERS, else ~/.cache/aether-peers)
 # Idempotent: returns at once when everything pinned here is present.
@@ -17,6 +18,7 @@ npm_pins=(
   @modelcontextprotocol/inspector@2.12.0
   @modelcontextprotocol/server-filesystem@2026.8.31
   @modelcontextprotocol/server-everything@2026.8.31
+  playwright-core@1.65.1
 )
 py_pin="mcp==2.3.0"
 stamp="node=$node_version ${npm_pins[*]} $py_pin"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test Aether has, on a fresh machine too: installs the official MCP peers the
-# tests talk to (scripts/install-peers.sh) and bubblewrap (run_shell's sandbox), builds the
+# tests talk to (scripts/install-peers.sh), bubblewrap (run_shell's sandbox) and Chromium (the
+# console's browser tests), builds the
 # binary they drive, runs the suites.
 # The peer-backed tests (conformance suite, Python SDK, inspector) run when AETHER_PEERS
 # names the install folder, which this script sets.
@@ -9,15 +10,20 @@ cd "$(dirname "$0")/.."
 export AETHER_PEERS=${AETHER_PEERS:-$HOME/.cache/aether-peers}
 scripts/install-peers.sh "$AETHER_PEERS"
 
-# run_shell's tests run real sandboxes: bubblewrap, from the system's packages.
-if [ ! -x /usr/bin/bwrap ] && [ ! -x /usr/local/bin/bwrap ]; then
+# From the system's packages: bubblewrap (run_shell's tests run real sandboxes) and Chromium
+# (the console's tests drive it headless with playwright-core).
+need=()
+[ -x /usr/bin/bwrap ] || [ -x /usr/local/bin/bwrap ] || need+=(bubblewrap)
+[ -x /usr/bin/chromium ] || need+=(chromium)
+if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
   if command -v apt-get >/dev/null 2>&1; then
-    $sudo apt-get install -y bubblewrap >/dev/null 2>&1 \
-      || { $sudo apt-get update >/dev/null && $sudo apt-get install -y bubblewrap >/dev/null; }
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get install -y "${need[@]}" >/dev/null 2>&1 \
+      || { $sudo apt-get update >/dev/null && $sudo apt-get install -y "${need[@]}" >/dev/null; }
   else
-    echo "run_shell's tests need bubblewrap (bwrap); install it with your package manager" >&2
+    echo "the tests need ${need[*]}; install them with your package manager" >&2
     exit 1
   fi
 fi

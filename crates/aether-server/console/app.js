@@ -185,20 +185,23 @@ async function refresh(fresh) {
   try {
     const content = await pages[current]();
     page.replaceChildren(content);
-    status("");
+    tick();
+    // A failure to load is cleared by a load that works; an action's message stays.
+    if ($("status").className === "error" && fresh) status("");
   } catch (err) {
     if (err.status !== 401) status(err.message, true);
   }
   badges();
 }
 
-setInterval(() => {
+function tick() {
   const now = Date.now() * 1000;
   for (const [node, expires] of countdowns) {
     const left = Math.max(0, Math.round((expires - now) / 1e6));
     node.textContent = left > 0 ? `${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}` : "expired";
   }
-}, 1000);
+}
+setInterval(tick, 1000);
 
 async function approvals() {
   const rows = await api("GET", "/api/approvals");

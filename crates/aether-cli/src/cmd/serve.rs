@@ -92,13 +92,15 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         }
         _ => None,
     };
-    print_banner(addr, &loaded.source, &url, &roots, tokens, &opts.agent);
-    match setup_link {
-        Some(link) => println!(
-            "Console: http://{addr}/console — no account yet; make the first admin (one use, 24 h):\n  {link}\n"
-        ),
-        None => println!("Console: http://{addr}/console\n"),
-    }
+    print_banner(
+        addr,
+        &loaded.source,
+        &url,
+        &roots,
+        tokens,
+        &opts.agent,
+        setup_link.as_deref(),
+    );
     let signal = shutdown.clone();
     tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
@@ -117,6 +119,7 @@ fn print_banner(
     roots: &[aether_policy::paths::RootSpec],
     tokens: bool,
     agent: &str,
+    setup_link: Option<&str>,
 ) {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
@@ -168,5 +171,11 @@ fn print_banner(
         serde_json::to_string_pretty(&stdio).unwrap_or_default()
     );
     println!();
+    match setup_link {
+        Some(link) => println!(
+            "Console: http://{addr}/console — no account yet; make the first admin (one use, 24 h):\n  {link}\n"
+        ),
+        None => println!("Console: http://{addr}/console\n"),
+    }
     println!("Stop with Ctrl-C. Halt every call with `aether halt --why \"...\"`.");
 }

@@ -215,14 +215,14 @@ fn an_upstreams_tools_are_governed_and_its_faults_are_contained() {
 }
 
 /// One session of the official Python SDK client, driven a request at a time.
-struct PySession {
+pub(crate) struct PySession {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl PySession {
-    fn open(peers: &Path, url: &str) -> PySession {
+    pub(crate) fn open(peers: &Path, url: &str) -> PySession {
         use std::io::BufRead;
         let mut child = std::process::Command::new(peers.join("venv/bin/python"))
             .arg(repo_root().join("tests/peers/session_client.py"))
@@ -250,7 +250,7 @@ impl PySession {
         }
     }
 
-    fn ask(&mut self, request: Value) -> Value {
+    pub(crate) fn ask(&mut self, request: Value) -> Value {
         use std::io::Write;
         writeln!(self.stdin, "{request}").unwrap();
         let line = self
@@ -262,7 +262,7 @@ impl PySession {
     }
 
     /// The answer of a request that must succeed.
-    fn ok(&mut self, request: Value) -> Value {
+    pub(crate) fn ok(&mut self, request: Value) -> Value {
         let reply = self.ask(request.clone());
         assert!(reply.get("error").is_none(), "{request} -> {reply}");
         reply["ok"].clone()
@@ -284,7 +284,7 @@ impl Drop for PySession {
     }
 }
 
-fn call_text(result: &Value) -> String {
+pub(crate) fn call_text(result: &Value) -> String {
     result["content"]
         .as_array()
         .into_iter()

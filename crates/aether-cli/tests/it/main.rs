@@ -2,7 +2,9 @@
 //! by raw JSON-RPC and by the official MCP peers (when `AETHER_PEERS` names their install
 //! folder; `scripts/test.sh` sets it). Plus the workspace's tidy checks.
 
+mod browser;
 mod cli;
+mod console;
 mod crash;
 mod federation;
 mod governance;

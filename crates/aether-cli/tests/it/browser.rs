@@ -237,6 +237,44 @@ fn an_operator_decides_waiting_calls_halts_and_searches_the_audit_in_a_real_brow
     );
     let problems = browser.ok(json!({"op": "problems"}));
     assert_eq!(problems, json!([]), "errors in the page");
+    // /metrics counts the calls above by tool and decision, with the gauges.
+    let (code, token, err) = ws.run(&[
+        "tokens",
+        "create",
+        "--operator",
+        "scraper",
+        "--store",
+        &ws.store_url(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bearer = format!("Bearer {}", token.trim());
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let metrics = loop {
+        let r = crate::util::http(
+            &srv.addr,
+            "GET",
+            "/metrics",
+            &[
+                ("Host", srv.addr.as_str()),
+                ("Authorization", bearer.as_str()),
+            ],
+            b"",
+        );
+        if r.status == 200 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    for line in [
+        "aether_calls_total{tool=\"read_file\",decision=\"ok\"} 2",
+        "aether_calls_total{tool=\"read_file\",decision=\"refused\"} 2",
+        "aether_pending_approvals 0",
+        "aether_halted 0",
+        "aether_call_duration_seconds_count 4",
+    ] {
+        assert!(metrics.body.contains(line), "{line} in:\n{}", metrics.body);
+    }
     for page in [
         "approvals",
         "audit",

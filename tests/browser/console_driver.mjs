@@ -92,7 +92,7 @@ async function answer(r) {
     case "export": {
       const [download] = await Promise.all([
         page.waitForEvent("download"),
-        page.click(`a[download="aether-audit.${r.format}"]`),
+        page.click(`button[data-export=${r.format}]`),
       ]);
       const path = `${shots}/export.${r.format}`;
       await download.saveAs(path);

@@ -22,11 +22,21 @@ use crate::audit::operator_event;
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// How long a setup link works.
 pub const SETUP_LINK_LIFETIME: Duration = Duration::from_secs(24 * 3600);
-/// Failed sign-ins per account, and over all accounts, within [`FAILURE_WINDOW`] before
-/// sign-in is refused for the rest of the window.
+/// Sign-in attempts per client and account, and per client over all accounts, within
+/// [`FAILURE_WINDOW`] before that client's sign-in is refused for the rest of the window (a
+/// success forgets the client's attempts at that account).
 pub const FAILURES_PER_ACCOUNT: usize = 5;
 pub const FAILURES_OVERALL: usize = 30;
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(300);
+
+/// Password hashes computed at once: each takes 19 MiB and tens of milliseconds, so a flood
+/// of sign-ins queues here instead of filling memory and the blocking pool.
+const HASHING_AT_ONCE: usize = 2;
+
+fn hashing() -> &'static tokio::sync::Semaphore {
+    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| tokio::sync::Semaphore::new(HASHING_AT_ONCE))
+}
 
 /// Why an account change or a sign-in was refused (the message says what to do).
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +100,10 @@ fn check_role(role: &str) -> Result<(), AccountError> {
 /// The argon2id hash (PHC string) of a password, off the async threads.
 pub async fn hash_password(password: &str) -> Result<String, AccountError> {
     let password = password.to_string();
+    let _permit = hashing()
+        .acquire()
+        .await
+        .map_err(|e| invalid(format!("hashing is closed: {e}")))?;
     tokio::task::spawn_blocking(move || {
         let salt = SaltString::generate(&mut OsRng);
         Argon2::default()
@@ -103,6 +117,9 @@ pub async fn hash_password(password: &str) -> Result<String, AccountError> {
 
 async fn verify_password(hash: String, password: &str) -> bool {
     let password = password.to_string();
+    let Ok(_permit) = hashing().acquire().await else {
+        return false;
+    };
     tokio::task::spawn_blocking(move || {
         PasswordHash::new(&hash)
             .map(|parsed| {
@@ -129,6 +146,15 @@ pub async fn create(
     check_name(name)?;
     check_password(password)?;
     check_role(role)?;
+    // A setup link is checked before the slow hash: a stranger without it costs nothing.
+    let setup_hash = setup_token.map(|t| sha256(t.as_bytes()).to_string());
+    if let Some(hash) = &setup_hash
+        && !store.setup_link_valid(hash).await?
+    {
+        return Err(invalid(
+            "this setup link is unknown, used or expired, or the console is already set up",
+        ));
+    }
     let now = aether_store::now_us();
     let account = Account {
         name: name.to_string(),
@@ -144,11 +170,7 @@ pub async fn create(
         json!({ "account": name, "role": role }),
     );
     store
-        .create_account(
-            account.clone(),
-            setup_token.map(|t| sha256(t.as_bytes()).to_string()),
-            Some(event),
-        )
+        .create_account(account.clone(), setup_hash, Some(event))
         .await?;
     Ok(account)
 }
@@ -162,20 +184,8 @@ pub async fn update(
     by: &str,
 ) -> Result<(), AccountError> {
     if let Some(role) = role {
+        // (The store keeps the last admin, in the change's own transaction.)
         check_role(role)?;
-        if role != "admin"
-            && let Some(current) = store.account(name).await?
-            && current.role == "admin"
-            && store
-                .accounts()
-                .await?
-                .iter()
-                .filter(|a| a.role == "admin")
-                .count()
-                <= 1
-        {
-            return Err(invalid("this is the last admin: make another admin first"));
-        }
     }
     let hash = match password {
         Some(p) => {
@@ -217,18 +227,21 @@ fn random_token() -> Result<String, AccountError> {
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
 
-/// Failed sign-ins, remembered for [`FAILURE_WINDOW`].
+/// Sign-in attempts, remembered for [`FAILURE_WINDOW`], by client (its address) and by client
+/// and account name. An attempt counts from the moment it starts (so parallel guesses cannot
+/// all slip through before the first one fails); a success forgets that client's attempts at
+/// that account.
 #[derive(Default)]
 pub struct SignInLimiter {
-    failures: Mutex<HashMap<String, Vec<Instant>>>,
+    attempts: Mutex<HashMap<String, Vec<Instant>>>,
 }
 
 impl SignInLimiter {
-    /// `Err(wait)` while `name` (or everyone) has failed too often.
-    fn check(&self, name: &str) -> Result<(), Duration> {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+    /// Records an attempt by `client` at `name`, or `Err(wait)` if it has tried too often.
+    pub fn begin(&self, client: &str, name: &str) -> Result<(), Duration> {
+        let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        failures.retain(|_, times| {
+        attempts.retain(|_, times| {
             times.retain(|t| now.duration_since(*t) < FAILURE_WINDOW);
             !times.is_empty()
         });
@@ -239,31 +252,36 @@ impl SignInLimiter {
                 .map(|oldest| FAILURE_WINDOW.saturating_sub(now.duration_since(*oldest)))
                 .unwrap_or_default()
         };
-        if let Some(times) = failures.get(name)
-            && times.len() >= FAILURES_PER_ACCOUNT
-        {
-            return Err(wait(times));
+        let (by_client, by_account) = keys(client, name);
+        for (key, limit) in [
+            (&by_account, FAILURES_PER_ACCOUNT),
+            (&by_client, FAILURES_OVERALL),
+        ] {
+            if let Some(times) = attempts.get(key)
+                && times.len() >= limit
+            {
+                return Err(wait(times));
+            }
         }
-        let all: Vec<Instant> = failures.values().flatten().copied().collect();
-        if all.len() >= FAILURES_OVERALL {
-            return Err(wait(&all));
-        }
+        attempts.entry(by_account).or_default().push(now);
+        attempts.entry(by_client).or_default().push(now);
         Ok(())
     }
 
-    fn failed(&self, name: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        // Names are bounded so a flood of made-up names cannot grow memory without end.
-        let key = name.chars().take(64).collect::<String>();
-        failures.entry(key).or_default().push(Instant::now());
-    }
-
-    fn succeeded(&self, name: &str) {
-        self.failures
+    /// Forgets `client`'s attempts at `name` (it signed in).
+    pub fn succeeded(&self, client: &str, name: &str) {
+        let (_, by_account) = keys(client, name);
+        self.attempts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
+            .remove(&by_account);
     }
+}
+
+/// The limiter's keys; names are cut so made-up ones cannot grow memory without end.
+fn keys(client: &str, name: &str) -> (String, String) {
+    let name: String = name.chars().take(64).collect();
+    (client.to_string(), format!("{client}\u{0}{name}"))
 }
 
 /// A hash of no password, checked when the account does not exist, so a wrong name takes as
@@ -271,13 +289,25 @@ impl SignInLimiter {
 const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$3ms6m9jYrw4gU2KlnUX3EbzOxqhlKgsNB2PPp4ALjn4";
 
 /// Signs in: the cookie value to set, and its session.
+/// The secrets of a new session: the cookie, and the key the page sends as a header.
+#[derive(Clone, Debug)]
+pub struct NewSession {
+    pub cookie: String,
+    pub key: String,
+    pub session: ConsoleSession,
+}
+
+/// Signs in `name` from `client` (its address, for the rate limit).
 pub async fn sign_in(
     store: &Store,
     limiter: &SignInLimiter,
+    client: &str,
     name: &str,
     password: &str,
-) -> Result<(String, ConsoleSession), AccountError> {
-    limiter.check(name).map_err(AccountError::RateLimited)?;
+) -> Result<NewSession, AccountError> {
+    limiter
+        .begin(client, name)
+        .map_err(AccountError::RateLimited)?;
     let account = store.account(name).await?;
     let hash = account
         .as_ref()
@@ -285,41 +315,56 @@ pub async fn sign_in(
         .unwrap_or_else(|| DUMMY_HASH.to_string());
     let ok = verify_password(hash, password).await && account.is_some();
     if !ok {
-        limiter.failed(name);
         return Err(AccountError::WrongCredentials);
     }
-    limiter.succeeded(name);
+    limiter.succeeded(client, name);
+    start_session(store, name).await
+}
+
+/// A new session for `name` (after a sign-in, or the setup that made the account).
+pub async fn start_session(store: &Store, name: &str) -> Result<NewSession, AccountError> {
     let cookie = random_token()?;
+    let key = random_token()?;
     let now = aether_store::now_us();
     let session = ConsoleSession {
         account: name.to_string(),
+        key_hash: cookie_hash(&key),
         created_us: now,
         expires_us: now + SESSION_LIFETIME.as_micros() as i64,
     };
     store
         .create_console_session(&cookie_hash(&cookie), session.clone())
         .await?;
-    Ok((cookie, session))
+    Ok(NewSession {
+        cookie,
+        key,
+        session,
+    })
 }
 
 pub fn cookie_hash(cookie: &str) -> String {
     sha256(cookie.as_bytes()).to_string()
 }
 
-/// The account a session cookie is signed in as (its current role), if the session is live.
+/// The account a session (its cookie and key) is signed in as, with its current role, if
+/// the session is live: unexpired, its key right, and younger than the account's last change
+/// (a sign-in that raced a password change, a removal or a new account of the same name does
+/// not survive it).
 pub async fn session_account(
     store: &Store,
     cookie: &str,
+    key: &str,
 ) -> Result<Option<(Account, ConsoleSession)>, StoreError> {
     let Some(session) = store.console_session(&cookie_hash(cookie)).await? else {
         return Ok(None);
     };
-    if session.expires_us <= aether_store::now_us() {
+    if session.expires_us <= aether_store::now_us() || session.key_hash != cookie_hash(key) {
         return Ok(None);
     }
     Ok(store
         .account(&session.account)
         .await?
+        .filter(|account| session.created_us >= account.changed_us)
         .map(|account| (account, session)))
 }
 
@@ -333,19 +378,24 @@ mod tests {
     }
 
     #[test]
-    fn the_limiter_stops_a_guesser_and_forgets_on_success() {
+    fn the_limiter_stops_a_guesser_not_everyone_and_forgets_on_success() {
         let l = SignInLimiter::default();
         for _ in 0..FAILURES_PER_ACCOUNT {
-            assert!(l.check("admin").is_ok());
-            l.failed("admin");
+            assert!(l.begin("10.0.0.9", "admin").is_ok());
         }
-        assert!(l.check("admin").is_err());
-        assert!(l.check("other").is_ok(), "one account's guesser");
-        l.succeeded("admin");
-        assert!(l.check("admin").is_ok());
+        assert!(l.begin("10.0.0.9", "admin").is_err(), "the guesser");
+        assert!(l.begin("127.0.0.1", "admin").is_ok(), "the admin elsewhere");
+        assert!(l.begin("10.0.0.9", "other").is_ok(), "another account");
+        l.succeeded("10.0.0.9", "admin");
+        assert!(l.begin("10.0.0.9", "admin").is_ok());
+        let l = SignInLimiter::default();
         for i in 0..FAILURES_OVERALL {
-            l.failed(&format!("made-up-{i}"));
+            assert!(l.begin("10.0.0.9", &format!("made-up-{i}")).is_ok());
         }
-        assert!(l.check("anyone").is_err(), "many names at once");
+        assert!(
+            l.begin("10.0.0.9", "anyone").is_err(),
+            "many names from one client"
+        );
+        assert!(l.begin("10.0.0.8", "anyone").is_ok());
     }
 }

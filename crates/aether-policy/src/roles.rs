@@ -113,14 +113,31 @@ pub fn required(method: &str, path: &str) -> Permission {
         return Permission::ManageAccounts;
     }
     if under("/api/tokens") {
-        return if read {
-            Permission::View
-        } else {
-            Permission::ManageAgents
-        };
+        return Permission::ManageAgents;
     }
     if read {
-        return Permission::View;
+        // What `view` reads, named one by one: a new read (a listing of secrets, say) is
+        // closed until it is added here.
+        let viewable = [
+            "/api/session",
+            "/api/events",
+            "/api/approvals",
+            "/api/audit",
+            "/api/registry",
+            "/api/agents",
+            "/api/policy",
+            "/api/halt",
+            "/api/commands",
+            "/api/tools",
+            "/api/sources",
+            "/api/openapi.json",
+            "/metrics",
+        ];
+        return if viewable.iter().any(|p| under(p)) {
+            Permission::View
+        } else {
+            Permission::ManageAccounts
+        };
     }
     if under("/api/approvals") {
         Permission::ApproveCalls
@@ -161,6 +178,10 @@ mod tests {
         );
         assert_eq!(required("GET", "/api/accounts"), Permission::ManageAccounts);
         assert_eq!(required("POST", "/api/tokens"), Permission::ManageAgents);
+        assert_eq!(required("GET", "/api/tokens"), Permission::ManageAgents);
+        assert_eq!(required("GET", "/api/secrets"), Permission::ManageAccounts);
+        assert_eq!(required("GET", "/api/auditx"), Permission::ManageAccounts);
+        assert_eq!(required("GET", "/metrics"), Permission::View);
         assert_eq!(
             required("POST", "/api/new-thing"),
             Permission::ManageAccounts

@@ -29,8 +29,13 @@ class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
+// The session is the cookie and this key, kept in this tab's storage (never in a cookie: a
+// browser sends cookies to every server on this host name, whatever its port).
+const KEY = "aether-console-key";
+const key = () => sessionStorage.getItem(KEY) || "";
+
 async function api(method, path, body) {
-  const init = { method, credentials: "same-origin", headers: {} };
+  const init = { method, credentials: "same-origin", headers: { "x-aether-key": key() } };
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -79,7 +84,7 @@ function hideAll() {
 
 function showSignIn(message) {
   hideAll();
-  if (events) { events.close(); events = null; }
+  if (events) { events.abort(); events = null; }
   me = null;
   $("sign-in").hidden = false;
   $("sign-in-error").textContent = message || "";
@@ -89,7 +94,8 @@ $("sign-in-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   const f = new FormData(e.target);
   try {
-    await api("POST", "/api/sign-in", { name: f.get("name"), password: f.get("password") });
+    const r = await api("POST", "/api/sign-in", { name: f.get("name"), password: f.get("password") });
+    sessionStorage.setItem(KEY, r.key);
     e.target.reset();
     await start();
   } catch (err) {
@@ -102,7 +108,8 @@ $("setup-form").addEventListener("submit", async (e) => {
   const f = new FormData(e.target);
   const token = location.hash.slice(1);
   try {
-    await api("POST", "/api/setup", { token, name: f.get("name"), password: f.get("password") });
+    const r = await api("POST", "/api/setup", { token, name: f.get("name"), password: f.get("password") });
+    sessionStorage.setItem(KEY, r.key);
     history.replaceState(null, "", "/console#approvals");
     await start();
   } catch (err) {
@@ -112,6 +119,7 @@ $("setup-form").addEventListener("submit", async (e) => {
 
 $("sign-out").addEventListener("click", async () => {
   try { await api("POST", "/api/sign-out"); } catch { /* signed out either way */ }
+  sessionStorage.removeItem(KEY);
   showSignIn("Signed out.");
 });
 
@@ -121,6 +129,7 @@ async function start() {
     $("setup").hidden = false;
     return;
   }
+  if (!key()) { showSignIn(""); return; }
   try {
     me = await api("GET", "/api/session");
   } catch {
@@ -137,18 +146,48 @@ async function start() {
 
 // ---- live updates ------------------------------------------------------------------------
 
+// Server-sent events read with fetch (an EventSource cannot send the key header); read
+// again after a pause whenever the stream ends, until the session does.
 function listen() {
   if (events) return;
-  events = new EventSource("/api/events");
-  events.addEventListener("changed", (e) => {
-    try { badges(JSON.parse(e.data)); } catch { /* the page reloads anyway */ }
-    clearTimeout(refreshTimer);
-    refreshTimer = setTimeout(() => refresh(false), 150);
-  });
-  events.onerror = async () => {
-    // The browser reconnects by itself; if the session has ended, say so.
-    try { await api("GET", "/api/session"); } catch { /* shown by api() */ }
-  };
+  const controller = new AbortController();
+  events = controller;
+  (async () => {
+    let pause = 500;
+    while (events === controller) {
+      try {
+        const res = await fetch("/api/events", { credentials: "same-origin", headers: { "x-aether-key": key() }, signal: controller.signal });
+        if (res.status === 401) { showSignIn("Your session has ended; sign in again."); return; }
+        if (!res.ok || !res.body) throw new Error(`${res.status}`);
+        pause = 500;
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          let end;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            const message = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            if (/^event: changed$/m.test(message)) changed();
+          }
+        }
+      } catch (err) {
+        if (controller.signal.aborted) return;
+      }
+      // The stream ended (a network hiccup, a restart, the session re-checked): if the
+      // session is gone api() shows the sign-in form; else read again.
+      try { await api("GET", "/api/session"); } catch { return; }
+      await new Promise((r) => setTimeout(r, pause));
+      pause = Math.min(pause * 2, 10000);
+    }
+  })();
+}
+
+function changed() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(() => refresh(false), 150);
 }
 
 async function badges() {
@@ -268,13 +307,13 @@ async function audit() {
       verdict.className = r.intact ? "ok" : "error";
       verdict.textContent = r.intact
         ? `The chain is intact: ${r.report.rows} rows, ${r.report.receipts} receipts checked.`
-        : `The chain is broken: ${r.report.breaks.length} break(s), ${r.report.unaudited.length} admitted call(s) without their row.`;
+        : `The chain is broken: ${r.report.breaks.length} break(s), ${(r.report.mismatched || []).length} receipt(s) not matching their row, ${r.report.unaudited.length} admitted call(s) without their row.`;
     } catch (err) { verdict.className = "error"; verdict.textContent = err.message; }
   } }, "Verify the chain");
   const wrap = el("div", {}, el("h2", { text: "Audit" }), form,
     el("p", { class: "row" },
-      el("a", { href: `/api/audit/export?${auditQuery({ format: "csv", limit: 100000 })}`, download: "aether-audit.csv" }, "Export CSV"), " ",
-      el("a", { href: `/api/audit/export?${auditQuery({ format: "json", limit: 100000 })}`, download: "aether-audit.json" }, "Export JSON"), " ",
+      el("button", { type: "button", class: "secondary", "data-export": "csv", onclick: () => exportAudit("csv") }, "Export CSV"), " ",
+      el("button", { type: "button", class: "secondary", "data-export": "json", onclick: () => exportAudit("json") }, "Export JSON"), " ",
       verify, verdict));
   if (rows.length === 0) {
     wrap.append(empty("No audit rows match. Calls appear here as agents make them; widen the search or clear the filters."));
@@ -288,6 +327,22 @@ async function audit() {
       el("td", {}, el("pre", { text: r.arguments })),
       el("td", {}, el("pre", { text: r.reason || r.result }))))));
   return wrap;
+}
+
+// A download needs the key header too: fetched, then handed to the browser as a file.
+async function exportAudit(format) {
+  try {
+    const res = await fetch(`/api/audit/export?${auditQuery({ format })}`, { credentials: "same-origin", headers: { "x-aether-key": key() } });
+    if (!res.ok) throw new Error(`${res.status} ${res.statusText}`);
+    const truncated = res.headers.get("x-aether-truncated") === "true";
+    const url = URL.createObjectURL(await res.blob());
+    const a = el("a", { href: url, download: `aether-audit.${format}` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    status(truncated ? "Exported the newest 9,999 matching rows; narrow the search by time for the rest." : "Exported.");
+  } catch (err) { status(err.message, true); }
 }
 
 async function registry() {

@@ -660,46 +660,48 @@ impl AuditFilter {
     }
 }
 
-/// Audit rows matching `f`, newest first, at most `cap`.
+/// Audit rows matching `f`, newest first, at most `limit` (below the store's 10,000 per
+/// answer), and whether more matched.
 async fn audit_rows(
     p: &Pipeline,
     f: &AuditFilter,
-    cap: usize,
-) -> Result<Vec<aether_store::AuditRecord>, StoreError> {
+    limit: usize,
+) -> Result<(Vec<aether_store::AuditRecord>, bool), StoreError> {
     let blank = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
-    let limit = f.limit.unwrap_or(100).clamp(1, cap);
-    // The store filters by agent, tool, outcome and start time; the end time and call id
-    // here (each page asks for a little more to make up for them).
+    let limit = limit.clamp(1, 9_999);
     let mut rows = p
         .store()
         .audit_query(aether_store::AuditQuery {
             after: f.after,
             since_us: f.since_us,
+            until_us: f.until_us,
             agent: blank(&f.agent),
             tool: blank(&f.tool),
             outcome: blank(&f.outcome),
-            limit: if f.until_us.is_some() || f.call_id.is_some() {
-                cap
-            } else {
-                limit
-            },
+            call_id: blank(&f.call_id),
+            limit: limit + 1,
             newest_first: true,
         })
         .await?;
-    rows.retain(|r| {
-        f.until_us.is_none_or(|u| r.event.at_us < u)
-            && blank(&f.call_id).is_none_or(|c| r.event.call_id == c)
-    });
+    let more = rows.len() > limit;
     rows.truncate(limit);
-    Ok(rows)
+    Ok((rows, more))
 }
 
 async fn audit_search(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilter>) -> Response {
     if let Err(why) = f.check() {
         return error(StatusCode::BAD_REQUEST, &why);
     }
-    match audit_rows(&p, &f, 1_000).await {
-        Ok(rows) => Json(rows).into_response(),
+    match audit_rows(&p, &f, f.limit.unwrap_or(100).clamp(1, 1_000)).await {
+        Ok((rows, more)) => {
+            let mut response = Json(rows).into_response();
+            if more {
+                response
+                    .headers_mut()
+                    .insert("x-aether-more", http::HeaderValue::from_static("true"));
+            }
+            response
+        }
         Err(e) => failed(e),
     }
 }
@@ -708,8 +710,8 @@ async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilte
     if let Err(why) = f.check() {
         return error(StatusCode::BAD_REQUEST, &why);
     }
-    let rows = match audit_rows(&p, &f, 100_000).await {
-        Ok(rows) => rows,
+    let (rows, more) = match audit_rows(&p, &f, f.limit.unwrap_or(9_999)).await {
+        Ok(found) => found,
         Err(e) => return failed(e),
     };
     let format = f.format.as_deref().unwrap_or("json");
@@ -774,7 +776,7 @@ async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilte
             );
         }
     };
-    (
+    let mut response = (
         [
             (http::header::CONTENT_TYPE, kind.to_string()),
             (
@@ -784,13 +786,20 @@ async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilte
         ],
         body,
     )
-        .into_response()
+        .into_response();
+    // An export holds at most 9,999 rows, the newest; the header says when more matched
+    // (narrow the search by time to export the rest).
+    response.headers_mut().insert(
+        "x-aether-truncated",
+        http::HeaderValue::from_static(if more { "true" } else { "false" }),
+    );
+    response
 }
 
 async fn audit_verify(State(p): State<Arc<Pipeline>>) -> Response {
     match p.store().verify_audit(None).await {
         Ok(report) => Json(json!({
-            "intact": report.breaks.is_empty() && report.unaudited.is_empty(),
+            "intact": report.is_intact(),
             "report": report,
         }))
         .into_response(),

@@ -2,9 +2,11 @@
 //! signing in and out, the first admin's setup, who may call which admin route, live updates
 //! over SSE, and `/metrics`.
 //!
-//! A console request is authenticated by its session cookie (`aether_console`: HttpOnly,
-//! SameSite=Strict, the store keeping only its SHA-256) or by an operator bearer token (a
-//! script). Every admin route needs one named permission (`aether_policy::roles::required`);
+//! A console request is authenticated by its session — the cookie `aether_console` (HttpOnly,
+//! SameSite=Strict) *and* the key the page keeps in its own session storage and sends as
+//! `X-Aether-Key` (a browser sends cookies to every server on the same host name, whatever its
+//! port; the key stays with this origin) — the store keeping only their SHA-256s; or by an
+//! operator bearer token (a script). Every admin route needs one named permission (`aether_policy::roles::required`);
 //! an account has those of its role, an operator token all of them. A change made with a
 //! cookie must carry this console's own `Origin` (the gate refuses any other Origin, and here
 //! a missing one): a page elsewhere cannot make the operator's browser act.
@@ -31,6 +33,8 @@ use crate::admin::{Operator, bearer, error, unauthorized};
 
 /// The session cookie's name.
 pub const COOKIE_NAME: &str = "aether_console";
+/// The header carrying the session's second secret.
+pub const KEY_HEADER: &str = "x-aether-key";
 
 const INDEX: &str = include_str!("../console/index.html");
 const APP_JS: &str = include_str!("../console/app.js");
@@ -171,7 +175,13 @@ pub async fn authorize(
                     "sign in to the console, or send an operator bearer token (aether tokens create --operator NAME)",
                 );
             };
-            match accounts::session_account(pipeline.store(), &cookie).await {
+            let key = request
+                .headers()
+                .get(KEY_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            match accounts::session_account(pipeline.store(), &cookie, &key).await {
                 Ok(Some((account, _))) => Actor {
                     permissions: roles::role(&account.role)
                         .map(|r| r.permissions.to_vec())
@@ -180,7 +190,11 @@ pub async fn authorize(
                     role: account.role,
                     by_cookie: true,
                 },
-                Ok(None) => return unauthorized("the session has ended; sign in again"),
+                Ok(None) => {
+                    return unauthorized(
+                        "the session has ended (or this page does not hold its key); sign in again",
+                    );
+                }
                 Err(e) => {
                     return error(
                         StatusCode::SERVICE_UNAVAILABLE,
@@ -210,8 +224,33 @@ pub async fn authorize(
     request
         .extensions_mut()
         .insert(Operator(actor.name.clone()));
+    if actor.by_cookie {
+        let live = LiveSession {
+            cookie: session_cookie(request.headers()).unwrap_or_default(),
+            key: request
+                .headers()
+                .get(KEY_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string(),
+        };
+        request.extensions_mut().insert(live);
+    }
     request.extensions_mut().insert(actor);
     next.run(request).await
+}
+
+/// The secrets of the session a request came with (for streams that re-check it).
+#[derive(Clone)]
+pub struct LiveSession {
+    cookie: String,
+    key: String,
+}
+
+/// The client's address, for the sign-in rate limit (`unknown` where the listener has none).
+fn client(info: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>) -> String {
+    info.map(|Extension(axum::extract::ConnectInfo(addr))| addr.ip().to_string())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 #[derive(Deserialize)]
@@ -239,21 +278,28 @@ fn account_error(e: AccountError) -> Response {
     }
 }
 
-fn signed_in(cookie: &str, session: &aether_store::ConsoleSession) -> Response {
+/// The reply to a sign-in: the cookie set, and the key for the page to keep and send.
+fn signed_in(new: &accounts::NewSession) -> Response {
     let mut response = Json(json!({
-        "account": session.account,
-        "expires_us": session.expires_us,
+        "account": new.session.account,
+        "expires_us": new.session.expires_us,
+        "key": new.key,
     }))
     .into_response();
+    response.headers_mut().insert(
+        SET_COOKIE,
+        set_cookie(&new.cookie, accounts::SESSION_LIFETIME),
+    );
     response
         .headers_mut()
-        .insert(SET_COOKIE, set_cookie(cookie, accounts::SESSION_LIFETIME));
+        .insert(CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
     response
 }
 
 async fn sign_in(
     State(pipeline): State<Arc<Pipeline>>,
     Extension(limiter): Extension<Limiter>,
+    info: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: http::HeaderMap,
     body: Result<Json<SignIn>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
@@ -266,8 +312,16 @@ async fn sign_in(
             "the body must be JSON: {\"name\": \"...\", \"password\": \"...\"}",
         );
     };
-    match accounts::sign_in(pipeline.store(), &limiter.0, &body.name, &body.password).await {
-        Ok((cookie, session)) => signed_in(&cookie, &session),
+    match accounts::sign_in(
+        pipeline.store(),
+        &limiter.0,
+        &client(info),
+        &body.name,
+        &body.password,
+    )
+    .await
+    {
+        Ok(new) => signed_in(&new),
         Err(e) => account_error(e),
     }
 }
@@ -304,6 +358,7 @@ struct Setup {
 async fn setup(
     State(pipeline): State<Arc<Pipeline>>,
     Extension(limiter): Extension<Limiter>,
+    info: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: http::HeaderMap,
     body: Result<Json<Setup>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
@@ -316,6 +371,11 @@ async fn setup(
             "the body must be JSON: {\"token\", \"name\", \"password\"}",
         );
     };
+    // Guessing setup links is rate limited like passwords.
+    let client = client(info);
+    if let Err(wait) = limiter.0.begin(&client, "(setup)") {
+        return account_error(AccountError::RateLimited(wait));
+    }
     let by = format!("{} (setup link)", body.name);
     if let Err(e) = accounts::create(
         pipeline.store(),
@@ -329,28 +389,99 @@ async fn setup(
     {
         return account_error(e);
     }
-    match accounts::sign_in(pipeline.store(), &limiter.0, &body.name, &body.password).await {
-        Ok((cookie, session)) => signed_in(&cookie, &session),
+    limiter.0.succeeded(&client, "(setup)");
+    match accounts::start_session(pipeline.store(), &body.name).await {
+        Ok(new) => signed_in(&new),
         Err(e) => account_error(e),
     }
 }
 
+/// What every open page is told: one poller for the whole listener (started with the first
+/// stream), whatever the number of pages.
+#[derive(Clone, Default)]
+pub struct Changes(Arc<std::sync::OnceLock<tokio::sync::watch::Receiver<serde_json::Value>>>);
+
+impl Changes {
+    fn subscribe(
+        &self,
+        pipeline: &Arc<Pipeline>,
+    ) -> tokio::sync::watch::Receiver<serde_json::Value> {
+        self.0
+            .get_or_init(|| {
+                let (tx, rx) = tokio::sync::watch::channel(serde_json::Value::Null);
+                let pipeline = Arc::downgrade(pipeline);
+                tokio::spawn(async move {
+                    loop {
+                        let Some(p) = pipeline.upgrade() else { return };
+                        let now = snapshot(&p).await;
+                        drop(p);
+                        tx.send_if_modified(|last| {
+                            if *last == now {
+                                false
+                            } else {
+                                *last = now;
+                                true
+                            }
+                        });
+                        tokio::time::sleep(Duration::from_millis(400)).await;
+                    }
+                });
+                rx
+            })
+            .clone()
+    }
+}
+
+/// How often an open stream checks that its session still stands.
+const STREAM_RECHECK: Duration = Duration::from_secs(30);
+
 /// `GET /api/events`: a server-sent event `changed` whenever approvals, the audit, the halt
-/// flag, the registry or the upstreams change (the page then reloads what it shows), and a
-/// keep-alive comment every 15 s, for as long as the page stays open.
+/// flag, the registry, the upstreams or the accounts change (the page then reloads what it
+/// shows), and a keep-alive comment every 15 s. One poller serves every stream. A stream of a
+/// signed-in page ends when its session does (sign-out, expiry, a password or role change),
+/// checked at least every 30 s: the page then asks to sign in again.
 pub async fn events(
     State(pipeline): State<Arc<Pipeline>>,
+    Extension(changes): Extension<Changes>,
+    session: Option<Extension<LiveSession>>,
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
+    let rx = changes.subscribe(&pipeline);
+    let session = session.map(|Extension(s)| s);
+    let state = (pipeline, rx, session, true, tokio::time::Instant::now());
     let stream = futures::stream::unfold(
-        (pipeline, None::<serde_json::Value>),
-        |(pipeline, last)| async move {
+        state,
+        |(pipeline, mut rx, session, first, mut checked)| async move {
+            let mut first = first;
             loop {
-                let now = snapshot(&pipeline).await;
-                if last.as_ref() != Some(&now) {
-                    let event = Event::default().event("changed").data(now.to_string());
-                    return Some((Ok(event), (pipeline, Some(now))));
+                let mut news = first && !rx.borrow().is_null();
+                if !news {
+                    let wait = tokio::time::sleep_until(checked + STREAM_RECHECK);
+                    tokio::select! {
+                        changed = rx.changed() => {
+                            if changed.is_err() {
+                                return None;
+                            }
+                            news = true;
+                        }
+                        _ = wait => {}
+                    }
                 }
-                tokio::time::sleep(Duration::from_millis(400)).await;
+                if let Some(s) = &session
+                    && (first || checked.elapsed() >= STREAM_RECHECK)
+                {
+                    checked = tokio::time::Instant::now();
+                    match accounts::session_account(pipeline.store(), &s.cookie, &s.key).await {
+                        Ok(Some(_)) => {}
+                        _ => return None,
+                    }
+                }
+                first = false;
+                let now = rx.borrow_and_update().clone();
+                if !news || now.is_null() {
+                    continue;
+                }
+                let event = Event::default().event("changed").data(now.to_string());
+                return Some((Ok(event), (pipeline, rx, session, false, checked)));
             }
         },
     );

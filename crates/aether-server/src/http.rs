@@ -95,6 +95,7 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         .merge(api)
         .merge(crate::console::public_routes())
         .layer(axum::Extension(crate::console::Limiter::default()))
+        .layer(axum::Extension(crate::console::Changes::default()))
         .merge(mcp)
         .fallback(not_found)
         .with_state(pipeline)
@@ -193,7 +194,11 @@ pub async fn serve_http(
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    // The client's address reaches handlers (the console's sign-in rate limit is per client).
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
 }

@@ -99,6 +99,10 @@ pub struct AuditQuery {
     pub agent: Option<String>,
     pub tool: Option<String>,
     pub outcome: Option<String>,
+    /// Only rows written before this time (µs since the epoch).
+    pub until_us: Option<i64>,
+    /// Only rows of this call.
+    pub call_id: Option<String>,
     pub limit: usize,
     /// Newest first (for `tail`) instead of oldest first.
     pub newest_first: bool,
@@ -715,6 +719,13 @@ impl Store {
                 s.create_setup_link(token_hash.to_string(), expires_us)
                     .await
             }
+        }
+    }
+
+    /// Whether a setup link's hash is unused and unexpired (before the slow work of making an account).
+    pub async fn setup_link_valid(&self, token_hash: &str) -> Result<bool> {
+        match self {
+            Store::Sqlite(s) => s.setup_link_valid(token_hash.to_string()).await,
         }
     }
 

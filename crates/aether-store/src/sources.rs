@@ -89,6 +89,9 @@ pub struct Account {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ConsoleSession {
     pub account: String,
+    /// The SHA-256 of the session's second secret (sent by the page as a header).
+    #[serde(skip)]
+    pub key_hash: String,
     pub created_us: i64,
     pub expires_us: i64,
 }

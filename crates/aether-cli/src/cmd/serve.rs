@@ -83,7 +83,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let setup_link = match pipeline.store().accounts().await {
         Ok(accounts) if accounts.is_empty() => {
             match aether_pipeline::accounts::mint_setup_link(pipeline.store()).await {
-                Ok(token) => Some(format!("http://{addr}/setup#{token}")),
+                // A listener on every address still answers to 127.0.0.1.
+                Ok(token) => Some(if addr.ip().is_unspecified() {
+                    format!("http://127.0.0.1:{}/setup#{token}", addr.port())
+                } else {
+                    format!("http://{addr}/setup#{token}")
+                }),
                 Err(e) => {
                     eprintln!("aether: cannot make the console's setup link: {e}");
                     None

@@ -24,7 +24,8 @@ impl Console {
         Console { srv, host, origin }
     }
 
-    /// A request with this server's Host, and optionally a cookie, an Origin and a body.
+    /// A request with this server's Host, and optionally a session (`COOKIE|KEY`, as
+    /// [`session_of`] gives it), an Origin and a body.
     fn req(
         &self,
         method: &str,
@@ -33,10 +34,16 @@ impl Console {
         origin: Option<&str>,
         body: Option<Value>,
     ) -> HttpReply {
-        let cookie = cookie.map(|c| format!("aether_console={c}"));
+        let (cookie, key) = match cookie.map(|c| c.split_once('|').unwrap_or((c, ""))) {
+            Some((c, k)) => (Some(format!("aether_console={c}")), Some(k.to_string())),
+            None => (None, None),
+        };
         let mut headers = vec![("Host", self.host.as_str())];
         if let Some(c) = &cookie {
             headers.push(("Cookie", c.as_str()));
+        }
+        if let Some(k) = key.as_deref().filter(|k| !k.is_empty()) {
+            headers.push(("X-Aether-Key", k));
         }
         if let Some(o) = origin {
             headers.push(("Origin", o));
@@ -57,8 +64,9 @@ impl Console {
     }
 }
 
-/// The session cookie a reply sets, after checking its flags.
-fn cookie_of(reply: &HttpReply) -> String {
+/// The session a reply starts (`COOKIE|KEY`: the cookie it sets, after checking its flags,
+/// and the key in its body).
+fn session_of(reply: &HttpReply) -> String {
     let line = reply
         .head
         .lines()
@@ -69,7 +77,13 @@ fn cookie_of(reply: &HttpReply) -> String {
     assert!(line.contains("Path=/"), "{line}");
     assert!(line.contains("Max-Age="), "{line}");
     let value = line.split_once("aether_console=").unwrap().1;
-    value.split(';').next().unwrap().to_string()
+    let cookie = value.split(';').next().unwrap().to_string();
+    let key = body(reply)["key"].as_str().unwrap().to_string();
+    assert!(
+        key.len() > 40 && !reply.head.contains(&key),
+        "the key is in the body only"
+    );
+    format!("{cookie}|{key}")
 }
 
 fn body(reply: &HttpReply) -> Value {
@@ -126,22 +140,40 @@ fn the_console_api_admits_only_its_own_signed_in_operators_with_the_right_permis
     };
     assert_eq!(setup(None, &token, "correct horse battery").status, 403);
     assert_eq!(setup(evil, &token, "correct horse battery").status, 403);
-    assert_eq!(
-        setup(me, "not-the-token", "correct horse battery").status,
-        409
-    );
+    let guessed = setup(me, "not-the-token", "correct horse battery");
+    assert_eq!(guessed.status, 400, "{}", guessed.body);
+    assert!(guessed.body.contains("setup link"), "{}", guessed.body);
     let weak = setup(me, &token, "short");
     assert_eq!(weak.status, 400, "{}", weak.body);
     let ok = setup(me, &token, "correct horse battery");
     assert_eq!(ok.status, 200, "{}", ok.body);
-    let admin = cookie_of(&ok);
+    let admin = session_of(&ok);
     assert_eq!(
         setup(me, &token, "correct horse battery").status,
-        409,
+        400,
         "one use"
     );
     let who = c.req("GET", "/api/session", Some(&admin), None, None);
     assert_eq!(body(&who)["role"], "admin", "{}", who.body);
+    // The cookie alone (which a browser also sends to other servers on this host name) is
+    // not a session; nor is the key with another cookie.
+    let (cookie_only, key_only) = admin.split_once('|').unwrap();
+    assert_eq!(
+        c.req("GET", "/api/session", Some(cookie_only), None, None)
+            .status,
+        401
+    );
+    assert_eq!(
+        c.req(
+            "GET",
+            "/api/session",
+            Some(&format!("forged|{key_only}")),
+            None,
+            None
+        )
+        .status,
+        401
+    );
 
     // CSRF: a change with the cookie but without this console's Origin is refused.
     let halt = |cookie: &str, origin: Option<&str>| {
@@ -207,7 +239,7 @@ fn the_console_api_admits_only_its_own_signed_in_operators_with_the_right_permis
         )
     };
     assert_eq!(sign_in("vera", "viewer password 1", None).status, 403);
-    let vera = cookie_of(&sign_in("vera", "viewer password 1", me));
+    let vera = session_of(&sign_in("vera", "viewer password 1", me));
     assert_eq!(
         c.req("GET", "/api/audit", Some(&vera), None, None).status,
         200

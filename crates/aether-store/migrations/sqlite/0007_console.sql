@@ -9,8 +9,12 @@ CREATE TABLE accounts (
     changed_us    INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- A session is the cookie (id_hash) and a second secret the page keeps in its own storage and
+-- sends as a header (key_hash): a cookie alone, which a browser also sends to any other server
+-- on the same host name, is not enough.
 CREATE TABLE console_sessions (
     id_hash    TEXT PRIMARY KEY,
+    key_hash   TEXT NOT NULL,
     account    TEXT NOT NULL,
     created_us INTEGER NOT NULL,
     expires_us INTEGER NOT NULL

@@ -120,6 +120,25 @@ impl SqliteStore {
             let context = "change an account";
             let tx = immediate(conn, context)?;
             let now = crate::now_us();
+            // The last admin keeps the role (checked in the change's own transaction, so two
+            // admins demoting each other at once cannot leave none).
+            if let Some(role) = &role
+                && role != "admin"
+            {
+                let (is_admin, admins): (bool, i64) = tx
+                    .query_row(
+                        "SELECT coalesce((SELECT role = 'admin' FROM accounts WHERE name = ?), 0),
+                                (SELECT count(*) FROM accounts WHERE role = 'admin')",
+                        [&name],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .map_err(StoreError::sql(context))?;
+                if is_admin && admins <= 1 {
+                    return Err(StoreError::Invalid(
+                        "this is the last admin: make another admin first".into(),
+                    ));
+                }
+            }
             let n = tx
                 .execute(
                     "UPDATE accounts SET role = coalesce(?, role), password_hash = coalesce(?, password_hash), changed_us = ? WHERE name = ?",
@@ -190,8 +209,8 @@ impl SqliteStore {
             )
             .map_err(StoreError::sql(context))?;
             conn.execute(
-                "INSERT INTO console_sessions (id_hash, account, created_us, expires_us) VALUES (?, ?, ?, ?)",
-                params![id_hash, session.account, session.created_us, session.expires_us],
+                "INSERT INTO console_sessions (id_hash, key_hash, account, created_us, expires_us) VALUES (?, ?, ?, ?, ?)",
+                params![id_hash, session.key_hash, session.account, session.created_us, session.expires_us],
             )
             .map_err(StoreError::sql(context))?;
             Ok(())
@@ -202,13 +221,14 @@ impl SqliteStore {
     pub async fn console_session(&self, id_hash: String) -> Result<Option<ConsoleSession>> {
         self.read(move |conn| {
             conn.query_row(
-                "SELECT account, created_us, expires_us FROM console_sessions WHERE id_hash = ?",
+                "SELECT account, key_hash, created_us, expires_us FROM console_sessions WHERE id_hash = ?",
                 [&id_hash],
                 |r| {
                     Ok(ConsoleSession {
                         account: r.get(0)?,
-                        created_us: r.get(1)?,
-                        expires_us: r.get(2)?,
+                        key_hash: r.get(1)?,
+                        created_us: r.get(2)?,
+                        expires_us: r.get(3)?,
                     })
                 },
             )
@@ -227,14 +247,34 @@ impl SqliteStore {
         .await
     }
 
+    /// Records a new setup link; older unused ones stop working (one link is live at a time).
     pub async fn create_setup_link(&self, token_hash: String, expires_us: i64) -> Result<()> {
         self.write(move |conn| {
-            conn.execute(
+            let context = "make a setup link";
+            let tx = immediate(conn, context)?;
+            tx.execute("DELETE FROM setup_links WHERE used_us IS NULL", [])
+                .map_err(StoreError::sql(context))?;
+            tx.execute(
                 "INSERT INTO setup_links (token_hash, created_us, expires_us) VALUES (?, ?, ?)",
                 params![token_hash, crate::now_us(), expires_us],
             )
-            .map_err(StoreError::sql("make a setup link"))?;
-            Ok(())
+            .map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))
+        })
+        .await
+    }
+
+    pub async fn setup_link_valid(&self, token_hash: String) -> Result<bool> {
+        self.read(move |conn| {
+            let n: i64 = conn
+                .query_row(
+                    "SELECT count(*) FROM setup_links WHERE token_hash = ? AND used_us IS NULL AND expires_us > ?
+                       AND NOT EXISTS (SELECT 1 FROM accounts)",
+                    params![token_hash, crate::now_us()],
+                    |r| r.get(0),
+                )
+                .map_err(StoreError::sql("read setup links"))?;
+            Ok(n == 1)
         })
         .await
     }

@@ -258,10 +258,15 @@ impl SqliteStore {
                 sql.push_str(" AND at_us >= ?");
                 args.push(since.into());
             }
+            if let Some(until) = q.until_us {
+                sql.push_str(" AND at_us < ?");
+                args.push(until.into());
+            }
             for (col, val) in [
                 ("agent", &q.agent),
                 ("tool", &q.tool),
                 ("outcome", &q.outcome),
+                ("call_id", &q.call_id),
             ] {
                 if let Some(v) = val {
                     sql.push_str(&format!(" AND {col} = ?"));

@@ -8,6 +8,7 @@
 //!
 //! This crate knows files and processes. It knows nothing of MCP, HTTP or SQL.
 
+pub mod calc;
 pub mod fixtures;
 pub mod ledger;
 pub mod roots;
@@ -203,6 +204,7 @@ pub trait Tool: Send + Sync + 'static {
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     let mut tools = workspace::tools();
     tools.extend(shell::tools());
+    tools.push(Arc::new(calc::Calculate::new()));
     tools
 }
 

@@ -13,3 +13,4 @@ mod peers;
 mod stdio;
 mod tidy;
 mod util;
+mod working_tools;

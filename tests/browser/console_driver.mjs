@@ -20,6 +20,7 @@ mkdirSync(shots, { recursive: true });
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: ["--no-sandbox"] });
 const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 900 } });
 const page = await context.newPage();
+page.setDefaultTimeout(30000);
 const problems = [];
 page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
 // A 401 is how the page learns it is not signed in (and is answered with the sign-in form);
@@ -43,7 +44,7 @@ async function answer(r) {
       await page.fill("#sign-in-form input[name=password]", r.password);
       await shot("sign-in");
       await page.click("#sign-in-form button[type=submit]");
-      await page.waitForSelector("#nav:not([hidden])", { timeout: 10000 });
+      await page.waitForSelector("#nav:not([hidden])", { timeout: 30000 });
       // A marker that a reload or navigation would wipe: "live" means it survives.
       await page.evaluate(() => { window.__aetherMarker = 1; });
       return await page.textContent("#who-name");
@@ -59,7 +60,7 @@ async function answer(r) {
       return r.name;
     case "expect_pending": {
       const row = page.locator("tr[data-call]", { hasText: r.tool });
-      await row.first().waitFor({ timeout: 15000 });
+      await row.first().waitFor({ timeout: 30000 });
       const live = await page.evaluate(() => window.__aetherMarker === 1);
       const text = await row.first().innerText();
       return { live, text };
@@ -68,7 +69,7 @@ async function answer(r) {
       const row = page.locator("tr[data-call]", { hasText: r.tool }).first();
       await row.locator("input").fill(r.reason);
       await row.locator(r.verdict === "approve" ? "button.approve" : "button.deny").click();
-      await row.waitFor({ state: "detached", timeout: 10000 });
+      await row.waitFor({ state: "detached", timeout: 30000 });
       return await page.textContent("#status");
     }
     case "halt":
@@ -77,7 +78,7 @@ async function answer(r) {
       await page.waitForSelector(r.op === "halt" ? "#halt-button" : "#resume-button");
       await page.fill("input[name=why]", r.reason);
       await page.click(r.op === "halt" ? "#halt-button" : "#resume-button");
-      await page.waitForSelector(r.op === "halt" ? "#resume-button" : "#halt-button", { timeout: 10000 });
+      await page.waitForSelector(r.op === "halt" ? "#resume-button" : "#halt-button", { timeout: 30000 });
       return await page.textContent("#halt-state");
     }
     case "audit_find": {
@@ -86,7 +87,7 @@ async function answer(r) {
       await page.fill("input[name=call_id]", r.call_id);
       await page.click("form.row button[type=submit]");
       const row = page.locator(`tr[data-call="${r.call_id}"]`);
-      await row.first().waitFor({ timeout: 10000 });
+      await row.first().waitFor({ timeout: 30000 });
       return { rows: await row.count(), text: await row.first().innerText() };
     }
     case "export": {
@@ -100,9 +101,12 @@ async function answer(r) {
     }
     case "verify": {
       await page.click("text=Verify the chain");
-      await page.waitForFunction(() => !document.querySelector("main").innerText.includes("checking…"));
-      await page.waitForSelector("text=/The chain is/");
-      return await page.locator("text=/The chain is/").innerText();
+      // Read the verdict the moment it shows (a live update may redraw the page after).
+      const verdict = await page.waitForFunction(() => {
+        const m = document.body.innerText.match(/The chain is[^\n]*/);
+        return m && m[0];
+      });
+      return await verdict.jsonValue();
     }
     case "text":
       return await page.textContent(r.selector);

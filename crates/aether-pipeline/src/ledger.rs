@@ -49,4 +49,42 @@ impl Ledger for StoreLedger {
             .await
             .map_err(|e| e.to_string())
     }
+
+    async fn document(
+        &self,
+        kind: &str,
+        scope: &str,
+        name: &str,
+    ) -> Result<Option<aether_store::Document>, String> {
+        self.store
+            .document(kind, scope, name)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn put_document(&self, doc: aether_store::Document) -> Result<(), String> {
+        self.store
+            .put_document(doc)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn send_message(&self, message: aether_store::Message) -> Result<i64, String> {
+        self.store
+            .send_message(message)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn take_messages(
+        &self,
+        team: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<aether_store::Message>, String> {
+        self.store
+            .take_messages(team, to, limit)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }

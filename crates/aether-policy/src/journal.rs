@@ -4,7 +4,7 @@
 //! (by hash; the bytes are kept once per distinct content), so that the change can be undone.
 //! Seals pin the content of every file of a sealed root by hash.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What a journal entry records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -161,4 +161,31 @@ pub struct CommandQuery {
     pub agent: Option<String>,
     pub call_id: Option<String>,
     pub limit: usize,
+}
+
+/// A versioned JSON document the working tools keep (a plan, a to-do list).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Document {
+    /// `plan`, `todo`, …
+    pub kind: String,
+    /// Whose: `team:NAME` or `agent:NAME` (from the caller's identity, never its arguments).
+    pub scope: String,
+    pub name: String,
+    /// 1 for a new document, one more at every change.
+    pub version: i64,
+    /// JSON.
+    pub body: String,
+    pub updated_us: i64,
+    pub updated_by: String,
+}
+
+/// A message one agent of a team left for another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: i64,
+    pub team: String,
+    pub from_agent: String,
+    pub to_agent: String,
+    pub at_us: i64,
+    pub body: String,
 }

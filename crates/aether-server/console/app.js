@@ -9,6 +9,7 @@ let current = null;
 let events = null;
 let refreshTimer = null;
 let countdowns = [];
+const reasons = {};
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -223,8 +224,13 @@ async function refresh(fresh) {
   countdowns = [];
   try {
     const content = await pages[current]();
+    const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.reasonFor : null;
     page.replaceChildren(content);
     tick();
+    if (focused) {
+      const again = page.querySelector(`[data-reason-for="${CSS.escape(focused)}"]`);
+      if (again) { again.focus(); again.setSelectionRange(again.value.length, again.value.length); }
+    }
     // A failure to load is cleared by a load that works; an action's message stays.
     if ($("status").className === "error" && fresh) status("");
   } catch (err) {
@@ -252,7 +258,9 @@ async function approvals() {
   wrap.append(table(["Agent", "Tool", "Arguments", "Asked by", "Time left", "Decision"], rows.map((r) => {
     const left = el("span", { class: "countdown" });
     countdowns.push([left, r.expires_at_us]);
-    const why = el("input", { placeholder: "reason (recorded)", "data-keep": true, maxlength: 1000, "aria-label": "reason" });
+    // A reason being typed survives the page being redrawn when another call arrives.
+    const why = el("input", { placeholder: "reason (recorded)", "data-keep": true, "data-reason-for": r.id, maxlength: 1000, "aria-label": "reason",
+      value: reasons[r.id] || "", oninput: (e) => { reasons[r.id] = e.target.value; } });
     const decide = (verdict) => async () => {
       if (!why.value.trim()) { status("Say why: the reason is recorded with the decision.", true); why.focus(); return; }
       try {

@@ -17,8 +17,8 @@ use std::path::Path;
 use serde::Serialize;
 
 pub use aether_policy::journal::{
-    CommandEnd, CommandQuery, CommandRecord, CommandStart, JournalEntry, JournalOp, JournalQuery,
-    JournalWrite, SealPin, SealRecord, content_hash,
+    CommandEnd, CommandQuery, CommandRecord, CommandStart, Document, JournalEntry, JournalOp,
+    JournalQuery, JournalWrite, Message, SealPin, SealRecord, content_hash,
 };
 pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
 pub use sources::{
@@ -726,6 +726,40 @@ impl Store {
     pub async fn setup_link_valid(&self, token_hash: &str) -> Result<bool> {
         match self {
             Store::Sqlite(s) => s.setup_link_valid(token_hash.to_string()).await,
+        }
+    }
+
+    /// A working tool's document.
+    pub async fn document(&self, kind: &str, scope: &str, name: &str) -> Result<Option<Document>> {
+        match self {
+            Store::Sqlite(s) => {
+                s.document(kind.to_string(), scope.to_string(), name.to_string())
+                    .await
+            }
+        }
+    }
+
+    /// Writes a document if nobody changed it since it was read (its version is one more).
+    pub async fn put_document(&self, doc: Document) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.put_document(doc).await,
+        }
+    }
+
+    /// Leaves a message in a team mailbox.
+    pub async fn send_message(&self, message: Message) -> Result<i64> {
+        match self {
+            Store::Sqlite(s) => s.send_message(message).await,
+        }
+    }
+
+    /// Unread messages for an agent of a team, oldest first, marked read.
+    pub async fn take_messages(&self, team: &str, to: &str, limit: usize) -> Result<Vec<Message>> {
+        match self {
+            Store::Sqlite(s) => {
+                s.take_messages(team.to_string(), to.to_string(), limit)
+                    .await
+            }
         }
     }
 

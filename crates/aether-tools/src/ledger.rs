@@ -2,7 +2,9 @@
 //! `run_command` and `run_shell`. The pipeline implements [`Ledger`] over the store; the tools
 //! only see this trait, so they know nothing of SQL.
 
-use aether_policy::journal::{CommandEnd, CommandStart, JournalEntry, JournalQuery, JournalWrite};
+use aether_policy::journal::{
+    CommandEnd, CommandStart, Document, JournalEntry, JournalQuery, JournalWrite, Message,
+};
 use async_trait::async_trait;
 
 #[async_trait]
@@ -18,6 +20,25 @@ pub trait Ledger: Send + Sync {
     async fn command_started(&self, start: CommandStart) -> Result<i64, String>;
     /// Records how the command of row `id` ended.
     async fn command_ended(&self, id: i64, end: CommandEnd) -> Result<(), String>;
+    /// A plan or to-do list.
+    async fn document(
+        &self,
+        kind: &str,
+        scope: &str,
+        name: &str,
+    ) -> Result<Option<Document>, String>;
+    /// Writes a plan or to-do list if nobody changed it since it was read (its version is
+    /// one more than the one read; 1 for a new one).
+    async fn put_document(&self, doc: Document) -> Result<(), String>;
+    /// Leaves a message for another agent of the team.
+    async fn send_message(&self, message: Message) -> Result<i64, String>;
+    /// Takes the unread messages for an agent of a team, oldest first.
+    async fn take_messages(
+        &self,
+        team: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<Message>, String>;
 }
 
 /// A [`Ledger`] that keeps nothing and refuses to record: for callers that serve only
@@ -41,5 +62,17 @@ impl Ledger for NoLedger {
     }
     async fn command_ended(&self, _: i64, _: CommandEnd) -> Result<(), String> {
         Ok(())
+    }
+    async fn document(&self, _: &str, _: &str, _: &str) -> Result<Option<Document>, String> {
+        Ok(None)
+    }
+    async fn put_document(&self, _: Document) -> Result<(), String> {
+        Err("this Aether has no store, so it keeps no plans".into())
+    }
+    async fn send_message(&self, _: Message) -> Result<i64, String> {
+        Err("this Aether has no store, so it keeps no messages".into())
+    }
+    async fn take_messages(&self, _: &str, _: &str, _: usize) -> Result<Vec<Message>, String> {
+        Ok(Vec::new())
     }
 }

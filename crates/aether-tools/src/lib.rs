@@ -11,6 +11,7 @@
 pub mod calc;
 pub mod fixtures;
 pub mod ledger;
+pub mod planning;
 pub mod roots;
 pub mod shell;
 pub mod workspace;
@@ -205,6 +206,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     let mut tools = workspace::tools();
     tools.extend(shell::tools());
     tools.push(Arc::new(calc::Calculate::new()));
+    tools.extend(planning::tools());
     tools
 }
 

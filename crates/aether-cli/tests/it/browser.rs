@@ -57,7 +57,7 @@ impl Browser {
         writeln!(self.stdin, "{request}").unwrap();
         let line = self
             .lines
-            .recv_timeout(Duration::from_secs(60))
+            .recv_timeout(Duration::from_secs(120))
             .unwrap_or_else(|_| panic!("the browser did not answer {request}"));
         let reply: Value = serde_json::from_str(&line).unwrap();
         assert!(reply.get("error").is_none(), "{request} -> {reply}");

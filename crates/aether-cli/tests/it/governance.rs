@@ -567,9 +567,13 @@ fn a_session_opened_with_one_agents_token_cannot_be_used_with_anothers() {
         INIT.as_bytes(),
     );
     assert_eq!(r.status, 401);
-    // The tokens were made after the server started: it picks them up within its poll.
+    // The tokens were made after the server started: it picks them up within its poll (both:
+    // Mallory's was made second, and may be seen a poll later).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while post(&mallory, None, INIT).status == 401 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(25));
+    }
     let mut r = post(&alice, None, INIT);
-    let deadline = Instant::now() + Duration::from_secs(2);
     while r.status == 401 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(25));
         r = post(&alice, None, INIT);

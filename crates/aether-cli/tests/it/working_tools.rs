@@ -37,3 +37,109 @@ fn calculate_is_exact_bounded_and_receipted() {
     let r = d.call(2, "calculate", json!({"expression": "1+1"}));
     assert_eq!(r["result"]["isError"], true, "{r}");
 }
+
+#[test]
+fn plans_belong_to_the_team_and_todos_to_the_agent() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[server]\nhttp_agent = \"ana\"\n[roots.ws]\npath = \".\"\n\
+         [agents.ana]\nteam = \"core\"\nmcp_servers = [\"planning\"]\n\
+         [agents.ben]\nteam = \"core\"\nmcp_servers = [\"planning\"]\n\
+         [agents.eve]\nteam = \"other\"\nmcp_servers = [\"planning\"]\n",
+    );
+    let cfg = ws.path().join("aether.toml").display().to_string();
+    let mut ana = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "ana"]);
+    ana.initialize("2025-11-25");
+    let r = ana.call(
+        2,
+        "create_plan",
+        json!({"name": "release", "goal": "ship 1.0", "steps": ["tests", "notes", "tag"]}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let again = ana.call(
+        3,
+        "create_plan",
+        json!({"name": "release", "goal": "x", "steps": ["a"]}),
+    );
+    assert!(
+        again["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("already exists"),
+        "{again}"
+    );
+    let r = ana.call(
+        4,
+        "update_plan",
+        json!({"name": "release", "step": 1, "status": "done", "result": "all green"}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    for (bad, says) in [
+        (
+            json!({"name": "nope", "step": 1, "status": "done"}),
+            "no plan named",
+        ),
+        (
+            json!({"name": "release", "step": 9, "status": "done"}),
+            "no step 9",
+        ),
+    ] {
+        let r = ana.call(5, "update_plan", bad);
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert!(
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains(says),
+            "{r}"
+        );
+    }
+    // Ana's own to-do list, per run; the team plan is untouched by it.
+    let r = ana.call(
+        6,
+        "todo",
+        json!({"action": "write", "items": ["read the spec", "write it"], "run": "r1"}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let r = ana.call(
+        7,
+        "todo",
+        json!({"action": "check", "item": 1, "run": "r1"}),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["items"][0]["done"], true,
+        "{r}"
+    );
+    drop(ana);
+
+    // Ben, same team: the same plan, its next step is the second.
+    let mut ben = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "ben"]);
+    ben.initialize("2025-11-25");
+    let r = ben.call(2, "read_plan", json!({"name": "release"}));
+    assert_eq!(r["result"]["structuredContent"]["next_step"], 2, "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["steps"][0]["result"],
+        "all green"
+    );
+    // Not Ana's to-do list.
+    let r = ben.call(3, "todo", json!({"action": "read", "run": "r1"}));
+    assert_eq!(r["result"]["structuredContent"]["items"], json!([]), "{r}");
+    drop(ben);
+
+    // Eve, another team: no such plan for her, whatever she names.
+    let mut eve = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "eve"]);
+    eve.initialize("2025-11-25");
+    let r = eve.call(2, "read_plan", json!({"name": "release", "all": true}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("team:other"),
+        "{r}"
+    );
+    // Arguments cannot name another scope: unknown fields are refused by the schema.
+    let r = eve.call(3, "read_plan", json!({"name": "release", "team": "core"}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+}

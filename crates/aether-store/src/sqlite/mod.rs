@@ -23,6 +23,7 @@ mod commands;
 mod console;
 mod governance;
 mod journal;
+mod planning;
 mod sources;
 
 const MIGRATIONS: &[&str] = &[
@@ -33,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0005_command_log.sql"),
     include_str!("../../migrations/sqlite/0006_sources.sql"),
     include_str!("../../migrations/sqlite/0007_console.sql"),
+    include_str!("../../migrations/sqlite/0008_planning.sql"),
 ];
 
 /// How many queued writes one transaction takes at most.

@@ -229,6 +229,32 @@ impl aether_tools::Ledger for MemoryLedger {
         Ok(self.blobs.lock().unwrap().get(hash).cloned())
     }
 
+    async fn document(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<aether_policy::journal::Document>, String> {
+        Ok(None)
+    }
+
+    async fn put_document(&self, _: aether_policy::journal::Document) -> Result<(), String> {
+        Err("the workspace tools' tests keep no plans".into())
+    }
+
+    async fn send_message(&self, _: aether_policy::journal::Message) -> Result<i64, String> {
+        Err("the workspace tools' tests keep no messages".into())
+    }
+
+    async fn take_messages(
+        &self,
+        _: &str,
+        _: &str,
+        _: usize,
+    ) -> Result<Vec<aether_policy::journal::Message>, String> {
+        Ok(Vec::new())
+    }
+
     async fn command_started(
         &self,
         start: aether_policy::journal::CommandStart,

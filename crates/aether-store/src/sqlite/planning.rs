@@ -1,0 +1,132 @@
+//! The working tools' documents (plans, to-do lists) and team messages in SQLite.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::SqliteStore;
+use super::governance::immediate;
+use crate::{Document, Message, Result, StoreError};
+
+impl SqliteStore {
+    pub async fn document(
+        &self,
+        kind: String,
+        scope: String,
+        name: String,
+    ) -> Result<Option<Document>> {
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT kind, scope, name, version, body, updated_us, updated_by FROM documents
+                 WHERE kind = ? AND scope = ? AND name = ?",
+                params![kind, scope, name],
+                |r| {
+                    Ok(Document {
+                        kind: r.get(0)?,
+                        scope: r.get(1)?,
+                        name: r.get(2)?,
+                        version: r.get(3)?,
+                        body: r.get(4)?,
+                        updated_us: r.get(5)?,
+                        updated_by: r.get(6)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(StoreError::sql("read a document"))
+        })
+        .await
+    }
+
+    /// Writes `doc` if the stored version is `doc.version - 1` (or, for version 1, if there is
+    /// none): a change made on a stale read is refused, not lost.
+    pub async fn put_document(&self, doc: Document) -> Result<()> {
+        self.write(move |conn| {
+            let context = "write a document";
+            let tx = immediate(conn, context)?;
+            let current: Option<i64> = tx
+                .query_row(
+                    "SELECT version FROM documents WHERE kind = ? AND scope = ? AND name = ?",
+                    params![doc.kind, doc.scope, doc.name],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(StoreError::sql(context))?;
+            if current.unwrap_or(0) != doc.version - 1 {
+                return Err(StoreError::Invalid(match current {
+                    Some(v) if doc.version == 1 => {
+                        format!("{} {:?} already exists (version {v})", doc.kind, doc.name)
+                    }
+                    _ => format!(
+                        "{} {:?} changed since it was read; read it again and retry",
+                        doc.kind, doc.name
+                    ),
+                }));
+            }
+            tx.execute(
+                "INSERT OR REPLACE INTO documents (kind, scope, name, version, body, updated_us, updated_by)
+                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+                params![doc.kind, doc.scope, doc.name, doc.version, doc.body, doc.updated_us, doc.updated_by],
+            )
+            .map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))
+        })
+        .await
+    }
+
+    pub async fn send_message(&self, m: Message) -> Result<i64> {
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO messages (team, from_agent, to_agent, at_us, body) VALUES (?, ?, ?, ?, ?)",
+                params![m.team, m.from_agent, m.to_agent, m.at_us, m.body],
+            )
+            .map_err(StoreError::sql("send a message"))?;
+            Ok(conn.last_insert_rowid())
+        })
+        .await
+    }
+
+    /// The unread messages for `to` in `team`, oldest first, marked read as they are taken.
+    pub async fn take_messages(
+        &self,
+        team: String,
+        to: String,
+        limit: usize,
+    ) -> Result<Vec<Message>> {
+        self.write(move |conn| {
+            let context = "read messages";
+            let tx = immediate(conn, context)?;
+            let rows = {
+                let mut stmt = tx
+                    .prepare(
+                        "SELECT id, team, from_agent, to_agent, at_us, body FROM messages
+                         WHERE team = ? AND to_agent = ? AND read_us IS NULL ORDER BY id LIMIT ?",
+                    )
+                    .map_err(StoreError::sql(context))?;
+                let rows = stmt
+                    .query_map(params![team, to, limit.clamp(1, 1_000) as i64], |r| {
+                        Ok(Message {
+                            id: r.get(0)?,
+                            team: r.get(1)?,
+                            from_agent: r.get(2)?,
+                            to_agent: r.get(3)?,
+                            at_us: r.get(4)?,
+                            body: r.get(5)?,
+                        })
+                    })
+                    .map_err(StoreError::sql(context))?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(StoreError::sql(context))?
+            };
+            let now = crate::now_us();
+            for m in &rows {
+                tx.execute(
+                    "UPDATE messages SET read_us = ? WHERE id = ?",
+                    params![now, m.id],
+                )
+                .map_err(StoreError::sql(context))?;
+            }
+            tx.commit().map_err(StoreError::sql(context))?;
+            Ok(rows)
+        })
+        .await
+    }
+}

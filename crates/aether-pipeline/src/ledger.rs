@@ -8,11 +8,20 @@ use async_trait::async_trait;
 /// [`Ledger`] over the store: records go through the store's group commit, durably.
 pub struct StoreLedger {
     store: Store,
+    /// Each configured agent's team: a message reaches only an agent of the sender's team.
+    teams: std::collections::BTreeMap<String, Option<String>>,
 }
 
 impl StoreLedger {
     pub fn new(store: Store) -> StoreLedger {
-        StoreLedger { store }
+        StoreLedger::with_teams(store, Default::default())
+    }
+
+    pub fn with_teams(
+        store: Store,
+        teams: std::collections::BTreeMap<String, Option<String>>,
+    ) -> StoreLedger {
+        StoreLedger { store, teams }
     }
 }
 
@@ -70,6 +79,15 @@ impl Ledger for StoreLedger {
     }
 
     async fn send_message(&self, message: aether_store::Message) -> Result<i64, String> {
+        match self.teams.get(&message.to_agent) {
+            Some(Some(team)) if *team == message.team => {}
+            _ => {
+                return Err(format!(
+                    "{:?} is not an agent of team {} (a message reaches only the sender's team)",
+                    message.to_agent, message.team
+                ));
+            }
+        }
         self.store
             .send_message(message)
             .await

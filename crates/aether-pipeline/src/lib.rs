@@ -170,6 +170,11 @@ impl Pipeline {
         // its own permissions.
         private.extend(settings.rules.path().map(std::path::Path::to_path_buf));
         roots.set_private(private);
+        let teams = settings
+            .agents
+            .iter()
+            .map(|(name, a)| (name.clone(), a.team.clone()))
+            .collect();
         let pipeline = Pipeline {
             catalog: RwLock::new(Arc::new(catalog)),
             registry: RwLock::new(Arc::new(RegistryView::default())),
@@ -180,7 +185,7 @@ impl Pipeline {
                 .collect(),
             roots: Arc::new(roots),
             limits: Arc::new(settings.limits),
-            ledger: Arc::new(StoreLedger::new(settings.store.clone())),
+            ledger: Arc::new(StoreLedger::with_teams(settings.store.clone(), teams)),
             journal: settings.journal,
             seal_generation: std::sync::atomic::AtomicI64::new(-1),
             store: settings.store,

@@ -9,6 +9,7 @@
 //! This crate knows files and processes. It knows nothing of MCP, HTTP or SQL.
 
 pub mod calc;
+pub mod comms;
 pub mod fixtures;
 pub mod ledger;
 pub mod planning;
@@ -207,6 +208,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     tools.extend(shell::tools());
     tools.push(Arc::new(calc::Calculate::new()));
     tools.extend(planning::tools());
+    tools.extend(comms::tools());
     tools
 }
 

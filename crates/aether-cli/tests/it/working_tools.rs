@@ -143,3 +143,95 @@ fn plans_belong_to_the_team_and_todos_to_the_agent() {
     let r = eve.call(3, "read_plan", json!({"name": "release", "team": "core"}));
     assert_eq!(r["result"]["isError"], true, "{r}");
 }
+
+#[test]
+fn teammates_leave_each_other_messages_and_the_user_hears_progress() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[server]\nhttp_agent = \"ana\"\n[roots.ws]\npath = \".\"\n\
+         [agents.ana]\nteam = \"core\"\nmcp_servers = [\"team\", \"comms\"]\n\
+         [agents.ben]\nteam = \"core\"\nmcp_servers = [\"team\"]\n\
+         [agents.eve]\nteam = \"other\"\nmcp_servers = [\"team\"]\n\
+         [agents.solo]\nmcp_servers = [\"team\"]\n",
+    );
+    let cfg = ws.path().join("aether.toml").display().to_string();
+    let mut ana = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "ana"]);
+    ana.initialize("2025-11-25");
+    let r = ana.call(
+        2,
+        "send_message_to",
+        json!({"to": "ben", "message": "tests are green"}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    for outsider in ["eve", "solo", "nobody"] {
+        let r = ana.call(
+            3,
+            "send_message_to",
+            json!({"to": outsider, "message": "psst"}),
+        );
+        assert_eq!(r["result"]["isError"], true, "{outsider}: {r}");
+        assert!(
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("not an agent of team core"),
+            "{r}"
+        );
+    }
+    // Progress reaches the client as a progress notification of the call's token.
+    ana.send_raw(
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "report_progress", "arguments": {"percent": 40, "message": "halfway-ish"},
+            "_meta": {"progressToken": "p4"}}})
+        .to_string(),
+    );
+    let mut progress = None;
+    loop {
+        let m = ana.next_message();
+        if m["method"] == "notifications/progress" {
+            progress = Some(m.clone());
+        }
+        if m["id"] == 4 {
+            assert_eq!(m["result"]["isError"], false, "{m}");
+            break;
+        }
+    }
+    let progress = progress.expect("a progress notification");
+    assert_eq!(progress["params"]["progressToken"], "p4");
+    assert_eq!(progress["params"]["progress"], 40.0);
+    assert_eq!(progress["params"]["message"], "halfway-ish");
+    let r = ana.call(5, "report_progress", json!({"percent": 140}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    drop(ana);
+
+    let mut ben = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "ben"]);
+    ben.initialize("2025-11-25");
+    let r = ben.call(2, "read_messages", json!({}));
+    let messages = &r["result"]["structuredContent"]["messages"];
+    assert_eq!(messages.as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(messages[0]["from"], "ana");
+    assert_eq!(messages[0]["message"], "tests are green");
+    let r = ben.call(3, "read_messages", json!({}));
+    assert_eq!(
+        r["result"]["structuredContent"]["messages"],
+        json!([]),
+        "read once"
+    );
+    drop(ben);
+
+    // Another team's agent reads its own (empty) mailbox; an agent without a team has none.
+    let mut eve = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "eve"]);
+    eve.initialize("2025-11-25");
+    let r = eve.call(2, "read_messages", json!({}));
+    assert_eq!(
+        r["result"]["structuredContent"]["messages"],
+        json!([]),
+        "{r}"
+    );
+    drop(eve);
+    let mut solo = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "solo"]);
+    solo.initialize("2025-11-25");
+    let r = solo.call(2, "read_messages", json!({}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+}

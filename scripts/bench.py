@@ -53,7 +53,7 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed,knowledge")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -228,6 +228,49 @@ def main():
                 runs.append(("aether fed c%d" % c, mcpload(tools, [
                     "--stdio", aether_fed_stdio(), "--tool", "fs__read_text_file", "--args", fs_args,
                     "-n", str(n_read), "-c", str(c)])))
+        if want("knowledge"):
+            # 10,000 Markdown documents of words from a fixed vocabulary (fixed seed), a few
+            # rare words among them; imported as a pack, then searched through MCP.
+            kb = bench / "kb"
+            if not (kb / "done").exists():
+                import random
+                rng = random.Random(1234)
+                vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
+                         for _ in range(5000)]
+                for i in range(10000):
+                    d = kb / f"d{i // 1000:02d}" / f"doc{i:05d}.md"
+                    d.parent.mkdir(parents=True, exist_ok=True)
+                    words = [rng.choice(vocab) for _ in range(rng.randint(150, 450))]
+                    if i % 97 == 0:
+                        words.insert(rng.randrange(len(words)), "zephyrquartz")
+                    d.write_text(f"# Document {i}\n\n" + " ".join(words) + "\n")
+                (kb / "done").write_text("")
+            kstore = bench / "kstore"
+            kconf = bench / "aether-kb.toml"
+            kconf.write_text(f'[server]\nhttp_agent = "reader"\n[roots.ws]\npath = "{ws}"\n'
+                             '[teams.t]\nknowledge_packs = ["bench"]\n'
+                             '[agents.reader]\nteam = "t"\nmcp_servers = ["knowledge"]\n')
+            shutil.rmtree(kstore, ignore_errors=True)
+            t = time.perf_counter()
+            sh([str(aether), "knowledge", "import", str(kb), "--pack", "bench", "--config", str(kconf),
+                "--store", f"sqlite://{kstore}/aether.db"], stdout=subprocess.DEVNULL)
+            secs = time.perf_counter() - t
+            runs.append(("aether import", {"p50_us": secs * 1e6, "calls_per_s": 10000 / secs}))
+            t = time.perf_counter()
+            subprocess.run(["rg", "-l", "zephyrquartz", str(kb)], stdout=subprocess.DEVNULL, check=False)
+            secs = time.perf_counter() - t
+            runs.append(("rg scan", {"p50_us": secs * 1e6, "calls_per_s": 10000 / secs}))
+            times = []
+            for _ in range(20):
+                t = time.perf_counter()
+                subprocess.run(["rg", "-l", "-i", "zephyrquartz", str(kb)], stdout=subprocess.DEVNULL, check=False)
+                times.append((time.perf_counter() - t) * 1e6)
+            times.sort()
+            runs.append(("rg search", {"p50_us": statistics.median(times), "p99_us": times[-1]}))
+            runs.append(("aether search", mcpload(tools, [
+                "--stdio", f"{aether} mcp-serve --config {kconf} --store sqlite://{kstore}/aether.db --agent reader",
+                "--tool", "search_knowledge", "--args", json.dumps({"query": "zephyrquartz"}),
+                "-n", "2000", "-c", "1"])))
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
             f.write(json.dumps({**r, "label": label}) + "\n")
@@ -251,6 +294,12 @@ def main():
          "≤ 1.5× direct"),
         ("server-filesystem read_text_file through Aether, c=16 (calls/s)", "fs direct c16", "aether fed c16",
          "calls_per_s", "≥ 0.7× direct"),
+        ("knowledge: import 10,000 documents (docs/s) vs one rg scan of them", "rg scan", "aether import",
+         "calls_per_s", "(reference)"),
+        ("knowledge: search 10,000 documents, c=1 (p50 µs) vs rg -l", "rg search", "aether search", "p50_us",
+         "(reference)"),
+        ("knowledge: search, c=1 (p99 µs) vs rg -l's slowest of 20", "rg search", "aether search", "p99_us",
+         "(reference)"),
     ]
     print(f"medians of {a.reps} runs; raw runs in {bench / 'runs.jsonl'}\n")
     print("| work | peer | Aether | ratio | target |")
@@ -261,7 +310,7 @@ def main():
         p, o = med(peer, key), med(ours, key)
         if key == "calls_per_s":
             ratio = f"{o / p:.2f}× the peer's calls/s"
-        elif peer in ("rg regex", "find"):
+        elif peer in ("rg regex", "find", "rg search"):
             ratio = f"{o / p:.2f}× {peer.split()[0]}'s time"
         elif peer.startswith("fs direct"):
             ratio = f"{o / p:.2f}× the direct call's time"

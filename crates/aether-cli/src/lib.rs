@@ -66,6 +66,9 @@ enum Command {
     /// Console accounts: create, list, role, password, remove, setup-link.
     #[command(subcommand)]
     Accounts(cmd::accounts::Command),
+    /// The knowledge index: import a folder as a pack, search packs.
+    #[command(subcommand)]
+    Knowledge(cmd::knowledge::Command),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -104,6 +107,7 @@ pub fn run() -> ExitCode {
             Command::Sources(c) => cmd::sources::run(c).await,
             Command::Credentials(c) => cmd::credentials::run(c).await,
             Command::Accounts(c) => cmd::accounts::run(c).await,
+            Command::Knowledge(c) => cmd::knowledge::run(c).await,
         }
     });
     match result {

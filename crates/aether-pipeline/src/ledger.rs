@@ -105,4 +105,24 @@ impl Ledger for StoreLedger {
             .await
             .map_err(|e| e.to_string())
     }
+
+    async fn knowledge_put(&self, docs: Vec<aether_store::KnowledgeDoc>) -> Result<usize, String> {
+        self.store
+            .knowledge_put(docs)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn knowledge_search(
+        &self,
+        scopes: Vec<String>,
+        query: &str,
+        limit: usize,
+        floor: f64,
+    ) -> Result<Vec<aether_store::KnowledgeHit>, String> {
+        self.store
+            .knowledge_search(scopes, query, limit, floor)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }

@@ -40,6 +40,34 @@ pub struct AgentProfile {
     pub shell: Option<crate::shell::ShellSettings>,
     /// Who decides this agent's calls that wait for a person.
     pub approval: crate::config::ApprovalRoute,
+    /// Knowledge packs it searches (its own and its team's).
+    pub knowledge_packs: Vec<String>,
+}
+
+impl AgentProfile {
+    /// The knowledge scopes this agent searches: its packs, its team's, its project's, its
+    /// own (from its identity and the operator's configuration, never a call's arguments).
+    pub fn knowledge_scopes(&self) -> Vec<String> {
+        let mut scopes: Vec<String> = self
+            .knowledge_packs
+            .iter()
+            .map(|p| format!("pack:{p}"))
+            .collect();
+        scopes.extend(self.team.as_ref().map(|t| format!("team:{t}")));
+        scopes.extend(self.project.as_ref().map(|p| format!("project:{p}")));
+        scopes.push(format!("agent:{}", self.name));
+        scopes.sort();
+        scopes.dedup();
+        scopes
+    }
+
+    /// Where this agent's own knowledge is written: its team's scope, else its own.
+    pub fn knowledge_home(&self) -> String {
+        match &self.team {
+            Some(t) => format!("team:{t}"),
+            None => format!("agent:{}", self.name),
+        }
+    }
 }
 
 /// Why a tool is not in an agent's catalog.
@@ -106,6 +134,7 @@ impl AgentProfile {
             commands: Vec::new(),
             shell: None,
             approval: Default::default(),
+            knowledge_packs: Vec::new(),
         }
     }
 

@@ -33,6 +33,9 @@ pub struct RawConfig {
     /// Per project: what `run_command` may run for its agents.
     #[serde(default)]
     pub projects: BTreeMap<String, RawProject>,
+    /// Teams' settings.
+    #[serde(default)]
+    pub teams: BTreeMap<String, RawTeam>,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -329,6 +332,18 @@ pub struct RawAgent {
     pub arg_defaults: BTreeMap<String, Map<String, Value>>,
     #[serde(default)]
     pub approval: ApprovalRoute,
+    /// Knowledge packs this agent searches (besides its team's, its project's and its own).
+    #[serde(default)]
+    pub knowledge_packs: Vec<String>,
+}
+
+/// A team's settings (`[teams.NAME]`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTeam {
+    /// Knowledge packs every agent of the team searches.
+    #[serde(default)]
+    pub knowledge_packs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -358,6 +373,10 @@ pub struct Limits {
     /// Seconds a built-in tool may run before it is stopped.
     #[serde(default = "default_tool_seconds")]
     pub tool_seconds: u64,
+    /// `search_knowledge` leaves out hits scoring below this (BM25, higher is better; 0
+    /// keeps every match).
+    #[serde(default)]
+    pub knowledge_score_floor: f64,
     /// Bytes a write may put in one file, and the largest file a write, edit or delete may
     /// replace (its old content goes to the journal).
     #[serde(default = "default_read_bytes")]
@@ -400,6 +419,7 @@ impl Default for Limits {
             search_results: default_search_results(),
             tool_seconds: default_tool_seconds(),
             write_file_bytes: default_read_bytes(),
+            knowledge_score_floor: 0.0,
         }
     }
 }
@@ -634,6 +654,19 @@ impl RawConfig {
                         .as_ref()
                         .and_then(|p| self.projects.get(p))
                         .and_then(|p| p.shell.clone()),
+                    knowledge_packs: a
+                        .knowledge_packs
+                        .iter()
+                        .chain(
+                            a.team
+                                .as_ref()
+                                .and_then(|t| self.teams.get(t))
+                                .map(|t| t.knowledge_packs.iter())
+                                .into_iter()
+                                .flatten(),
+                        )
+                        .cloned()
+                        .collect(),
                 };
                 (name.clone(), profile)
             })

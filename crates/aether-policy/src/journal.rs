@@ -189,3 +189,28 @@ pub struct Message {
     pub at_us: i64,
     pub body: String,
 }
+
+/// A document for the knowledge index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnowledgeDoc {
+    /// `pack:NAME`, `team:NAME`, `project:NAME` or `agent:NAME`.
+    pub scope: String,
+    /// Where it came from (a path), unique within its scope.
+    pub source: String,
+    pub title: String,
+    pub body: String,
+}
+
+/// One search hit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeHit {
+    pub scope: String,
+    pub source: String,
+    pub title: String,
+    /// The best matching passage, the matches in [brackets].
+    pub snippet: String,
+    /// Higher is better (the negated BM25 rank).
+    pub score: f64,
+    /// The line of the first match in the document (1-based), if found.
+    pub line: Option<usize>,
+}

@@ -18,7 +18,8 @@ use serde::Serialize;
 
 pub use aether_policy::journal::{
     CommandEnd, CommandQuery, CommandRecord, CommandStart, Document, JournalEntry, JournalOp,
-    JournalQuery, JournalWrite, Message, SealPin, SealRecord, content_hash,
+    JournalQuery, JournalWrite, KnowledgeDoc, KnowledgeHit, Message, SealPin, SealRecord,
+    content_hash,
 };
 pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
 pub use sources::{
@@ -758,6 +759,29 @@ impl Store {
         match self {
             Store::Sqlite(s) => {
                 s.take_messages(team.to_string(), to.to_string(), limit)
+                    .await
+            }
+        }
+    }
+
+    /// Adds or replaces knowledge documents (by scope and source), in one transaction.
+    pub async fn knowledge_put(&self, docs: Vec<KnowledgeDoc>) -> Result<usize> {
+        match self {
+            Store::Sqlite(s) => s.knowledge_put(docs).await,
+        }
+    }
+
+    /// Ranked full-text search over `scopes`, hits scoring below `floor` left out.
+    pub async fn knowledge_search(
+        &self,
+        scopes: Vec<String>,
+        text: &str,
+        limit: usize,
+        floor: f64,
+    ) -> Result<Vec<KnowledgeHit>> {
+        match self {
+            Store::Sqlite(s) => {
+                s.knowledge_search(scopes, text.to_string(), limit, floor)
                     .await
             }
         }

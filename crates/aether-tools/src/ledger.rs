@@ -3,7 +3,8 @@
 //! only see this trait, so they know nothing of SQL.
 
 use aether_policy::journal::{
-    CommandEnd, CommandStart, Document, JournalEntry, JournalQuery, JournalWrite, Message,
+    CommandEnd, CommandStart, Document, JournalEntry, JournalQuery, JournalWrite, KnowledgeDoc,
+    KnowledgeHit, Message,
 };
 use async_trait::async_trait;
 
@@ -39,6 +40,16 @@ pub trait Ledger: Send + Sync {
         to: &str,
         limit: usize,
     ) -> Result<Vec<Message>, String>;
+    /// Adds or replaces documents in the knowledge index.
+    async fn knowledge_put(&self, docs: Vec<KnowledgeDoc>) -> Result<usize, String>;
+    /// Ranked full-text search over `scopes`.
+    async fn knowledge_search(
+        &self,
+        scopes: Vec<String>,
+        query: &str,
+        limit: usize,
+        floor: f64,
+    ) -> Result<Vec<KnowledgeHit>, String>;
 }
 
 /// A [`Ledger`] that keeps nothing and refuses to record: for callers that serve only
@@ -73,6 +84,18 @@ impl Ledger for NoLedger {
         Err("this Aether has no store, so it keeps no messages".into())
     }
     async fn take_messages(&self, _: &str, _: &str, _: usize) -> Result<Vec<Message>, String> {
+        Ok(Vec::new())
+    }
+    async fn knowledge_put(&self, _: Vec<KnowledgeDoc>) -> Result<usize, String> {
+        Err("this Aether has no store, so it keeps no knowledge index".into())
+    }
+    async fn knowledge_search(
+        &self,
+        _: Vec<String>,
+        _: &str,
+        _: usize,
+        _: f64,
+    ) -> Result<Vec<KnowledgeHit>, String> {
         Ok(Vec::new())
     }
 }

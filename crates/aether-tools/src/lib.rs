@@ -11,6 +11,7 @@
 pub mod calc;
 pub mod comms;
 pub mod fixtures;
+pub mod knowledge;
 pub mod ledger;
 pub mod planning;
 pub mod roots;
@@ -209,6 +210,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     tools.push(Arc::new(calc::Calculate::new()));
     tools.extend(planning::tools());
     tools.extend(comms::tools());
+    tools.extend(knowledge::tools());
     tools
 }
 

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod credentials;
 pub mod halt;
 pub mod journal;
+pub mod knowledge;
 pub mod mcp_serve;
 pub mod policy;
 pub mod registry;

@@ -103,7 +103,7 @@ impl StdioServer {
         StdioServer::spawn_root(ws, &ws.root_arg(), extra)
     }
 
-    fn spawn_root(ws: &Ws, root: &str, extra: &[&str]) -> StdioServer {
+    pub fn spawn_root(ws: &Ws, root: &str, extra: &[&str]) -> StdioServer {
         let mut child = aether()
             .arg("mcp-serve")
             .arg("--root")

@@ -235,3 +235,108 @@ fn teammates_leave_each_other_messages_and_the_user_hears_progress() {
     let r = solo.call(2, "read_messages", json!({}));
     assert_eq!(r["result"]["isError"], true, "{r}");
 }
+
+#[test]
+fn knowledge_is_searched_in_the_callers_scopes_and_written_with_a_receipt() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[server]\nhttp_agent = \"ana\"\n[roots.ws]\npath = \".\"\nmode = \"rw\"\n\
+         [teams.core]\nknowledge_packs = [\"handbook\"]\n\
+         [agents.ana]\nteam = \"core\"\nmcp_servers = [\"knowledge\"]\n\
+         [agents.eve]\nteam = \"other\"\nmcp_servers = [\"knowledge\"]\n",
+    );
+    let cfg = ws.path().join("aether.toml").display().to_string();
+    // A pack from a folder; dot-directories are skipped.
+    ws.write(
+        "kb/deploy.md",
+        "# Deploying\n\nRun the canary first.\nThen roll out to every region.\n",
+    );
+    ws.write(
+        "kb/oncall.md",
+        "# On call\n\nPage the secondary after fifteen minutes.\n",
+    );
+    ws.write("kb/.git/secret.md", "# Hidden\n\ncanary secret\n");
+    let (code, out, err) = ws.run(&[
+        "knowledge",
+        "import",
+        "kb",
+        "--pack",
+        "handbook",
+        "--config",
+        &cfg,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Imported 2 document(s)"), "{out}");
+    let (code, _, err) = ws.run(&[
+        "knowledge",
+        "import",
+        "kb",
+        "--pack",
+        "../x",
+        "--config",
+        &cfg,
+    ]);
+    assert_eq!(code, 1, "{err}");
+
+    let mut ana = StdioServer::spawn_root(
+        &ws,
+        &format!("{}:rw", ws.root_arg()),
+        &["--config", &cfg, "--agent", "ana"],
+    );
+    ana.initialize("2025-11-25");
+    let r = ana.call(2, "search_knowledge", json!({"query": "canary"}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let hits = r["result"]["structuredContent"]["hits"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(hits.len(), 1, "{r}");
+    assert_eq!(hits[0]["source"], "deploy.md");
+    assert_eq!(hits[0]["line"], 3);
+    assert!(
+        hits[0]["snippet"].as_str().unwrap().contains("[canary]"),
+        "{r}"
+    );
+    let r = ana.call(3, "search_knowledge", json!({"query": "  ?! "}));
+    assert_eq!(r["result"]["isError"], true, "an empty query: {r}");
+    // Written: saved in the workspace, indexed in the team's scope, with a receipt.
+    let r = ana.call(
+        4,
+        "write_knowledge",
+        json!({"title": "Rollback", "content": "Roll back with the previous canary build."}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let receipt = &r["result"]["structuredContent"];
+    assert_eq!(receipt["saved"], true);
+    assert_eq!(receipt["indexed"], true);
+    assert_eq!(receipt["path"], "knowledge/rollback.md");
+    assert_eq!(receipt["scope"], "team:core");
+    assert!(
+        std::fs::read_to_string(ws.path().join("knowledge/rollback.md"))
+            .unwrap()
+            .contains("previous canary")
+    );
+    let r = ana.call(5, "search_knowledge", json!({"query": "canary"}));
+    assert_eq!(
+        r["result"]["structuredContent"]["hits"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "{r}"
+    );
+    drop(ana);
+
+    // Another team searches neither the pack nor the team's notes.
+    let mut eve = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "eve"]);
+    eve.initialize("2025-11-25");
+    let r = eve.call(2, "search_knowledge", json!({"query": "canary"}));
+    assert_eq!(r["result"]["structuredContent"]["hits"], json!([]), "{r}");
+    assert!(
+        !r["result"]["structuredContent"]["scopes"]
+            .to_string()
+            .contains("core"),
+        "{r}"
+    );
+}

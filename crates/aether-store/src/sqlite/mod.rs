@@ -23,6 +23,7 @@ mod commands;
 mod console;
 mod governance;
 mod journal;
+mod knowledge;
 mod planning;
 mod sources;
 
@@ -35,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0006_sources.sql"),
     include_str!("../../migrations/sqlite/0007_console.sql"),
     include_str!("../../migrations/sqlite/0008_planning.sql"),
+    include_str!("../../migrations/sqlite/0009_knowledge.sql"),
 ];
 
 /// How many queued writes one transaction takes at most.

@@ -26,6 +26,7 @@ mod write;
 mod write_file;
 
 pub use undo::{UndoCall, undo_call};
+pub use write_file::WriteFile;
 
 use std::sync::Arc;
 

@@ -43,6 +43,12 @@ pub struct WriteFile {
     def: ToolDef,
 }
 
+impl Default for WriteFile {
+    fn default() -> WriteFile {
+        WriteFile::new()
+    }
+}
+
 impl WriteFile {
     pub fn new() -> WriteFile {
         WriteFile {

@@ -255,6 +255,23 @@ impl aether_tools::Ledger for MemoryLedger {
         Ok(Vec::new())
     }
 
+    async fn knowledge_put(
+        &self,
+        _: Vec<aether_policy::journal::KnowledgeDoc>,
+    ) -> Result<usize, String> {
+        Err("the workspace tools' tests keep no knowledge".into())
+    }
+
+    async fn knowledge_search(
+        &self,
+        _: Vec<String>,
+        _: &str,
+        _: usize,
+        _: f64,
+    ) -> Result<Vec<aether_policy::journal::KnowledgeHit>, String> {
+        Ok(Vec::new())
+    }
+
     async fn command_started(
         &self,
         start: aether_policy::journal::CommandStart,

@@ -1,0 +1,105 @@
+//! The knowledge index in SQLite: FTS5 with BM25 ranking.
+
+use rusqlite::params;
+
+use super::SqliteStore;
+use super::governance::immediate;
+use crate::{KnowledgeDoc, KnowledgeHit, Result, StoreError};
+
+/// `text` as an FTS5 query: every word a quoted term (so nothing in it is FTS5 syntax), all of
+/// them required. `None` when there is no word.
+pub fn fts_query(text: &str) -> Option<String> {
+    let terms: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|t| !t.is_empty())
+        .take(32)
+        .map(|t| format!("\"{}\"", t.replace('"', "")))
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+impl SqliteStore {
+    /// Adds or replaces documents (by scope and source), all in one transaction.
+    pub async fn knowledge_put(&self, docs: Vec<KnowledgeDoc>) -> Result<usize> {
+        self.write(move |conn| {
+            let context = "index knowledge";
+            let tx = immediate(conn, context)?;
+            let now = crate::now_us();
+            {
+                let mut stmt = tx
+                    .prepare(
+                        "INSERT INTO knowledge (scope, source, title, body, updated_us) VALUES (?, ?, ?, ?, ?)
+                         ON CONFLICT (scope, source) DO UPDATE SET title = excluded.title, body = excluded.body, updated_us = excluded.updated_us",
+                    )
+                    .map_err(StoreError::sql(context))?;
+                for d in &docs {
+                    stmt.execute(params![d.scope, d.source, d.title, d.body, now])
+                        .map_err(StoreError::sql(context))?;
+                }
+            }
+            tx.commit().map_err(StoreError::sql(context))?;
+            Ok(docs.len())
+        })
+        .await
+    }
+
+    pub async fn knowledge_search(
+        &self,
+        scopes: Vec<String>,
+        text: String,
+        limit: usize,
+        floor: f64,
+    ) -> Result<Vec<KnowledgeHit>> {
+        let Some(query) = fts_query(&text) else {
+            return Err(StoreError::Invalid(
+                "the query has no words to search for".into(),
+            ));
+        };
+        if scopes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.read(move |conn| {
+            let context = "search knowledge";
+            let marks = vec!["?"; scopes.len()].join(", ");
+            let sql = format!(
+                "SELECT k.scope, k.source, k.title, snippet(knowledge_fts, 1, '[', ']', '…', 24), -bm25(knowledge_fts, 5.0, 1.0), k.body
+                 FROM knowledge_fts JOIN knowledge k ON k.id = knowledge_fts.rowid
+                 WHERE knowledge_fts MATCH ? AND k.scope IN ({marks})
+                 ORDER BY bm25(knowledge_fts, 5.0, 1.0) LIMIT ?"
+            );
+            let mut args: Vec<rusqlite::types::Value> = vec![query.clone().into()];
+            args.extend(scopes.iter().map(|s| s.clone().into()));
+            args.push((limit.clamp(1, 100) as i64).into());
+            let mut stmt = conn.prepare(&sql).map_err(StoreError::sql(context))?;
+            let words: Vec<String> = text
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .filter(|t| !t.is_empty())
+                .map(str::to_lowercase)
+                .collect();
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| {
+                    let body: String = r.get(5)?;
+                    let lower = body.to_lowercase();
+                    let line = words
+                        .iter()
+                        .filter_map(|w| lower.find(w.as_str()))
+                        .min()
+                        .map(|at| lower[..at].matches('\n').count() + 1);
+                    Ok(KnowledgeHit {
+                        scope: r.get(0)?,
+                        source: r.get(1)?,
+                        title: r.get(2)?,
+                        snippet: r.get(3)?,
+                        score: r.get(4)?,
+                        line,
+                    })
+                })
+                .map_err(StoreError::sql(context))?;
+            let hits = rows
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(StoreError::sql(context))?;
+            Ok(hits.into_iter().filter(|h| h.score >= floor).collect())
+        })
+        .await
+    }
+}

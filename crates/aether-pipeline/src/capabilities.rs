@@ -14,11 +14,11 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ),
     (
         "shell",
-        "run_command (allowlisted programs, no shell) and read_logs; run_shell is planned.",
+        "run_command (allowlisted programs, no shell), run_shell (in a bubblewrap sandbox) and read_logs.",
     ),
     (
         "research",
-        "http_request, http_health_check, web_fetch and web_search through the egress gate; download_pdf is planned.",
+        "http_request, http_health_check, web_fetch, web_search and download_pdf (Restricted) through the egress gate.",
     ),
     ("knowledge", "search_knowledge, write_knowledge."),
     ("planning", "create_plan, read_plan, update_plan, todo."),
@@ -28,7 +28,7 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ("calc", "calculate."),
     (
         "upstream",
-        "Tools of operator-configured MCP servers, as SERVER__TOOL.",
+        "Tools, prompts and resources of operator-configured MCP servers, as SERVER__TOOL (application-only until an upstream is configured and its tools approved).",
     ),
     (
         "orchestration",
@@ -41,16 +41,23 @@ pub fn capabilities(catalog: &Catalog) -> Value {
     let list: Vec<Value> = CAPABILITIES
         .iter()
         .map(|(group, summary)| {
+            // Upstream tools are in their upstream's own group; they are the external ones.
+            let upstream = *group == "upstream";
             let tools: Vec<&str> = catalog
                 .iter()
-                .map(|t| t.def())
-                .filter(|d| d.group == *group)
-                .map(|d| d.name.as_str())
+                .filter(|t| {
+                    if upstream {
+                        t.external
+                    } else {
+                        t.def().group == *group
+                    }
+                })
+                .map(|t| t.def().name.as_str())
                 .collect();
-            let (status, exposure) = if tools.is_empty() {
-                ("planned", "planned")
-            } else {
-                ("available", "exposed")
+            let (status, exposure) = match (tools.is_empty(), upstream) {
+                (true, true) => ("available", "application-only"),
+                (true, false) => ("planned", "planned"),
+                (false, _) => ("available", "exposed"),
             };
             json!({
                 "capability": group,

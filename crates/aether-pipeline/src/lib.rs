@@ -17,6 +17,7 @@ mod approval;
 mod audit;
 mod capabilities;
 mod catalog;
+pub mod envelope;
 mod ledger;
 pub mod metrics;
 pub mod operator;
@@ -488,6 +489,10 @@ impl Pipeline {
                     if let Err(e) = p.prune_journal().await {
                         tracing::warn!(error = %e, "journal retention failed");
                     }
+                    let keys = aether_store::now_us() - envelope::IDEMPOTENCY_RETENTION_US;
+                    if let Err(e) = p.store.prune_idempotency(keys).await {
+                        tracing::warn!(error = %e, "idempotency key retention failed");
+                    }
                     let before = aether_store::now_us() - tables::DATASET_DAYS * 86_400 * 1_000_000;
                     if let Err(e) = p.store.prune_datasets(before, tables::DATASETS_KEPT).await {
                         tracing::warn!(error = %e, "data set retention failed");
@@ -770,6 +775,28 @@ impl Pipeline {
         client: Arc<dyn ClientLink>,
         cancel: CancellationToken,
     ) -> CallResult {
+        self.call_with(
+            ctx,
+            tool_name,
+            arguments,
+            envelope::Envelope::default(),
+            client,
+            cancel,
+        )
+        .await
+    }
+
+    /// [`Pipeline::call`] with the caller's command envelope (confirmation, idempotency key,
+    /// issue and expiry times: [`envelope::Envelope`]).
+    pub async fn call_with(
+        &self,
+        ctx: &SessionContext,
+        tool_name: &str,
+        arguments: Option<Map<String, Value>>,
+        envelope: envelope::Envelope,
+        client: Arc<dyn ClientLink>,
+        cancel: CancellationToken,
+    ) -> CallResult {
         let started = Instant::now();
         let _in_flight = InFlight::enter(&self.in_flight);
         let call_id = uuid::Uuid::now_v7().to_string();
@@ -782,9 +809,34 @@ impl Pipeline {
             .draft
             .as_mut()
             .expect("the draft is taken only below");
+        let mut claimed = None;
         let outcome = self
-            .admit_and_run(ctx, tool_name, arguments, client, cancel, draft)
+            .admit_and_run(
+                ctx,
+                tool_name,
+                arguments,
+                &envelope,
+                &mut claimed,
+                client,
+                cancel,
+                draft,
+            )
             .await;
+        // A key this call claimed keeps its result (a repeat gets it), or is let go if the
+        // call did not run (a retry may run it).
+        if let Some(key) = claimed {
+            let result = match &outcome {
+                CallOutcome::Ran(out) => serde_json::to_string(out).ok(),
+                _ => None,
+            };
+            if let Err(e) = self
+                .store
+                .settle_idempotency(&ctx.agent.name, tool_name, &key, &call_id, result)
+                .await
+            {
+                tracing::warn!(call = %call_id, error = %e, "cannot settle an idempotency key");
+            }
+        }
         let draft = pending.draft.take().expect("the draft is taken only here");
         let alone = self.alone().await;
         let outcome = draft
@@ -808,11 +860,14 @@ impl Pipeline {
         Ok(self.metrics.render(pending, halted))
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn admit_and_run(
         &self,
         ctx: &SessionContext,
         tool_name: &str,
         arguments: Option<Map<String, Value>>,
+        envelope: &envelope::Envelope,
+        claimed: &mut Option<String>,
         client: Arc<dyn ClientLink>,
         cancel: CancellationToken,
         draft: &mut audit::Draft,
@@ -913,6 +968,110 @@ impl Pipeline {
                     def.name
                 ),
             );
+        }
+        // The command envelope: well-formed, not expired, confirmed where the tool needs it.
+        if let Some(problem) = &envelope.problem {
+            return refuse(
+                Step::Envelope,
+                "envelope:malformed",
+                format!("the call's envelope (_meta) is malformed: {problem}"),
+            );
+        }
+        let now = aether_store::now_us();
+        if let Some(expires) = envelope.expires_at_us
+            && expires <= now
+        {
+            return refuse(
+                Step::Envelope,
+                "envelope:expired",
+                format!(
+                    "the call's envelope expired {} s ago (aether/expiresAt); nothing ran",
+                    (now - expires) / 1_000_000
+                ),
+            );
+        }
+        if let Some(issued) = envelope.issued_at_us
+            && issued > now + envelope::ISSUED_SKEW_US
+        {
+            return refuse(
+                Step::Envelope,
+                "envelope:future",
+                "the call's envelope says it was issued in the future (aether/issuedAt); check the caller's clock",
+            );
+        }
+        if def.meta.needs_confirmation {
+            // A Restricted tool waits for a person: that is its explicit confirmation. Any
+            // other tool that needs one gets it from the caller's envelope. An explicit "no"
+            // stops either.
+            let confirmed = match envelope.confirm {
+                Some(c) => c,
+                None => def.tier == Tier::Restricted,
+            };
+            if !confirmed {
+                return refuse(
+                    Step::Envelope,
+                    "envelope:unconfirmed",
+                    format!(
+                        "{} needs an explicit confirmation: send the call with _meta {{\"aether/confirm\": true}}",
+                        def.name
+                    ),
+                );
+            }
+        }
+        // An idempotency key: a repeat gets the first call's result instead of running again.
+        if let Some(key) = &envelope.idempotency_key {
+            let digest = draft.arguments_digest().to_string();
+            let claim = self
+                .store
+                .claim_idempotency(
+                    &ctx.agent.name,
+                    &def.name,
+                    key,
+                    &digest,
+                    draft.call_id(),
+                    now - envelope::IDEMPOTENCY_RETENTION_US,
+                )
+                .await;
+            match claim {
+                Ok(aether_store::IdempotencyClaim::Claimed) => *claimed = Some(key.clone()),
+                Ok(aether_store::IdempotencyClaim::Done { call_id, result }) => {
+                    return match serde_json::from_str::<ToolOutput>(&result) {
+                        Ok(mut out) => {
+                            draft.stopped_at(Step::Envelope, "idempotency:replayed");
+                            out.content.push(Content::Text(format!(
+                                "[the result of call {call_id}, which had this idempotency key; nothing ran again]"
+                            )));
+                            CallOutcome::Ran(out)
+                        }
+                        Err(e) => CallOutcome::Failed(format!(
+                            "the result kept for idempotency key {key:?} is unreadable: {e}"
+                        )),
+                    };
+                }
+                Ok(aether_store::IdempotencyClaim::Running { call_id }) => {
+                    return refuse(
+                        Step::Envelope,
+                        "idempotency:running",
+                        format!(
+                            "call {call_id} with this idempotency key is still running; ask again when it has ended"
+                        ),
+                    );
+                }
+                Ok(aether_store::IdempotencyClaim::OtherArguments { call_id }) => {
+                    return refuse(
+                        Step::Envelope,
+                        "idempotency:other-arguments",
+                        format!(
+                            "this idempotency key was used by call {call_id} with other arguments; use a new key"
+                        ),
+                    );
+                }
+                Err(e) => {
+                    return CallOutcome::Failed(format!(
+                        "the idempotency key could not be checked, so the call did not run: {e}"
+                    ));
+                }
+            }
         }
         // 7. The operator's rules.
         let rules = self.rules.current();

@@ -234,11 +234,25 @@ pub fn mcp_tool(entry: &Entry) -> Tool {
         .destructive(def.meta.destructive)
         .idempotent(def.meta.idempotent)
         .open_world(def.meta.reaches_network);
+    // The governed-command metadata: what a call needs (the group is the permission an agent
+    // needs), how risky it is, how it is confirmed, whether a repeat is safe, which envelope
+    // keys are honoured, and how much of it the audit keeps.
+    let confirmation = match (def.meta.needs_confirmation, def.tier) {
+        (_, aether_policy::Tier::Restricted) => "person",
+        (true, _) => "envelope",
+        (false, _) => "none",
+    };
     let meta = json!({
         "aether/group": def.group,
+        "aether/permission": format!("group:{}", def.group),
         "aether/tier": def.tier,
         "aether/risk": def.meta.risk,
         "aether/needsConfirmation": def.meta.needs_confirmation,
+        "aether/confirmation": confirmation,
+        "aether/idempotent": def.meta.idempotent,
+        "aether/idempotencyKey": "honoured: _meta aether/idempotencyKey returns the first call's result for 24 h",
+        "aether/expiry": "honoured: _meta aether/expiresAt (RFC 3339 or epoch ms) refuses a call past it",
+        "aether/audit": if def.tier == aether_policy::Tier::Standard { "summary" } else { "full" },
         "aether/definition": entry.digest.to_string(),
     });
     tool.with_annotations(annotations)
@@ -465,12 +479,16 @@ impl ServerHandler for AetherMcp {
             progress_token: context.meta.get_progress_token(),
             log_level: self.log_level.clone(),
         });
+        // The command envelope (confirmation, idempotency key, expiry) rides in `_meta`, never
+        // in the tool's arguments.
+        let envelope = aether_pipeline::envelope::Envelope::from_meta(&context.meta.0.0);
         let result = self
             .pipeline
-            .call(
+            .call_with(
                 &session,
                 &request.name,
                 request.arguments,
+                envelope,
                 link,
                 context.ct.clone(),
             )

@@ -23,8 +23,8 @@ pub use aether_policy::journal::{
 };
 pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
 pub use sources::{
-    Account, ConsoleSession, DATASET_ROWS, Dataset, DatasetSummary, Report, SealedSecret,
-    UpstreamStatus,
+    Account, ConsoleSession, DATASET_ROWS, Dataset, DatasetSummary, IdempotencyClaim, Report,
+    SealedSecret, UpstreamStatus,
 };
 pub use sqlite::SqliteStore;
 pub use vault::{Vault, valid_secret_name};
@@ -784,6 +784,61 @@ impl Store {
                 s.knowledge_search(scopes, text.to_string(), limit, floor)
                     .await
             }
+        }
+    }
+
+    /// Claims an idempotency key for a call (keys older than `not_before_us` are free again).
+    pub async fn claim_idempotency(
+        &self,
+        agent: &str,
+        tool: &str,
+        key: &str,
+        arguments_digest: &str,
+        call_id: &str,
+        not_before_us: i64,
+    ) -> Result<IdempotencyClaim> {
+        match self {
+            Store::Sqlite(s) => {
+                s.claim_idempotency(
+                    agent.to_string(),
+                    tool.to_string(),
+                    key.to_string(),
+                    arguments_digest.to_string(),
+                    call_id.to_string(),
+                    not_before_us,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Records the result under a key (or frees the key: the call did not run).
+    pub async fn settle_idempotency(
+        &self,
+        agent: &str,
+        tool: &str,
+        key: &str,
+        call_id: &str,
+        result: Option<String>,
+    ) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => {
+                s.settle_idempotency(
+                    agent.to_string(),
+                    tool.to_string(),
+                    key.to_string(),
+                    call_id.to_string(),
+                    result,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Forgets keys older than `before_us`.
+    pub async fn prune_idempotency(&self, before_us: i64) -> Result<usize> {
+        match self {
+            Store::Sqlite(s) => s.prune_idempotency(before_us).await,
         }
     }
 

@@ -95,3 +95,16 @@ pub struct ConsoleSession {
     pub created_us: i64,
     pub expires_us: i64,
 }
+
+/// What an idempotency key is, for a call that names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdempotencyClaim {
+    /// New: this call holds it now.
+    Claimed,
+    /// A call with this key and these arguments ended: its result (JSON).
+    Done { call_id: String, result: String },
+    /// A call with this key is still running.
+    Running { call_id: String },
+    /// The key was used for other arguments.
+    OtherArguments { call_id: String },
+}

@@ -31,7 +31,7 @@ pub use ledger::{Ledger, NoLedger};
 pub use roots::{Root, RootError, Roots, SealManifest};
 
 /// One block of a tool's result.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Content {
     Text(String),
     Image {
@@ -52,7 +52,7 @@ pub enum Content {
 
 /// What a tool hands back: blocks for the model, and structured data matching the tool's
 /// output schema.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolOutput {
     pub content: Vec<Content>,
     pub structured: Option<Value>,

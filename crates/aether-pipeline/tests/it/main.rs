@@ -6,6 +6,7 @@ mod approvals;
 mod arguments;
 mod concurrency;
 mod egress;
+mod envelope;
 mod halt;
 mod offers;
 mod outcomes;

@@ -22,6 +22,7 @@ use crate::{
 mod commands;
 mod console;
 mod governance;
+mod idempotency;
 mod journal;
 mod knowledge;
 mod planning;
@@ -37,6 +38,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0007_console.sql"),
     include_str!("../../migrations/sqlite/0008_planning.sql"),
     include_str!("../../migrations/sqlite/0009_knowledge.sql"),
+    include_str!("../../migrations/sqlite/0010_idempotency.sql"),
 ];
 
 /// How many queued writes one transaction takes at most.

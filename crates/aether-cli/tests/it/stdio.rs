@@ -305,7 +305,7 @@ fn resources_are_the_capabilities_and_the_callers_own_audit_events() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["capability"] == "quality")
+        .find(|c| c["capability"] == "orchestration")
         .unwrap()
         .clone();
     assert_eq!(

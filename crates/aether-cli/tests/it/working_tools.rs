@@ -340,3 +340,85 @@ fn knowledge_is_searched_in_the_callers_scopes_and_written_with_a_receipt() {
         "{r}"
     );
 }
+
+#[test]
+fn tests_run_and_code_is_checked_inside_the_shell_sandbox() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[server]\nhttp_agent = \"qa\"\n[roots.ws]\npath = \".\"\n\
+         [agents.qa]\nproject = \"demo\"\nmcp_servers = [\"workspace\", \"quality\"]\n\
+         [agents.noshell]\nmcp_servers = [\"quality\"]\n\
+         [projects.demo.shell]\nnetwork = false\n",
+    );
+    // A project whose tests use node's own runner: one passes, one fails, one is skipped.
+    ws.write(
+        "app/package.json",
+        r#"{"name":"app","version":"1.0.0","scripts":{"test":"node --test"}}"#,
+    );
+    ws.write(
+        "app/test/a.test.js",
+        "const test = require('node:test');\nconst assert = require('node:assert');\n\
+         test('adds', () => assert.equal(1 + 1, 2));\n\
+         test('breaks', () => assert.equal(1, 2));\n\
+         test.skip('later', () => {});\n",
+    );
+    ws.write("scripts/ok.sh", "#!/bin/sh\necho fine\n");
+    ws.write("scripts/broken.sh", "#!/bin/sh\nif then fi (\n");
+    ws.write("data.unknownext", "x");
+    let cfg = ws.path().join("aether.toml").display().to_string();
+    let mut s = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "qa"]);
+    s.initialize("2025-11-25");
+    let r = s.call(2, "run_tests", json!({"cwd": "app"}));
+    let out = &r["result"]["structuredContent"];
+    assert_eq!(
+        r["result"]["isError"], false,
+        "the run is reported, failures and all: {r}"
+    );
+    assert_eq!(out["runner"], "npm", "{r}");
+    assert_eq!(out["passed"], 1, "{r}");
+    assert_eq!(out["failed"], 1, "{r}");
+    assert_eq!(out["skipped"], 1, "{r}");
+    assert_eq!(out["failures"], json!(["breaks"]), "{r}");
+    let r = s.call(3, "run_tests", json!({"cwd": "scripts"}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no test runner found"),
+        "{r}"
+    );
+    // A linter by extension: bash -n here (shellcheck is not installed on this machine).
+    let r = s.call(4, "analyze_code", json!({"path": "scripts/broken.sh"}));
+    let out = &r["result"]["structuredContent"];
+    assert_eq!(out["clean"], false, "{r}");
+    assert!(out["linter"].is_string(), "{r}");
+    assert!(
+        out["findings"].as_str().unwrap().contains("syntax error"),
+        "{r}"
+    );
+    let r = s.call(5, "analyze_code", json!({"path": "scripts/ok.sh"}));
+    assert_eq!(r["result"]["structuredContent"]["clean"], true, "{r}");
+    let r = s.call(6, "analyze_code", json!({"path": "data.unknownext"}));
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("knows no linter"),
+        "{r}"
+    );
+    for escape in ["../etc/passwd", "/etc/passwd", "scripts/../../x.sh"] {
+        let r = s.call(7, "analyze_code", json!({"path": escape}));
+        assert_eq!(r["result"]["isError"], true, "{escape}: {r}");
+    }
+    // Every run is in the command log, as run_shell's.
+    drop(s);
+    let (_, log, _) = ws.run(&["commands", "--config", &cfg]);
+    assert!(log.contains("npm test"), "{log}");
+    // Without a project shell, neither is offered nor runs.
+    let mut n = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "noshell"]);
+    n.initialize("2025-11-25");
+    let r = n.call(2, "run_tests", json!({"cwd": "app"}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+}

@@ -3,9 +3,11 @@
 //! text inside a bubblewrap sandbox (`sandbox.rs`) that sees only the roots, with credentials
 //! hidden. Both log every command before it starts and run it with a fixed environment, a time
 //! limit and its whole process tree killed when it ends (`process.rs`, `tree.rs`). `read_logs`
-//! reads the tail of a log file under a root, or of the journal.
+//! reads the tail of a log file under a root, or of the journal. The quality tools
+//! (`quality.rs`: `run_tests`, `analyze_code`) run their commands through `run_shell`.
 
 mod process;
+mod quality;
 mod read_logs;
 mod run_command;
 mod run_shell;
@@ -16,6 +18,7 @@ use std::sync::Arc;
 
 use crate::Tool;
 
+pub use quality::{AnalyzeCode, RunTests};
 pub use read_logs::ReadLogs;
 pub use run_command::RunCommand;
 pub use run_shell::RunShell;
@@ -26,5 +29,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(RunCommand::new()),
         Arc::new(RunShell::new(Sandbox::detect())),
         Arc::new(ReadLogs::new()),
+        Arc::new(RunTests::new(Sandbox::detect())),
+        Arc::new(AnalyzeCode::new(Sandbox::detect())),
     ]
 }

@@ -216,10 +216,13 @@ async function show() {
 
 async function refresh(fresh) {
   if (!me || !current) return;
-  // A page with a form being filled in is not redrawn under the operator's hands.
+  // A page with a form being filled in is not redrawn under the operator's hands (the
+  // approvals page is: it keeps the reasons being typed, and new calls must show).
   const page = $("page");
-  if (!fresh && page.querySelector("[data-keep]:focus, textarea:focus, input:focus")) {
-    if (current !== "approvals") return;
+  if (!fresh && current !== "approvals") {
+    const typing = page.querySelector("[data-keep]:focus, textarea:focus, input:focus");
+    const typed = [...page.querySelectorAll("[data-keep]")].some((e) => "defaultValue" in e && e.value !== e.defaultValue);
+    if (typing || typed) return;
   }
   countdowns = [];
   try {

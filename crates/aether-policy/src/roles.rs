@@ -130,6 +130,7 @@ pub fn required(method: &str, path: &str) -> Permission {
             "/api/commands",
             "/api/tools",
             "/api/sources",
+            "/api/progress",
             "/api/openapi.json",
             "/metrics",
         ];

@@ -286,6 +286,7 @@ async function approvals() {
 }
 
 let auditFilter = {};
+let auditVerdict = { cls: "muted", text: "" };
 
 function auditQuery(extra) {
   const q = new URLSearchParams();
@@ -310,16 +311,21 @@ async function audit() {
     field("agent", "Agent"), field("tool", "Tool"), el("label", {}, "Decision ", outcome), field("call_id", "Call id"),
     el("label", {}, "From ", since), el("label", {}, "To ", until),
     el("button", { type: "submit" }, "Search"));
-  const verdict = el("span", { class: "muted" });
+  // The last verdict survives the page being redrawn by a live update.
+  const verdict = el("span", { class: auditVerdict.cls, id: "audit-verdict", text: auditVerdict.text });
+  const show = (cls, text) => {
+    auditVerdict = { cls, text };
+    const node = $("audit-verdict");
+    if (node) { node.className = cls; node.textContent = text; }
+  };
   const verify = el("button", { type: "button", class: "secondary", onclick: async () => {
-    verdict.textContent = "checking…";
+    show("muted", "checking…");
     try {
       const r = await api("POST", "/api/audit/verify");
-      verdict.className = r.intact ? "ok" : "error";
-      verdict.textContent = r.intact
+      show(r.intact ? "ok" : "error", r.intact
         ? `The chain is intact: ${r.report.rows} rows, ${r.report.receipts} receipts checked.`
-        : `The chain is broken: ${r.report.breaks.length} break(s), ${(r.report.mismatched || []).length} receipt(s) not matching their row, ${r.report.unaudited.length} admitted call(s) without their row.`;
-    } catch (err) { verdict.className = "error"; verdict.textContent = err.message; }
+        : `The chain is broken: ${r.report.breaks.length} break(s), ${(r.report.mismatched || []).length} receipt(s) not matching their row, ${r.report.unaudited.length} admitted call(s) without their row.`);
+    } catch (err) { show("error", err.message); }
   } }, "Verify the chain");
   const wrap = el("div", {}, el("h2", { text: "Audit" }), form,
     el("p", { class: "row" },
@@ -401,8 +407,18 @@ async function registry() {
 }
 
 async function agents() {
-  const list = await api("GET", "/api/agents");
-  const wrap = el("div", {}, el("h2", { text: "Agents and what each is offered" }));
+  const [list, progress] = await Promise.all([api("GET", "/api/agents"), api("GET", "/api/progress")]);
+  const wrap = el("div", {}, el("h2", { text: "Agents at work" }));
+  if (progress.length === 0) {
+    wrap.append(empty("No progress reported yet: agents with the comms group report it with report_progress, and it shows here as it arrives."));
+  } else {
+    wrap.append(table(["Agent", "Session", "Progress", "What", "When"], progress.map((p) =>
+      el("tr", { "data-progress": p.session },
+        el("td", { text: p.agent }), el("td", { text: p.session }),
+        el("td", {}, el("progress", { max: 100, value: p.percent }), ` ${p.percent}%`),
+        el("td", { text: p.message || "" }), el("td", { text: when(p.at_us) })))));
+  }
+  wrap.append(el("h2", { text: "Agents and what each is offered" }));
   for (const a of list) {
     const offered = a.tools.filter((t) => t.offered).length;
     wrap.append(el("h3", { text: `${a.name}${a.team ? ` (team ${a.team})` : ""}: ${offered} of ${a.tools.length} tools` }),

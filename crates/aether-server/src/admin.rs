@@ -57,6 +57,7 @@ pub fn routes() -> Router<Arc<Pipeline>> {
         .route("/api/accounts", get(accounts_list).post(account_create))
         .route("/api/accounts/{name}", post(account_update))
         .route("/api/accounts/{name}/remove", post(account_remove))
+        .route("/api/progress", get(progress_list))
         .route("/api/openapi.json", get(openapi))
         .route("/metrics", get(crate::console::metrics))
 }
@@ -996,5 +997,28 @@ async fn account_remove(
     match aether_pipeline::accounts::remove(p.store(), &name, &format!("{by} (console)")).await {
         Ok(()) => Json(json!({"removed": name})).into_response(),
         Err(e) => account_failed(e),
+    }
+}
+
+/// The agents' latest progress reports (one per session), newest first.
+async fn progress_list(State(p): State<Arc<Pipeline>>) -> Response {
+    match p.store().documents_of_kind("progress", 50).await {
+        Ok(docs) => Json(
+            docs.into_iter()
+                .map(|d| {
+                    let body: Value = serde_json::from_str(&d.body).unwrap_or_default();
+                    json!({
+                        "agent": d.updated_by,
+                        "session": d.name,
+                        "percent": body["percent"],
+                        "message": body["message"],
+                        "call_id": body["call_id"],
+                        "at_us": d.updated_us,
+                    })
+                })
+                .collect::<Vec<_>>(),
+        )
+        .into_response(),
+        Err(e) => failed(e),
     }
 }

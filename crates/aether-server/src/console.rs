@@ -510,10 +510,16 @@ async fn snapshot(pipeline: &Pipeline) -> serde_json::Value {
                 .collect::<Vec<_>>()
         })
         .ok();
+    let progress = store
+        .documents_of_kind("progress", 1)
+        .await
+        .ok()
+        .and_then(|d| d.first().map(|d| (d.updated_us, d.version)));
     json!({
         "revisions": revisions,
         "audit_head": audit_head,
         "sources": sources,
+        "progress": progress,
     })
 }
 

@@ -842,6 +842,13 @@ impl Store {
         }
     }
 
+    /// The newest documents of a kind (say, agents' progress reports), across scopes.
+    pub async fn documents_of_kind(&self, kind: &str, limit: usize) -> Result<Vec<Document>> {
+        match self {
+            Store::Sqlite(s) => s.documents_of_kind(kind.to_string(), limit).await,
+        }
+    }
+
     /// Every seal on record (without pins).
     pub async fn seals(&self) -> Result<Vec<SealRecord>> {
         match self {

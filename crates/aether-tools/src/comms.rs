@@ -129,6 +129,33 @@ impl Tool for ReportProgress {
         cx.client
             .progress(a.percent, Some(100.0), a.message.clone())
             .await;
+        // The console shows it live too: the session's latest report, kept in the store (a
+        // report that cannot be kept still reached the client).
+        let (scope, name) = (format!("agent:{}", cx.agent.name), cx.session.clone());
+        let version = cx
+            .ledger
+            .document("progress", &scope, &name)
+            .await
+            .ok()
+            .flatten()
+            .map(|d| d.version)
+            .unwrap_or(0);
+        let kept = cx
+            .ledger
+            .put_document(aether_policy::journal::Document {
+                kind: "progress".into(),
+                scope,
+                name,
+                version: version + 1,
+                body: json!({"percent": a.percent, "message": a.message, "call_id": cx.call_id})
+                    .to_string(),
+                updated_us: crate::now_us(),
+                updated_by: cx.agent.name.clone(),
+            })
+            .await;
+        if let Err(e) = kept {
+            tracing::debug!(error = %e, "a progress report was not kept for the console");
+        }
         Ok(text(
             format!("Progress {}% reported.", a.percent),
             json!({"delivered": true}),

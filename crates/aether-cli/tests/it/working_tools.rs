@@ -204,6 +204,35 @@ fn teammates_leave_each_other_messages_and_the_user_hears_progress() {
     let r = ana.call(5, "report_progress", json!({"percent": 140}));
     assert_eq!(r["result"]["isError"], true, "{r}");
     drop(ana);
+    // The console sees the report too (GET /api/progress, what the Agents page shows).
+    let srv = crate::util::HttpServer::start(&ws, &["--config", &cfg]);
+    let (code, token, err) = ws.run(&["tokens", "create", "--operator", "ops", "--config", &cfg]);
+    assert_eq!(code, 0, "{err}");
+    let bearer = format!("Bearer {}", token.trim());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let reply = loop {
+        let r = crate::util::http(
+            &srv.addr,
+            "GET",
+            "/api/progress",
+            &[
+                ("Host", srv.addr.as_str()),
+                ("Authorization", bearer.as_str()),
+            ],
+            b"",
+        );
+        if r.status != 401 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(
+        reply.body.contains("halfway-ish") && reply.body.contains("\"agent\":\"ana\""),
+        "{}",
+        reply.body
+    );
+    drop(srv);
 
     let mut ben = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "ben"]);
     ben.initialize("2025-11-25");

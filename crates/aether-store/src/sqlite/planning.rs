@@ -36,6 +36,35 @@ impl SqliteStore {
         .await
     }
 
+    /// The newest documents of a kind, across scopes.
+    pub async fn documents_of_kind(&self, kind: String, limit: usize) -> Result<Vec<Document>> {
+        self.read(move |conn| {
+            let context = "read documents";
+            let mut stmt = conn
+                .prepare(
+                    "SELECT kind, scope, name, version, body, updated_us, updated_by FROM documents
+                     WHERE kind = ? ORDER BY updated_us DESC LIMIT ?",
+                )
+                .map_err(StoreError::sql(context))?;
+            let rows = stmt
+                .query_map(params![kind, limit.clamp(1, 1_000) as i64], |r| {
+                    Ok(Document {
+                        kind: r.get(0)?,
+                        scope: r.get(1)?,
+                        name: r.get(2)?,
+                        version: r.get(3)?,
+                        body: r.get(4)?,
+                        updated_us: r.get(5)?,
+                        updated_by: r.get(6)?,
+                    })
+                })
+                .map_err(StoreError::sql(context))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(StoreError::sql(context))
+        })
+        .await
+    }
+
     /// Writes `doc` if the stored version is `doc.version - 1` (or, for version 1, if there is
     /// none): a change made on a stale read is refused, not lost.
     pub async fn put_document(&self, doc: Document) -> Result<()> {

@@ -399,14 +399,54 @@ async fn setup(
 /// What every open page is told: one poller for the whole listener (started with the first
 /// stream), whatever the number of pages.
 #[derive(Clone, Default)]
-pub struct Changes(Arc<std::sync::OnceLock<tokio::sync::watch::Receiver<serde_json::Value>>>);
+pub struct Changes {
+    rx: Arc<std::sync::OnceLock<tokio::sync::watch::Receiver<serde_json::Value>>>,
+    /// Open streams per operator: each costs a connection, so one operator cannot hold
+    /// unboundedly many.
+    open: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+}
+
+/// Open event streams one operator may hold (a console in several tabs; far fewer than a
+/// flood).
+pub const STREAMS_PER_OPERATOR: usize = 16;
+
+/// One open stream, counted while it lives.
+struct StreamSlot {
+    open: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    who: String,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.who) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.who);
+            }
+        }
+    }
+}
 
 impl Changes {
+    fn take_slot(&self, who: &str) -> Option<StreamSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(who.to_string()).or_insert(0);
+        if *n >= STREAMS_PER_OPERATOR {
+            return None;
+        }
+        *n += 1;
+        Some(StreamSlot {
+            open: self.open.clone(),
+            who: who.to_string(),
+        })
+    }
+
     fn subscribe(
         &self,
         pipeline: &Arc<Pipeline>,
     ) -> tokio::sync::watch::Receiver<serde_json::Value> {
-        self.0
+        self.rx
             .get_or_init(|| {
                 let (tx, rx) = tokio::sync::watch::channel(serde_json::Value::Null);
                 let pipeline = Arc::downgrade(pipeline);
@@ -443,14 +483,31 @@ const STREAM_RECHECK: Duration = Duration::from_secs(30);
 pub async fn events(
     State(pipeline): State<Arc<Pipeline>>,
     Extension(changes): Extension<Changes>,
+    Extension(actor): Extension<Actor>,
     session: Option<Extension<LiveSession>>,
-) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
+) -> Response {
+    let Some(slot) = changes.take_slot(&actor.name) else {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "{} already has {STREAMS_PER_OPERATOR} event streams open; close a console tab",
+                actor.name
+            ),
+        );
+    };
     let rx = changes.subscribe(&pipeline);
     let session = session.map(|Extension(s)| s);
-    let state = (pipeline, rx, session, true, tokio::time::Instant::now());
+    let state = (
+        pipeline,
+        rx,
+        session,
+        true,
+        tokio::time::Instant::now(),
+        slot,
+    );
     let stream = futures::stream::unfold(
         state,
-        |(pipeline, mut rx, session, first, mut checked)| async move {
+        |(pipeline, mut rx, session, first, mut checked, slot)| async move {
             let mut first = first;
             loop {
                 let mut news = first && !rx.borrow().is_null();
@@ -481,11 +538,16 @@ pub async fn events(
                     continue;
                 }
                 let event = Event::default().event("changed").data(now.to_string());
-                return Some((Ok(event), (pipeline, rx, session, false, checked)));
+                return Some((
+                    Ok::<_, Infallible>(event),
+                    (pipeline, rx, session, false, checked, slot),
+                ));
             }
         },
     );
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
 }
 
 /// What the console's pages show, in a few numbers: when one changes, pages reload.

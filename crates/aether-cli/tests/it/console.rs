@@ -450,3 +450,60 @@ fn the_openapi_description_is_true_to_the_routes() {
         }
     }
 }
+
+#[test]
+fn one_operator_holds_a_bounded_number_of_event_streams() {
+    use std::io::{Read, Write};
+    let ws = Ws::new();
+    let c = Console::start(&ws);
+    let (code, token, err) = ws.run(&[
+        "tokens",
+        "create",
+        "--operator",
+        "ops",
+        "--store",
+        &ws.store_url(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let request = format!(
+        "GET /api/events HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+        c.host,
+        token.trim()
+    );
+    let open = || {
+        let mut s = std::net::TcpStream::connect(&c.srv.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut head = [0u8; 64];
+        let n = s.read(&mut head).unwrap();
+        (s, String::from_utf8_lossy(&head[..n]).into_owned())
+    };
+    // The server sees the new token within its poll.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut first = open();
+    while first.1.contains(" 401 ") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        first = open();
+    }
+    assert!(first.1.starts_with("HTTP/1.1 200"), "{}", first.1);
+    let mut held = vec![first.0];
+    for _ in 1..16 {
+        let (s, head) = open();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        held.push(s);
+    }
+    let (_, head) = open();
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    // A closed stream frees its place.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (s, head) = open();
+        if head.starts_with("HTTP/1.1 200") {
+            held.push(s);
+            break;
+        }
+        assert!(Instant::now() < deadline, "a place never came free: {head}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

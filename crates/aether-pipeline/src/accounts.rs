@@ -57,12 +57,7 @@ fn invalid(message: impl Into<String>) -> AccountError {
 
 /// An account name: 1-64 of letters, digits, `.`, `-`, `_`.
 pub fn check_name(name: &str) -> Result<(), AccountError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
-    if ok {
+    if aether_policy::is_plain_name(name) {
         Ok(())
     } else {
         Err(invalid(

@@ -152,7 +152,7 @@ pub fn take(
 /// A text cell a spreadsheet would read as a formula (`=`, `+`, `-`, `@`, or a tab or carriage
 /// return first) gets a leading `'`: an upstream's data must not run in the operator's
 /// spreadsheet. Everything else is as it is.
-fn inert(cell: &str) -> String {
+pub fn inert(cell: &str) -> String {
     if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{cell}")
     } else {

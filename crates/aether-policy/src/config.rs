@@ -118,11 +118,7 @@ fn upstream_problems(name: &str, u: &RawUpstream) -> Vec<String> {
     let mut problems = Vec::new();
     let credential_names = u.credential.iter().chain(u.env_credentials.values());
     for c in credential_names {
-        let ok = !c.is_empty()
-            && c.len() <= 64
-            && c.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !ok {
+        if !crate::is_plain_name(c) {
             problems.push(format!(
                 "upstreams.{name}: {c:?} is not a credential name (1-64 of letters, digits, -, _ and .)"
             ));

@@ -22,6 +22,16 @@ pub mod shell;
 pub mod tool;
 pub mod truncate;
 
+/// A name an operator or agent chooses for a thing Aether keeps (a credential, an account, a
+/// knowledge pack, a report): 1-64 of ASCII letters, digits, `.`, `-` and `_`.
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
 pub use agent::{AgentProfile, Hidden, Offer};
 pub use canon::{Digest, canonical_json, sha256};
 pub use decision::{Refusal, Step};

@@ -84,6 +84,16 @@ impl ToolMeta {
             destructive: false,
         }
     }
+
+    /// A local tool that changes what Aether keeps (a plan, a message, a note), not files
+    /// outside it or the world: the metadata the working tools start from.
+    pub const fn local_writer() -> ToolMeta {
+        ToolMeta {
+            read_only: false,
+            idempotent: false,
+            ..ToolMeta::read_only()
+        }
+    }
 }
 
 /// Everything a tool declares about itself.

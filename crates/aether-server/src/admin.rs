@@ -517,7 +517,7 @@ async fn report_save(
             "the body must be JSON: {\"from\": \"CALL_ID\"} (a call that returned a table)",
         );
     };
-    if !aether_store::valid_secret_name(&name) {
+    if !aether_policy::is_plain_name(&name) {
         return error(
             StatusCode::BAD_REQUEST,
             "a report name is 1-64 of letters, digits, -, _ and .",
@@ -741,13 +741,7 @@ async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilte
             ]);
             for r in &rows {
                 let e = &r.event;
-                let cell = |s: &str| {
-                    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-                        format!("'{s}")
-                    } else {
-                        s.to_string()
-                    }
-                };
+                let cell = aether_pipeline::tables::inert;
                 let _ = out.write_record([
                     r.seq.to_string(),
                     e.at_us.to_string(),

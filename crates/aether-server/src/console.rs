@@ -47,8 +47,6 @@ pub struct Actor {
     /// The account's role, or `operator-token`.
     pub role: String,
     pub permissions: Vec<Permission>,
-    /// Signed in with a cookie (a change then needs this console's Origin).
-    pub by_cookie: bool,
 }
 
 impl Actor {
@@ -149,18 +147,21 @@ pub async fn authorize(
 ) -> Response {
     let method = request.method().as_str().to_string();
     let needed = roles::required(&method, request.uri().path());
-    let actor = match bearer(request.headers()) {
+    // The actor, and the session it signed in with (None for an operator token).
+    let (actor, live) = match bearer(request.headers()) {
         Some(token) => match pipeline.authenticate(token) {
             Some(Principal {
                 kind: TokenKind::Operator,
                 subject,
                 ..
-            }) => Actor {
-                name: subject,
-                role: "operator-token".into(),
-                permissions: Permission::ALL.to_vec(),
-                by_cookie: false,
-            },
+            }) => (
+                Actor {
+                    name: subject,
+                    role: "operator-token".into(),
+                    permissions: Permission::ALL.to_vec(),
+                },
+                None,
+            ),
             Some(_) => {
                 return error(
                     StatusCode::FORBIDDEN,
@@ -175,21 +176,26 @@ pub async fn authorize(
                     "sign in to the console, or send an operator bearer token (aether tokens create --operator NAME)",
                 );
             };
-            let key = request
-                .headers()
-                .get(KEY_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            match accounts::session_account(pipeline.store(), &cookie, &key).await {
-                Ok(Some((account, _))) => Actor {
-                    permissions: roles::role(&account.role)
-                        .map(|r| r.permissions.to_vec())
-                        .unwrap_or_default(),
-                    name: account.name,
-                    role: account.role,
-                    by_cookie: true,
-                },
+            let live = LiveSession {
+                cookie,
+                key: request
+                    .headers()
+                    .get(KEY_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            match accounts::session_account(pipeline.store(), &live.cookie, &live.key).await {
+                Ok(Some((account, _))) => (
+                    Actor {
+                        permissions: roles::role(&account.role)
+                            .map(|r| r.permissions.to_vec())
+                            .unwrap_or_default(),
+                        name: account.name,
+                        role: account.role,
+                    },
+                    Some(live),
+                ),
                 Ok(None) => {
                     return unauthorized(
                         "the session has ended (or this page does not hold its key); sign in again",
@@ -204,7 +210,8 @@ pub async fn authorize(
             }
         }
     };
-    if actor.by_cookie
+    // A change made with a session (a browser) needs this console's Origin.
+    if live.is_some()
         && !matches!(method.as_str(), "GET" | "HEAD")
         && let Some(refused) = needs_origin(request.headers())
     {
@@ -224,16 +231,7 @@ pub async fn authorize(
     request
         .extensions_mut()
         .insert(Operator(actor.name.clone()));
-    if actor.by_cookie {
-        let live = LiveSession {
-            cookie: session_cookie(request.headers()).unwrap_or_default(),
-            key: request
-                .headers()
-                .get(KEY_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string(),
-        };
+    if let Some(live) = live {
         request.extensions_mut().insert(live);
     }
     request.extensions_mut().insert(actor);

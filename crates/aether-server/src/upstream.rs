@@ -318,6 +318,14 @@ impl Upstream {
         }
     }
 
+    /// The credentials sent to this upstream so far.
+    fn sent_secrets(&self) -> Vec<String> {
+        self.secrets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     fn remember(&self, secrets: Vec<String>) {
         let mut kept = self.secrets.lock().unwrap_or_else(|e| e.into_inner());
         for secret in secrets {
@@ -329,11 +337,9 @@ impl Upstream {
 
     /// Text from or about the upstream (an error, which may quote its reply) with every
     /// credential withheld and its length bounded.
-    fn clean(&self, text: String) -> String {
-        let mut value = self.withhold(Value::String(text));
-        let Value::String(text) = value.take() else {
-            unreachable!("a string stays a string")
-        };
+    fn clean(&self, mut text: String) -> String {
+        let secrets = self.sent_secrets();
+        withhold_text(&mut text, &secrets);
         if text.len() <= 1000 {
             return text;
         }
@@ -346,21 +352,11 @@ impl Upstream {
 
     /// A tool's output with every credential sent to this upstream withheld.
     fn withhold_output(&self, out: &mut ToolOutput) {
-        let secrets = self
-            .secrets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let secrets = self.sent_secrets();
         if secrets.is_empty() {
             return;
         }
-        let scrub = |text: &mut String| {
-            let mut v = Value::String(std::mem::take(text));
-            withhold_in(&mut v, &secrets);
-            if let Value::String(t) = v {
-                *text = t;
-            }
-        };
+        let scrub = |text: &mut String| withhold_text(text, &secrets);
         for block in &mut out.content {
             match block {
                 Content::Text(t) => scrub(t),
@@ -391,11 +387,7 @@ impl Upstream {
     /// `value` with every credential sent to this upstream withheld, wherever a reply echoes
     /// it (a model never sees one).
     fn withhold(&self, mut value: Value) -> Value {
-        let secrets = self
-            .secrets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let secrets = self.sent_secrets();
         if !secrets.is_empty() {
             withhold_in(&mut value, &secrets);
         }
@@ -515,6 +507,38 @@ impl Upstream {
             let (peer, generation) = self.peer().await.map_err(E::from)?;
             f(peer, generation).await
         }
+    }
+
+    /// One request to the upstream that is not a tool call (a resource read, a prompt): within
+    /// its time limit, its answer as JSON under the reply cap, credentials withheld from the
+    /// answer and from any error.
+    async fn ask<T, F, Fut>(&self, what: &str, f: F) -> Result<Value, String>
+    where
+        T: serde::Serialize,
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, rmcp::service::ServiceError>>,
+    {
+        let (server, timeout) = (self.spec.name.clone(), self.spec.timeout);
+        self.with_peer(|peer, _| async move {
+            tokio::time::timeout(timeout, f(peer))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "upstream {server} did not answer within {} s",
+                        timeout.as_secs()
+                    )
+                })?
+                .map_err(|e| format!("upstream {server} failed the {what}: {e}"))
+        })
+        .await
+        .and_then(|r| {
+            capped(
+                &self.spec.name,
+                serde_json::to_value(&r).unwrap_or(Value::Null),
+            )
+        })
+        .map(|v| self.withhold(v))
+        .map_err(|e| self.clean(e))
     }
 
     /// Lists its tools, resources and prompts (errors cleaned of credentials).
@@ -908,32 +932,12 @@ impl Upstreams {
         if !listed {
             return None;
         }
-        let server = upstream.spec.name.clone();
-        let timeout = upstream.spec.timeout;
         let result = upstream
-            .with_peer(|peer, _| async move {
-                tokio::time::timeout(
-                    timeout,
-                    peer.read_resource(ReadResourceRequestParams::new(original)),
-                )
-                .await
-                .map_err(|_| {
-                    format!(
-                        "upstream {server} did not answer within {} s",
-                        timeout.as_secs()
-                    )
-                })?
-                .map_err(|e| format!("upstream {server} failed the read: {e}"))
+            .ask("read", |peer| async move {
+                peer.read_resource(ReadResourceRequestParams::new(original))
+                    .await
             })
-            .await
-            .and_then(|r| {
-                capped(
-                    &upstream.spec.name,
-                    serde_json::to_value(&r).unwrap_or(Value::Null),
-                )
-            })
-            .map(|v| upstream.withhold(v))
-            .map_err(|e| upstream.clean(e));
+            .await;
         Some(result.map(|mut v| {
             if let Some(contents) = v["contents"].as_array_mut() {
                 for c in contents {
@@ -958,33 +962,15 @@ impl Upstreams {
         if !groups.contains(&upstream.spec.group) {
             return None;
         }
-        let server = upstream.spec.name.clone();
-        let timeout = upstream.spec.timeout;
         let result = upstream
-            .with_peer(|peer, _| async move {
+            .ask("prompt", |peer| async move {
                 let mut params = GetPromptRequestParams::new(remote);
                 if let Some(arguments) = arguments {
                     params = params.with_arguments(arguments);
                 }
-                tokio::time::timeout(timeout, peer.get_prompt(params))
-                    .await
-                    .map_err(|_| {
-                        format!(
-                            "upstream {server} did not answer within {} s",
-                            timeout.as_secs()
-                        )
-                    })?
-                    .map_err(|e| format!("upstream {server} failed the prompt: {e}"))
+                peer.get_prompt(params).await
             })
-            .await
-            .and_then(|r| {
-                capped(
-                    &upstream.spec.name,
-                    serde_json::to_value(&r).unwrap_or(Value::Null),
-                )
-            })
-            .map(|v| upstream.withhold(v))
-            .map_err(|e| upstream.clean(e));
+            .await;
         Some(result)
     }
 }
@@ -1099,16 +1085,19 @@ fn template_pattern(template: &str) -> Option<regex::Regex> {
     regex::Regex::new(&pattern).ok()
 }
 
+/// Replaces every occurrence of a secret in `text`.
+fn withhold_text(text: &mut String, secrets: &[String]) {
+    for secret in secrets {
+        if text.contains(secret.as_str()) {
+            *text = text.replace(secret.as_str(), "[credential withheld]");
+        }
+    }
+}
+
 /// Replaces every occurrence of a secret in the strings of `value`.
 fn withhold_in(value: &mut Value, secrets: &[String]) {
     match value {
-        Value::String(text) => {
-            for secret in secrets {
-                if text.contains(secret.as_str()) {
-                    *text = text.replace(secret.as_str(), "[credential withheld]");
-                }
-            }
-        }
+        Value::String(text) => withhold_text(text, secrets),
         Value::Array(items) => items.iter_mut().for_each(|v| withhold_in(v, secrets)),
         Value::Object(map) => map.values_mut().for_each(|v| withhold_in(v, secrets)),
         _ => {}
@@ -1307,7 +1296,7 @@ impl Tool for UpstreamTool {
                         "upstream {name} did not answer within {} s",
                         timeout.as_secs()
                     ))),
-                    Ok(r) => r.map_err(|f| f.at(generation)),
+                    Ok(r) => r,
                 },
             }
             .map_err(|f| f.at(generation))

@@ -29,11 +29,7 @@ impl std::fmt::Debug for Vault {
 
 /// A credential's name: 1-64 of letters, digits, `-`, `_` and `.`.
 pub fn valid_secret_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    aether_policy::is_plain_name(name)
 }
 
 impl Vault {

@@ -6,7 +6,7 @@
 
 use aether_policy::journal::Message;
 use aether_policy::tool::groups;
-use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
+use aether_policy::{AgentProfile, Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -30,14 +30,7 @@ fn def(
         description: description.into(),
         input_schema: input,
         output_schema: output,
-        meta: ToolMeta {
-            risk: Risk::Low,
-            read_only: false,
-            reaches_network: false,
-            needs_confirmation: false,
-            idempotent: false,
-            destructive: false,
-        },
+        meta: ToolMeta::local_writer(),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use aether_policy::journal::KnowledgeDoc;
 use aether_policy::tool::groups;
-use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
+use aether_policy::{Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -244,12 +244,8 @@ pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
             input_schema: schema_of::<WriteArgs>(),
             output_schema: schema_of::<WriteOut>(),
             meta: ToolMeta {
-                risk: Risk::Low,
-                read_only: false,
-                reaches_network: false,
-                needs_confirmation: false,
                 idempotent: true,
-                destructive: false,
+                ..ToolMeta::local_writer()
             },
         })),
     ]

@@ -8,7 +8,7 @@
 
 use aether_policy::journal::Document;
 use aether_policy::tool::groups;
-use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
+use aether_policy::{AgentProfile, Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -60,14 +60,7 @@ fn writer(name: &str, title: &str, description: &str, input: Value, output: Valu
         description: description.into(),
         input_schema: input,
         output_schema: output,
-        meta: ToolMeta {
-            risk: Risk::Low,
-            read_only: false,
-            reaches_network: false,
-            needs_confirmation: false,
-            idempotent: false,
-            destructive: false,
-        },
+        meta: ToolMeta::local_writer(),
     }
 }
 

@@ -48,14 +48,6 @@ pub struct SearchArgs {
     limit: usize,
 }
 
-fn valid_pack(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-}
-
 /// A document's title: its first Markdown heading, else its file name.
 fn title_of(path: &Path, body: &str) -> String {
     body.lines()
@@ -96,7 +88,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
 }
 
 async fn import(args: ImportArgs) -> Result<ExitCode> {
-    if !valid_pack(&args.pack) {
+    if !aether_policy::is_plain_name(&args.pack) {
         bail!(
             "{:?} is not a pack name (1-64 of letters, digits, '.', '-', '_')",
             args.pack

@@ -332,7 +332,7 @@ fn print_dataset(dataset: &aether_store::Dataset, format: Format) -> Result<()> 
 async fn report(command: ReportCommand) -> Result<()> {
     match command {
         ReportCommand::Save(args) => {
-            if !valid_report_name(&args.name) {
+            if !aether_policy::is_plain_name(&args.name) {
                 bail!(
                     "{:?} is not a report name (1-64 of letters, digits, -, _ and .)",
                     args.name
@@ -422,8 +422,4 @@ async fn report(command: ReportCommand) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn valid_report_name(name: &str) -> bool {
-    aether_store::valid_secret_name(name)
 }

@@ -6,6 +6,20 @@ use super::SqliteStore;
 use super::governance::immediate;
 use crate::{Document, Message, Result, StoreError};
 
+const DOCUMENT_COLUMNS: &str = "kind, scope, name, version, body, updated_us, updated_by";
+
+fn document_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
+    Ok(Document {
+        kind: r.get(0)?,
+        scope: r.get(1)?,
+        name: r.get(2)?,
+        version: r.get(3)?,
+        body: r.get(4)?,
+        updated_us: r.get(5)?,
+        updated_by: r.get(6)?,
+    })
+}
+
 impl SqliteStore {
     pub async fn document(
         &self,
@@ -15,20 +29,11 @@ impl SqliteStore {
     ) -> Result<Option<Document>> {
         self.read(move |conn| {
             conn.query_row(
-                "SELECT kind, scope, name, version, body, updated_us, updated_by FROM documents
-                 WHERE kind = ? AND scope = ? AND name = ?",
+                &format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE kind = ? AND scope = ? AND name = ?"
+                ),
                 params![kind, scope, name],
-                |r| {
-                    Ok(Document {
-                        kind: r.get(0)?,
-                        scope: r.get(1)?,
-                        name: r.get(2)?,
-                        version: r.get(3)?,
-                        body: r.get(4)?,
-                        updated_us: r.get(5)?,
-                        updated_by: r.get(6)?,
-                    })
-                },
+                document_row,
             )
             .optional()
             .map_err(StoreError::sql("read a document"))
@@ -41,23 +46,12 @@ impl SqliteStore {
         self.read(move |conn| {
             let context = "read documents";
             let mut stmt = conn
-                .prepare(
-                    "SELECT kind, scope, name, version, body, updated_us, updated_by FROM documents
-                     WHERE kind = ? ORDER BY updated_us DESC LIMIT ?",
-                )
+                .prepare(&format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE kind = ? ORDER BY updated_us DESC LIMIT ?"
+                ))
                 .map_err(StoreError::sql(context))?;
             let rows = stmt
-                .query_map(params![kind, limit.clamp(1, 1_000) as i64], |r| {
-                    Ok(Document {
-                        kind: r.get(0)?,
-                        scope: r.get(1)?,
-                        name: r.get(2)?,
-                        version: r.get(3)?,
-                        body: r.get(4)?,
-                        updated_us: r.get(5)?,
-                        updated_by: r.get(6)?,
-                    })
-                })
+                .query_map(params![kind, limit.clamp(1, 1_000) as i64], document_row)
                 .map_err(StoreError::sql(context))?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(StoreError::sql(context))

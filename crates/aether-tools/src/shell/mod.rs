@@ -25,11 +25,13 @@ pub use run_shell::RunShell;
 pub use sandbox::Sandbox;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
+    // One sandbox (and so one probe of it) for every tool that runs in it.
+    let sandbox = Sandbox::detect();
     vec![
         Arc::new(RunCommand::new()),
-        Arc::new(RunShell::new(Sandbox::detect())),
+        Arc::new(RunShell::new(sandbox.clone())),
         Arc::new(ReadLogs::new()),
-        Arc::new(RunTests::new(Sandbox::detect())),
-        Arc::new(AnalyzeCode::new(Sandbox::detect())),
+        Arc::new(RunTests::new(sandbox.clone())),
+        Arc::new(AnalyzeCode::new(sandbox)),
     ]
 }

@@ -239,11 +239,7 @@ fn quality_def(name: &str, title: &str, description: &str, input: Value, output:
         output_schema: output,
         meta: ToolMeta {
             risk: Risk::Medium,
-            read_only: false,
-            reaches_network: false,
-            needs_confirmation: false,
-            idempotent: false,
-            destructive: false,
+            ..ToolMeta::local_writer()
         },
     }
 }

@@ -28,6 +28,26 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
+# PostgreSQL: the store's tests and the replica tests run on it too, each in a schema of its
+# own in the database named by AETHER_TEST_POSTGRES (default: `test` on the local server,
+# trust auth). Start the local server if it is installed but stopped.
+export AETHER_TEST_POSTGRES=${AETHER_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test}
+if ! pg_isready -q -d "$AETHER_TEST_POSTGRES" 2>/dev/null; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    $sudo pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+  fi
+  for _ in $(seq 1 30); do
+    pg_isready -q -d "$AETHER_TEST_POSTGRES" 2>/dev/null && break
+    sleep 1
+  done
+  pg_isready -q -d "$AETHER_TEST_POSTGRES" || {
+    echo "the tests need PostgreSQL at $AETHER_TEST_POSTGRES (set AETHER_TEST_POSTGRES to another)" >&2
+    exit 1
+  }
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --bins

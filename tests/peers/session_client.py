@@ -4,10 +4,14 @@ JSON request per line on stdin and read one JSON answer per line on stdout.
 
 usage: session_client.py URL        (Streamable HTTP; AETHER_TOKEN is sent as a bearer token)
 
+With AETHER_REPLICAS=HOST:PORT,HOST:PORT,... each HTTP request goes to the next replica in turn
+(a load balancer without stickiness), whatever URL says.
+
 requests: {"op": "tools"} | {"op": "call", "tool", "args"} | {"op": "start", "tool", "args"}
 (a call answered later) | {"op": "finish"} (the started call's answer) | {"op": "prompts"} |
 {"op": "prompt", "name", "args"} | {"op": "resources"} | {"op": "templates"} |
-{"op": "read", "uri"} | {"op": "notifications"} (methods of notifications heard so far)
+{"op": "read", "uri"} | {"op": "notifications"} (methods of notifications heard so far) |
+{"op": "replicas"} (how many requests each replica was sent)
 Every answer is {"ok": ...} or {"error": "..."}.
 """
 import asyncio
@@ -15,10 +19,33 @@ import json
 import os
 import sys
 
+import httpx2
+
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 HEARD = []
+SENT = {}
+
+
+class RoundRobin(httpx2.AsyncBaseTransport):
+    """Sends each request to the next replica, as a load balancer without stickiness."""
+
+    def __init__(self, replicas):
+        self.replicas = replicas
+        self.next = 0
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request):
+        host, port = self.replicas[self.next % len(self.replicas)].rsplit(":", 1)
+        self.next += 1
+        request.url = request.url.copy_with(host=host, port=int(port))
+        request.headers["host"] = f"{host}:{port}"
+        SENT[f"{host}:{port}"] = SENT.get(f"{host}:{port}", 0) + 1
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self):
+        await self.inner.aclose()
 
 
 async def on_message(message):
@@ -56,15 +83,21 @@ async def answer(session, request, started):
         return dump(await session.read_resource(request["uri"]))
     if op == "notifications":
         return list(HEARD)
+    if op == "replicas":
+        return SENT
     raise ValueError(f"unknown op {op!r}")
 
 
 async def main() -> int:
     token = os.environ.get("AETHER_TOKEN")
+    replicas = [r for r in os.environ.get("AETHER_REPLICAS", "").split(",") if r]
     client = None
-    if token:
-        import httpx2
-        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+    if token or replicas:
+        client = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token}"} if token else {},
+            transport=RoundRobin(replicas) if replicas else None,
+            timeout=120,
+        )
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)

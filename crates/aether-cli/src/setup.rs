@@ -18,8 +18,9 @@ pub struct Common {
     /// The configuration file. Default: ./aether.toml if it exists, else the embedded default.
     #[arg(long, global = true, env = "AETHER_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Where the store lives: sqlite://PATH. Default: .aether/aether.db beside the configuration
-    /// (or in the current folder).
+    /// Where the store lives: sqlite://PATH, or postgres://USER@HOST:PORT/DATABASE for a store
+    /// several replicas share. Default: .aether/aether.db beside the configuration (or in the
+    /// current folder).
     #[arg(
         long = "store",
         alias = "database-url",
@@ -118,7 +119,8 @@ pub fn existing_store(common: &Common) -> Result<Store> {
 }
 
 pub fn open_store(url: &str) -> Result<Store> {
-    Store::open_url(url).with_context(|| format!("cannot open the store {url}"))
+    Store::open_url(url)
+        .with_context(|| format!("cannot open the store {}", aether_store::redact_url(url)))
 }
 
 /// Roots from the configuration, paths relative to its folder.

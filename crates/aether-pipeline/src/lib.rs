@@ -466,14 +466,26 @@ impl Pipeline {
     /// the seals, the tokens, and a wake-up for calls waiting for a person. Also runs the
     /// journal's retention about hourly and closes approval windows left open by a process
     /// that stopped. The halt flag in the store stays authoritative: it is read again inside
-    /// every receipt's transaction.
+    /// every receipt's transaction. Where the store announces changes (PostgreSQL), an
+    /// announcement wakes the watch at once, and `every` only bounds a missed one.
     pub fn watch(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let me = Arc::downgrade(self);
+        let mut changes = self.store.changes();
         tokio::spawn(async move {
             let mut last_prune = Instant::now();
             let mut last_sweep = Instant::now();
             loop {
-                tokio::time::sleep(every).await;
+                match changes.as_mut() {
+                    Some(rx) => tokio::select! {
+                        () = tokio::time::sleep(every) => {}
+                        changed = rx.changed() => {
+                            if changed.is_err() {
+                                changes = None;
+                            }
+                        }
+                    },
+                    None => tokio::time::sleep(every).await,
+                }
                 let Some(p) = me.upgrade() else { return };
                 if let Err(e) = p.sync().await {
                     tracing::warn!(error = %e, "cannot re-read the store's state");

@@ -273,6 +273,11 @@ pub struct ServerSection {
     pub sessions: bool,
     #[serde(default)]
     pub auth: HttpAuth,
+    /// More `Host` values (`name` or `name:port`) requests may carry, and so `https://` and
+    /// `http://` origins of them: the names a load balancer in front of the replicas is reached
+    /// by. Every other Host is refused (DNS rebinding).
+    #[serde(default)]
+    pub public_hosts: Vec<String>,
 }
 
 impl Default for ServerSection {
@@ -282,6 +287,7 @@ impl Default for ServerSection {
             http_agent: default_agent(),
             sessions: true,
             auth: HttpAuth::Auto,
+            public_hosts: Vec::new(),
         }
     }
 }
@@ -293,7 +299,8 @@ fn yes() -> bool {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSection {
-    /// `sqlite://PATH`; unset means `.aether/aether.db` beside the configuration.
+    /// `sqlite://PATH` or `postgres://USER@HOST:PORT/DATABASE`; unset means `.aether/aether.db`
+    /// beside the configuration.
     pub url: Option<String>,
 }
 
@@ -497,10 +504,14 @@ impl RawConfig {
             }
         }
         if let Some(url) = &self.store.url
-            && !url.starts_with("sqlite:")
+            && !["sqlite:", "postgres://", "postgresql://"]
+                .iter()
+                .any(|scheme| url.starts_with(scheme))
         {
+            // Only the scheme is named: the rest may hold a password.
+            let scheme = url.split(':').next().unwrap_or("");
             problems.push(format!(
-                "store.url {url:?}: this build stores in SQLite (sqlite://PATH)"
+                "store.url: {scheme:?} is not a store Aether keeps; use sqlite://PATH or postgres://USER@HOST:PORT/DATABASE"
             ));
         }
         for (name, agent) in &self.agents {

@@ -46,6 +46,24 @@ impl HostGate {
         }
     }
 
+    /// Also accepts `hosts` (the names a load balancer is reached by) and their `https://`
+    /// and `http://` origins.
+    pub fn with_public_hosts(mut self, hosts: &[String]) -> HostGate {
+        let (mut all, mut origins) = (self.hosts.to_vec(), self.origins.to_vec());
+        for h in hosts {
+            let h = h.trim().to_ascii_lowercase();
+            if h.is_empty() || all.contains(&h) {
+                continue;
+            }
+            origins.push(format!("https://{h}"));
+            origins.push(format!("http://{h}"));
+            all.push(h);
+        }
+        self.hosts = Arc::new(all);
+        self.origins = Arc::new(origins);
+        self
+    }
+
     pub fn hosts(&self) -> &[String] {
         &self.hosts
     }

@@ -13,6 +13,9 @@ use axum::routing::get;
 use axum::serve::ListenerExt;
 use http::StatusCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore, SessionStoreError,
+};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -42,22 +45,27 @@ pub struct HttpOptions {
     pub shutdown: CancellationToken,
     /// Upstream servers whose resources and prompts sessions may reach.
     pub upstreams: Arc<crate::upstream::Upstreams>,
+    /// More Host names accepted: a load balancer's (`[server] public_hosts`).
+    pub public_hosts: Vec<String>,
 }
 
 /// The whole HTTP application, ready to serve or to drive in tests.
 pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, PipelineError> {
     // Fail now, not on the first request, if the agent does not exist.
     pipeline.session(&opts.agent, Transport::Http, String::new())?;
-    let gate = HostGate::for_addr(opts.addr);
+    let gate = HostGate::for_addr(opts.addr).with_public_hosts(&opts.public_hosts);
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(opts.session_idle);
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gate.hosts().to_vec())
         .with_allowed_origins(gate.origins().to_vec())
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(opts.shutdown.child_token())
         .with_legacy_session_mode(opts.sessions)
         .with_json_response(!opts.sessions);
+    // Sessions live in the store: a request that lands on another replica (or on this one
+    // after a restart) resumes its session there instead of failing.
+    config.session_store = Some(Arc::new(StoredSessions(pipeline.store().clone())));
     let (p, agent, mode, lasting) = (
         pipeline.clone(),
         opts.agent.clone(),
@@ -78,6 +86,7 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         config,
     );
     let auth = McpAuth {
+        bindings: Arc::default(),
         pipeline: pipeline.clone(),
         mode: opts.auth,
         agent: opts.agent.clone(),
@@ -102,9 +111,42 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         .layer(axum::middleware::from_fn_with_state(gate, gate::guard)))
 }
 
+/// MCP sessions kept in the store, by id, with the client's initialize request: the state
+/// rmcp needs to resume a session on any replica. The id is a random UUID the store never
+/// hands out; identity still comes from each request's own credentials.
+struct StoredSessions(aether_store::Store);
+
+/// How long a session may be resumed after it began.
+pub const SESSION_DAYS: i64 = 7;
+
+#[async_trait::async_trait]
+impl SessionStore for StoredSessions {
+    async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some(text) = self.0.mcp_session(id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(serde_json::from_str(&text)?))
+    }
+
+    async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        Ok(self
+            .0
+            .put_mcp_session(id, serde_json::to_string(state)?)
+            .await?)
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
+        let expired = aether_store::now_us() - SESSION_DAYS * 86_400_000_000;
+        self.0.remove_mcp_sessions(Some(id), expired).await?;
+        Ok(())
+    }
+}
+
 /// How `/mcp` requests are authenticated.
 #[derive(Clone)]
 struct McpAuth {
+    /// MCP sessions seen here, by id, and the agent each is bound to.
+    bindings: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
     pipeline: Arc<Pipeline>,
     mode: HttpAuth,
     /// The agent of a caller without a token, where that is allowed.
@@ -159,6 +201,43 @@ async fn authenticate(
             StatusCode::FORBIDDEN,
             &format!("this token's agent {agent:?} is not configured on this server"),
         );
+    }
+    // A session stays with the agent that first used it, on every replica: the binding is
+    // in the store (and remembered here once seen).
+    if let Some(id) = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        let known = auth.bindings.lock().ok().and_then(|b| b.get(id).cloned());
+        let bound = match known {
+            Some(bound) => Some(bound),
+            None => match auth.pipeline.store().bind_mcp_session(id, &agent).await {
+                Ok(bound) => bound,
+                Err(e) => {
+                    return admin::error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!("cannot check this MCP session's owner: {e}"),
+                    );
+                }
+            },
+        };
+        if let Some(bound) = bound {
+            if bound != agent {
+                return admin::error(
+                    StatusCode::FORBIDDEN,
+                    &format!(
+                        "this MCP session belongs to another agent; a token for agent {agent:?} must open its own session"
+                    ),
+                );
+            }
+            if let Ok(mut b) = auth.bindings.lock() {
+                if b.len() >= 10_000 {
+                    b.clear();
+                }
+                b.insert(id.to_string(), bound);
+            }
+        }
     }
     request.extensions_mut().insert(Caller { agent });
     next.run(request).await

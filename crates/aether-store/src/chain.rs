@@ -63,6 +63,33 @@ pub struct ChainReport {
     /// Admitted calls whose audit row names another tool, definition or arguments, or
     /// which have several rows.
     pub mismatched: Vec<ChainBreak>,
+    /// Where retention cut the chain: rows up to it were pruned, the rows kept go on from it.
+    pub checkpoint: Option<Checkpoint>,
+}
+
+/// A signed record of where retention cut the audit chain: the last pruned row's sequence
+/// number and hash. The rows kept verify from it as from the chain's start; its signature,
+/// keyed from the vault key (kept outside the store), shows that Aether, not someone with
+/// only the store's files, made the cut.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Checkpoint {
+    pub seq: i64,
+    pub hash: String,
+    pub at_us: i64,
+    /// Rows this checkpoint pruned.
+    pub pruned: i64,
+    pub by: String,
+    pub signature: String,
+}
+
+impl Checkpoint {
+    /// What the signature covers.
+    pub fn signed_text(&self) -> String {
+        format!(
+            "aether-audit-checkpoint-v1\n{}\n{}\n{}\n{}\n{}",
+            self.seq, self.hash, self.at_us, self.pruned, self.by
+        )
+    }
 }
 
 /// How long an admitted call may go without its audit row before `verify` calls it missing.
@@ -95,6 +122,7 @@ impl Default for ChainVerifier {
                 unaudited: Vec::new(),
                 in_flight: 0,
                 mismatched: Vec::new(),
+                checkpoint: None,
             },
             expected_prev: GENESIS.to_string(),
             expected_seq: Some(1),
@@ -103,6 +131,15 @@ impl Default for ChainVerifier {
 }
 
 impl ChainVerifier {
+    /// A verifier for a chain whose rows up to `seq` (ending in `hash`) were pruned.
+    pub fn after(seq: i64, hash: &str) -> ChainVerifier {
+        let mut v = ChainVerifier::default();
+        v.report.head = hash.to_string();
+        v.expected_prev = hash.to_string();
+        v.expected_seq = Some(seq + 1);
+        v
+    }
+
     pub fn push(&mut self, r: &AuditRecord) {
         let mut problems = Vec::new();
         if let Some(expected) = self.expected_seq

@@ -1,15 +1,17 @@
 //! Aether's store: admission receipts, the hash-chained audit, the tool registry and the halt
 //! flag. This is the only crate that knows SQL.
 //!
-//! Backends form a closed enum, one file each: SQLite (WAL) is the embedded default; the
-//! PostgreSQL twin is one more variant with its own migrations, not a rewrite. Writes go
-//! through one writer per store, which commits whatever is waiting as one transaction (group
-//! commit), so one fsync can make many receipts durable while no single call ever runs before
-//! its own receipt is on disk.
+//! Two databases, one store: SQLite (WAL) is the embedded default; PostgreSQL holds one store
+//! for several replicas. The store's logic (`sql/`) is written once against the seam in
+//! `db.rs`; each database has its own file there (connections, migrations, the few
+//! statements written twice). Writes go through one writer per store, which commits whatever
+//! is waiting as one transaction (group commit), so one fsync can make many receipts durable
+//! while no single call ever runs before its own receipt is on disk.
 
 mod chain;
+mod db;
 mod sources;
-mod sqlite;
+mod sql;
 mod vault;
 
 use std::path::Path;
@@ -21,12 +23,13 @@ pub use aether_policy::journal::{
     JournalQuery, JournalWrite, KnowledgeDoc, KnowledgeHit, Message, SealPin, SealRecord,
     content_hash,
 };
-pub use chain::{ChainBreak, ChainReport, GENESIS, SETTLE_US};
+pub use chain::{ChainBreak, ChainReport, Checkpoint, GENESIS, SETTLE_US};
+pub use db::DbError;
 pub use sources::{
     Account, ConsoleSession, DATASET_ROWS, Dataset, DatasetSummary, IdempotencyClaim, Report,
     SealedSecret, UpstreamStatus,
 };
-pub use sqlite::SqliteStore;
+pub use sql::Location;
 pub use vault::{Vault, valid_secret_name};
 
 /// An admission receipt: written, durably, before the admitted call runs.
@@ -310,8 +313,13 @@ pub enum StoreError {
     #[error("store: {context}: {source}")]
     Sql {
         context: &'static str,
-        source: rusqlite::Error,
+        source: DbError,
     },
+    /// The database cannot be reached: nothing was written, nothing may run.
+    #[error(
+        "store at {location} cannot be reached ({detail}); no call is admitted until it is back"
+    )]
+    Unreachable { location: String, detail: String },
     #[error(
         "store at {path} has schema version {found}, newer than this Aether understands ({known}); upgrade Aether"
     )]
@@ -329,102 +337,151 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn sql(context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    pub(crate) fn sql(context: &'static str) -> impl FnOnce(DbError) -> StoreError {
         move |source| StoreError::Sql { context, source }
+    }
+
+    /// Whether the store's database could not be reached (as opposed to refusing a write).
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            StoreError::Unreachable { .. } => true,
+            StoreError::Sql { source, .. } => source.is_unreachable(),
+            _ => false,
+        }
     }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// A store, whichever backend holds it.
+/// A store, in whichever database holds it.
 #[derive(Clone)]
-pub enum Store {
-    Sqlite(SqliteStore),
-}
+pub struct Store(sql::SqlStore);
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Store::Sqlite(s) => write!(f, "Store::Sqlite({})", s.path().display()),
-        }
+        write!(f, "Store({})", self.0.location())
     }
 }
 
 impl Store {
     /// Opens (creating if needed) the SQLite store at `path`.
     pub fn open_sqlite(path: &Path) -> Result<Store> {
-        Ok(Store::Sqlite(SqliteStore::open(path)?))
+        Ok(Store(sql::SqlStore::open_sqlite(path)?))
     }
 
-    /// Opens a store from a URL: `sqlite://PATH` (relative paths from the current folder).
+    /// Opens a PostgreSQL store (`postgres://…` or `postgresql://…`), creating its tables in
+    /// the connection's schema if they are missing.
+    pub fn open_postgres(url: &str) -> Result<Store> {
+        Ok(Store(sql::SqlStore::open_postgres(url)?))
+    }
+
+    /// Opens a store from a URL: `sqlite://PATH` (relative paths from the current folder) or
+    /// `postgres://USER@HOST:PORT/DATABASE`.
     pub fn open_url(url: &str) -> Result<Store> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Store::open_postgres(url);
+        }
         match url
             .strip_prefix("sqlite://")
             .or_else(|| url.strip_prefix("sqlite:"))
         {
             Some(path) => Store::open_sqlite(Path::new(path)),
             None => Err(StoreError::Invalid(format!(
-                "unsupported store URL {url:?}; this build stores in SQLite (sqlite://PATH)"
+                "unsupported store URL {:?}; use sqlite://PATH or postgres://USER@HOST:PORT/DATABASE",
+                db::postgres::redact(url)
             ))),
         }
     }
 
+    /// Where the store lives.
+    pub fn location(&self) -> &Location {
+        self.0.location()
+    }
+
+    /// A receiver bumped whenever another process changes the store, where the database
+    /// says so at once (PostgreSQL's LISTEN/NOTIFY); `None` where only polling sees changes.
+    pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.0.changes()
+    }
+
+    /// Prunes audit rows written before `before_us` behind a checkpoint signed with `vault`'s
+    /// key (see [`Checkpoint`]); `None` when nothing was that old.
+    pub async fn prune_audit(
+        &self,
+        before_us: i64,
+        by: &str,
+        vault: std::sync::Arc<Vault>,
+    ) -> Result<Option<Checkpoint>> {
+        self.0.prune_audit(before_us, by.to_string(), vault).await
+    }
+
+    /// Records an MCP session (by id) with the client's initialize request, for any replica to
+    /// resume.
+    pub async fn put_mcp_session(&self, id: &str, state: String) -> Result<()> {
+        self.0.put_mcp_session(id.to_string(), state).await
+    }
+
+    /// Binds MCP session `id` to `agent` if nobody holds it yet; returns the agent it is bound
+    /// to (`None`: no such session on record).
+    pub async fn bind_mcp_session(&self, id: &str, agent: &str) -> Result<Option<String>> {
+        self.0
+            .bind_mcp_session(id.to_string(), agent.to_string())
+            .await
+    }
+
+    /// A recorded MCP session's initialize request.
+    pub async fn mcp_session(&self, id: &str) -> Result<Option<String>> {
+        self.0.mcp_session(id.to_string()).await
+    }
+
+    /// Forgets session `id` (a client ended it) and every session begun before `before_us`;
+    /// returns how many went.
+    pub async fn remove_mcp_sessions(&self, id: Option<&str>, before_us: i64) -> Result<u64> {
+        self.0
+            .remove_mcp_sessions(id.map(str::to_string), before_us)
+            .await
+    }
+
     /// Makes `receipt` durable, unless the halt flag is set at that moment.
     pub async fn admit(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
-        match self {
-            Store::Sqlite(s) => s.admit(receipt).await,
-        }
+        self.0.admit(receipt).await
     }
 
     /// [`Store::admit`] for a caller that is the only one writing right now: the commit may
     /// happen on the calling thread instead of being handed to the writer (less latency, no
     /// grouping). Blocks the calling thread for one commit.
     pub async fn admit_alone(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
-        match self {
-            Store::Sqlite(s) => s.admit_alone(receipt).await,
-        }
+        self.0.admit_alone(receipt).await
     }
 
     /// [`Store::audit`] for a caller that is the only one writing right now; see
     /// [`Store::admit_alone`].
     pub async fn audit_alone(&self, event: AuditEvent) -> Result<i64> {
-        match self {
-            Store::Sqlite(s) => s.audit_alone(event).await,
-        }
+        self.0.audit_alone(event).await
     }
 
     /// Appends `event` to the audit chain, durably; returns its sequence number.
     pub async fn audit(&self, event: AuditEvent) -> Result<i64> {
-        match self {
-            Store::Sqlite(s) => s.audit(event).await,
-        }
+        self.0.audit(event).await
     }
 
     pub async fn audit_query(&self, query: AuditQuery) -> Result<Vec<AuditRecord>> {
-        match self {
-            Store::Sqlite(s) => s.audit_query(query).await,
-        }
+        self.0.audit_query(query).await
     }
 
     /// Walks the whole chain and reports every row that does not follow from the one before
     /// it, checks every receipt against its audit row, and, given `expect_head` (a sequence
     /// number and hash recorded elsewhere earlier), that the chain still contains it.
     pub async fn verify_audit(&self, expect_head: Option<(i64, String)>) -> Result<ChainReport> {
-        match self {
-            Store::Sqlite(s) => s.verify_audit(expect_head).await,
-        }
+        self.0.verify_audit(expect_head).await
     }
 
     pub async fn receipt(&self, call_id: &str) -> Result<Option<AdmissionReceipt>> {
-        match self {
-            Store::Sqlite(s) => s.receipt(call_id).await,
-        }
+        self.0.receipt(call_id).await
     }
 
     pub async fn halt_state(&self) -> Result<HaltState> {
-        match self {
-            Store::Sqlite(s) => s.halt_state().await,
-        }
+        self.0.halt_state().await
     }
 
     /// Sets or clears the halt flag (a halt also denies every pending approval); `audit`, if
@@ -436,29 +493,23 @@ impl Store {
         why: &str,
         audit: Option<AuditEvent>,
     ) -> Result<HaltState> {
-        match self {
-            Store::Sqlite(s) => s.set_halt(halted, by, why, audit).await,
-        }
+        self.0.set_halt(halted, by, why, audit).await
     }
 
     pub async fn registry(&self) -> Result<Vec<RegistryRow>> {
-        match self {
-            Store::Sqlite(s) => s.registry().await,
-        }
+        self.0.registry().await
     }
 
     /// Makes an operator's receipt durable on its own, whether or not Aether is halted.
     pub async fn admit_operator(&self, receipt: AdmissionReceipt) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.admit_operator(receipt).await,
-        }
+        self.0.admit_operator(receipt).await
     }
 
     /// The store's own files, which no tool may open.
     pub fn private_paths(&self) -> Vec<std::path::PathBuf> {
-        match self {
-            Store::Sqlite(s) => {
-                let db = s.path().to_path_buf();
+        match self.0.location() {
+            Location::Postgres(_) => Vec::new(),
+            Location::Sqlite(db) => {
                 let mut paths: Vec<std::path::PathBuf> = ["", "-wal", "-shm", "-journal"]
                     .iter()
                     .map(|suffix| {
@@ -479,178 +530,130 @@ impl Store {
 
     /// Makes journal entries (and the images they refer to) durable; returns their ids.
     pub async fn journal(&self, write: JournalWrite) -> Result<Vec<i64>> {
-        match self {
-            Store::Sqlite(s) => s.journal(write).await,
-        }
+        self.0.journal(write).await
     }
 
     pub async fn journal_entries(&self, query: JournalQuery) -> Result<Vec<JournalEntry>> {
-        match self {
-            Store::Sqlite(s) => s.journal_entries(query).await,
-        }
+        self.0.journal_entries(query).await
     }
 
     /// The bytes of a journalled image, by content hash.
     pub async fn journal_blob(&self, hash: &str) -> Result<Option<Vec<u8>>> {
-        match self {
-            Store::Sqlite(s) => s.journal_blob(hash).await,
-        }
+        self.0.journal_blob(hash).await
     }
 
     /// Drops journal entries older than `before_us`, then the oldest beyond `keep`, and the
     /// images nothing refers to any more. Returns how many entries went.
     pub async fn prune_journal(&self, before_us: i64, keep: usize) -> Result<usize> {
-        match self {
-            Store::Sqlite(s) => s.prune_journal(before_us, keep).await,
-        }
+        self.0.prune_journal(before_us, keep).await
     }
 
     /// Records, durably, a command about to run; returns its row's id.
     pub async fn command_started(&self, start: CommandStart) -> Result<i64> {
-        match self {
-            Store::Sqlite(s) => s.command_started(start).await,
-        }
+        self.0.command_started(start).await
     }
 
     /// Records how the command of row `id` ended.
     pub async fn command_ended(&self, id: i64, end: CommandEnd) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.command_ended(id, end).await,
-        }
+        self.0.command_ended(id, end).await
     }
 
     /// The command log, newest first.
     pub async fn commands(&self, query: CommandQuery) -> Result<Vec<CommandRecord>> {
-        match self {
-            Store::Sqlite(s) => s.commands(query).await,
-        }
+        self.0.commands(query).await
     }
 
     /// Pins `pins` as the sealed content of `root` (replacing any earlier seal).
     pub async fn seal(&self, seal: SealRecord, pins: Vec<SealPin>) -> Result<SealRecord> {
-        match self {
-            Store::Sqlite(s) => s.seal(seal, pins).await,
-        }
+        self.0.seal(seal, pins).await
     }
 
     /// Records how an upstream is now.
     pub async fn put_upstream_status(&self, status: UpstreamStatus) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.put_upstream_status(status).await,
-        }
+        self.0.put_upstream_status(status).await
     }
 
     /// Every upstream's last recorded status, by name.
     pub async fn upstream_statuses(&self) -> Result<Vec<UpstreamStatus>> {
-        match self {
-            Store::Sqlite(s) => s.upstream_statuses().await,
-        }
+        self.0.upstream_statuses().await
     }
 
     /// Asks every process serving upstreams to list them again.
     pub async fn request_sources_refresh(&self) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.request_sources_refresh().await,
-        }
+        self.0.request_sources_refresh().await
     }
 
     /// Stores (or replaces) an encrypted credential.
     pub async fn vault_put(&self, secret: SealedSecret) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.vault_put(secret).await,
-        }
+        self.0.vault_put(secret).await
     }
 
     /// An encrypted credential.
     pub async fn vault_get(&self, name: &str) -> Result<Option<SealedSecret>> {
-        match self {
-            Store::Sqlite(s) => s.vault_get(name.to_string()).await,
-        }
+        self.0.vault_get(name.to_string()).await
     }
 
     /// The vault's names and when each was set; never a value.
     pub async fn vault_names(&self) -> Result<Vec<(String, i64)>> {
-        match self {
-            Store::Sqlite(s) => s.vault_names().await,
-        }
+        self.0.vault_names().await
     }
 
     /// Removes a credential; false if there was none.
     pub async fn vault_remove(&self, name: &str) -> Result<bool> {
-        match self {
-            Store::Sqlite(s) => s.vault_remove(name.to_string()).await,
-        }
+        self.0.vault_remove(name.to_string()).await
     }
 
     /// Keeps a table a tool returned.
     pub async fn put_dataset(&self, dataset: Dataset) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.put_dataset(dataset).await,
-        }
+        self.0.put_dataset(dataset).await
     }
 
     /// The table call `call_id` returned.
     pub async fn dataset(&self, call_id: &str) -> Result<Option<Dataset>> {
-        match self {
-            Store::Sqlite(s) => s.dataset(call_id.to_string()).await,
-        }
+        self.0.dataset(call_id.to_string()).await
     }
 
     /// The newest data sets, without their rows.
     pub async fn datasets(&self, limit: usize) -> Result<Vec<DatasetSummary>> {
-        match self {
-            Store::Sqlite(s) => s.datasets(limit).await,
-        }
+        self.0.datasets(limit).await
     }
 
     /// Drops data sets older than `before_us`, then the oldest beyond `keep`; returns how
     /// many went. (A report keeps its stored call; a run makes a new data set.)
     pub async fn prune_datasets(&self, before_us: i64, keep: usize) -> Result<usize> {
-        match self {
-            Store::Sqlite(s) => s.prune_datasets(before_us, keep).await,
-        }
+        self.0.prune_datasets(before_us, keep).await
     }
 
     /// Saves (or replaces) a report.
     pub async fn save_report(&self, report: Report) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.save_report(report).await,
-        }
+        self.0.save_report(report).await
     }
 
     /// Every saved report, by name.
     pub async fn reports(&self) -> Result<Vec<Report>> {
-        match self {
-            Store::Sqlite(s) => s.reports().await,
-        }
+        self.0.reports().await
     }
 
     /// Removes a report; false if there was none.
     pub async fn remove_report(&self, name: &str) -> Result<bool> {
-        match self {
-            Store::Sqlite(s) => s.remove_report(name.to_string()).await,
-        }
+        self.0.remove_report(name.to_string()).await
     }
 
     /// Records the call id of a report's latest run.
     pub async fn report_ran(&self, name: &str, call_id: &str) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.report_ran(name.to_string(), call_id.to_string()).await,
-        }
+        self.0
+            .report_ran(name.to_string(), call_id.to_string())
+            .await
     }
 
     /// Every console account, by name (password hashes included: never show them).
     pub async fn accounts(&self) -> Result<Vec<Account>> {
-        match self {
-            Store::Sqlite(s) => s.accounts().await,
-        }
+        self.0.accounts().await
     }
 
     /// One console account.
     pub async fn account(&self, name: &str) -> Result<Option<Account>> {
-        match self {
-            Store::Sqlite(s) => s.account(name.to_string()).await,
-        }
+        self.0.account(name.to_string()).await
     }
 
     /// Creates an account (with a setup link's hash: the first admin, using the link up).
@@ -660,9 +663,9 @@ impl Store {
         setup_token_hash: Option<String>,
         audit: Option<AuditEvent>,
     ) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.create_account(account, setup_token_hash, audit).await,
-        }
+        self.0
+            .create_account(account, setup_token_hash, audit)
+            .await
     }
 
     /// Changes an account's role or password; its sessions end.
@@ -673,19 +676,14 @@ impl Store {
         password_hash: Option<String>,
         audit: Option<AuditEvent>,
     ) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => {
-                s.update_account(name.to_string(), role, password_hash, audit)
-                    .await
-            }
-        }
+        self.0
+            .update_account(name.to_string(), role, password_hash, audit)
+            .await
     }
 
     /// Removes an account and its sessions (never the last admin).
     pub async fn remove_account(&self, name: &str, audit: Option<AuditEvent>) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.remove_account(name.to_string(), audit).await,
-        }
+        self.0.remove_account(name.to_string(), audit).await
     }
 
     /// Records a signed-in session by the hash of its cookie.
@@ -694,81 +692,60 @@ impl Store {
         id_hash: &str,
         session: ConsoleSession,
     ) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.create_console_session(id_hash.to_string(), session).await,
-        }
+        self.0
+            .create_console_session(id_hash.to_string(), session)
+            .await
     }
 
     /// The session of a cookie's hash.
     pub async fn console_session(&self, id_hash: &str) -> Result<Option<ConsoleSession>> {
-        match self {
-            Store::Sqlite(s) => s.console_session(id_hash.to_string()).await,
-        }
+        self.0.console_session(id_hash.to_string()).await
     }
 
     /// Ends a session (sign-out).
     pub async fn end_console_session(&self, id_hash: &str) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.end_console_session(id_hash.to_string()).await,
-        }
+        self.0.end_console_session(id_hash.to_string()).await
     }
 
     /// Records a one-time setup link by its hash.
     pub async fn create_setup_link(&self, token_hash: &str, expires_us: i64) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => {
-                s.create_setup_link(token_hash.to_string(), expires_us)
-                    .await
-            }
-        }
+        self.0
+            .create_setup_link(token_hash.to_string(), expires_us)
+            .await
     }
 
     /// Whether a setup link's hash is unused and unexpired (before the slow work of making an account).
     pub async fn setup_link_valid(&self, token_hash: &str) -> Result<bool> {
-        match self {
-            Store::Sqlite(s) => s.setup_link_valid(token_hash.to_string()).await,
-        }
+        self.0.setup_link_valid(token_hash.to_string()).await
     }
 
     /// A working tool's document.
     pub async fn document(&self, kind: &str, scope: &str, name: &str) -> Result<Option<Document>> {
-        match self {
-            Store::Sqlite(s) => {
-                s.document(kind.to_string(), scope.to_string(), name.to_string())
-                    .await
-            }
-        }
+        self.0
+            .document(kind.to_string(), scope.to_string(), name.to_string())
+            .await
     }
 
     /// Writes a document if nobody changed it since it was read (its version is one more).
     pub async fn put_document(&self, doc: Document) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.put_document(doc).await,
-        }
+        self.0.put_document(doc).await
     }
 
     /// Leaves a message in a team mailbox.
     pub async fn send_message(&self, message: Message) -> Result<i64> {
-        match self {
-            Store::Sqlite(s) => s.send_message(message).await,
-        }
+        self.0.send_message(message).await
     }
 
     /// Unread messages for an agent of a team, oldest first, marked read.
     pub async fn take_messages(&self, team: &str, to: &str, limit: usize) -> Result<Vec<Message>> {
-        match self {
-            Store::Sqlite(s) => {
-                s.take_messages(team.to_string(), to.to_string(), limit)
-                    .await
-            }
-        }
+        self.0
+            .take_messages(team.to_string(), to.to_string(), limit)
+            .await
     }
 
     /// Adds or replaces knowledge documents (by scope and source), in one transaction.
     pub async fn knowledge_put(&self, docs: Vec<KnowledgeDoc>) -> Result<usize> {
-        match self {
-            Store::Sqlite(s) => s.knowledge_put(docs).await,
-        }
+        self.0.knowledge_put(docs).await
     }
 
     /// Ranked full-text search over `scopes`, hits scoring below `floor` left out.
@@ -779,12 +756,9 @@ impl Store {
         limit: usize,
         floor: f64,
     ) -> Result<Vec<KnowledgeHit>> {
-        match self {
-            Store::Sqlite(s) => {
-                s.knowledge_search(scopes, text.to_string(), limit, floor)
-                    .await
-            }
-        }
+        self.0
+            .knowledge_search(scopes, text.to_string(), limit, floor)
+            .await
     }
 
     /// Claims an idempotency key for a call (keys older than `not_before_us` are free again).
@@ -797,19 +771,16 @@ impl Store {
         call_id: &str,
         not_before_us: i64,
     ) -> Result<IdempotencyClaim> {
-        match self {
-            Store::Sqlite(s) => {
-                s.claim_idempotency(
-                    agent.to_string(),
-                    tool.to_string(),
-                    key.to_string(),
-                    arguments_digest.to_string(),
-                    call_id.to_string(),
-                    not_before_us,
-                )
-                .await
-            }
-        }
+        self.0
+            .claim_idempotency(
+                agent.to_string(),
+                tool.to_string(),
+                key.to_string(),
+                arguments_digest.to_string(),
+                call_id.to_string(),
+                not_before_us,
+            )
+            .await
     }
 
     /// Records the result under a key (or frees the key: the call did not run).
@@ -821,46 +792,35 @@ impl Store {
         call_id: &str,
         result: Option<String>,
     ) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => {
-                s.settle_idempotency(
-                    agent.to_string(),
-                    tool.to_string(),
-                    key.to_string(),
-                    call_id.to_string(),
-                    result,
-                )
-                .await
-            }
-        }
+        self.0
+            .settle_idempotency(
+                agent.to_string(),
+                tool.to_string(),
+                key.to_string(),
+                call_id.to_string(),
+                result,
+            )
+            .await
     }
 
     /// Forgets keys older than `before_us`.
     pub async fn prune_idempotency(&self, before_us: i64) -> Result<usize> {
-        match self {
-            Store::Sqlite(s) => s.prune_idempotency(before_us).await,
-        }
+        self.0.prune_idempotency(before_us).await
     }
 
     /// The newest documents of a kind (say, agents' progress reports), across scopes.
     pub async fn documents_of_kind(&self, kind: &str, limit: usize) -> Result<Vec<Document>> {
-        match self {
-            Store::Sqlite(s) => s.documents_of_kind(kind.to_string(), limit).await,
-        }
+        self.0.documents_of_kind(kind.to_string(), limit).await
     }
 
     /// Every seal on record (without pins).
     pub async fn seals(&self) -> Result<Vec<SealRecord>> {
-        match self {
-            Store::Sqlite(s) => s.seals().await,
-        }
+        self.0.seals().await
     }
 
     /// The pins of one sealed root.
     pub async fn seal_pins(&self, root: &str) -> Result<Vec<SealPin>> {
-        match self {
-            Store::Sqlite(s) => s.seal_pins(root).await,
-        }
+        self.0.seal_pins(root).await
     }
 
     /// Applies an operator's change to one registry row (recorded in its history with who and
@@ -873,39 +833,29 @@ impl Store {
         change: RegistryChange,
         audit: Option<AuditEvent>,
     ) -> Result<RegistryRow> {
-        match self {
-            Store::Sqlite(s) => s.registry_change(change, audit).await,
-        }
+        self.0.registry_change(change, audit).await
     }
 
     /// The registry's changes, oldest first; one tool's with `name`.
     pub async fn registry_history(&self, name: Option<String>) -> Result<Vec<RegistryHistoryRow>> {
-        match self {
-            Store::Sqlite(s) => s.registry_history(name).await,
-        }
+        self.0.registry_history(name).await
     }
 
     /// Records the definitions of tools that are not approved from source (upstream tools):
     /// a new name starts `unapproved`; a known one has its seen definition updated (its
     /// approval, if any, still binds the old digest, so a changed tool is held back).
     pub async fn record_seen(&self, seen: Vec<BuiltinDefinition>, origin: &str) -> Result<()> {
-        match self {
-            Store::Sqlite(s) => s.record_seen(seen, origin.to_string()).await,
-        }
+        self.0.record_seen(seen, origin.to_string()).await
     }
 
     pub async fn revisions(&self) -> Result<Revisions> {
-        match self {
-            Store::Sqlite(s) => s.revisions().await,
-        }
+        self.0.revisions().await
     }
 
     /// Records a call as waiting for a person, unless Aether is halted (then nothing is
     /// written and the halt is returned).
     pub async fn request_approval(&self, request: ApprovalRequest) -> Result<Option<HaltState>> {
-        match self {
-            Store::Sqlite(s) => s.request_approval(request).await,
-        }
+        self.0.request_approval(request).await
     }
 
     /// Moves a pending approval to `to` (see the SQLite backend for the rules); `audit`, if
@@ -919,30 +869,21 @@ impl Store {
         why: &str,
         audit: Option<AuditEvent>,
     ) -> Result<ApprovalRow> {
-        match self {
-            Store::Sqlite(s) => {
-                s.settle_approval(id.to_string(), to, by.to_string(), why.to_string(), audit)
-                    .await
-            }
-        }
+        self.0
+            .settle_approval(id.to_string(), to, by.to_string(), why.to_string(), audit)
+            .await
     }
 
     pub async fn approval(&self, id: &str) -> Result<Option<ApprovalRow>> {
-        match self {
-            Store::Sqlite(s) => s.approval(id.to_string()).await,
-        }
+        self.0.approval(id.to_string()).await
     }
 
     pub async fn approvals(&self, pending: bool, limit: usize) -> Result<Vec<ApprovalRow>> {
-        match self {
-            Store::Sqlite(s) => s.approvals(pending, limit).await,
-        }
+        self.0.approvals(pending, limit).await
     }
 
     pub async fn expire_approvals(&self, now_us: i64) -> Result<usize> {
-        match self {
-            Store::Sqlite(s) => s.expire_approvals(now_us).await,
-        }
+        self.0.expire_approvals(now_us).await
     }
 
     /// Records a token by the SHA-256 (hex) of its secret (and `audit` with it).
@@ -952,9 +893,7 @@ impl Store {
         hash: String,
         audit: Option<AuditEvent>,
     ) -> Result<TokenRow> {
-        match self {
-            Store::Sqlite(s) => s.create_token(row, hash, audit).await,
-        }
+        self.0.create_token(row, hash, audit).await
     }
 
     pub async fn revoke_token(
@@ -963,24 +902,34 @@ impl Store {
         by: &str,
         audit: Option<AuditEvent>,
     ) -> Result<TokenRow> {
-        match self {
-            Store::Sqlite(s) => s.revoke_token(id.to_string(), by.to_string(), audit).await,
-        }
+        self.0
+            .revoke_token(id.to_string(), by.to_string(), audit)
+            .await
     }
 
     /// Every token and the hash of its secret.
     pub async fn tokens(&self) -> Result<Vec<(TokenRow, String)>> {
-        match self {
-            Store::Sqlite(s) => s.tokens().await,
-        }
+        self.0.tokens().await
     }
 
     /// Records the built-in tools as approved from source: new ones and changed definitions
     /// are approved with their shipped digest; one an operator withdrew stays withdrawn.
     /// Returns the names whose row changed.
     pub async fn sync_builtins(&self, builtins: Vec<BuiltinDefinition>) -> Result<Vec<String>> {
+        self.0.sync_builtins(builtins).await
+    }
+}
+
+/// A store URL fit to show: any password replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    db::postgres::redact(url)
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Store::Sqlite(s) => s.sync_builtins(builtins).await,
+            Location::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
+            Location::Postgres(shown) => f.write_str(shown),
         }
     }
 }

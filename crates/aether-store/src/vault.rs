@@ -5,6 +5,9 @@
 //! associated data: the store holds only nonces and ciphertexts, a copy of the store alone
 //! opens nothing, and a ciphertext moved to another name does not open. Plaintexts are handed
 //! out only to the code that sends them upstream, never displayed, never logged.
+//!
+//! The same key, through HMAC-SHA256 under a purpose label of its own, signs the audit's
+//! retention checkpoints.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -12,12 +15,16 @@ use std::path::{Path, PathBuf};
 
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
+use hmac::{Hmac, KeyInit as MacKey, Mac};
+use sha2::Sha256;
 
 use crate::{Result, SealedSecret, StoreError, now_us};
 
 /// A vault's key, loaded from its file.
 pub struct Vault {
     cipher: XChaCha20Poly1305,
+    /// HMAC-SHA256 keyed for signing checkpoints (derived: never the encryption key itself).
+    signer: Hmac<Sha256>,
     path: PathBuf,
 }
 
@@ -86,14 +93,50 @@ impl Vault {
         if bytes.len() != 32 {
             return Err(invalid(format!("it holds {} bytes, not 32", bytes.len())));
         }
+        let derived = <Hmac<Sha256> as MacKey>::new_from_slice(&bytes)
+            .expect("HMAC takes any key length")
+            .chain_update(b"aether-audit-checkpoint-signing-v1")
+            .finalize()
+            .into_bytes();
         Ok(Vault {
             cipher: XChaCha20Poly1305::new(Key::from_slice(&bytes)),
+            signer: <Hmac<Sha256> as MacKey>::new_from_slice(&derived)
+                .expect("HMAC takes any key length"),
             path: path.to_path_buf(),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// An HMAC-SHA256 signature (hex) of `text`.
+    pub fn sign(&self, text: &str) -> String {
+        let tag = self.signer.clone().chain_update(text.as_bytes()).finalize();
+        tag.into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Whether `signature` is this key's signature of `text` (compared in constant time).
+    pub fn verify(&self, text: &str, signature: &str) -> bool {
+        let Some(bytes) = (0..signature.len())
+            .step_by(2)
+            .map(|i| {
+                signature
+                    .get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
+            .collect::<Option<Vec<u8>>>()
+        else {
+            return false;
+        };
+        self.signer
+            .clone()
+            .chain_update(text.as_bytes())
+            .verify_slice(&bytes)
+            .is_ok()
     }
 
     /// Encrypts `plaintext` as credential `name`.

@@ -1,4 +1,4 @@
-//! `aether audit tail` and `aether audit verify`.
+//! `aether audit tail`, `verify`, `head` and `prune`.
 
 use std::process::ExitCode;
 
@@ -20,6 +20,22 @@ pub enum Command {
     /// Print the chain's head as SEQ:HASH. Keep it somewhere else; `verify --expect-head`
     /// later proves the chain still holds it (so it was not cut short or rewritten).
     Head(HeadArgs),
+    /// Prune audit rows older than --older-than (and the receipts of their calls), leaving a
+    /// checkpoint signed with the vault key: the rows kept still verify as one chain, and a
+    /// cut made without the key shows.
+    Prune(PruneArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Rows older than this go: a number of days, hours or minutes (`90d`, `36h`, `30m`).
+    #[arg(long)]
+    older_than: String,
+    /// Who prunes, for the checkpoint.
+    #[arg(long, default_value = "operator")]
+    by: String,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -64,7 +80,52 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::Tail(args) => tail(args).await,
         Command::Verify(args) => verify(args).await,
         Command::Head(args) => head(args).await,
+        Command::Prune(args) => prune(args).await,
     }
+}
+
+/// `90d`, `36h` or `30m` in microseconds.
+fn age_us(text: &str) -> Result<i64> {
+    let (n, unit) = text.split_at(text.len().saturating_sub(1));
+    let n: i64 = n.parse().map_err(|_| {
+        anyhow::anyhow!("--older-than {text:?}: give a number and a unit, as 90d, 36h or 30m")
+    })?;
+    let unit_us: i64 = match unit {
+        "d" => 86_400_000_000,
+        "h" => 3_600_000_000,
+        "m" => 60_000_000,
+        _ => anyhow::bail!("--older-than {text:?}: the unit is d, h or m (as 90d, 36h or 30m)"),
+    };
+    if n < 1 {
+        anyhow::bail!("--older-than {text:?}: at least 1{unit}");
+    }
+    Ok(n.saturating_mul(unit_us))
+}
+
+async fn prune(args: PruneArgs) -> Result<ExitCode> {
+    let age = age_us(&args.older_than)?;
+    let loaded = setup::load(&args.common)?;
+    let store = setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let key_file = setup::vault_key_file(&loaded);
+    let vault = std::sync::Arc::new(aether_store::Vault::open(&key_file, true)?);
+    match store
+        .prune_audit(aether_store::now_us() - age, &args.by, vault)
+        .await?
+    {
+        Some(c) => println!(
+            "pruned {} audit rows up to row {}; checkpoint {}:{} signed with {}",
+            c.pruned,
+            c.seq,
+            c.seq,
+            c.hash,
+            key_file.display()
+        ),
+        None => println!(
+            "no audit row is older than {}; nothing pruned",
+            args.older_than
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn tail(args: TailArgs) -> Result<ExitCode> {
@@ -121,11 +182,31 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
     let report = store.verify_audit(expect).await?;
-    let span = match (report.first_seq, report.last_seq) {
+    let mut span = match (report.first_seq, report.last_seq) {
         (Some(a), Some(b)) => format!("{} rows, {a}..{b}", report.rows),
         _ => "no rows yet".to_string(),
     };
-    if report.is_intact() {
+    // A checkpoint left by retention must carry the vault key's signature.
+    let mut forged = None;
+    if let Some(c) = &report.checkpoint {
+        let key_file = setup::vault_key_file(&loaded);
+        let signed = match aether_store::Vault::open(&key_file, false) {
+            Ok(vault) => vault.verify(&c.signed_text(), &c.signature),
+            Err(e) => anyhow::bail!(
+                "the audit was pruned up to row {} and its checkpoint cannot be checked without the vault key: {e}",
+                c.seq
+            ),
+        };
+        span = format!("{span}, after a signed checkpoint at row {}", c.seq);
+        if !signed {
+            forged = Some(format!(
+                "  checkpoint at row {}: its signature does not match the vault key ({}): rows were cut by someone without it",
+                c.seq,
+                key_file.display()
+            ));
+        }
+    }
+    if report.is_intact() && forged.is_none() {
         println!(
             "audit chain intact: {span}; {} receipts each with its audit row",
             report.receipts
@@ -139,7 +220,10 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
         println!("head {}:{}", report.last_seq.unwrap_or(0), report.head);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("audit chain BROKEN ({url}): {span}");
+    println!("audit chain BROKEN ({}): {span}", store.location());
+    if let Some(f) = &forged {
+        println!("{f}");
+    }
     for b in &report.breaks {
         println!("  row {}: {}", b.seq, b.problem);
     }

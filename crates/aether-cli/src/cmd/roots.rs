@@ -98,7 +98,7 @@ async fn seal(args: SealArgs) -> Result<ExitCode> {
             spec.mode.as_str()
         );
     }
-    let (store, url) = setup::store_for_roots(&args.roots.common, &loaded, &specs)?;
+    let (store, _) = setup::store_for_roots(&args.roots.common, &loaded, &specs)?;
     let mut roots = Roots::open(std::slice::from_ref(spec)).context("cannot open the root")?;
     roots.set_private(store.private_paths());
     let root_path = roots.get(&spec.name).expect("just opened").path.clone();
@@ -132,8 +132,11 @@ async fn seal(args: SealArgs) -> Result<ExitCode> {
         )
         .await?;
     println!(
-        "Sealed root {:?} ({}): {} files pinned by sha256. A running Aether picks the seal up within a second. ({url})",
-        record.root, record.root_path, record.files
+        "Sealed root {:?} ({}): {} files pinned by sha256. A running Aether picks the seal up within a second. ({})",
+        record.root,
+        record.root_path,
+        record.files,
+        store.location()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -38,7 +38,13 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let (upstreams, external) = setup::upstreams(&loaded, &store).await;
     let pipeline =
         setup::pipeline(&loaded, &roots, store, args.conformance_fixtures, external).await?;
-    let _watch = pipeline.watch(Duration::from_millis(50));
+    // A store that announces changes (PostgreSQL's NOTIFY) needs only a slow poll behind it.
+    let every = if pipeline.store().changes().is_some() {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_millis(50)
+    };
+    let _watch = pipeline.watch(every);
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     let addr = match args.listen {
@@ -72,6 +78,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         auth,
         shutdown: shutdown.clone(),
         upstreams,
+        public_hosts: loaded.raw.server.public_hosts.clone(),
     };
     let app = router(pipeline.clone(), &opts)?;
     let tokens = match auth {
@@ -100,7 +107,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     print_banner(
         addr,
         &loaded.source,
-        &url,
+        &aether_store::redact_url(&url),
         &roots,
         tokens,
         &opts.agent,

@@ -223,10 +223,16 @@ pub(crate) struct PySession {
 
 impl PySession {
     pub(crate) fn open(peers: &Path, url: &str) -> PySession {
+        PySession::open_with(peers, url, &[])
+    }
+
+    /// [`PySession::open`] with more environment (say `AETHER_REPLICAS`).
+    pub(crate) fn open_with(peers: &Path, url: &str, env: &[(&str, &str)]) -> PySession {
         use std::io::BufRead;
         let mut child = std::process::Command::new(peers.join("venv/bin/python"))
             .arg(repo_root().join("tests/peers/session_client.py"))
             .arg(url)
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())

@@ -10,6 +10,7 @@ mod federation;
 mod governance;
 mod http;
 mod peers;
+mod replicas;
 mod stdio;
 mod tidy;
 mod util;

@@ -38,6 +38,7 @@ fn options(agent: &str) -> HttpOptions {
         auth: Default::default(),
         shutdown: CancellationToken::new(),
         upstreams: aether_server::upstream::Upstreams::none(),
+        public_hosts: vec!["aether.example.com".into()],
     }
 }
 
@@ -88,6 +89,36 @@ async fn the_gate_runs_before_every_route() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_load_balancers_public_host_is_accepted_and_no_other() {
+    let (_dir, app) = app().await;
+    for (host, origin, status) in [
+        (
+            "aether.example.com",
+            Some("https://aether.example.com"),
+            StatusCode::OK,
+        ),
+        ("AETHER.example.com", None, StatusCode::OK),
+        // A look-alike, a subdomain, or the name with a port it was not given: refused.
+        ("aether.example.com.evil.net", None, StatusCode::FORBIDDEN),
+        ("x.aether.example.com", None, StatusCode::FORBIDDEN),
+        ("aether.example.com:8080", None, StatusCode::FORBIDDEN),
+        // The public name's origin on another host's request: refused.
+        (
+            "aether.example.com",
+            Some("https://evil.example.com"),
+            StatusCode::FORBIDDEN,
+        ),
+    ] {
+        let r = app
+            .clone()
+            .oneshot(get("/api/health", host, origin))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "{host} {origin:?}");
+    }
 }
 
 #[tokio::test]

@@ -1,16 +1,17 @@
-//! The store's integration tests: each test opens its own store in its own temporary folder.
+//! The store's integration tests. Each runs twice, on SQLite (a store in its own temporary
+//! folder) and on PostgreSQL (a store in its own schema of the local server's database
+//! `test`, or of `AETHER_TEST_POSTGRES`), through [`both!`].
+
+#[macro_use]
+mod db;
+mod retention;
 
 use aether_store::{
     AdmissionReceipt, AuditEvent, AuditQuery, BuiltinDefinition, ReceiptOutcome, Store,
 };
+pub use db::{Backend, Db};
 
-fn temp_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
-    (dir, store)
-}
-
-fn receipt(call_id: &str) -> AdmissionReceipt {
+pub fn receipt(call_id: &str) -> AdmissionReceipt {
     AdmissionReceipt {
         call_id: call_id.into(),
         at_us: 1,
@@ -24,7 +25,7 @@ fn receipt(call_id: &str) -> AdmissionReceipt {
     }
 }
 
-fn event(call_id: &str, outcome: &str) -> AuditEvent {
+pub fn event(call_id: &str, outcome: &str) -> AuditEvent {
     AuditEvent {
         at_us: 2,
         call_id: call_id.into(),
@@ -49,14 +50,8 @@ fn event(call_id: &str, outcome: &str) -> AuditEvent {
     }
 }
 
-/// Opens the store's file directly, as an attacker with disk access would.
-fn raw(dir: &tempfile::TempDir) -> rusqlite::Connection {
-    rusqlite::Connection::open(dir.path().join(".aether/aether.db")).unwrap()
-}
-
-#[tokio::test]
-async fn a_receipt_is_readable_once_admitted() {
-    let (_dir, store) = temp_store();
+async fn a_receipt_is_readable_once_admitted(b: Backend) {
+    let (_dir, store) = b.store();
     assert_eq!(
         store.admit(receipt("c1")).await.unwrap(),
         ReceiptOutcome::Durable
@@ -65,9 +60,8 @@ async fn a_receipt_is_readable_once_admitted() {
     assert_eq!(store.receipt("nope").await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn halt_stops_receipts_and_resume_lets_them_through() {
-    let (_dir, store) = temp_store();
+async fn halt_stops_receipts_and_resume_lets_them_through(b: Backend) {
+    let (_dir, store) = b.store();
     let state = store
         .set_halt(true, "ops", "incident 7", None)
         .await
@@ -92,10 +86,9 @@ async fn halt_stops_receipts_and_resume_lets_them_through() {
     );
 }
 
-#[tokio::test]
-async fn a_halt_from_another_process_is_seen_by_the_next_receipt() {
-    let (dir, store) = temp_store();
-    let other = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
+async fn a_halt_from_another_process_is_seen_by_the_next_receipt(b: Backend) {
+    let (dir, store) = b.store();
+    let other = dir.open();
     other.set_halt(true, "cli", "stop", None).await.unwrap();
     assert!(matches!(
         store.admit(receipt("c1")).await.unwrap(),
@@ -103,10 +96,9 @@ async fn a_halt_from_another_process_is_seen_by_the_next_receipt() {
     ));
 }
 
-#[tokio::test]
-async fn concurrent_appends_form_one_intact_chain() {
-    let (dir, store) = temp_store();
-    let second = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
+async fn concurrent_appends_form_one_intact_chain(b: Backend) {
+    let (dir, store) = b.store();
+    let second = dir.open();
     let mut tasks = Vec::new();
     for i in 0..200 {
         let s = if i % 2 == 0 {
@@ -129,8 +121,8 @@ async fn concurrent_appends_form_one_intact_chain() {
     assert_eq!(report.rows, 200);
 }
 
-async fn chain_of(n: usize) -> (tempfile::TempDir, Store) {
-    let (dir, store) = temp_store();
+async fn chain_of(b: Backend, n: usize) -> (Db, Store) {
+    let (dir, store) = b.store();
     for i in 0..n {
         store.audit(event(&format!("c{i}"), "ok")).await.unwrap();
     }
@@ -138,66 +130,50 @@ async fn chain_of(n: usize) -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
-#[tokio::test]
-async fn verify_finds_an_edited_row() {
-    let (dir, store) = chain_of(5).await;
-    raw(&dir)
-        .execute("UPDATE audit SET outcome = 'refused' WHERE seq = 3", [])
-        .unwrap();
+async fn verify_finds_an_edited_row(b: Backend) {
+    let (dir, store) = chain_of(b, 5).await;
+    dir.raw("UPDATE audit SET outcome = 'refused' WHERE seq = 3");
     let report = store.verify_audit(None).await.unwrap();
     assert_eq!(report.breaks.len(), 1, "{report:?}");
     assert_eq!(report.breaks[0].seq, 3);
     assert!(report.breaks[0].problem.contains("edited"));
 }
 
-#[tokio::test]
-async fn verify_finds_a_deleted_row() {
-    let (dir, store) = chain_of(5).await;
-    raw(&dir)
-        .execute("DELETE FROM audit WHERE seq = 2", [])
-        .unwrap();
+async fn verify_finds_a_deleted_row(b: Backend) {
+    let (dir, store) = chain_of(b, 5).await;
+    dir.raw("DELETE FROM audit WHERE seq = 2");
     let report = store.verify_audit(None).await.unwrap();
     assert_eq!(report.breaks[0].seq, 3, "{report:?}");
     assert!(report.breaks[0].problem.contains("missing"));
 }
 
-#[tokio::test]
-async fn verify_finds_a_rehashed_forgery() {
+async fn verify_finds_a_rehashed_forgery(b: Backend) {
     // An attacker who edits a row and recomputes its own hash still breaks the next link.
-    let (dir, store) = chain_of(5).await;
-    let conn = raw(&dir);
-    conn.execute(
-        "UPDATE audit SET result = 'forged', hash = 'f00d' WHERE seq = 2",
-        [],
-    )
-    .unwrap();
+    let (dir, store) = chain_of(b, 5).await;
+    dir.raw("UPDATE audit SET result = 'forged', hash = 'f00d' WHERE seq = 2");
     let report = store.verify_audit(None).await.unwrap();
     let seqs: Vec<i64> = report.breaks.iter().map(|b| b.seq).collect();
     assert_eq!(seqs, [2, 3], "{report:?}");
 }
 
-#[tokio::test]
-async fn verify_finds_reordered_rows_at_the_first_one_moved() {
+async fn verify_finds_reordered_rows_at_the_first_one_moved(b: Backend) {
     // Rows 3 and 4 swap places, each keeping its own hashes: the chain breaks where the order
     // does.
-    let (dir, store) = chain_of(6).await;
-    let conn = raw(&dir);
-    conn.execute_batch(
+    let (dir, store) = chain_of(b, 6).await;
+    dir.raw(
         "UPDATE audit SET seq = -3 WHERE seq = 3;
          UPDATE audit SET seq = 3 WHERE seq = 4;
          UPDATE audit SET seq = 4 WHERE seq = -3;",
-    )
-    .unwrap();
+    );
     let report = store.verify_audit(None).await.unwrap();
     assert!(!report.is_intact());
     assert_eq!(report.breaks[0].seq, 3, "{report:?}");
 }
 
-#[tokio::test]
-async fn the_chain_continues_across_restarts() {
-    let (dir, store) = chain_of(3).await;
+async fn the_chain_continues_across_restarts(b: Backend) {
+    let (dir, store) = chain_of(b, 3).await;
     drop(store);
-    let store = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
+    let store = dir.open();
     for i in 3..6 {
         store.audit(event(&format!("c{i}"), "ok")).await.unwrap();
     }
@@ -206,20 +182,16 @@ async fn the_chain_continues_across_restarts() {
     assert_eq!(report.rows, 6);
 }
 
-#[tokio::test]
-async fn verify_finds_a_truncated_start() {
-    let (dir, store) = chain_of(3).await;
-    raw(&dir)
-        .execute("DELETE FROM audit WHERE seq = 1", [])
-        .unwrap();
+async fn verify_finds_a_truncated_start(b: Backend) {
+    let (dir, store) = chain_of(b, 3).await;
+    dir.raw("DELETE FROM audit WHERE seq = 1");
     let report = store.verify_audit(None).await.unwrap();
     assert!(!report.is_intact());
     assert_eq!(report.breaks[0].seq, 2);
 }
 
-#[tokio::test]
-async fn audit_queries_filter_and_page() {
-    let (_dir, store) = temp_store();
+async fn audit_queries_filter_and_page(b: Backend) {
+    let (_dir, store) = b.store();
     for i in 0..6 {
         let mut e = event(&format!("c{i}"), if i % 2 == 0 { "ok" } else { "refused" });
         if i == 5 {
@@ -262,9 +234,8 @@ async fn audit_queries_filter_and_page() {
     assert_eq!(other.len(), 1);
 }
 
-#[tokio::test]
-async fn builtins_are_approved_from_source_and_withdrawals_stick() {
-    let (dir, store) = temp_store();
+async fn builtins_are_approved_from_source_and_withdrawals_stick(b: Backend) {
+    let (dir, store) = b.store();
     let b = |digest: &str| BuiltinDefinition {
         name: "read_file".into(),
         digest: digest.into(),
@@ -289,9 +260,7 @@ async fn builtins_are_approved_from_source_and_withdrawals_stick() {
     let rows = store.registry().await.unwrap();
     assert_eq!(rows[0].approved_digest.as_deref(), Some("sha256:2"));
     assert_eq!(rows[0].state, "approved");
-    raw(&dir)
-        .execute("UPDATE registry SET state = 'withdrawn'", [])
-        .unwrap();
+    dir.raw("UPDATE registry SET state = 'withdrawn'");
     assert!(
         store
             .sync_builtins(vec![b("sha256:3")])
@@ -300,29 +269,22 @@ async fn builtins_are_approved_from_source_and_withdrawals_stick() {
             .is_empty()
     );
     assert_eq!(store.registry().await.unwrap()[0].state, "withdrawn");
-    let history: i64 = raw(&dir)
-        .query_row(
-            "SELECT count(*) FROM registry_history WHERE name = 'read_file'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let history = dir.count("SELECT count(*) FROM registry_history WHERE name = 'read_file'");
     assert_eq!(history, 2, "each approval is recorded with who and why");
 }
 
-#[tokio::test]
-async fn a_store_from_a_newer_aether_is_refused() {
-    let (dir, store) = temp_store();
+async fn a_store_from_a_newer_aether_is_refused(b: Backend) {
+    let (dir, store) = b.store();
     drop(store);
-    raw(&dir).execute_batch("PRAGMA user_version = 99").unwrap();
-    let err = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap_err();
+    dir.set_schema_version(99);
+    let err = dir.try_open().unwrap_err();
     assert!(err.to_string().contains("newer than this Aether"), "{err}");
 }
 
 #[tokio::test]
 async fn the_store_folder_and_files_are_private() {
     use std::os::unix::fs::PermissionsExt;
-    let (dir, store) = temp_store();
+    let (dir, store) = Backend::Sqlite.store();
     let mode = std::fs::metadata(dir.path().join(".aether"))
         .unwrap()
         .permissions()
@@ -340,13 +302,48 @@ async fn the_store_folder_and_files_are_private() {
 
 #[test]
 fn unsupported_urls_are_named() {
-    let err = Store::open_url("postgres://x").unwrap_err();
+    let err = Store::open_url("mysql://root:hunter2@x/db").unwrap_err();
     assert!(err.to_string().contains("unsupported store URL"), "{err}");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
 }
 
 #[tokio::test]
-async fn direct_commits_are_as_durable_and_as_halted_as_grouped_ones() {
-    let (_dir, store) = temp_store();
+async fn an_unreachable_postgres_is_a_clear_error() {
+    // Nothing listens on port 9 of loopback.
+    let err = Store::open_url("postgres://aether:pw@127.0.0.1:9/test").unwrap_err();
+    assert!(err.is_unreachable(), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("cannot be reached") && !msg.contains(":pw@"),
+        "{msg}"
+    );
+}
+
+both!(
+    a_receipt_is_readable_once_admitted,
+    halt_stops_receipts_and_resume_lets_them_through,
+    a_halt_from_another_process_is_seen_by_the_next_receipt,
+    concurrent_appends_form_one_intact_chain,
+    verify_finds_an_edited_row,
+    verify_finds_a_deleted_row,
+    verify_finds_a_rehashed_forgery,
+    verify_finds_reordered_rows_at_the_first_one_moved,
+    the_chain_continues_across_restarts,
+    verify_finds_a_truncated_start,
+    audit_queries_filter_and_page,
+    builtins_are_approved_from_source_and_withdrawals_stick,
+    a_store_from_a_newer_aether_is_refused,
+    direct_commits_are_as_durable_and_as_halted_as_grouped_ones,
+    direct_and_grouped_writers_interleave_into_one_chain,
+    verify_finds_an_admitted_call_whose_receipt_was_removed,
+    verify_finds_rows_cut_from_the_end_through_their_receipts,
+    verify_finds_a_rewritten_row_whose_receipt_disagrees,
+    an_expected_head_catches_truncation_and_rewriting,
+    a_call_still_running_is_not_reported_missing,
+);
+
+async fn direct_commits_are_as_durable_and_as_halted_as_grouped_ones(b: Backend) {
+    let (_dir, store) = b.store();
     assert_eq!(
         store.admit_alone(receipt("c1")).await.unwrap(),
         ReceiptOutcome::Durable
@@ -361,9 +358,8 @@ async fn direct_commits_are_as_durable_and_as_halted_as_grouped_ones() {
     assert_eq!(store.receipt("c2").await.unwrap(), None);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn direct_and_grouped_writers_interleave_into_one_chain() {
-    let (_dir, store) = temp_store();
+async fn direct_and_grouped_writers_interleave_into_one_chain(b: Backend) {
+    let (_dir, store) = b.store();
     let mut tasks = Vec::new();
     for i in 0..200 {
         let s = store.clone();
@@ -388,8 +384,8 @@ async fn direct_and_grouped_writers_interleave_into_one_chain() {
 }
 
 /// `n` admitted calls, each with its audit row.
-async fn admitted_calls(n: usize) -> (tempfile::TempDir, Store) {
-    let (dir, store) = temp_store();
+pub async fn admitted_calls(b: Backend, n: usize) -> (Db, Store) {
+    let (dir, store) = b.store();
     for i in 0..n {
         let id = format!("c{i}");
         store.admit(receipt(&id)).await.unwrap();
@@ -403,13 +399,10 @@ async fn admitted_calls(n: usize) -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
-#[tokio::test]
-async fn verify_finds_an_admitted_call_whose_receipt_was_removed() {
-    let (dir, store) = admitted_calls(4).await;
+async fn verify_finds_an_admitted_call_whose_receipt_was_removed(b: Backend) {
+    let (dir, store) = admitted_calls(b, 4).await;
     assert!(store.verify_audit(None).await.unwrap().is_intact());
-    raw(&dir)
-        .execute("DELETE FROM receipts WHERE call_id = 'c2'", [])
-        .unwrap();
+    dir.raw("DELETE FROM receipts WHERE call_id = 'c2'");
     let report = store.verify_audit(None).await.unwrap();
     assert!(!report.is_intact());
     assert_eq!(report.mismatched.len(), 1, "{report:?}");
@@ -421,12 +414,9 @@ async fn verify_finds_an_admitted_call_whose_receipt_was_removed() {
     );
 }
 
-#[tokio::test]
-async fn verify_finds_rows_cut_from_the_end_through_their_receipts() {
-    let (dir, store) = admitted_calls(5).await;
-    raw(&dir)
-        .execute("DELETE FROM audit WHERE seq >= 4", [])
-        .unwrap();
+async fn verify_finds_rows_cut_from_the_end_through_their_receipts(b: Backend) {
+    let (dir, store) = admitted_calls(b, 5).await;
+    dir.raw("DELETE FROM audit WHERE seq >= 4");
     let report = store.verify_audit(None).await.unwrap();
     assert!(
         report.breaks.is_empty(),
@@ -434,17 +424,14 @@ async fn verify_finds_rows_cut_from_the_end_through_their_receipts() {
     );
     assert!(!report.is_intact());
     assert_eq!(report.unaudited, ["c3", "c4"]);
-    raw(&dir).execute("DELETE FROM audit", []).unwrap();
+    dir.raw("DELETE FROM audit");
     assert_eq!(store.verify_audit(None).await.unwrap().unaudited.len(), 5);
 }
 
-#[tokio::test]
-async fn verify_finds_a_rewritten_row_whose_receipt_disagrees() {
-    let (dir, store) = admitted_calls(3).await;
+async fn verify_finds_a_rewritten_row_whose_receipt_disagrees(b: Backend) {
+    let (dir, store) = admitted_calls(b, 3).await;
     // A forger who also recomputes every hash after the row still contradicts the receipt.
-    let conn = raw(&dir);
-    conn.execute("UPDATE audit SET tool = 'list_roots' WHERE seq = 2", [])
-        .unwrap();
+    dir.raw("UPDATE audit SET tool = 'list_roots' WHERE seq = 2");
     let report = store.verify_audit(None).await.unwrap();
     assert!(
         report.mismatched.iter().any(|m| m.problem.contains("c1")),
@@ -452,9 +439,8 @@ async fn verify_finds_a_rewritten_row_whose_receipt_disagrees() {
     );
 }
 
-#[tokio::test]
-async fn an_expected_head_catches_truncation_and_rewriting() {
-    let (dir, store) = admitted_calls(3).await;
+async fn an_expected_head_catches_truncation_and_rewriting(b: Backend) {
+    let (dir, store) = admitted_calls(b, 3).await;
     let report = store.verify_audit(None).await.unwrap();
     let head = (report.last_seq.unwrap(), report.head.clone());
     assert!(
@@ -464,9 +450,7 @@ async fn an_expected_head_catches_truncation_and_rewriting() {
             .unwrap()
             .is_intact()
     );
-    raw(&dir)
-        .execute("UPDATE audit SET hash = 'rewritten' WHERE seq = 3", [])
-        .unwrap();
+    dir.raw("UPDATE audit SET hash = 'rewritten' WHERE seq = 3");
     let report = store.verify_audit(Some(head.clone())).await.unwrap();
     assert!(
         report
@@ -475,9 +459,7 @@ async fn an_expected_head_catches_truncation_and_rewriting() {
             .any(|b| b.seq == 3 && b.problem.contains("rewritten")),
         "{report:?}"
     );
-    raw(&dir)
-        .execute("DELETE FROM audit WHERE seq = 3", [])
-        .unwrap();
+    dir.raw("DELETE FROM audit WHERE seq = 3");
     let report = store.verify_audit(Some(head)).await.unwrap();
     assert!(
         report.breaks.iter().any(|b| b.problem.contains("gone")),
@@ -485,9 +467,8 @@ async fn an_expected_head_catches_truncation_and_rewriting() {
     );
 }
 
-#[tokio::test]
-async fn a_call_still_running_is_not_reported_missing() {
-    let (_dir, store) = temp_store();
+async fn a_call_still_running_is_not_reported_missing(b: Backend) {
+    let (_dir, store) = b.store();
     let mut r = receipt("now");
     r.at_us = aether_store::now_us();
     store.admit(r).await.unwrap();
@@ -499,12 +480,15 @@ async fn a_call_still_running_is_not_reported_missing() {
 mod vault {
     use std::os::unix::fs::PermissionsExt;
 
-    use aether_store::{Store, Vault};
+    use aether_store::Vault;
 
-    #[tokio::test]
-    async fn credentials_are_sealed_and_open_only_with_their_key_and_name() {
+    use super::Backend;
+
+    both!(credentials_are_sealed_and_open_only_with_their_key_and_name);
+
+    async fn credentials_are_sealed_and_open_only_with_their_key_and_name(b: Backend) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_sqlite(&dir.path().join(".aether/aether.db")).unwrap();
+        let (_db, store) = b.store();
         let key = dir.path().join("keys/vault.key");
         // Never created by a read.
         assert!(Vault::open(&key, false).is_err());

@@ -1,12 +1,11 @@
-//! The registry's changes, calls waiting for a person, bearer tokens and the revision counters
-//! in SQLite.
+//! The registry's changes, calls waiting for a person, bearer tokens and the revision counters.
 //!
-//! Every change here is one `BEGIN IMMEDIATE` transaction that also bumps its kind's counter in
-//! `revisions`, so another process sharing the store sees it with one read of that table.
+//! Every change here is one write transaction (under the store's write lock) that also bumps
+//! its kind's counter in `revisions`, so another process sharing the store sees it with one
+//! read of that table.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-
-use super::SqliteStore;
+use super::SqlStore;
+use crate::db::{Conn, DbResult, Optional, Row, Sql, SqlExt, Tx, args};
 use crate::{
     ApprovalRequest, ApprovalRow, ApprovalState, AuditEvent, RegistryAction, RegistryChange,
     RegistryHistoryRow, RegistryRow, Result, Revisions, StoreError, TokenKind, TokenRow, now_us,
@@ -15,7 +14,7 @@ use crate::{
 const REGISTRY_COLUMNS: &str = "name, state, approved_digest, definition, origin, updated_at_us, \
      updated_by, why, seen_digest, approved_definition";
 
-pub(super) fn registry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegistryRow> {
+pub(super) fn registry_row(r: &Row) -> DbResult<RegistryRow> {
     Ok(RegistryRow {
         name: r.get(0)?,
         state: r.get(1)?,
@@ -30,29 +29,24 @@ pub(super) fn registry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegistryRo
     })
 }
 
-pub(super) fn bump(tx: &Transaction<'_>, what: &str) -> rusqlite::Result<()> {
-    tx.execute("UPDATE revisions SET n = n + 1 WHERE what = ?", [what])?;
+pub(super) fn bump(tx: &mut dyn Sql, what: &str) -> DbResult<()> {
+    tx.execute("UPDATE revisions SET n = n + 1 WHERE what = ?", args![what])?;
     Ok(())
 }
 
 /// The end of an operator's change: its kind's counter bumped and its audit row appended, in
 /// the change's own transaction.
-pub(super) fn changed(
-    tx: &Transaction<'_>,
-    what: &str,
-    audit: Option<&AuditEvent>,
-) -> rusqlite::Result<()> {
-    bump(tx, what)?;
+pub(super) fn changed(tx: &mut dyn Sql, what: &str, audit: Option<&AuditEvent>) -> DbResult<()> {
+    bump(&mut *tx, what)?;
     super::append_audit(tx, &audit.into_iter().collect::<Vec<_>>())?;
     Ok(())
 }
 
 pub(super) fn immediate<'c>(
-    conn: &'c mut Connection,
+    conn: &'c mut dyn Conn,
     context: &'static str,
-) -> Result<Transaction<'c>> {
-    conn.transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(StoreError::sql(context))
+) -> Result<Box<dyn Tx + 'c>> {
+    conn.begin().map_err(StoreError::sql(context))
 }
 
 fn invalid(message: impl Into<String>) -> StoreError {
@@ -60,18 +54,19 @@ fn invalid(message: impl Into<String>) -> StoreError {
 }
 
 fn history(
-    tx: &Transaction<'_>,
+    tx: &mut dyn Sql,
     row: &RegistryRow,
     from_state: Option<&str>,
     by: &str,
     why: &str,
     undoes: Option<i64>,
-) -> rusqlite::Result<i64> {
-    tx.execute(
+) -> DbResult<i64> {
+    tx.query_row(
         "INSERT INTO registry_history (at_us, name, from_state, to_state, digest, by, why,
              approved_definition, undoes)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        params![
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         RETURNING id",
+        args![
             row.updated_at_us,
             row.name,
             from_state,
@@ -82,11 +77,11 @@ fn history(
             row.approved_definition,
             undoes
         ],
-    )?;
-    Ok(tx.last_insert_rowid())
+        |r| r.get(0),
+    )
 }
 
-impl SqliteStore {
+impl SqlStore {
     pub async fn registry_change(
         &self,
         change: RegistryChange,
@@ -94,11 +89,11 @@ impl SqliteStore {
     ) -> Result<RegistryRow> {
         self.write(move |conn| {
             let context = "change the registry";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let current = tx
                 .query_row(
                     &format!("SELECT {REGISTRY_COLUMNS} FROM registry WHERE name = ?"),
-                    [&change.name],
+                    args![change.name],
                     registry_row,
                 )
                 .optional()
@@ -153,22 +148,20 @@ impl SqliteStore {
                 RegistryAction::Undo => {
                     // The newest change that is not itself undone, and the state before it.
                     let rows = tx
-                        .prepare(
+                        .query_map(
                             "SELECT id, to_state, digest, approved_definition, undoes
                              FROM registry_history WHERE name = ? ORDER BY id DESC",
+                            args![change.name],
+                            |r| {
+                                Ok((
+                                    r.get::<i64>(0)?,
+                                    r.get::<String>(1)?,
+                                    r.get::<Option<String>>(2)?,
+                                    r.get::<Option<String>>(3)?,
+                                    r.get::<Option<i64>>(4)?,
+                                ))
+                            },
                         )
-                        .map_err(StoreError::sql(context))?
-                        .query_map([&change.name], |r| {
-                            Ok((
-                                r.get::<_, i64>(0)?,
-                                r.get::<_, String>(1)?,
-                                r.get::<_, Option<String>>(2)?,
-                                r.get::<_, Option<String>>(3)?,
-                                r.get::<_, Option<i64>>(4)?,
-                            ))
-                        })
-                        .map_err(StoreError::sql(context))?
-                        .collect::<rusqlite::Result<Vec<_>>>()
                         .map_err(StoreError::sql(context))?;
                     // Skip undo rows and the changes they undid, newest first.
                     let mut undone = std::collections::HashSet::new();
@@ -205,7 +198,7 @@ impl SqliteStore {
                 "UPDATE registry SET state = ?, approved_digest = ?, approved_definition = ?,
                      updated_at_us = ?, updated_by = ?, why = ?
                  WHERE name = ?",
-                params![
+                args![
                     next.state,
                     next.approved_digest,
                     next.approved_definition,
@@ -216,9 +209,9 @@ impl SqliteStore {
                 ],
             )
             .map_err(StoreError::sql(context))?;
-            history(&tx, &next, Some(&current.state), &change.by, &change.why, undoes)
+            history(&mut *tx, &next, Some(&current.state), &change.by, &change.why, undoes)
                 .map_err(StoreError::sql(context))?;
-            changed(&tx, "registry", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, "registry", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(next)
         })
@@ -232,12 +225,12 @@ impl SqliteStore {
     ) -> Result<()> {
         self.write(move |conn| {
             let context = "record seen tools";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let now = now_us();
             let mut changed = false;
             for t in seen {
                 let known: Option<Option<String>> = tx
-                    .query_row("SELECT seen_digest FROM registry WHERE name = ?", [&t.name], |r| r.get(0))
+                    .query_row("SELECT seen_digest FROM registry WHERE name = ?", args![t.name], |r| r.get(0))
                     .optional()
                     .map_err(StoreError::sql(context))?;
                 match known {
@@ -245,7 +238,7 @@ impl SqliteStore {
                     Some(_) => {
                         tx.execute(
                             "UPDATE registry SET seen_digest = ?, definition = ? WHERE name = ?",
-                            params![t.digest, t.definition, t.name],
+                            args![t.digest, t.definition, t.name],
                         )
                         .map_err(StoreError::sql(context))?;
                     }
@@ -264,7 +257,7 @@ impl SqliteStore {
                         };
                         tx.execute(
                             &format!("INSERT INTO registry ({REGISTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-                            params![
+                            args![
                                 row.name,
                                 row.state,
                                 row.approved_digest,
@@ -278,13 +271,13 @@ impl SqliteStore {
                             ],
                         )
                         .map_err(StoreError::sql(context))?;
-                        history(&tx, &row, None, "aether", &row.why, None).map_err(StoreError::sql(context))?;
+                        history(&mut *tx, &row, None, "aether", &row.why, None).map_err(StoreError::sql(context))?;
                     }
                 }
                 changed = true;
             }
             if changed {
-                bump(&tx, "registry").map_err(StoreError::sql(context))?;
+                bump(&mut *tx, "registry").map_err(StoreError::sql(context))?;
             }
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(())
@@ -295,14 +288,11 @@ impl SqliteStore {
     pub async fn registry_history(&self, name: Option<String>) -> Result<Vec<RegistryHistoryRow>> {
         self.read(move |conn| {
             let context = "read registry history";
-            let mut stmt = conn
-                .prepare(
-                    "SELECT id, at_us, name, from_state, to_state, digest, by, why, undoes
-                     FROM registry_history WHERE ?1 IS NULL OR name = ?1 ORDER BY id",
-                )
-                .map_err(StoreError::sql(context))?;
-            let rows = stmt
-                .query_map([&name], |r| {
+            conn.query_map(
+                "SELECT id, at_us, name, from_state, to_state, digest, by, why, undoes
+                 FROM registry_history WHERE CAST(?1 AS TEXT) IS NULL OR name = ?1 ORDER BY id",
+                args![name],
+                |r| {
                     Ok(RegistryHistoryRow {
                         id: r.get(0)?,
                         at_us: r.get(1)?,
@@ -314,10 +304,9 @@ impl SqliteStore {
                         why: r.get(7)?,
                         undoes: r.get(8)?,
                     })
-                })
-                .map_err(StoreError::sql(context))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql(context))
+                },
+            )
+            .map_err(StoreError::sql(context))
         })
         .await
     }
@@ -332,7 +321,7 @@ impl SqliteStore {
                         (SELECT coalesce(max(generation), 0) FROM seals),
                         (SELECT n FROM revisions WHERE what = 'sources'),
                         (SELECT n FROM revisions WHERE what = 'accounts')",
-                [],
+                &[],
                 |r| {
                     Ok(Revisions {
                         halted: r.get(0)?,
@@ -356,8 +345,8 @@ impl SqliteStore {
     ) -> Result<Option<crate::HaltState>> {
         self.write(move |conn| {
             let context = "record an approval request";
-            let tx = immediate(conn, context)?;
-            let halt = super::query_halt(&tx).map_err(StoreError::sql(context))?;
+            let mut tx = immediate(conn, context)?;
+            let halt = super::query_halt(&mut *tx).map_err(StoreError::sql(context))?;
             if halt.halted {
                 return Ok(Some(halt));
             }
@@ -367,7 +356,7 @@ impl SqliteStore {
                      team, project, tool, tier, definition, arguments, arguments_digest, asked_by,
                      reason, state)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
-                params![
+                args![
                     r.id,
                     r.requested_at_us,
                     r.expires_at_us,
@@ -386,7 +375,7 @@ impl SqliteStore {
                 ],
             )
             .map_err(StoreError::sql(context))?;
-            bump(&tx, "approvals").map_err(StoreError::sql(context))?;
+            bump(&mut *tx, "approvals").map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(None)
         })
@@ -406,9 +395,9 @@ impl SqliteStore {
     ) -> Result<ApprovalRow> {
         self.write(move |conn| {
             let context = "settle an approval";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let now = now_us();
-            let current = approval_in(&tx, &id)
+            let current = approval_in(&mut *tx, &id)
                 .map_err(StoreError::sql(context))?
                 .ok_or_else(|| invalid(format!("no call waiting for approval has id {id:?}")))?;
             let by_person = matches!(to, ApprovalState::Approved | ApprovalState::Denied);
@@ -434,11 +423,11 @@ impl SqliteStore {
             tx.execute(
                 "UPDATE approvals SET state = ?, decided_at_us = ?, decided_by = ?, why = ?
                  WHERE id = ? AND state = 'pending'",
-                params![to.as_str(), now, by, why, id],
+                args![to.as_str(), now, by, why, id],
             )
             .map_err(StoreError::sql(context))?;
-            changed(&tx, "approvals", audit.as_ref()).map_err(StoreError::sql(context))?;
-            let row = approval_in(&tx, &id)
+            changed(&mut *tx, "approvals", audit.as_ref()).map_err(StoreError::sql(context))?;
+            let row = approval_in(&mut *tx, &id)
                 .map_err(StoreError::sql(context))?
                 .ok_or_else(|| invalid(format!("approval {id} vanished")))?;
             tx.commit().map_err(StoreError::sql(context))?;
@@ -456,17 +445,15 @@ impl SqliteStore {
     pub async fn approvals(&self, pending: bool, limit: usize) -> Result<Vec<ApprovalRow>> {
         self.read(move |conn| {
             let context = "read approvals";
-            let mut stmt = conn
-                .prepare(&format!(
+            conn.query_map(
+                &format!(
                     "SELECT {APPROVAL_COLUMNS} FROM approvals
                      WHERE (?1 = 0 OR state = 'pending') ORDER BY requested_at_us DESC LIMIT ?2"
-                ))
-                .map_err(StoreError::sql(context))?;
-            let rows = stmt
-                .query_map(params![pending, limit as i64], approval_row)
-                .map_err(StoreError::sql(context))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql(context))
+                ),
+                args![pending, limit as i64],
+                approval_row,
+            )
+            .map_err(StoreError::sql(context))
         })
         .await
     }
@@ -476,20 +463,20 @@ impl SqliteStore {
     pub async fn expire_approvals(&self, now_us: i64) -> Result<usize> {
         self.write(move |conn| {
             let context = "expire approvals";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let n = tx
                 .execute(
                     "UPDATE approvals SET state = 'expired', decided_at_us = ?1, decided_by = 'aether',
                          why = 'nobody decided within the approval window'
                      WHERE state = 'pending' AND expires_at_us <= ?1",
-                    [now_us],
+                    args![now_us],
                 )
                 .map_err(StoreError::sql(context))?;
             if n > 0 {
-                bump(&tx, "approvals").map_err(StoreError::sql(context))?;
+                bump(&mut *tx, "approvals").map_err(StoreError::sql(context))?;
             }
             tx.commit().map_err(StoreError::sql(context))?;
-            Ok(n)
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
         })
         .await
     }
@@ -502,11 +489,11 @@ impl SqliteStore {
     ) -> Result<TokenRow> {
         self.write(move |conn| {
             let context = "create a token";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             tx.execute(
                 "INSERT INTO tokens (id, kind, subject, hash, label, created_at_us, created_by)
                  VALUES (?, ?, ?, ?, ?, ?, ?)",
-                params![
+                args![
                     row.id,
                     row.kind.as_str(),
                     row.subject,
@@ -517,7 +504,7 @@ impl SqliteStore {
                 ],
             )
             .map_err(StoreError::sql(context))?;
-            changed(&tx, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(row)
         })
@@ -532,14 +519,14 @@ impl SqliteStore {
     ) -> Result<TokenRow> {
         self.write(move |conn| {
             let context = "revoke a token";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let n = tx
                 .execute(
                     "UPDATE tokens SET revoked_at_us = ?, revoked_by = ? WHERE id = ? AND revoked_at_us IS NULL",
-                    params![now_us(), by, id],
+                    args![now_us(), by, id],
                 )
                 .map_err(StoreError::sql(context))?;
-            let row = tokens_in(&tx, Some(&id))
+            let row = tokens_in(&mut *tx, Some(&id))
                 .map_err(StoreError::sql(context))?
                 .into_iter()
                 .next()
@@ -548,7 +535,7 @@ impl SqliteStore {
             if n == 0 {
                 return Err(invalid(format!("token {id} was already revoked")));
             }
-            changed(&tx, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(row)
         })
@@ -562,35 +549,35 @@ impl SqliteStore {
     }
 }
 
-fn tokens_in(conn: &Connection, id: Option<&str>) -> rusqlite::Result<Vec<(TokenRow, String)>> {
-    let mut stmt = conn.prepare(
+fn tokens_in(conn: &mut dyn Sql, id: Option<&str>) -> DbResult<Vec<(TokenRow, String)>> {
+    conn.query_map(
         "SELECT id, kind, subject, label, created_at_us, created_by, revoked_at_us, revoked_by, hash
-         FROM tokens WHERE ?1 IS NULL OR id = ?1 ORDER BY created_at_us",
-    )?;
-    let rows = stmt.query_map([id], |r| {
-        let kind: String = r.get(1)?;
-        Ok((
-            TokenRow {
-                id: r.get(0)?,
-                kind: TokenKind::parse(&kind).unwrap_or(TokenKind::Agent),
-                subject: r.get(2)?,
-                label: r.get(3)?,
-                created_at_us: r.get(4)?,
-                created_by: r.get(5)?,
-                revoked_at_us: r.get(6)?,
-                revoked_by: r.get(7)?,
-            },
-            r.get(8)?,
-        ))
-    })?;
-    rows.collect()
+         FROM tokens WHERE CAST(?1 AS TEXT) IS NULL OR id = ?1 ORDER BY created_at_us",
+        args![id],
+        |r| {
+            let kind: String = r.get(1)?;
+            Ok((
+                TokenRow {
+                    id: r.get(0)?,
+                    kind: TokenKind::parse(&kind).unwrap_or(TokenKind::Agent),
+                    subject: r.get(2)?,
+                    label: r.get(3)?,
+                    created_at_us: r.get(4)?,
+                    created_by: r.get(5)?,
+                    revoked_at_us: r.get(6)?,
+                    revoked_by: r.get(7)?,
+                },
+                r.get(8)?,
+            ))
+        },
+    )
 }
 
 const APPROVAL_COLUMNS: &str = "id, requested_at_us, expires_at_us, session, transport, agent, team, \
      project, tool, tier, definition, arguments, arguments_digest, asked_by, reason, state, \
      decided_at_us, decided_by, why";
 
-fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
+fn approval_row(r: &Row) -> DbResult<ApprovalRow> {
     let state: String = r.get(15)?;
     Ok(ApprovalRow {
         request: ApprovalRequest {
@@ -617,10 +604,10 @@ fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
     })
 }
 
-fn approval_in(conn: &Connection, id: &str) -> rusqlite::Result<Option<ApprovalRow>> {
+fn approval_in(conn: &mut dyn Sql, id: &str) -> DbResult<Option<ApprovalRow>> {
     conn.query_row(
         &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?"),
-        [id],
+        args![id],
         approval_row,
     )
     .optional()

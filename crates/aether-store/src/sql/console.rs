@@ -1,15 +1,14 @@
-//! The console's accounts, sessions and setup links in SQLite. Account changes bump the
-//! `accounts` counter and carry their audit row in the same transaction.
+//! The console's accounts, sessions and setup links. Account changes bump the `accounts`
+//! counter and carry their audit row in the same transaction.
 
-use rusqlite::{OptionalExtension, params};
-
-use super::SqliteStore;
+use super::SqlStore;
 use super::governance::{changed, immediate};
+use crate::db::{DbResult, Optional, Row, SqlExt, args};
 use crate::{Account, AuditEvent, ConsoleSession, Result, StoreError};
 
 const ACCOUNT_COLUMNS: &str = "name, password_hash, role, created_us, created_by, changed_us";
 
-fn account_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Account> {
+fn account_row(r: &Row) -> DbResult<Account> {
     Ok(Account {
         name: r.get(0)?,
         password_hash: r.get(1)?,
@@ -20,20 +19,15 @@ fn account_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Account> {
     })
 }
 
-impl SqliteStore {
+impl SqlStore {
     pub async fn accounts(&self) -> Result<Vec<Account>> {
         self.read(|conn| {
-            let context = "read accounts";
-            let mut stmt = conn
-                .prepare(&format!(
-                    "SELECT {ACCOUNT_COLUMNS} FROM accounts ORDER BY name"
-                ))
-                .map_err(StoreError::sql(context))?;
-            let rows = stmt
-                .query_map([], account_row)
-                .map_err(StoreError::sql(context))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql(context))
+            conn.query_map(
+                &format!("SELECT {ACCOUNT_COLUMNS} FROM accounts ORDER BY name"),
+                &[],
+                account_row,
+            )
+            .map_err(StoreError::sql("read accounts"))
         })
         .await
     }
@@ -42,7 +36,7 @@ impl SqliteStore {
         self.read(move |conn| {
             conn.query_row(
                 &format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE name = ?"),
-                [&name],
+                args![name],
                 account_row,
             )
             .optional()
@@ -61,10 +55,10 @@ impl SqliteStore {
     ) -> Result<()> {
         self.write(move |conn| {
             let context = "create an account";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             if let Some(hash) = setup_token_hash {
                 let existing: i64 = tx
-                    .query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))
+                    .query_row("SELECT count(*) FROM accounts", &[], |r| r.get(0))
                     .map_err(StoreError::sql(context))?;
                 if existing > 0 {
                     return Err(StoreError::Invalid(
@@ -74,7 +68,7 @@ impl SqliteStore {
                 let used = tx
                     .execute(
                         "UPDATE setup_links SET used_us = ? WHERE token_hash = ? AND used_us IS NULL AND expires_us > ?",
-                        params![account.created_us, hash, account.created_us],
+                        args![account.created_us, hash, account.created_us],
                     )
                     .map_err(StoreError::sql(context))?;
                 if used != 1 {
@@ -85,8 +79,8 @@ impl SqliteStore {
             }
             let n = tx
                 .execute(
-                    &format!("INSERT OR IGNORE INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"),
-                    params![
+                    &format!("INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"),
+                    args![
                         account.name,
                         account.password_hash,
                         account.role,
@@ -102,7 +96,7 @@ impl SqliteStore {
                     account.name
                 )));
             }
-            changed(&tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
         })
         .await
@@ -118,7 +112,7 @@ impl SqliteStore {
     ) -> Result<()> {
         self.write(move |conn| {
             let context = "change an account";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let now = crate::now_us();
             // The last admin keeps the role (checked in the change's own transaction, so two
             // admins demoting each other at once cannot leave none).
@@ -127,9 +121,9 @@ impl SqliteStore {
             {
                 let (is_admin, admins): (bool, i64) = tx
                     .query_row(
-                        "SELECT coalesce((SELECT role = 'admin' FROM accounts WHERE name = ?), 0),
+                        "SELECT coalesce((SELECT CASE WHEN role = 'admin' THEN 1 ELSE 0 END FROM accounts WHERE name = ?), 0),
                                 (SELECT count(*) FROM accounts WHERE role = 'admin')",
-                        [&name],
+                        args![name],
                         |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .map_err(StoreError::sql(context))?;
@@ -142,17 +136,17 @@ impl SqliteStore {
             let n = tx
                 .execute(
                     "UPDATE accounts SET role = coalesce(?, role), password_hash = coalesce(?, password_hash), changed_us = ? WHERE name = ?",
-                    params![role, password_hash, now, name],
+                    args![role, password_hash, now, name],
                 )
                 .map_err(StoreError::sql(context))?;
             if n != 1 {
                 return Err(StoreError::Invalid(format!("no account named {name:?}")));
             }
             if password_hash.is_some() || role.is_some() {
-                tx.execute("DELETE FROM console_sessions WHERE account = ?", [&name])
+                tx.execute("DELETE FROM console_sessions WHERE account = ?", args![name])
                     .map_err(StoreError::sql(context))?;
             }
-            changed(&tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
         })
         .await
@@ -162,11 +156,13 @@ impl SqliteStore {
     pub async fn remove_account(&self, name: String, audit: Option<AuditEvent>) -> Result<()> {
         self.write(move |conn| {
             let context = "remove an account";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let role: Option<String> = tx
-                .query_row("SELECT role FROM accounts WHERE name = ?", [&name], |r| {
-                    r.get(0)
-                })
+                .query_row(
+                    "SELECT role FROM accounts WHERE name = ?",
+                    args![name],
+                    |r| r.get(0),
+                )
                 .optional()
                 .map_err(StoreError::sql(context))?;
             let Some(role) = role else {
@@ -176,7 +172,7 @@ impl SqliteStore {
                 let admins: i64 = tx
                     .query_row(
                         "SELECT count(*) FROM accounts WHERE role = 'admin'",
-                        [],
+                        &[],
                         |r| r.get(0),
                     )
                     .map_err(StoreError::sql(context))?;
@@ -186,11 +182,14 @@ impl SqliteStore {
                     ));
                 }
             }
-            tx.execute("DELETE FROM accounts WHERE name = ?", [&name])
+            tx.execute("DELETE FROM accounts WHERE name = ?", args![name])
                 .map_err(StoreError::sql(context))?;
-            tx.execute("DELETE FROM console_sessions WHERE account = ?", [&name])
-                .map_err(StoreError::sql(context))?;
-            changed(&tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            tx.execute(
+                "DELETE FROM console_sessions WHERE account = ?",
+                args![name],
+            )
+            .map_err(StoreError::sql(context))?;
+            changed(&mut *tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
         })
         .await
@@ -205,12 +204,12 @@ impl SqliteStore {
             let context = "start a console session";
             conn.execute(
                 "DELETE FROM console_sessions WHERE expires_us < ?",
-                [session.created_us],
+                args![session.created_us],
             )
             .map_err(StoreError::sql(context))?;
             conn.execute(
                 "INSERT INTO console_sessions (id_hash, key_hash, account, created_us, expires_us) VALUES (?, ?, ?, ?, ?)",
-                params![id_hash, session.key_hash, session.account, session.created_us, session.expires_us],
+                args![id_hash, session.key_hash, session.account, session.created_us, session.expires_us],
             )
             .map_err(StoreError::sql(context))?;
             Ok(())
@@ -222,7 +221,7 @@ impl SqliteStore {
         self.read(move |conn| {
             conn.query_row(
                 "SELECT account, key_hash, created_us, expires_us FROM console_sessions WHERE id_hash = ?",
-                [&id_hash],
+                args![id_hash],
                 |r| {
                     Ok(ConsoleSession {
                         account: r.get(0)?,
@@ -240,8 +239,11 @@ impl SqliteStore {
 
     pub async fn end_console_session(&self, id_hash: String) -> Result<()> {
         self.write(move |conn| {
-            conn.execute("DELETE FROM console_sessions WHERE id_hash = ?", [&id_hash])
-                .map_err(StoreError::sql("end a console session"))?;
+            conn.execute(
+                "DELETE FROM console_sessions WHERE id_hash = ?",
+                args![id_hash],
+            )
+            .map_err(StoreError::sql("end a console session"))?;
             Ok(())
         })
         .await
@@ -251,12 +253,12 @@ impl SqliteStore {
     pub async fn create_setup_link(&self, token_hash: String, expires_us: i64) -> Result<()> {
         self.write(move |conn| {
             let context = "make a setup link";
-            let tx = immediate(conn, context)?;
-            tx.execute("DELETE FROM setup_links WHERE used_us IS NULL", [])
+            let mut tx = immediate(conn, context)?;
+            tx.execute("DELETE FROM setup_links WHERE used_us IS NULL", &[])
                 .map_err(StoreError::sql(context))?;
             tx.execute(
                 "INSERT INTO setup_links (token_hash, created_us, expires_us) VALUES (?, ?, ?)",
-                params![token_hash, crate::now_us(), expires_us],
+                args![token_hash, crate::now_us(), expires_us],
             )
             .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
@@ -270,7 +272,7 @@ impl SqliteStore {
                 .query_row(
                     "SELECT count(*) FROM setup_links WHERE token_hash = ? AND used_us IS NULL AND expires_us > ?
                        AND NOT EXISTS (SELECT 1 FROM accounts)",
-                    params![token_hash, crate::now_us()],
+                    args![token_hash, crate::now_us()],
                     |r| r.get(0),
                 )
                 .map_err(StoreError::sql("read setup links"))?;

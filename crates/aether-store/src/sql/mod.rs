@@ -1,19 +1,21 @@
-//! The SQLite backend: WAL mode, `synchronous=FULL`, one writer thread doing group commit.
+//! The store's logic, once for both databases: one writer thread per store doing group
+//! commit, a read connection, and every query written against [`crate::db::Sql`].
 //!
-//! The writer thread owns the only write connection. Receipts and audit events queue on a
-//! channel; the thread takes everything waiting, writes it in one `BEGIN IMMEDIATE`
-//! transaction and commits (one fsync of the WAL), then answers every waiter. The halt flag is
-//! read inside that same transaction, so a halt committed by any process stops every receipt
-//! written after it. The audit chain head is also read inside the transaction, so several
-//! Aether processes sharing one store still build one chain.
+//! The writer thread owns the write connection. Receipts and audit events queue on a
+//! channel; the thread takes everything waiting, writes it in one write transaction and
+//! commits (one fsync of SQLite's WAL, or one PostgreSQL commit), then answers every waiter.
+//! The halt flag is read inside that same transaction, so a halt committed by any process
+//! stops every receipt written after it. The audit chain head is also read inside the
+//! transaction, under the store's write lock, so several Aether processes sharing one store
+//! still build one chain.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::chain::{ChainBreak, ChainVerifier, GENESIS, SETTLE_US, entry_hash};
+use crate::db::{self, Conn, DbError, DbResult, Optional, Row, Sql, SqlExt, Value, args, bind};
 use crate::{
     AdmissionReceipt, AuditEvent, AuditQuery, AuditRecord, BuiltinDefinition, ChainReport,
     HaltState, JournalWrite, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
@@ -25,110 +27,161 @@ mod governance;
 mod idempotency;
 mod journal;
 mod knowledge;
+mod mcp_sessions;
 mod planning;
+mod retention;
 mod sources;
-
-const MIGRATIONS: &[&str] = &[
-    include_str!("../../migrations/sqlite/0001_foundation.sql"),
-    include_str!("../../migrations/sqlite/0002_journal_seals.sql"),
-    include_str!("../../migrations/sqlite/0003_journal_blobs_rowid.sql"),
-    include_str!("../../migrations/sqlite/0004_governance.sql"),
-    include_str!("../../migrations/sqlite/0005_command_log.sql"),
-    include_str!("../../migrations/sqlite/0006_sources.sql"),
-    include_str!("../../migrations/sqlite/0007_console.sql"),
-    include_str!("../../migrations/sqlite/0008_planning.sql"),
-    include_str!("../../migrations/sqlite/0009_knowledge.sql"),
-    include_str!("../../migrations/sqlite/0010_idempotency.sql"),
-];
 
 /// How many queued writes one transaction takes at most.
 const MAX_BATCH: usize = 512;
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
+/// Work for the writer thread that is not a receipt, audit row or journal write.
+type WriterTask = Box<dyn FnOnce(&mut dyn Conn) + Send>;
+
 enum Job {
     Receipt(AdmissionReceipt, Reply<ReceiptOutcome>),
     Audit(AuditEvent, Reply<i64>),
     Journal(JournalWrite, Reply<Vec<i64>>),
-    Other(Box<dyn FnOnce(&mut Connection) + Send>),
+    Other(WriterTask),
+}
+
+/// Where a store lives.
+#[derive(Clone, Debug)]
+pub enum Location {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, by its URL with any password hidden.
+    Postgres(String),
 }
 
 #[derive(Clone)]
-pub struct SqliteStore {
+pub struct SqlStore {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    path: PathBuf,
+    location: Location,
     jobs: Mutex<mpsc::Sender<Job>>,
     /// The write connection. The writer thread holds it for each batch; a caller writing
-    /// alone may take it directly (see [`SqliteStore::admit_alone`]).
-    writer: Arc<Mutex<Connection>>,
-    reader: Mutex<Connection>,
+    /// alone may take it directly (see [`SqlStore::admit_alone`]).
+    writer: Arc<Mutex<Box<dyn Conn>>>,
+    reader: Mutex<Box<dyn Conn>>,
+    /// Bumped when another process changes the store (PostgreSQL's notifications); `None`
+    /// where changes are only seen by polling.
+    changes: Option<watch::Receiver<u64>>,
 }
 
-impl SqliteStore {
-    pub fn open(path: &Path) -> Result<SqliteStore> {
-        let open_err = |source| StoreError::Open {
-            path: path.display().to_string(),
-            source,
+impl SqlStore {
+    /// Opens (creating if needed) the SQLite store at `path`.
+    pub fn open_sqlite(path: &Path) -> Result<SqlStore> {
+        db::sqlite::create(path)?;
+        let mut writer = db::sqlite::connect(path)?;
+        db::sqlite::migrate(&mut writer, path)?;
+        let reader = db::sqlite::connect(path)?;
+        SqlStore::start(
+            Location::Sqlite(path.to_path_buf()),
+            Box::new(writer),
+            Box::new(reader),
+            None,
+        )
+    }
+
+    /// Opens the PostgreSQL store at `url` (`postgres://…`), bringing its schema up to date.
+    pub fn open_postgres(url: &str) -> Result<SqlStore> {
+        // The client blocks on a runtime of its own: never on a thread driving async tasks.
+        std::thread::scope(|s| {
+            s.spawn(|| SqlStore::connect_postgres(url))
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Invalid("opening the store panicked".into())))
+        })
+    }
+
+    fn connect_postgres(url: &str) -> Result<SqlStore> {
+        let shown = db::postgres::redact(url);
+        let config = db::postgres::config(url)?;
+        let connect = |what: &'static str| {
+            db::postgres::PgConn::connect(&config).map_err(|e| StoreError::Unreachable {
+                location: shown.clone(),
+                detail: format!("{what}: {e}"),
+            })
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-            && !dir.exists()
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(open_err)?;
-        }
-        // Owner-only: the store holds summaries of every file an agent read. SQLite gives the
-        // -wal and -shm files the main file's permissions.
-        if !path.exists() {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)
-                .or_else(|e| {
-                    if e.kind() == std::io::ErrorKind::AlreadyExists {
-                        Ok(std::fs::File::open(path)?)
-                    } else {
-                        Err(e)
-                    }
-                })
-                .map_err(open_err)?;
-        }
-        let mut writer = connect(path)?;
-        migrate(&mut writer, path)?;
-        let reader = connect(path)?;
+        let mut writer = connect("connect")?;
+        db::postgres::migrate(&mut writer, &shown)?;
+        let reader = connect("connect")?;
+        let (tx, rx) = watch::channel(0);
+        let listen = config.clone();
+        std::thread::Builder::new()
+            .name("aether-store-listen".into())
+            .spawn(move || db::postgres::listen(listen, tx))
+            .map_err(|source| StoreError::Open {
+                path: shown.clone(),
+                source,
+            })?;
+        SqlStore::start(
+            Location::Postgres(shown),
+            Box::new(writer),
+            Box::new(reader),
+            Some(rx),
+        )
+    }
+
+    fn start(
+        location: Location,
+        writer: Box<dyn Conn>,
+        reader: Box<dyn Conn>,
+        changes: Option<watch::Receiver<u64>>,
+    ) -> Result<SqlStore> {
         let writer = Arc::new(Mutex::new(writer));
         let (tx, rx) = mpsc::channel();
         let thread_writer = writer.clone();
         std::thread::Builder::new()
             .name("aether-store-writer".into())
             .spawn(move || run_writer(thread_writer, rx))
-            .map_err(open_err)?;
-        Ok(SqliteStore {
+            .map_err(|source| StoreError::Open {
+                path: format!("{location:?}"),
+                source,
+            })?;
+        Ok(SqlStore {
             inner: Arc::new(Inner {
-                path: path.to_path_buf(),
+                location,
                 jobs: Mutex::new(tx),
                 writer,
                 reader: Mutex::new(reader),
+                changes,
             }),
         })
+    }
+
+    /// Whether a caller may commit on its own thread: SQLite only (PostgreSQL's client must
+    /// not block a thread driving async tasks, and a network round trip outweighs the
+    /// hand-off anyway).
+    fn direct(&self) -> bool {
+        matches!(self.inner.location, Location::Sqlite(_))
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.inner.location
+    }
+
+    /// A receiver bumped whenever another process changes the store, where the database
+    /// tells (PostgreSQL); `None` for SQLite, which is polled.
+    pub fn changes(&self) -> Option<watch::Receiver<u64>> {
+        self.inner.changes.clone()
     }
 
     /// Commits `receipt` on the calling thread if the write connection is free, skipping the
     /// hand-off to the writer thread and back (two cross-thread wake-ups, which on a virtual
     /// machine cost about as much as the commit itself). Meant for a caller that knows it is
-    /// the only one writing; under concurrency, [`SqliteStore::admit`]'s group commit is better.
+    /// the only one writing; under concurrency, [`SqlStore::admit`]'s group commit is better.
     /// Blocks the calling thread for one commit.
     pub async fn admit_alone(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
+        if !self.direct() {
+            return self.admit(receipt).await;
+        }
         let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
-            write_batch(&mut conn, &[&receipt], &[], &[])
+            write_batch(&mut **conn, &[&receipt], &[], &[])
                 .map_err(|e| StoreError::Write(e.to_string()))
         });
         match direct {
@@ -137,20 +190,19 @@ impl SqliteStore {
         }
     }
 
-    /// [`SqliteStore::audit`] on the calling thread, as [`SqliteStore::admit_alone`].
+    /// [`SqlStore::audit`] on the calling thread, as [`SqlStore::admit_alone`].
     pub async fn audit_alone(&self, event: AuditEvent) -> Result<i64> {
+        if !self.direct() {
+            return self.audit(event).await;
+        }
         let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
-            write_batch(&mut conn, &[], &[&event], &[])
+            write_batch(&mut **conn, &[], &[&event], &[])
                 .map_err(|e| StoreError::Write(e.to_string()))
         });
         match direct {
             Some(written) => written.map(|b| b.seqs[0]),
             None => self.audit(event).await,
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.inner.path
     }
 
     fn send(&self, job: Job) -> Result<()> {
@@ -177,15 +229,10 @@ impl SqliteStore {
         if !write.reverts.is_empty() {
             return self
                 .write(move |conn| {
-                    let tx = conn
-                        .transaction_with_behavior(TransactionBehavior::Immediate)
-                        .map_err(StoreError::sql("write journal"))?;
-                    let ids = journal::write(&tx, &write).map_err(|e| match e {
-                        rusqlite::Error::SqliteFailure(_, Some(msg)) => StoreError::Invalid(msg),
-                        e => StoreError::Sql {
-                            context: "write journal",
-                            source: e,
-                        },
+                    let mut tx = conn.begin().map_err(StoreError::sql("write journal"))?;
+                    let ids = journal::write(&mut *tx, &write).map_err(|e| match e {
+                        DbError::Refused(msg) => StoreError::Invalid(msg),
+                        e => StoreError::sql("write journal")(e),
                     })?;
                     tx.commit().map_err(StoreError::sql("write journal"))?;
                     Ok(ids)
@@ -199,13 +246,13 @@ impl SqliteStore {
 
     pub async fn admit_operator(&self, receipt: AdmissionReceipt) -> Result<()> {
         self.write(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
+            let mut tx = conn
+                .begin()
                 .map_err(StoreError::sql("write operator receipt"))?;
             tx.execute(
                 "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                params![
+                args![
                     receipt.call_id,
                     receipt.at_us,
                     receipt.session,
@@ -226,7 +273,7 @@ impl SqliteStore {
     /// Runs `f` on the writer thread, between batches.
     async fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut dyn Conn) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Other(Box::new(move |conn| {
@@ -238,15 +285,15 @@ impl SqliteStore {
     /// Runs `f` on the read connection, off the async threads.
     async fn read<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut dyn Conn) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
-            let conn = inner
+            let mut conn = inner
                 .reader
                 .lock()
                 .map_err(|_| StoreError::Invalid("reader poisoned".into()))?;
-            f(&conn)
+            f(&mut **conn)
         })
         .await
         .map_err(|e| StoreError::Invalid(format!("read task failed: {e}")))?
@@ -255,7 +302,7 @@ impl SqliteStore {
     pub async fn audit_query(&self, q: AuditQuery) -> Result<Vec<AuditRecord>> {
         self.read(move |conn| {
             let mut sql = format!("SELECT {AUDIT_COLUMNS} FROM audit WHERE 1=1");
-            let mut args: Vec<rusqlite::types::Value> = Vec::new();
+            let mut args: Vec<Value> = Vec::new();
             if let Some(after) = q.after {
                 sql.push_str(" AND seq > ?");
                 args.push(after.into());
@@ -286,11 +333,7 @@ impl SqliteStore {
             });
             sql.push_str(" LIMIT ?");
             args.push((q.limit.clamp(1, 10_000) as i64).into());
-            let mut stmt = conn.prepare(&sql).map_err(StoreError::sql("audit query"))?;
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(args), audit_record)
-                .map_err(StoreError::sql("audit query"))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
+            conn.query_map(&sql, &bind(&args), audit_record)
                 .map_err(StoreError::sql("audit query"))
         })
         .await
@@ -298,21 +341,30 @@ impl SqliteStore {
 
     pub async fn verify_audit(&self, expect_head: Option<(i64, String)>) -> Result<ChainReport> {
         self.read(move |conn| {
-            let mut stmt = conn
-                .prepare(&format!(
-                    "SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"
-                ))
-                .map_err(StoreError::sql("audit verify"))?;
-            let mut rows = stmt.query([]).map_err(StoreError::sql("audit verify"))?;
-            let mut verifier = ChainVerifier::default();
-            while let Some(row) = rows.next().map_err(StoreError::sql("audit verify"))? {
-                verifier.push(&audit_record(row).map_err(StoreError::sql("audit verify"))?);
-            }
+            let context = "audit verify";
+            // Rows pruned by retention end at the newest checkpoint: the chain goes on from it.
+            let checkpoint = retention::latest_checkpoint(conn).map_err(StoreError::sql(context))?;
+            let mut verifier = match &checkpoint {
+                Some(c) => ChainVerifier::after(c.seq, &c.hash),
+                None => ChainVerifier::default(),
+            };
+            conn.each(
+                &format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"),
+                &[],
+                &mut |row| {
+                    verifier.push(&audit_record(row)?);
+                    Ok(())
+                },
+            )
+            .map_err(StoreError::sql(context))?;
             let mut report = verifier.finish();
-            check_receipts(conn, &mut report).map_err(StoreError::sql("audit verify"))?;
-            if let Some((seq, hash)) = expect_head {
+            report.checkpoint = checkpoint;
+            check_receipts(conn, &mut report).map_err(StoreError::sql(context))?;
+            if let Some((seq, hash)) = expect_head
+                && report.checkpoint.as_ref().is_none_or(|c| seq > c.seq)
+            {
                 let found: Option<String> = conn
-                    .query_row("SELECT hash FROM audit WHERE seq = ?", [seq], |r| r.get(0))
+                    .query_row("SELECT hash FROM audit WHERE seq = ?", args![seq], |r| r.get(0))
                     .optional()
                     .map_err(StoreError::sql("audit verify"))?;
                 if found.as_deref() != Some(hash.as_str()) {
@@ -336,7 +388,7 @@ impl SqliteStore {
             conn.query_row(
                 "SELECT call_id, at_us, session, transport, agent, tool, definition, arguments, decision
                  FROM receipts WHERE call_id = ?",
-                [call_id],
+                args![call_id],
                 |r| {
                     Ok(AdmissionReceipt {
                         call_id: r.get(0)?,
@@ -371,30 +423,29 @@ impl SqliteStore {
         let (by, why) = (by.to_string(), why.to_string());
         self.write(move |conn| {
             let context = "set halt";
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::sql(context))?;
+            let mut tx = conn.begin().map_err(StoreError::sql(context))?;
             let now = now_us();
             tx.execute(
                 "UPDATE halt SET halted = ?, by = ?, why = ?, at_us = ? WHERE id = 1",
-                params![halted, by, why, now],
+                args![halted, by, why, now],
             )
             .map_err(StoreError::sql(context))?;
-            governance::changed(&tx, "halt", audit.as_ref()).map_err(StoreError::sql(context))?;
+            governance::changed(&mut *tx, "halt", audit.as_ref())
+                .map_err(StoreError::sql(context))?;
             if halted {
                 // A halt denies every call still waiting for a person, in the same commit.
                 let denied = tx
                     .execute(
                         "UPDATE approvals SET state = 'denied', decided_at_us = ?, decided_by = ?,
                              why = ? WHERE state = 'pending'",
-                        params![now, by, format!("halted: {why}")],
+                        args![now, by, format!("halted: {why}")],
                     )
                     .map_err(StoreError::sql(context))?;
                 if denied > 0 {
-                    governance::bump(&tx, "approvals").map_err(StoreError::sql(context))?;
+                    governance::bump(&mut *tx, "approvals").map_err(StoreError::sql(context))?;
                 }
             }
-            let state = query_halt(&tx).map_err(StoreError::sql(context))?;
+            let state = query_halt(&mut *tx).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(state)
         })
@@ -403,17 +454,14 @@ impl SqliteStore {
 
     pub async fn registry(&self) -> Result<Vec<RegistryRow>> {
         self.read(|conn| {
-            let mut stmt = conn
-                .prepare(
-                    "SELECT name, state, approved_digest, definition, origin, updated_at_us, updated_by, why,
-                         seen_digest, approved_definition
-                     FROM registry ORDER BY name",
-                )
-                .map_err(StoreError::sql("read registry"))?;
-            let rows = stmt
-                .query_map([], governance::registry_row)
-                .map_err(StoreError::sql("read registry"))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(StoreError::sql("read registry"))
+            conn.query_map(
+                "SELECT name, state, approved_digest, definition, origin, updated_at_us, updated_by, why,
+                     seen_digest, approved_definition
+                 FROM registry ORDER BY name",
+                &[],
+                governance::registry_row,
+            )
+            .map_err(StoreError::sql("read registry"))
         })
         .await
     }
@@ -421,16 +469,14 @@ impl SqliteStore {
     pub async fn sync_builtins(&self, builtins: Vec<BuiltinDefinition>) -> Result<Vec<String>> {
         self.write(move |conn| {
             let context = "sync built-ins";
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::sql(context))?;
+            let mut tx = conn.begin().map_err(StoreError::sql(context))?;
             let mut changed = Vec::new();
             let now = now_us();
             for b in builtins {
                 let current: Option<(String, Option<String>, Option<String>)> = tx
                     .query_row(
                         "SELECT state, approved_digest, seen_digest FROM registry WHERE name = ?",
-                        [&b.name],
+                        args![b.name],
                         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                     )
                     .optional()
@@ -446,7 +492,7 @@ impl SqliteStore {
                         if seen.as_deref() != Some(&b.digest) {
                             tx.execute(
                                 "UPDATE registry SET seen_digest = ?, definition = ? WHERE name = ?",
-                                params![b.digest, b.definition, b.name],
+                                args![b.digest, b.definition, b.name],
                             )
                             .map_err(StoreError::sql(context))?;
                         }
@@ -460,20 +506,20 @@ impl SqliteStore {
                      ON CONFLICT (name) DO UPDATE SET state = 'approved', approved_digest = ?2,
                        definition = ?3, updated_at_us = ?4, updated_by = 'aether', why = ?5,
                        seen_digest = ?2, approved_definition = ?3",
-                    params![b.name, b.digest, b.definition, now, why],
+                    args![b.name, b.digest, b.definition, now, why],
                 )
                 .map_err(StoreError::sql(context))?;
                 tx.execute(
                     "INSERT INTO registry_history (at_us, name, from_state, to_state, digest, by, why,
                          approved_definition)
                      VALUES (?, ?, ?, 'approved', ?, 'aether', ?, ?)",
-                    params![now, b.name, current.map(|c| c.0), b.digest, why, b.definition],
+                    args![now, b.name, current.map(|c| c.0), b.digest, why, b.definition],
                 )
                 .map_err(StoreError::sql(context))?;
                 changed.push(b.name);
             }
             if !changed.is_empty() {
-                governance::bump(&tx, "registry").map_err(StoreError::sql(context))?;
+                governance::bump(&mut *tx, "registry").map_err(StoreError::sql(context))?;
             }
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(changed)
@@ -482,90 +528,60 @@ impl SqliteStore {
     }
 }
 
-fn connect(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path).map_err(StoreError::sql("open"))?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))
-        .map_err(StoreError::sql("open"))?;
-    // FULL: in WAL mode every commit fsyncs the log, so a committed receipt survives a crash.
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-    )
-    .map_err(StoreError::sql("configure"))?;
-    Ok(conn)
-}
-
-fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(StoreError::sql("migrate"))?;
-    let version: i64 = tx
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(StoreError::sql("migrate"))?;
-    let known = MIGRATIONS.len() as i64;
-    if version > known {
-        return Err(StoreError::TooNew {
-            path: path.display().to_string(),
-            found: version,
-            known,
-        });
-    }
-    for sql in &MIGRATIONS[version as usize..] {
-        tx.execute_batch(sql).map_err(StoreError::sql("migrate"))?;
-    }
-    tx.execute_batch(&format!("PRAGMA user_version = {known}"))
-        .map_err(StoreError::sql("migrate"))?;
-    tx.commit().map_err(StoreError::sql("migrate"))
-}
-
-fn read_halt(conn: &Connection) -> Result<HaltState> {
+fn read_halt(conn: &mut dyn Conn) -> Result<HaltState> {
     query_halt(conn).map_err(StoreError::sql("read halt"))
 }
 
 /// Every receipt against the audit (a join the query planner indexes on the fly).
-fn check_receipts(conn: &Connection, report: &mut ChainReport) -> rusqlite::Result<()> {
+fn check_receipts(conn: &mut dyn Sql, report: &mut ChainReport) -> DbResult<()> {
     let settled_before = now_us() - SETTLE_US;
     // The other way round: a row of an admitted call (a call's row with no refusing step) must
     // have its receipt, or someone removed the receipt, or wrote the row.
-    let mut orphans = conn.prepare(
+    conn.each(
         "SELECT a.seq, a.call_id FROM audit a LEFT JOIN receipts r ON r.call_id = a.call_id
          WHERE a.step IS NULL AND a.transport <> 'operator' AND r.call_id IS NULL
            AND a.seq > coalesce((SELECT value FROM store_meta
                                  WHERE key = 'receipts_checked_after_seq'), 0)
          ORDER BY a.seq LIMIT 100",
+        &[],
+        &mut |r| {
+            let (seq, call_id): (i64, String) = (r.get(0)?, r.get(1)?);
+            report.mismatched.push(ChainBreak {
+                seq,
+                problem: format!("call {call_id} is audited as admitted but has no receipt"),
+            });
+            Ok(())
+        },
     )?;
-    let mut rows = orphans.query([])?;
-    while let Some(r) = rows.next()? {
-        let (seq, call_id): (i64, String) = (r.get(0)?, r.get(1)?);
-        report.mismatched.push(ChainBreak {
-            seq,
-            problem: format!("call {call_id} is audited as admitted but has no receipt"),
-        });
-    }
-    drop(rows);
-    let mut stmt = conn.prepare(
+    conn.each(
         "SELECT r.call_id, r.at_us, r.tool, r.definition, r.arguments,
                 count(a.seq), min(a.tool), min(a.definition), min(a.arguments_digest)
          FROM receipts r LEFT JOIN audit a ON a.call_id = r.call_id
-         GROUP BY r.call_id",
-    )?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
+         GROUP BY r.call_id ORDER BY r.call_id",
+        &[],
+        &mut |r| receipt_against_audit(r, settled_before, report),
+    )
+}
+
+/// One receipt (with its audit rows' count and fields) checked into `report`.
+fn receipt_against_audit(r: &Row, settled_before: i64, report: &mut ChainReport) -> DbResult<()> {
+    {
         report.receipts += 1;
         let call_id: String = r.get(0)?;
         let audited: i64 = r.get(5)?;
         if audited == 0 {
-            if r.get::<_, i64>(1)? < settled_before {
+            if r.get::<i64>(1)? < settled_before {
                 if report.unaudited.len() < 100 {
                     report.unaudited.push(call_id);
                 }
             } else {
                 report.in_flight += 1;
             }
-            continue;
+            return Ok(());
         }
-        let same = r.get::<_, String>(2)? == r.get::<_, String>(6)?
-            && Some(r.get::<_, String>(3)?) == r.get::<_, Option<String>>(7)?
-            && r.get::<_, String>(4)? == r.get::<_, String>(8)?;
+        let same = r.get::<String>(2)? == r.get::<String>(6)?
+            && Some(r.get::<String>(3)?) == r.get::<Option<String>>(7)?
+            && r.get::<String>(4)? == r.get::<String>(8)?;
         if (audited > 1 || !same) && report.mismatched.len() < 100 {
             report.mismatched.push(ChainBreak {
                 seq: 0,
@@ -580,10 +596,10 @@ fn check_receipts(conn: &Connection, report: &mut ChainReport) -> rusqlite::Resu
     Ok(())
 }
 
-pub(super) fn query_halt(conn: &Connection) -> rusqlite::Result<HaltState> {
+pub(super) fn query_halt(conn: &mut dyn Sql) -> DbResult<HaltState> {
     conn.query_row(
         "SELECT halted, by, why, at_us FROM halt WHERE id = 1",
-        [],
+        &[],
         |r| {
             Ok(HaltState {
                 halted: r.get(0)?,
@@ -598,7 +614,7 @@ pub(super) fn query_halt(conn: &Connection) -> rusqlite::Result<HaltState> {
 const AUDIT_COLUMNS: &str = "seq, at_us, call_id, session, transport, agent, team, project, tool, tier, \
      outcome, step, rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash";
 
-fn audit_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
+fn audit_record(r: &Row) -> DbResult<AuditRecord> {
     Ok(AuditRecord {
         seq: r.get(0)?,
         event: AuditEvent {
@@ -626,7 +642,7 @@ fn audit_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
     })
 }
 
-fn run_writer(conn: Arc<Mutex<Connection>>, jobs: mpsc::Receiver<Job>) {
+fn run_writer(conn: Arc<Mutex<Box<dyn Conn>>>, jobs: mpsc::Receiver<Job>) {
     while let Ok(first) = jobs.recv() {
         // A poisoned lock means a direct commit panicked mid-write; SQLite rolled the
         // transaction back, so the connection itself is fine to keep using.
@@ -642,14 +658,14 @@ fn run_writer(conn: Arc<Mutex<Connection>>, jobs: mpsc::Receiver<Job>) {
                 Job::Journal(j, reply) => journals.push((j, reply)),
                 // Not batched: runs now, in its own transaction, before the batch it
                 // interrupted is committed.
-                Job::Other(f) => f(&mut conn),
+                Job::Other(f) => f(&mut **conn),
             }
             if receipts.len() + audits.len() + journals.len() < MAX_BATCH {
                 next = jobs.try_recv().ok();
             }
         }
         if !receipts.is_empty() || !audits.is_empty() || !journals.is_empty() {
-            commit_batch(&mut conn, receipts, audits, journals);
+            commit_batch(&mut **conn, receipts, audits, journals);
         }
     }
 }
@@ -668,51 +684,57 @@ struct Batch {
 /// `audits` after the chain head, and commits.
 /// Appends `events` to the audit chain inside `tx`, reading the chain's head there (so any
 /// number of writers, in any processes, build one chain). Returns their sequence numbers.
-pub(super) fn append_audit(
-    tx: &rusqlite::Transaction<'_>,
-    events: &[&AuditEvent],
-) -> rusqlite::Result<Vec<i64>> {
+pub(super) fn append_audit(tx: &mut dyn Sql, events: &[&AuditEvent]) -> DbResult<Vec<i64>> {
     let mut seqs = Vec::with_capacity(events.len());
     if events.is_empty() {
         return Ok(seqs);
     }
-    let (mut seq, mut prev): (i64, String) = tx
+    let head: Option<(i64, String)> = tx
         .query_row(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-            [],
+            &[],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .optional()?
-        .unwrap_or((0, GENESIS.to_string()));
-    let mut insert = tx.prepare_cached(&format!(
+        .optional()?;
+    // An empty table after retention pruned every row goes on from the newest checkpoint.
+    let (mut seq, mut prev) = match head {
+        Some(head) => head,
+        None => retention::latest_checkpoint(tx)?
+            .map(|c| (c.seq, c.hash))
+            .unwrap_or((0, GENESIS.to_string())),
+    };
+    let insert = format!(
         "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ))?;
+    );
     for e in events {
         seq += 1;
         let hash = entry_hash(&prev, seq, e);
-        insert.execute(params![
-            seq,
-            e.at_us,
-            e.call_id,
-            e.session,
-            e.transport,
-            e.agent,
-            e.team,
-            e.project,
-            e.tool,
-            e.tier,
-            e.outcome,
-            e.step,
-            e.rule,
-            e.reason,
-            e.definition,
-            e.arguments_digest,
-            e.arguments,
-            e.result,
-            e.duration_us,
-            prev,
-            hash
-        ])?;
+        tx.execute(
+            &insert,
+            args![
+                seq,
+                e.at_us,
+                e.call_id,
+                e.session,
+                e.transport,
+                e.agent,
+                e.team,
+                e.project,
+                e.tool,
+                e.tier,
+                e.outcome,
+                e.step,
+                e.rule,
+                e.reason,
+                e.definition,
+                e.arguments_digest,
+                e.arguments,
+                e.result,
+                e.duration_us,
+                prev,
+                hash
+            ],
+        )?;
         seqs.push(seq);
         prev = hash;
     }
@@ -720,28 +742,27 @@ pub(super) fn append_audit(
 }
 
 fn write_batch(
-    conn: &mut Connection,
+    conn: &mut dyn Conn,
     receipts: &[&AdmissionReceipt],
     audits: &[&AuditEvent],
     journals: &[&JournalWrite],
-) -> rusqlite::Result<Batch> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+) -> DbResult<Batch> {
+    let mut tx = conn.begin()?;
     let mut journal_ids = Vec::with_capacity(journals.len());
     for j in journals {
-        journal_ids.push(journal::write(&tx, j)?);
+        journal_ids.push(journal::write(&mut *tx, j)?);
     }
     let mut halt = None;
     if !receipts.is_empty() {
-        let state = query_halt(&tx)?;
+        let state = query_halt(&mut *tx)?;
         if state.halted {
             halt = Some(state);
         } else {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )?;
             for r in receipts {
-                insert.execute(params![
+                tx.execute(
+                    "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    args![
                     r.call_id,
                     r.at_us,
                     r.session,
@@ -751,11 +772,12 @@ fn write_batch(
                     r.definition,
                     r.arguments,
                     r.decision
-                ])?;
+                ],
+                )?;
             }
         }
     }
-    let seqs = append_audit(&tx, audits)?;
+    let seqs = append_audit(&mut *tx, audits)?;
     tx.commit()?;
     Ok(Batch {
         halt,
@@ -772,7 +794,7 @@ fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
 }
 
 fn commit_batch(
-    conn: &mut Connection,
+    conn: &mut dyn Conn,
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
     audits: Vec<(AuditEvent, Reply<i64>)>,
     journals: Vec<(JournalWrite, Reply<Vec<i64>>)>,

@@ -1,14 +1,13 @@
-//! The working tools' documents (plans, to-do lists) and team messages in SQLite.
+//! The working tools' documents (plans, to-do lists) and team messages.
 
-use rusqlite::{OptionalExtension, params};
-
-use super::SqliteStore;
+use super::SqlStore;
 use super::governance::immediate;
+use crate::db::{DbResult, Optional, Row, SqlExt, args};
 use crate::{Document, Message, Result, StoreError};
 
 const DOCUMENT_COLUMNS: &str = "kind, scope, name, version, body, updated_us, updated_by";
 
-fn document_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
+fn document_row(r: &Row) -> DbResult<Document> {
     Ok(Document {
         kind: r.get(0)?,
         scope: r.get(1)?,
@@ -20,7 +19,7 @@ fn document_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
     })
 }
 
-impl SqliteStore {
+impl SqlStore {
     pub async fn document(
         &self,
         kind: String,
@@ -32,7 +31,7 @@ impl SqliteStore {
                 &format!(
                     "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE kind = ? AND scope = ? AND name = ?"
                 ),
-                params![kind, scope, name],
+                args![kind, scope, name],
                 document_row,
             )
             .optional()
@@ -44,17 +43,14 @@ impl SqliteStore {
     /// The newest documents of a kind, across scopes.
     pub async fn documents_of_kind(&self, kind: String, limit: usize) -> Result<Vec<Document>> {
         self.read(move |conn| {
-            let context = "read documents";
-            let mut stmt = conn
-                .prepare(&format!(
+            conn.query_map(
+                &format!(
                     "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE kind = ? ORDER BY updated_us DESC LIMIT ?"
-                ))
-                .map_err(StoreError::sql(context))?;
-            let rows = stmt
-                .query_map(params![kind, limit.clamp(1, 1_000) as i64], document_row)
-                .map_err(StoreError::sql(context))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql(context))
+                ),
+                args![kind, limit.clamp(1, 1_000) as i64],
+                document_row,
+            )
+            .map_err(StoreError::sql("read documents"))
         })
         .await
     }
@@ -64,11 +60,11 @@ impl SqliteStore {
     pub async fn put_document(&self, doc: Document) -> Result<()> {
         self.write(move |conn| {
             let context = "write a document";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let current: Option<i64> = tx
                 .query_row(
                     "SELECT version FROM documents WHERE kind = ? AND scope = ? AND name = ?",
-                    params![doc.kind, doc.scope, doc.name],
+                    args![doc.kind, doc.scope, doc.name],
                     |r| r.get(0),
                 )
                 .optional()
@@ -85,9 +81,20 @@ impl SqliteStore {
                 }));
             }
             tx.execute(
-                "INSERT OR REPLACE INTO documents (kind, scope, name, version, body, updated_us, updated_by)
-                 VALUES (?, ?, ?, ?, ?, ?, ?)",
-                params![doc.kind, doc.scope, doc.name, doc.version, doc.body, doc.updated_us, doc.updated_by],
+                "INSERT INTO documents (kind, scope, name, version, body, updated_us, updated_by)
+                 VALUES (?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (kind, scope, name) DO UPDATE SET version = excluded.version,
+                   body = excluded.body, updated_us = excluded.updated_us,
+                   updated_by = excluded.updated_by",
+                args![
+                    doc.kind,
+                    doc.scope,
+                    doc.name,
+                    doc.version,
+                    doc.body,
+                    doc.updated_us,
+                    doc.updated_by
+                ],
             )
             .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
@@ -97,12 +104,13 @@ impl SqliteStore {
 
     pub async fn send_message(&self, m: Message) -> Result<i64> {
         self.write(move |conn| {
-            conn.execute(
-                "INSERT INTO messages (team, from_agent, to_agent, at_us, body) VALUES (?, ?, ?, ?, ?)",
-                params![m.team, m.from_agent, m.to_agent, m.at_us, m.body],
+            conn.query_row(
+                "INSERT INTO messages (team, from_agent, to_agent, at_us, body) VALUES (?, ?, ?, ?, ?)
+                 RETURNING id",
+                args![m.team, m.from_agent, m.to_agent, m.at_us, m.body],
+                |r| r.get(0),
             )
-            .map_err(StoreError::sql("send a message"))?;
-            Ok(conn.last_insert_rowid())
+            .map_err(StoreError::sql("send a message"))
         })
         .await
     }
@@ -116,16 +124,13 @@ impl SqliteStore {
     ) -> Result<Vec<Message>> {
         self.write(move |conn| {
             let context = "read messages";
-            let tx = immediate(conn, context)?;
-            let rows = {
-                let mut stmt = tx
-                    .prepare(
-                        "SELECT id, team, from_agent, to_agent, at_us, body FROM messages
-                         WHERE team = ? AND to_agent = ? AND read_us IS NULL ORDER BY id LIMIT ?",
-                    )
-                    .map_err(StoreError::sql(context))?;
-                let rows = stmt
-                    .query_map(params![team, to, limit.clamp(1, 1_000) as i64], |r| {
+            let mut tx = immediate(conn, context)?;
+            let rows = tx
+                .query_map(
+                    "SELECT id, team, from_agent, to_agent, at_us, body FROM messages
+                     WHERE team = ? AND to_agent = ? AND read_us IS NULL ORDER BY id LIMIT ?",
+                    args![team, to, limit.clamp(1, 1_000) as i64],
+                    |r| {
                         Ok(Message {
                             id: r.get(0)?,
                             team: r.get(1)?,
@@ -134,16 +139,14 @@ impl SqliteStore {
                             at_us: r.get(4)?,
                             body: r.get(5)?,
                         })
-                    })
-                    .map_err(StoreError::sql(context))?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()
-                    .map_err(StoreError::sql(context))?
-            };
+                    },
+                )
+                .map_err(StoreError::sql(context))?;
             let now = crate::now_us();
             for m in &rows {
                 tx.execute(
                     "UPDATE messages SET read_us = ? WHERE id = ?",
-                    params![now, m.id],
+                    args![now, m.id],
                 )
                 .map_err(StoreError::sql(context))?;
             }

@@ -1,8 +1,7 @@
-//! The journal and the seals in SQLite.
+//! The journal and the seals.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-
-use super::SqliteStore;
+use super::SqlStore;
+use crate::db::{DbError, DbResult, Optional, Row, Sql, SqlExt, Value, args, bind};
 use crate::{
     JournalEntry, JournalOp, JournalQuery, JournalWrite, Result, SealPin, SealRecord, StoreError,
 };
@@ -11,57 +10,59 @@ const ENTRY_COLUMNS: &str = "id, at_us, call_id, session, agent, tool, op, root,
      before_hash, before_mode, after_hash, undoes, reverted_by";
 
 /// Writes one journal write inside the batch's transaction; returns the new entries' ids.
-pub(super) fn write(tx: &Transaction<'_>, w: &JournalWrite) -> rusqlite::Result<Vec<i64>> {
-    let mut blob = tx.prepare_cached(
-        "INSERT INTO journal_blobs (hash, size, bytes) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING",
-    )?;
+pub(super) fn write(tx: &mut dyn Sql, w: &JournalWrite) -> DbResult<Vec<i64>> {
     for (hash, bytes) in &w.blobs {
-        blob.execute(params![hash, bytes.len() as i64, bytes])?;
+        tx.execute(
+            "INSERT INTO journal_blobs (hash, size, bytes) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING",
+            args![hash, bytes.len() as i64, bytes],
+        )?;
     }
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO journal (at_us, call_id, session, agent, tool, op, root, path, dest,
-             before_hash, before_mode, after_hash, undoes, reverted_by)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-    )?;
     let mut ids = Vec::with_capacity(w.entries.len());
     for e in &w.entries {
-        insert.execute(params![
-            e.at_us,
-            e.call_id,
-            e.session,
-            e.agent,
-            e.tool,
-            e.op.as_str(),
-            e.root,
-            e.path,
-            e.dest,
-            e.before_hash,
-            e.before_mode,
-            e.after_hash,
-            e.undoes,
-        ])?;
-        ids.push(tx.last_insert_rowid());
+        let id: i64 = tx.query_row(
+            "INSERT INTO journal (at_us, call_id, session, agent, tool, op, root, path, dest,
+                 before_hash, before_mode, after_hash, undoes, reverted_by)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
+             RETURNING id",
+            args![
+                e.at_us,
+                e.call_id,
+                e.session,
+                e.agent,
+                e.tool,
+                e.op.as_str(),
+                e.root,
+                e.path,
+                e.dest,
+                e.before_hash,
+                e.before_mode,
+                e.after_hash,
+                e.undoes,
+            ],
+            |r| r.get(0),
+        )?;
+        ids.push(id);
     }
     if !w.reverts.is_empty() {
         let by = w.entries.first().map(|e| e.call_id.as_str()).unwrap_or("");
-        let mut mark = tx.prepare_cached(
-            "UPDATE journal SET reverted_by = ? WHERE id = ? AND reverted_by IS NULL",
-        )?;
         for id in &w.reverts {
-            if mark.execute(params![by, id])? != 1 {
+            let marked = tx.execute(
+                "UPDATE journal SET reverted_by = ? WHERE id = ? AND reverted_by IS NULL",
+                args![by, id],
+            )?;
+            if marked != 1 {
                 // Undone by someone else meanwhile: the whole write must fail, or one change
                 // would be undone twice.
-                return Err(rusqlite::Error::SqliteFailure(
-                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
-                    Some(format!("journal entry {id} was already undone")),
-                ));
+                return Err(DbError::Refused(format!(
+                    "journal entry {id} was already undone"
+                )));
             }
         }
     }
     Ok(ids)
 }
 
-fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<JournalEntry> {
+fn entry(r: &Row) -> DbResult<JournalEntry> {
     let op: String = r.get(6)?;
     Ok(JournalEntry {
         id: r.get(0)?,
@@ -70,13 +71,8 @@ fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<JournalEntry> {
         session: r.get(3)?,
         agent: r.get(4)?,
         tool: r.get(5)?,
-        op: JournalOp::parse(&op).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                6,
-                rusqlite::types::Type::Text,
-                format!("unknown journal op {op:?}").into(),
-            )
-        })?,
+        op: JournalOp::parse(&op)
+            .ok_or_else(|| DbError::decode(6, format!("unknown journal op {op:?}")))?,
         root: r.get(7)?,
         path: r.get(8)?,
         dest: r.get(9)?,
@@ -88,11 +84,11 @@ fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<JournalEntry> {
     })
 }
 
-impl SqliteStore {
+impl SqlStore {
     pub async fn journal_entries(&self, q: JournalQuery) -> Result<Vec<JournalEntry>> {
         self.read(move |conn| {
             let mut sql = format!("SELECT {ENTRY_COLUMNS} FROM journal WHERE 1=1");
-            let mut args: Vec<String> = Vec::new();
+            let mut args: Vec<Value> = Vec::new();
             for (column, value) in [
                 ("session", &q.session),
                 ("call_id", &q.call_id),
@@ -100,13 +96,13 @@ impl SqliteStore {
             ] {
                 if let Some(v) = value {
                     sql.push_str(&format!(" AND {column} = ?"));
-                    args.push(v.clone());
+                    args.push(Value::from(v.clone()));
                 }
             }
             if let Some(path) = &q.path {
                 sql.push_str(" AND (path = ? OR dest = ?)");
-                args.push(path.clone());
-                args.push(path.clone());
+                args.push(Value::from(path.clone()));
+                args.push(Value::from(path.clone()));
             }
             if q.live_only {
                 sql.push_str(" AND reverted_by IS NULL");
@@ -115,13 +111,7 @@ impl SqliteStore {
                 " ORDER BY id DESC LIMIT {}",
                 q.limit.clamp(1, 100_000)
             ));
-            let mut stmt = conn
-                .prepare(&sql)
-                .map_err(StoreError::sql("read journal"))?;
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(args.iter()), entry)
-                .map_err(StoreError::sql("read journal"))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
+            conn.query_map(&sql, &bind(&args), entry)
                 .map_err(StoreError::sql("read journal"))
         })
         .await
@@ -132,7 +122,7 @@ impl SqliteStore {
         self.read(move |conn| {
             conn.query_row(
                 "SELECT bytes FROM journal_blobs WHERE hash = ?",
-                [&hash],
+                args![hash],
                 |r| r.get(0),
             )
             .optional()
@@ -143,16 +133,14 @@ impl SqliteStore {
 
     pub async fn prune_journal(&self, before_us: i64, keep: usize) -> Result<usize> {
         self.write(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::sql("prune journal"))?;
+            let mut tx = conn.begin().map_err(StoreError::sql("prune journal"))?;
             let mut gone = tx
-                .execute("DELETE FROM journal WHERE at_us < ?", [before_us])
+                .execute("DELETE FROM journal WHERE at_us < ?", args![before_us])
                 .map_err(StoreError::sql("prune journal"))?;
             gone += tx
                 .execute(
                     "DELETE FROM journal WHERE id <= (SELECT id FROM journal ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                    [keep as i64],
+                    args![keep as i64],
                 )
                 .map_err(StoreError::sql("prune journal"))?;
             if gone > 0 {
@@ -160,39 +148,34 @@ impl SqliteStore {
                     "DELETE FROM journal_blobs WHERE hash NOT IN
                        (SELECT before_hash FROM journal WHERE before_hash IS NOT NULL
                         UNION SELECT after_hash FROM journal WHERE after_hash IS NOT NULL)",
-                    [],
+                    &[],
                 )
                 .map_err(StoreError::sql("prune journal"))?;
             }
             tx.commit().map_err(StoreError::sql("prune journal"))?;
-            Ok(gone)
+            Ok(gone as usize)
         })
         .await
     }
 
     pub async fn seal(&self, seal: SealRecord, pins: Vec<SealPin>) -> Result<SealRecord> {
         self.write(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::sql("seal"))?;
+            let mut tx = conn.begin().map_err(StoreError::sql("seal"))?;
             let generation: i64 = tx
                 .query_row(
                     "SELECT coalesce(max(generation), 0) + 1 FROM seals",
-                    [],
+                    &[],
                     |r| r.get(0),
                 )
                 .map_err(StoreError::sql("seal"))?;
-            tx.execute("DELETE FROM seal_pins WHERE root = ?", [&seal.root])
+            tx.execute("DELETE FROM seal_pins WHERE root = ?", args![seal.root])
                 .map_err(StoreError::sql("seal"))?;
-            {
-                let mut insert = tx
-                    .prepare("INSERT INTO seal_pins (root, path, hash, size) VALUES (?, ?, ?, ?)")
-                    .map_err(StoreError::sql("seal"))?;
-                for p in &pins {
-                    insert
-                        .execute(params![seal.root, p.path, p.hash, p.size])
-                        .map_err(StoreError::sql("seal"))?;
-                }
+            for p in &pins {
+                tx.execute(
+                    "INSERT INTO seal_pins (root, path, hash, size) VALUES (?, ?, ?, ?)",
+                    args![seal.root, p.path, p.hash, p.size],
+                )
+                .map_err(StoreError::sql("seal"))?;
             }
             let record = SealRecord {
                 files: pins.len() as i64,
@@ -204,7 +187,7 @@ impl SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (root) DO UPDATE SET root_path = ?2, at_us = ?3, by = ?4, why = ?5,
                    files = ?6, generation = ?7",
-                params![
+                args![
                     record.root,
                     record.root_path,
                     record.at_us,
@@ -229,39 +212,37 @@ impl SqliteStore {
     pub async fn seal_pins(&self, root: &str) -> Result<Vec<SealPin>> {
         let root = root.to_string();
         self.read(move |conn| {
-            let mut stmt = conn
-                .prepare("SELECT path, hash, size FROM seal_pins WHERE root = ? ORDER BY path")
-                .map_err(StoreError::sql("read seal"))?;
-            let rows = stmt
-                .query_map([&root], |r| {
+            conn.query_map(
+                "SELECT path, hash, size FROM seal_pins WHERE root = ? ORDER BY path",
+                args![root],
+                |r| {
                     Ok(SealPin {
                         path: r.get(0)?,
                         hash: r.get(1)?,
                         size: r.get(2)?,
                     })
-                })
-                .map_err(StoreError::sql("read seal"))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql("read seal"))
+                },
+            )
+            .map_err(StoreError::sql("read seal"))
         })
         .await
     }
 }
 
-fn read_seals(conn: &Connection) -> rusqlite::Result<Vec<SealRecord>> {
-    let mut stmt = conn.prepare(
+fn read_seals(conn: &mut dyn Sql) -> DbResult<Vec<SealRecord>> {
+    conn.query_map(
         "SELECT root, root_path, at_us, by, why, files, generation FROM seals ORDER BY root",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok(SealRecord {
-            root: r.get(0)?,
-            root_path: r.get(1)?,
-            at_us: r.get(2)?,
-            by: r.get(3)?,
-            why: r.get(4)?,
-            files: r.get(5)?,
-            generation: r.get(6)?,
-        })
-    })?;
-    rows.collect()
+        &[],
+        |r| {
+            Ok(SealRecord {
+                root: r.get(0)?,
+                root_path: r.get(1)?,
+                at_us: r.get(2)?,
+                by: r.get(3)?,
+                why: r.get(4)?,
+                files: r.get(5)?,
+                generation: r.get(6)?,
+            })
+        },
+    )
 }

@@ -1,16 +1,15 @@
-//! Federation's records in SQLite: upstream status, the vault, data sets and reports.
+//! Federation's records: upstream status, the vault, data sets and reports.
 
-use rusqlite::{OptionalExtension, params};
-
-use super::SqliteStore;
+use super::SqlStore;
 use super::governance::{bump, immediate};
+use crate::db::{DbError, DbResult, Optional, Row, SqlExt, args};
 use crate::{Dataset, DatasetSummary, Report, Result, SealedSecret, StoreError, UpstreamStatus};
 
 const STATUS_COLUMNS: &str =
     "name, transport, connected, last_error, tool_count, fingerprint, listing, updated_us";
 const REPORT_COLUMNS: &str = "name, tool, arguments, agent, saved_by, at_us, last_call";
 
-fn report_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Report> {
+fn report_row(r: &Row) -> DbResult<Report> {
     Ok(Report {
         name: r.get(0)?,
         tool: r.get(1)?,
@@ -22,24 +21,23 @@ fn report_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Report> {
     })
 }
 
-fn json_column<T: serde::de::DeserializeOwned>(
-    r: &rusqlite::Row<'_>,
-    i: usize,
-) -> rusqlite::Result<T> {
+fn json_column<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> DbResult<T> {
     let text: String = r.get(i)?;
-    serde_json::from_str(&text).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-    })
+    serde_json::from_str(&text).map_err(|e| DbError::decode(i, e))
 }
 
-impl SqliteStore {
+impl SqlStore {
     pub async fn put_upstream_status(&self, s: UpstreamStatus) -> Result<()> {
         self.write(move |conn| {
             conn.execute(
                 &format!(
-                    "INSERT OR REPLACE INTO upstream_status ({STATUS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                    "INSERT INTO upstream_status ({STATUS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                     ON CONFLICT (name) DO UPDATE SET transport = excluded.transport,
+                       connected = excluded.connected, last_error = excluded.last_error,
+                       tool_count = excluded.tool_count, fingerprint = excluded.fingerprint,
+                       listing = excluded.listing, updated_us = excluded.updated_us"
                 ),
-                params![
+                args![
                     s.name,
                     s.transport,
                     s.connected,
@@ -58,14 +56,10 @@ impl SqliteStore {
 
     pub async fn upstream_statuses(&self) -> Result<Vec<UpstreamStatus>> {
         self.read(|conn| {
-            let context = "read upstream status";
-            let mut stmt = conn
-                .prepare(&format!(
-                    "SELECT {STATUS_COLUMNS} FROM upstream_status ORDER BY name"
-                ))
-                .map_err(StoreError::sql(context))?;
-            let rows = stmt
-                .query_map([], |r| {
+            conn.query_map(
+                &format!("SELECT {STATUS_COLUMNS} FROM upstream_status ORDER BY name"),
+                &[],
+                |r| {
                     Ok(UpstreamStatus {
                         name: r.get(0)?,
                         transport: r.get(1)?,
@@ -76,10 +70,9 @@ impl SqliteStore {
                         listing: r.get(6)?,
                         updated_us: r.get(7)?,
                     })
-                })
-                .map_err(StoreError::sql(context))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql(context))
+                },
+            )
+            .map_err(StoreError::sql("read upstream status"))
         })
         .await
     }
@@ -87,8 +80,8 @@ impl SqliteStore {
     pub async fn request_sources_refresh(&self) -> Result<()> {
         self.write(|conn| {
             let context = "request a sources refresh";
-            let tx = immediate(conn, context)?;
-            bump(&tx, "sources").map_err(StoreError::sql(context))?;
+            let mut tx = immediate(conn, context)?;
+            bump(&mut *tx, "sources").map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
         })
         .await
@@ -97,8 +90,15 @@ impl SqliteStore {
     pub async fn vault_put(&self, secret: SealedSecret) -> Result<()> {
         self.write(move |conn| {
             conn.execute(
-                "INSERT OR REPLACE INTO vault (name, nonce, ciphertext, updated_us) VALUES (?, ?, ?, ?)",
-                params![secret.name, secret.nonce, secret.ciphertext, secret.updated_us],
+                "INSERT INTO vault (name, nonce, ciphertext, updated_us) VALUES (?, ?, ?, ?)
+                 ON CONFLICT (name) DO UPDATE SET nonce = excluded.nonce,
+                   ciphertext = excluded.ciphertext, updated_us = excluded.updated_us",
+                args![
+                    secret.name,
+                    secret.nonce,
+                    secret.ciphertext,
+                    secret.updated_us
+                ],
             )
             .map_err(StoreError::sql("write the vault"))?;
             Ok(())
@@ -110,7 +110,7 @@ impl SqliteStore {
         self.read(move |conn| {
             conn.query_row(
                 "SELECT name, nonce, ciphertext, updated_us FROM vault WHERE name = ?",
-                [&name],
+                args![name],
                 |r| {
                     Ok(SealedSecret {
                         name: r.get(0)?,
@@ -128,15 +128,12 @@ impl SqliteStore {
 
     pub async fn vault_names(&self) -> Result<Vec<(String, i64)>> {
         self.read(|conn| {
-            let context = "read the vault";
-            let mut stmt = conn
-                .prepare("SELECT name, updated_us FROM vault ORDER BY name")
-                .map_err(StoreError::sql(context))?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map_err(StoreError::sql(context))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql(context))
+            conn.query_map(
+                "SELECT name, updated_us FROM vault ORDER BY name",
+                &[],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(StoreError::sql("read the vault"))
         })
         .await
     }
@@ -144,7 +141,7 @@ impl SqliteStore {
     pub async fn vault_remove(&self, name: String) -> Result<bool> {
         self.write(move |conn| {
             let n = conn
-                .execute("DELETE FROM vault WHERE name = ?", [&name])
+                .execute("DELETE FROM vault WHERE name = ?", args![name])
                 .map_err(StoreError::sql("write the vault"))?;
             Ok(n > 0)
         })
@@ -156,9 +153,12 @@ impl SqliteStore {
             let columns = serde_json::to_string(&d.columns).unwrap_or_default();
             let rows = serde_json::to_string(&d.rows).unwrap_or_default();
             conn.execute(
-                "INSERT OR REPLACE INTO datasets (call_id, at_us, agent, tool, arguments, columns, rows, row_count, dropped)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                params![
+                "INSERT INTO datasets (call_id, at_us, agent, tool, arguments, columns, rows, row_count, dropped)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (call_id) DO UPDATE SET at_us = excluded.at_us, agent = excluded.agent,
+                   tool = excluded.tool, arguments = excluded.arguments, columns = excluded.columns,
+                   rows = excluded.rows, row_count = excluded.row_count, dropped = excluded.dropped",
+                args![
                     d.call_id,
                     d.at_us,
                     d.agent,
@@ -181,7 +181,7 @@ impl SqliteStore {
             conn.query_row(
                 "SELECT call_id, at_us, agent, tool, arguments, columns, rows, dropped
                  FROM datasets WHERE call_id = ?",
-                [&call_id],
+                args![call_id],
                 |r| {
                     Ok(Dataset {
                         call_id: r.get(0)?,
@@ -203,16 +203,14 @@ impl SqliteStore {
 
     pub async fn datasets(&self, limit: usize) -> Result<Vec<DatasetSummary>> {
         self.read(move |conn| {
-            let context = "read data sets";
-            let mut stmt = conn
-                .prepare(&format!(
+            conn.query_map(
+                &format!(
                     "SELECT call_id, at_us, agent, tool, columns, row_count, dropped
                      FROM datasets ORDER BY at_us DESC LIMIT {}",
                     limit.clamp(1, 100_000)
-                ))
-                .map_err(StoreError::sql(context))?;
-            let rows = stmt
-                .query_map([], |r| {
+                ),
+                &[],
+                |r| {
                     Ok(DatasetSummary {
                         call_id: r.get(0)?,
                         at_us: r.get(1)?,
@@ -222,10 +220,9 @@ impl SqliteStore {
                         row_count: r.get(5)?,
                         dropped: r.get(6)?,
                     })
-                })
-                .map_err(StoreError::sql(context))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql(context))
+                },
+            )
+            .map_err(StoreError::sql("read data sets"))
         })
         .await
     }
@@ -234,9 +231,13 @@ impl SqliteStore {
         self.write(move |conn| {
             conn.execute(
                 &format!(
-                    "INSERT OR REPLACE INTO reports ({REPORT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    "INSERT INTO reports ({REPORT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)
+                     ON CONFLICT (name) DO UPDATE SET tool = excluded.tool,
+                       arguments = excluded.arguments, agent = excluded.agent,
+                       saved_by = excluded.saved_by, at_us = excluded.at_us,
+                       last_call = excluded.last_call"
                 ),
-                params![
+                args![
                     report.name,
                     report.tool,
                     report.arguments,
@@ -254,17 +255,12 @@ impl SqliteStore {
 
     pub async fn reports(&self) -> Result<Vec<Report>> {
         self.read(|conn| {
-            let context = "read reports";
-            let mut stmt = conn
-                .prepare(&format!(
-                    "SELECT {REPORT_COLUMNS} FROM reports ORDER BY name"
-                ))
-                .map_err(StoreError::sql(context))?;
-            let rows = stmt
-                .query_map([], report_row)
-                .map_err(StoreError::sql(context))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(StoreError::sql(context))
+            conn.query_map(
+                &format!("SELECT {REPORT_COLUMNS} FROM reports ORDER BY name"),
+                &[],
+                report_row,
+            )
+            .map_err(StoreError::sql("read reports"))
         })
         .await
     }
@@ -272,7 +268,7 @@ impl SqliteStore {
     pub async fn remove_report(&self, name: String) -> Result<bool> {
         self.write(move |conn| {
             let n = conn
-                .execute("DELETE FROM reports WHERE name = ?", [&name])
+                .execute("DELETE FROM reports WHERE name = ?", args![name])
                 .map_err(StoreError::sql("remove a report"))?;
             Ok(n > 0)
         })
@@ -283,7 +279,7 @@ impl SqliteStore {
         self.write(move |conn| {
             conn.execute(
                 "UPDATE reports SET last_call = ? WHERE name = ?",
-                params![call_id, name],
+                args![call_id, name],
             )
             .map_err(StoreError::sql("record a report's run"))?;
             Ok(())
@@ -295,16 +291,16 @@ impl SqliteStore {
         self.write(move |conn| {
             let context = "prune data sets";
             let old = conn
-                .execute("DELETE FROM datasets WHERE at_us < ?", [before_us])
+                .execute("DELETE FROM datasets WHERE at_us < ?", args![before_us])
                 .map_err(StoreError::sql(context))?;
             let over = conn
                 .execute(
                     "DELETE FROM datasets WHERE call_id NOT IN
                        (SELECT call_id FROM datasets ORDER BY at_us DESC LIMIT ?)",
-                    [keep as i64],
+                    args![keep as i64],
                 )
                 .map_err(StoreError::sql(context))?;
-            Ok(old + over)
+            Ok((old + over) as usize)
         })
         .await
     }

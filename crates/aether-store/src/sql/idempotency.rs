@@ -1,12 +1,11 @@
-//! Idempotency keys in SQLite.
+//! Idempotency keys.
 
-use rusqlite::{OptionalExtension, params};
-
-use super::SqliteStore;
+use super::SqlStore;
 use super::governance::immediate;
+use crate::db::{Optional, SqlExt, args};
 use crate::{IdempotencyClaim, Result, StoreError};
 
-impl SqliteStore {
+impl SqlStore {
     /// Claims `key` for a call, or says who has it: a new (or expired) key is recorded as
     /// running under `call_id`, in one transaction, so two calls with one key cannot both run.
     pub async fn claim_idempotency(
@@ -20,12 +19,12 @@ impl SqliteStore {
     ) -> Result<IdempotencyClaim> {
         self.write(move |conn| {
             let context = "claim an idempotency key";
-            let tx = immediate(conn, context)?;
+            let mut tx = immediate(conn, context)?;
             let found: Option<(String, String, String, Option<String>, i64)> = tx
                 .query_row(
                     "SELECT arguments_digest, call_id, state, result, at_us FROM idempotency
                      WHERE agent = ? AND tool = ? AND key = ?",
-                    params![agent, tool, key],
+                    args![agent, tool, key],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                 )
                 .optional()
@@ -45,9 +44,12 @@ impl SqliteStore {
                 }
                 _ => {
                     tx.execute(
-                        "INSERT OR REPLACE INTO idempotency (agent, tool, key, arguments_digest, call_id, state, result, at_us)
-                         VALUES (?, ?, ?, ?, ?, 'running', NULL, ?)",
-                        params![agent, tool, key, arguments_digest, call_id, crate::now_us()],
+                        "INSERT INTO idempotency (agent, tool, key, arguments_digest, call_id, state, result, at_us)
+                         VALUES (?, ?, ?, ?, ?, 'running', NULL, ?)
+                         ON CONFLICT (agent, tool, key) DO UPDATE SET
+                             arguments_digest = excluded.arguments_digest, call_id = excluded.call_id,
+                             state = excluded.state, result = excluded.result, at_us = excluded.at_us",
+                        args![agent, tool, key, arguments_digest, call_id, crate::now_us()],
                     )
                     .map_err(StoreError::sql(context))?;
                     IdempotencyClaim::Claimed
@@ -74,11 +76,11 @@ impl SqliteStore {
             match result {
                 Some(result) => conn.execute(
                     "UPDATE idempotency SET state = 'done', result = ? WHERE agent = ? AND tool = ? AND key = ? AND call_id = ?",
-                    params![result, agent, tool, key, call_id],
+                    args![result, agent, tool, key, call_id],
                 ),
                 None => conn.execute(
                     "DELETE FROM idempotency WHERE agent = ? AND tool = ? AND key = ? AND call_id = ?",
-                    params![agent, tool, key, call_id],
+                    args![agent, tool, key, call_id],
                 ),
             }
             .map_err(StoreError::sql(context))?;
@@ -89,8 +91,10 @@ impl SqliteStore {
 
     pub async fn prune_idempotency(&self, before_us: i64) -> Result<usize> {
         self.write(move |conn| {
-            conn.execute("DELETE FROM idempotency WHERE at_us < ?", [before_us])
-                .map_err(StoreError::sql("prune idempotency keys"))
+            let n = conn
+                .execute("DELETE FROM idempotency WHERE at_us < ?", args![before_us])
+                .map_err(StoreError::sql("prune idempotency keys"))?;
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
         })
         .await
     }

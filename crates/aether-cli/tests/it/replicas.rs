@@ -1,0 +1,308 @@
+//! Two replicas of `aether serve` sharing one PostgreSQL store, driven by the official Python
+//! MCP client through a load balancer without stickiness (each request to the next replica):
+//! an approval given on one replica releases a call waiting on the other, a halt from one
+//! stops the other, and a replica killed mid-call leaves the other serving and the audit one
+//! valid chain.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::federation::PySession;
+use crate::util::{HttpServer, Ws, http, peers};
+
+/// A schema of its own in the local PostgreSQL (`AETHER_TEST_POSTGRES`), dropped at the end.
+pub(crate) struct PgSchema {
+    name: String,
+    pub url: String,
+}
+
+fn base() -> String {
+    std::env::var("AETHER_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn psql(sql: &str) {
+    let out = Command::new("psql")
+        .args([&base(), "-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
+        .output()
+        .expect("psql (PostgreSQL's client; scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl PgSchema {
+    pub(crate) fn new(tag: &str) -> PgSchema {
+        let name = format!("r_{tag}_{}", std::process::id());
+        psql(&format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+        ));
+        let url = format!("{}?options=-csearch_path%3D{name}", base());
+        PgSchema { name, url }
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        psql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+    }
+}
+
+/// An admin API request with an operator token.
+fn api(srv: &HttpServer, bearer: &str, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let body = if body.is_null() {
+        Vec::new()
+    } else {
+        body.to_string().into_bytes()
+    };
+    let reply = http(
+        &srv.addr,
+        method,
+        path,
+        &[
+            ("Host", &srv.addr),
+            ("Authorization", bearer),
+            ("Content-Type", "application/json"),
+        ],
+        &body,
+    );
+    (
+        reply.status,
+        serde_json::from_str(&reply.body).unwrap_or(Value::Null),
+    )
+}
+
+fn within(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn replicas_share_approvals_halts_and_one_audit_chain() {
+    let Some(peers) = peers("replicas_share_approvals_halts_and_one_audit_chain") else {
+        return;
+    };
+    let pg = PgSchema::new("share");
+    let ws = Ws::new();
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
+    );
+    let a = HttpServer::start(&ws, &["--store", &pg.url]);
+    let b = HttpServer::start(&ws, &["--store", &pg.url]);
+    let (code, token, err) = ws.run(&["tokens", "create", "--operator", "ops", "--store", &pg.url]);
+    assert_eq!(code, 0, "{err}");
+    let bearer = format!("Bearer {}", token.trim());
+    // Both replicas know the token from the store at once (a notification, not a poll).
+    within(
+        Duration::from_secs(5),
+        "the token reaches both replicas",
+        || {
+            api(&a, &bearer, "GET", "/api/halt", Value::Null).0 == 200
+                && api(&b, &bearer, "GET", "/api/halt", Value::Null).0 == 200
+        },
+    );
+
+    // One client, its requests alternating between the replicas.
+    let both = format!("{},{}", a.addr, b.addr);
+    let mut s = PySession::open_with(&peers, &a.url(), &[("AETHER_REPLICAS", &both)]);
+    let tools: Vec<String> = serde_json::from_value(s.ok(json!({"op": "tools"}))).unwrap();
+    assert!(tools.contains(&"read_file".to_string()), "{tools:?}");
+    for _ in 0..4 {
+        let r = s.ok(json!({"op": "call", "tool": "read_file", "args": {"path": "README.md"}}));
+        assert_eq!(r["isError"], false, "{r}");
+        assert!(text(&r).contains("# demo"), "{r}");
+    }
+    let sent = s.ok(json!({"op": "replicas"}));
+    assert!(
+        sent[&a.addr].as_u64() >= Some(2) && sent[&b.addr].as_u64() >= Some(2),
+        "both replicas served the session: {sent}"
+    );
+
+    // A call held on replica A is approved through replica B.
+    let mut held = PySession::open(&peers, &a.url());
+    held.ok(json!({"op": "start", "tool": "read_file", "args": {"path": "src/hello.txt"}}));
+    let mut id = String::new();
+    within(Duration::from_secs(10), "B lists A's waiting call", || {
+        let (_, rows) = api(&b, &bearer, "GET", "/api/approvals", Value::Null);
+        match rows.as_array().and_then(|r| r.first()) {
+            Some(row) => {
+                id = row["id"].as_str().unwrap().to_string();
+                true
+            }
+            None => false,
+        }
+    });
+    let (status, body) = api(
+        &b,
+        &bearer,
+        "POST",
+        &format!("/api/approvals/{id}/approve"),
+        json!({"why": "checked on replica b"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = held.ok(json!({"op": "finish"}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert!(text(&r).contains("hello from aether"), "{r}");
+
+    // A halt through A stops B within a second.
+    let mut on_b = PySession::open(&peers, &b.url());
+    let r = on_b.ok(json!({"op": "call", "tool": "read_file", "args": {"path": "README.md"}}));
+    assert_eq!(r["isError"], false, "{r}");
+    let (status, body) = api(&a, &bearer, "POST", "/api/halt", json!({"why": "drill"}));
+    assert_eq!(status, 200, "{body}");
+    let halted_at = Instant::now();
+    within(
+        Duration::from_secs(1),
+        "B refuses within a second of A's halt",
+        || {
+            let r =
+                on_b.ok(json!({"op": "call", "tool": "read_file", "args": {"path": "README.md"}}));
+            r["isError"] == true && text(&r).contains("halted")
+        },
+    );
+    eprintln!(
+        "halt seen on the other replica after {:?}",
+        halted_at.elapsed()
+    );
+    let (status, body) = api(
+        &b,
+        &bearer,
+        "POST",
+        "/api/resume",
+        json!({"why": "drill over"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    within(
+        Duration::from_secs(1),
+        "A serves again after B's resume",
+        || {
+            let r = s.ok(json!({"op": "call", "tool": "read_file", "args": {"path": "README.md"}}));
+            r["isError"] == false
+        },
+    );
+
+    // Replica A dies with a call in flight: its client gets an error, B carries on.
+    let mut doomed = PySession::open(&peers, &a.url());
+    doomed.ok(json!({"op": "start", "tool": "read_file", "args": {"path": "src/hello.txt"}}));
+    within(Duration::from_secs(10), "the doomed call waits", || {
+        let (_, rows) = api(&b, &bearer, "GET", "/api/approvals", Value::Null);
+        rows.as_array().is_some_and(|r| !r.is_empty())
+    });
+    let mut a = a;
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let reply = doomed.ask(json!({"op": "finish"}));
+    assert!(reply.get("error").is_some(), "{reply}");
+    let r = on_b.ok(json!({"op": "call", "tool": "read_file", "args": {"path": "README.md"}}));
+    assert_eq!(r["isError"], false, "{r}");
+
+    // Both replicas wrote one chain, every receipt with its audit row.
+    drop(b);
+    let (code, out, err) = ws.run(&["audit", "verify", "--store", &pg.url]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("audit chain intact"), "{out}");
+    let (code, out, _) = ws.run(&["audit", "tail", "-n", "100", "--json", "--store", &pg.url]);
+    assert_eq!(code, 0);
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        rows.iter()
+            .filter(|r| r["tool"] == "read_file" && r["outcome"] == "ok")
+            .count()
+            >= 7,
+        "{out}"
+    );
+}
+
+#[test]
+fn a_session_stays_with_its_agent_on_every_replica() {
+    let pg = PgSchema::new("bind");
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        &format!(
+            "[store]\nurl = \"{}\"\n[server]\nhttp_agent = \"alice\"\n[agents.alice]\nmcp_servers = [\"workspace\"]\n[agents.mallory]\nmcp_servers = [\"workspace\"]\n",
+            pg.url
+        ),
+    );
+    let a = HttpServer::start(&ws, &[]);
+    let b = HttpServer::start(&ws, &[]);
+    let token = |agent: &str| {
+        let (code, out, err) = ws.run(&["tokens", "create", "--agent", agent]);
+        assert_eq!(code, 0, "{err}");
+        out.trim().to_string()
+    };
+    let (alice, mallory) = (token("alice"), token("mallory"));
+    let post = |srv: &HttpServer, bearer: &str, session: Option<&str>, body: &str| {
+        let bearer = format!("Bearer {bearer}");
+        let mut headers = vec![
+            ("Host", srv.addr.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", bearer.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        if let Some(id) = session {
+            headers.push(("Mcp-Session-Id", id));
+        }
+        http(&srv.addr, "POST", "/mcp", &headers, body.as_bytes())
+    };
+    let mut init = crate::util::HttpReply {
+        status: 0,
+        head: String::new(),
+        body: String::new(),
+    };
+    within(Duration::from_secs(5), "A knows alice's token", || {
+        init = post(&a, &alice, None, crate::util::INIT);
+        init.status == 200
+    });
+    let id = init
+        .head
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id"))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .expect("a session id");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(&a, &alice, Some(&id), initialized).status, 202);
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    // Alice's session answers alice on the other replica (resumed from the store) ...
+    within(Duration::from_secs(5), "B knows alice's token", || {
+        post(&b, &alice, Some(&id), list).status == 200
+    });
+    let r = post(&b, &alice, Some(&id), list);
+    assert!(r.body.contains("read_file"), "{}", r.body);
+    // ... and nobody else, on either replica.
+    for srv in [&a, &b] {
+        let r = post(srv, &mallory, Some(&id), list);
+        assert_eq!(r.status, 403, "{}", r.body);
+        assert!(r.body.contains("belongs to another agent"), "{}", r.body);
+    }
+    // A session id nobody issued is unknown everywhere.
+    let r = post(
+        &b,
+        &alice,
+        Some("00000000-0000-0000-0000-000000000000"),
+        list,
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+}

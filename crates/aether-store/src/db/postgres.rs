@@ -1,0 +1,458 @@
+//! PostgreSQL: one database shared by any number of Aether replicas.
+//!
+//! Each store holds two connections (the writer's and a reader's), reconnecting when one
+//! drops; a third listens for `aether_changes`, which a trigger on `revisions` sends with every
+//! change of a counter, so replicas learn of a halt, an approval or a registry change at once.
+//! Statements are prepared once per connection and kept.
+//!
+//! The `postgres` client blocks on a runtime of its own, so it is only ever used on threads
+//! that are not driving async tasks: the store's writer thread, `spawn_blocking` reads, the
+//! listener thread.
+
+use std::collections::HashMap;
+use std::error::Error;
+use std::str::FromStr;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
+use postgres::{Client, Config, GenericClient, NoTls, Statement};
+
+use super::{Arg, Conn, DbError, DbResult, Dialect, Row, Sql, Tx, Value};
+use crate::{Result, StoreError};
+
+pub(crate) const MIGRATIONS: &[&str] = &[include_str!("../../migrations/postgres/0001_schema.sql")];
+
+/// The advisory lock (with the schema's hash as its second half) that serializes writers.
+const WRITE_LOCK: i32 = 0x4165;
+
+/// Prepared statements kept per connection before the cache starts over.
+const CACHE: usize = 256;
+
+impl ToSql for Arg<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match *self {
+            Arg::Null => Ok(IsNull::Yes),
+            Arg::Int(i) => match *ty {
+                Type::INT2 => i16::try_from(i)?.to_sql(ty, out),
+                Type::INT4 => i32::try_from(i)?.to_sql(ty, out),
+                Type::BOOL => (i != 0).to_sql(ty, out),
+                Type::FLOAT8 => (i as f64).to_sql(ty, out),
+                Type::TEXT | Type::VARCHAR => i.to_string().as_str().to_sql(ty, out),
+                _ => i.to_sql(ty, out),
+            },
+            Arg::Real(f) => match *ty {
+                Type::FLOAT4 => (f as f32).to_sql(ty, out),
+                _ => f.to_sql(ty, out),
+            },
+            Arg::Text(s) => s.to_sql(ty, out),
+            Arg::Blob(b) => b.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// `?` and `?N` placeholders as PostgreSQL's `$N` (never inside a quoted literal).
+pub(crate) fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut next = 0;
+    let mut quoted = false;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                out.push(c);
+            }
+            '?' if !quoted => {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    digits.push(*d);
+                    chars.next();
+                }
+                if digits.is_empty() {
+                    next += 1;
+                    digits = next.to_string();
+                }
+                out.push('$');
+                out.push_str(&digits);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn row(r: &postgres::Row) -> DbResult<Row> {
+    let mut values = Vec::with_capacity(r.len());
+    for (i, column) in r.columns().iter().enumerate() {
+        let v = match *column.type_() {
+            Type::INT8 => r.try_get::<_, Option<i64>>(i)?.map(Value::Int),
+            Type::INT4 => r
+                .try_get::<_, Option<i32>>(i)?
+                .map(|n| Value::Int(n.into())),
+            Type::INT2 => r
+                .try_get::<_, Option<i16>>(i)?
+                .map(|n| Value::Int(n.into())),
+            Type::BOOL => r
+                .try_get::<_, Option<bool>>(i)?
+                .map(|b| Value::Int(b.into())),
+            Type::FLOAT8 => r.try_get::<_, Option<f64>>(i)?.map(Value::Real),
+            Type::FLOAT4 => r
+                .try_get::<_, Option<f32>>(i)?
+                .map(|f| Value::Real(f.into())),
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME => {
+                r.try_get::<_, Option<String>>(i)?.map(Value::Text)
+            }
+            Type::BYTEA => r.try_get::<_, Option<Vec<u8>>>(i)?.map(Value::Blob),
+            ref other => {
+                return Err(DbError::decode(
+                    i,
+                    format!("PostgreSQL type {other} is not one the store reads"),
+                ));
+            }
+        };
+        values.push(v.unwrap_or(Value::Null));
+    }
+    Ok(Row(values))
+}
+
+fn prepare(
+    client: &mut impl GenericClient,
+    cache: &mut HashMap<String, Statement>,
+    sql: &str,
+) -> DbResult<Statement> {
+    if let Some(stmt) = cache.get(sql) {
+        return Ok(stmt.clone());
+    }
+    let stmt = client.prepare(&numbered(sql))?;
+    if cache.len() >= CACHE {
+        cache.clear();
+    }
+    cache.insert(sql.to_string(), stmt.clone());
+    Ok(stmt)
+}
+
+fn execute(
+    client: &mut impl GenericClient,
+    cache: &mut HashMap<String, Statement>,
+    sql: &str,
+    args: &[Arg<'_>],
+) -> DbResult<u64> {
+    let stmt = prepare(client, cache, sql)?;
+    let args: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
+    Ok(client.execute(&stmt, &args)?)
+}
+
+fn each(
+    client: &mut impl GenericClient,
+    cache: &mut HashMap<String, Statement>,
+    sql: &str,
+    args: &[Arg<'_>],
+    f: &mut dyn FnMut(&Row) -> DbResult<()>,
+) -> DbResult<()> {
+    let stmt = prepare(client, cache, sql)?;
+    let mut rows = client.query_raw(&stmt, args.iter())?;
+    while let Some(r) = rows.next()? {
+        f(&row(&r)?)?;
+    }
+    Ok(())
+}
+
+/// A connection that reconnects when the server has dropped it.
+pub(crate) struct PgConn {
+    config: Config,
+    client: Option<Client>,
+    cache: HashMap<String, Statement>,
+}
+
+impl PgConn {
+    pub(crate) fn connect(config: &Config) -> DbResult<PgConn> {
+        let client = config.connect(NoTls)?;
+        Ok(PgConn {
+            config: config.clone(),
+            client: Some(client),
+            cache: HashMap::new(),
+        })
+    }
+
+    /// The live client, connecting again if the last one closed (a server restart); the
+    /// statement cache starts over with it.
+    fn client(&mut self) -> DbResult<&mut Client> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = None;
+            self.cache.clear();
+            self.client = Some(self.config.connect(NoTls)?);
+        }
+        Ok(self.client.as_mut().expect("connected above"))
+    }
+}
+
+/// The client runs a small runtime of its own and blocks on it, which must not happen on a
+/// thread driving async tasks (tokio panics): a store dropped there closes its connections on
+/// a thread of their own.
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = std::thread::Builder::new()
+                .name("aether-store-close".into())
+                .spawn(move || drop(client));
+        }
+    }
+}
+
+impl Sql for PgConn {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
+        self.client()?;
+        let client = self.client.as_mut().expect("connected above");
+        execute(client, &mut self.cache, sql, args)
+    }
+
+    fn each(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        f: &mut dyn FnMut(&Row) -> DbResult<()>,
+    ) -> DbResult<()> {
+        self.client()?;
+        let client = self.client.as_mut().expect("connected above");
+        each(client, &mut self.cache, sql, args, f)
+    }
+
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        Ok(self.client()?.batch_execute(sql)?)
+    }
+}
+
+impl Conn for PgConn {
+    fn begin(&mut self) -> DbResult<Box<dyn Tx + '_>> {
+        self.client()?;
+        let client = self.client.as_mut().expect("connected above");
+        let mut tx = client.transaction()?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))",
+            &[&WRITE_LOCK],
+        )?;
+        Ok(Box::new(PgTx {
+            tx,
+            cache: &mut self.cache,
+        }))
+    }
+}
+
+struct PgTx<'a> {
+    tx: postgres::Transaction<'a>,
+    cache: &'a mut HashMap<String, Statement>,
+}
+
+impl Sql for PgTx<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
+        execute(&mut self.tx, self.cache, sql, args)
+    }
+
+    fn each(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        f: &mut dyn FnMut(&Row) -> DbResult<()>,
+    ) -> DbResult<()> {
+        each(&mut self.tx, self.cache, sql, args, f)
+    }
+
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        Ok(self.tx.batch_execute(sql)?)
+    }
+}
+
+impl Tx for PgTx<'_> {
+    fn commit(self: Box<Self>) -> DbResult<()> {
+        Ok(self.tx.commit()?)
+    }
+}
+
+/// A `postgres://` URL as a connection configuration: a short connect timeout (an unreachable
+/// database refuses calls quickly rather than holding them), and plain TCP only where that
+/// cannot be read on the way: loopback, a Unix socket, or a network the operator vouches for
+/// with `sslmode=disable`.
+pub(crate) fn config(url: &str) -> Result<Config> {
+    let shown = redact(url);
+    let mut config = Config::from_str(url)
+        .map_err(|e| StoreError::Invalid(format!("database URL {shown}: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(5));
+    }
+    config.application_name("aether");
+    let exposed: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .filter_map(|h| match h {
+            postgres::config::Host::Tcp(name) => {
+                let loopback = name == "localhost"
+                    || name
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback());
+                (!loopback).then(|| name.clone())
+            }
+            postgres::config::Host::Unix(_) => None,
+        })
+        .collect();
+    let vouched = url.contains("sslmode=disable");
+    if !exposed.is_empty() && !vouched {
+        return Err(StoreError::Invalid(format!(
+            "database URL {shown}: {} is not on this machine, and this build speaks to PostgreSQL \
+             without TLS; reach it through a Unix socket or a tunnel, or add sslmode=disable if \
+             the network between is trusted",
+            exposed.join(", ")
+        )));
+    }
+    Ok(config)
+}
+
+/// The URL with any password replaced, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Brings the schema up to this release's, under the write lock (replicas starting together
+/// migrate once); a schema from a newer release is refused.
+pub(crate) fn migrate(conn: &mut PgConn, shown: &str) -> Result<()> {
+    let context = "migrate";
+    let sql = |e: DbError| StoreError::sql(context)(e);
+    let mut tx = conn.begin().map_err(sql)?;
+    tx.batch("CREATE TABLE IF NOT EXISTS aether_schema (version BIGINT NOT NULL)")
+        .map_err(sql)?;
+    let mut version = None;
+    tx.each("SELECT max(version) FROM aether_schema", &[], &mut |r| {
+        version = r.get::<Option<i64>>(0)?;
+        Ok(())
+    })
+    .map_err(sql)?;
+    let version = version.unwrap_or(0);
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew {
+            path: shown.to_string(),
+            found: version,
+            known,
+        });
+    }
+    for m in &MIGRATIONS[version as usize..] {
+        tx.batch(m).map_err(sql)?;
+    }
+    if version < known {
+        tx.execute(
+            "INSERT INTO aether_schema (version) VALUES (?)",
+            &[Arg::Int(known)],
+        )
+        .map_err(sql)?;
+    }
+    tx.commit().map_err(sql)
+}
+
+/// Listens for change notifications of this schema and bumps `changes` for each; reconnects
+/// after a drop (with a bump, since notifications may have been missed meanwhile).
+pub(crate) fn listen(config: Config, changes: tokio::sync::watch::Sender<u64>) {
+    let bump = |changes: &tokio::sync::watch::Sender<u64>| changes.send_modify(|n| *n += 1);
+    loop {
+        if changes.is_closed() {
+            return;
+        }
+        let mut client = match config.connect(NoTls) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %DbError::from(e), "cannot listen for store changes; retrying");
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let schema: String = match client
+            .batch_execute("LISTEN aether_changes")
+            .and_then(|()| client.query_one("SELECT current_schema()::text", &[]))
+        {
+            Ok(r) => r.get(0),
+            Err(e) => {
+                tracing::warn!(error = %DbError::from(e), "cannot listen for store changes; retrying");
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+        };
+        bump(&changes);
+        let mut notifications = client.notifications();
+        let mut iter = notifications.timeout_iter(Duration::from_secs(1));
+        loop {
+            match iter.next() {
+                Ok(Some(n)) if n.payload() == schema => bump(&changes),
+                Ok(Some(_)) => {}
+                Ok(None) if changes.is_closed() => return,
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %DbError::from(e), "store change listener dropped; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_outside_literals() {
+        assert_eq!(
+            numbered("SELECT a FROM t WHERE b = ? AND c = '?' AND d IN (?, ?)"),
+            "SELECT a FROM t WHERE b = $1 AND c = '?' AND d IN ($2, $3)"
+        );
+        assert_eq!(numbered("VALUES (?1, ?2, ?1)"), "VALUES ($1, $2, $1)");
+    }
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            redact("postgres://aether:hunter2@db:5432/x"),
+            "postgres://aether:***@db:5432/x"
+        );
+        assert_eq!(redact("postgres://db/x"), "postgres://db/x");
+    }
+
+    #[test]
+    fn remote_plain_tcp_needs_the_operator_to_vouch() {
+        assert!(config("postgres://127.0.0.1:5432/test").is_ok());
+        let err = config("postgres://u:pw@db.example.com/test")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("db.example.com") && !err.contains("pw@"),
+            "{err}"
+        );
+        assert!(config("postgres://db.example.com/test?sslmode=disable").is_ok());
+    }
+}

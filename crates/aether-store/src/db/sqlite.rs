@@ -1,0 +1,209 @@
+//! SQLite: the embedded default. A file under `.aether/`, WAL mode, `synchronous = FULL` (every
+//! commit fsyncs the log, so a committed receipt survives a crash).
+
+use std::path::Path;
+
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use super::{Arg, Conn, DbError, DbResult, Dialect, Row, Sql, Tx, Value};
+use crate::{Result, StoreError};
+
+pub(crate) const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/sqlite/0001_foundation.sql"),
+    include_str!("../../migrations/sqlite/0002_journal_seals.sql"),
+    include_str!("../../migrations/sqlite/0003_journal_blobs_rowid.sql"),
+    include_str!("../../migrations/sqlite/0004_governance.sql"),
+    include_str!("../../migrations/sqlite/0005_command_log.sql"),
+    include_str!("../../migrations/sqlite/0006_sources.sql"),
+    include_str!("../../migrations/sqlite/0007_console.sql"),
+    include_str!("../../migrations/sqlite/0008_planning.sql"),
+    include_str!("../../migrations/sqlite/0009_knowledge.sql"),
+    include_str!("../../migrations/sqlite/0010_idempotency.sql"),
+    include_str!("../../migrations/sqlite/0011_checkpoints.sql"),
+];
+
+impl rusqlite::ToSql for Arg<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match *self {
+            Arg::Null => ValueRef::Null,
+            Arg::Int(i) => ValueRef::Integer(i),
+            Arg::Real(f) => ValueRef::Real(f),
+            Arg::Text(s) => ValueRef::Text(s.as_bytes()),
+            Arg::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+fn row(r: &rusqlite::Row<'_>, columns: usize) -> DbResult<Row> {
+    let mut values = Vec::with_capacity(columns);
+    for i in 0..columns {
+        values.push(match r.get_ref(i)? {
+            ValueRef::Null => Value::Null,
+            ValueRef::Integer(n) => Value::Int(n),
+            ValueRef::Real(f) => Value::Real(f),
+            ValueRef::Text(t) => {
+                Value::Text(String::from_utf8(t.to_vec()).map_err(|e| DbError::decode(i, e))?)
+            }
+            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+        });
+    }
+    Ok(Row(values))
+}
+
+fn execute(conn: &Connection, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    Ok(stmt.execute(rusqlite::params_from_iter(args))? as u64)
+}
+
+fn each(
+    conn: &Connection,
+    sql: &str,
+    args: &[Arg<'_>],
+    f: &mut dyn FnMut(&Row) -> DbResult<()>,
+) -> DbResult<()> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let columns = stmt.column_count();
+    let mut rows = stmt.query(rusqlite::params_from_iter(args))?;
+    while let Some(r) = rows.next()? {
+        f(&row(r, columns)?)?;
+    }
+    Ok(())
+}
+
+impl Sql for Connection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
+        execute(self, sql, args)
+    }
+
+    fn each(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        f: &mut dyn FnMut(&Row) -> DbResult<()>,
+    ) -> DbResult<()> {
+        each(self, sql, args, f)
+    }
+
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        Ok(self.execute_batch(sql)?)
+    }
+}
+
+impl Sql for Transaction<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
+        execute(self, sql, args)
+    }
+
+    fn each(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        f: &mut dyn FnMut(&Row) -> DbResult<()>,
+    ) -> DbResult<()> {
+        each(self, sql, args, f)
+    }
+
+    fn batch(&mut self, sql: &str) -> DbResult<()> {
+        Ok(self.execute_batch(sql)?)
+    }
+}
+
+impl Conn for Connection {
+    fn begin(&mut self) -> DbResult<Box<dyn Tx + '_>> {
+        Ok(Box::new(self.transaction_with_behavior(
+            TransactionBehavior::Immediate,
+        )?))
+    }
+}
+
+impl Tx for Transaction<'_> {
+    fn commit(self: Box<Self>) -> DbResult<()> {
+        Ok(Transaction::commit(*self)?)
+    }
+}
+
+/// Creates the store's folder (owner-only) and file if they are missing.
+pub(crate) fn create(path: &Path) -> Result<()> {
+    let open_err = |source| StoreError::Open {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(open_err)?;
+    }
+    // Owner-only: the store holds summaries of every file an agent read. SQLite gives the
+    // -wal and -shm files the main file's permissions.
+    if !path.exists() {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .or_else(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    Ok(std::fs::File::open(path)?)
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(open_err)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn connect(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(|e| StoreError::sql("open")(e.into()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(|e| StoreError::sql("open")(e.into()))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    // FULL: in WAL mode every commit fsyncs the log, so a committed receipt survives a crash.
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+    )
+    .map_err(|e| StoreError::sql("configure")(e.into()))?;
+    Ok(conn)
+}
+
+/// Brings the store's schema up to this release's (`PRAGMA user_version` counts the
+/// migrations applied); a store from a newer release is refused.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    let context = "migrate";
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| StoreError::sql(context)(e.into()))?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| StoreError::sql(context)(e.into()))?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew {
+            path: path.display().to_string(),
+            found: version,
+            known,
+        });
+    }
+    for sql in &MIGRATIONS[version as usize..] {
+        tx.execute_batch(sql)
+            .map_err(|e| StoreError::sql(context)(e.into()))?;
+    }
+    tx.execute_batch(&format!("PRAGMA user_version = {known}"))
+        .map_err(|e| StoreError::sql(context)(e.into()))?;
+    tx.commit().map_err(|e| StoreError::sql(context)(e.into()))
+}

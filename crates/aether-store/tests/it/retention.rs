@@ -1,0 +1,96 @@
+//! Audit retention: pruned rows leave a signed checkpoint, and the rest still verifies.
+
+use std::sync::Arc;
+
+use aether_store::Vault;
+
+use super::{Backend, admitted_calls, event};
+
+both!(
+    pruning_leaves_a_signed_checkpoint_and_a_verifiable_chain,
+    a_forged_checkpoint_is_caught,
+);
+
+async fn pruning_leaves_a_signed_checkpoint_and_a_verifiable_chain(b: Backend) {
+    let (db, store) = admitted_calls(b, 6).await;
+    let keys = tempfile::tempdir().unwrap();
+    let vault = Arc::new(Vault::open(&keys.path().join("vault.key"), true).unwrap());
+    // Nothing is older than the epoch: nothing goes.
+    assert!(
+        store
+            .prune_audit(0, "ops", vault.clone())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let now = aether_store::now_us();
+    let c = store
+        .prune_audit(now, "ops", vault.clone())
+        .await
+        .unwrap()
+        .expect("rows older than now");
+    // The newest row stays, so the head stays in the table.
+    assert_eq!((c.seq, c.pruned), (5, 5));
+    assert!(c.signature.len() == 64 && vault.verify(&c.signed_text(), &c.signature));
+    let other = Vault::open(&keys.path().join("other.key"), true).unwrap();
+    assert!(!other.verify(&c.signed_text(), &c.signature));
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!((report.rows, report.first_seq), (1, Some(6)));
+    assert_eq!(report.checkpoint.as_ref(), Some(&c));
+    // The pruned calls' receipts went with their rows; the kept call's stayed.
+    assert_eq!(db.count("SELECT count(*) FROM receipts"), 1);
+    // The chain goes on after the cut, and pruning again moves the checkpoint.
+    for i in 0..3 {
+        store.audit(event(&format!("n{i}"), "ok")).await.unwrap();
+    }
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+    let again = store
+        .prune_audit(aether_store::now_us(), "ops", vault.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.seq, again.pruned), (8, 3));
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.first_seq, Some(9));
+    // An expected head from before the cut is not reported gone.
+    assert!(
+        store
+            .verify_audit(Some((3, "old".into())))
+            .await
+            .unwrap()
+            .is_intact()
+    );
+}
+
+async fn a_forged_checkpoint_is_caught(b: Backend) {
+    let (db, store) = admitted_calls(b, 4).await;
+    let keys = tempfile::tempdir().unwrap();
+    let vault = Arc::new(Vault::open(&keys.path().join("vault.key"), true).unwrap());
+    store
+        .prune_audit(aether_store::now_us(), "ops", vault.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    // Someone with the tables but not the key deletes another row and moves the checkpoint
+    // over it: the signature no longer holds.
+    db.raw(
+        "UPDATE audit_checkpoints SET seq = 4, hash = (SELECT hash FROM audit WHERE seq = 4), pruned = 4;
+         DELETE FROM audit WHERE seq = 4;",
+    );
+    let report = store.verify_audit(None).await.unwrap();
+    let c = report.checkpoint.clone().unwrap();
+    assert!(!vault.verify(&c.signed_text(), &c.signature));
+    // A checkpoint edited to hide rows breaks the link to the first row kept.
+    let (db, store) = admitted_calls(b, 4).await;
+    store
+        .prune_audit(aether_store::now_us(), "ops", vault.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    db.raw("UPDATE audit_checkpoints SET hash = 'rewritten'");
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(!report.is_intact());
+    assert_eq!(report.breaks[0].seq, 4, "{report:?}");
+}

@@ -53,7 +53,7 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed,knowledge")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed,knowledge,replicas")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -271,6 +271,48 @@ def main():
                 "--stdio", f"{aether} mcp-serve --config {kconf} --store sqlite://{kstore}/aether.db --agent reader",
                 "--tool", "search_knowledge", "--args", json.dumps({"query": "zephyrquartz"}),
                 "-n", "2000", "-c", "1"])))
+        if want("replicas"):
+            # Governed read_file over HTTP at c=16 in total: one replica on SQLite, one on
+            # PostgreSQL, two on one PostgreSQL (each driven at c=8, calls/s summed).
+            pg = os.environ.get("AETHER_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test")
+
+            def pg_store(tag):
+                schema = f"bench_{tag}"
+                sh(["psql", pg, "-q", "-c", f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"],
+                   stdout=subprocess.DEVNULL)
+                return f"{pg}?options=-csearch_path%3D{schema}"
+
+            def serve(store, port):
+                srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen",
+                                        f"127.0.0.1:{port}", "--store", store], stdout=subprocess.DEVNULL)
+                wait_port(port)
+                return srv
+
+            def load(port, c, pid):
+                return subprocess.Popen([str(tools / "mcpload"), "--http", f"http://127.0.0.1:{port}/mcp",
+                                         "--tool", "read_file", "--args", read4k, "-n", str(n_http // (16 // c)),
+                                         "-c", str(c), "--server-pid", str(pid)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+            def result(proc):
+                out, err = proc.communicate()
+                r = json.loads(out.strip().splitlines()[-1])
+                if r["errors"]:
+                    raise SystemExit(f"errors in a replica run: {err}")
+                return r
+
+            shutil.rmtree(store_dir, ignore_errors=True)
+            for label, stores in (("replica sqlite", [f"sqlite://{store_dir}/aether.db"]),
+                                  ("replica pg", [pg_store("one")]),
+                                  ("replicas pg x2", [pg_store("two")] * 2)):
+                servers = [serve(st, 18610 + i) for i, st in enumerate(stores)]
+                c = 16 // len(servers)
+                procs = [load(18610 + i, c, srv.pid) for i, srv in enumerate(servers)]
+                parts = [result(p) for p in procs]
+                runs.append((label, {"calls_per_s": sum(r["calls_per_s"] for r in parts),
+                                     "p50_us": statistics.median(r["p50_us"] for r in parts)}))
+                for srv in servers:
+                    srv.kill(); srv.wait()
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
             f.write(json.dumps({**r, "label": label}) + "\n")
@@ -298,6 +340,10 @@ def main():
          "calls_per_s", "(reference)"),
         ("knowledge: search 10,000 documents, c=1 (p50 µs) vs rg -l", "rg search", "aether search", "p50_us",
          "(reference)"),
+        ("read 4 KiB, HTTP, c=16: one replica, PostgreSQL vs SQLite (calls/s)", "replica sqlite", "replica pg",
+         "calls_per_s", "(reference)"),
+        ("read 4 KiB, HTTP, c=16: two replicas vs one, PostgreSQL (calls/s)", "replica pg", "replicas pg x2",
+         "calls_per_s", "(reference)"),
         ("knowledge: search, c=1 (p99 µs) vs rg -l's slowest of 20", "rg search", "aether search", "p99_us",
          "(reference)"),
     ]

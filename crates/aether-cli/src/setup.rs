@@ -341,3 +341,26 @@ pub fn operator() -> String {
         .unwrap_or_else(|_| "unknown".into());
     format!("{user} (cli)")
 }
+
+/// An age such as `30m`, `24h`, `7d` in microseconds, for the command-line flag `flag`.
+pub fn age_us(flag: &str, text: &str) -> Result<i64> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: i64 = number
+        .parse()
+        .with_context(|| format!("{flag} {text:?}: a number and a unit, e.g. 30m, 24h, 7d"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => bail!("{flag} {text:?}: the unit is s, m, h or d (e.g. 24h)"),
+    };
+    if n <= 0 || n > 3_650 * 86_400 / seconds {
+        bail!("{flag} {text:?} must be positive and at most ten years");
+    }
+    Ok(n * seconds * 1_000_000)
+}

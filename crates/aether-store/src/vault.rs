@@ -112,24 +112,18 @@ impl Vault {
 
     /// An HMAC-SHA256 signature (hex) of `text`.
     pub fn sign(&self, text: &str) -> String {
-        let tag = self.signer.clone().chain_update(text.as_bytes()).finalize();
-        tag.into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        hex::encode(
+            self.signer
+                .clone()
+                .chain_update(text.as_bytes())
+                .finalize()
+                .into_bytes(),
+        )
     }
 
     /// Whether `signature` is this key's signature of `text` (compared in constant time).
     pub fn verify(&self, text: &str, signature: &str) -> bool {
-        let Some(bytes) = (0..signature.len())
-            .step_by(2)
-            .map(|i| {
-                signature
-                    .get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-            })
-            .collect::<Option<Vec<u8>>>()
-        else {
+        let Ok(bytes) = hex::decode(signature) else {
             return false;
         };
         self.signer

@@ -30,7 +30,7 @@ pub enum Command {
 pub struct PruneArgs {
     #[command(flatten)]
     common: Common,
-    /// Rows older than this go: a number of days, hours or minutes (`90d`, `36h`, `30m`).
+    /// Rows older than this go: a number and a unit, s, m, h or d (`90d`, `36h`, `30m`).
     #[arg(long)]
     older_than: String,
     /// Who prunes, for the checkpoint.
@@ -84,26 +84,8 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     }
 }
 
-/// `90d`, `36h` or `30m` in microseconds.
-fn age_us(text: &str) -> Result<i64> {
-    let (n, unit) = text.split_at(text.len().saturating_sub(1));
-    let n: i64 = n.parse().map_err(|_| {
-        anyhow::anyhow!("--older-than {text:?}: give a number and a unit, as 90d, 36h or 30m")
-    })?;
-    let unit_us: i64 = match unit {
-        "d" => 86_400_000_000,
-        "h" => 3_600_000_000,
-        "m" => 60_000_000,
-        _ => anyhow::bail!("--older-than {text:?}: the unit is d, h or m (as 90d, 36h or 30m)"),
-    };
-    if n < 1 {
-        anyhow::bail!("--older-than {text:?}: at least 1{unit}");
-    }
-    Ok(n.saturating_mul(unit_us))
-}
-
 async fn prune(args: PruneArgs) -> Result<ExitCode> {
-    let age = age_us(&args.older_than)?;
+    let age = setup::age_us("--older-than", &args.older_than)?;
     let loaded = setup::load(&args.common)?;
     let store = setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
     let key_file = setup::vault_key_file(&loaded);

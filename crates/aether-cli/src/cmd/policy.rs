@@ -87,36 +87,13 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A window such as `30m`, `24h`, `7d` in microseconds.
-fn window(text: &str) -> Result<i64> {
-    let text = text.trim();
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: i64 = number
-        .parse()
-        .with_context(|| format!("--since {text:?}: a number and a unit, e.g. 30m, 24h, 7d"))?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => bail!("--since {text:?}: the unit is s, m, h or d (e.g. 24h)"),
-    };
-    if n <= 0 || n > 3_650 * 86_400 / seconds {
-        bail!("--since {text:?} must be positive and at most ten years");
-    }
-    Ok(n * seconds * 1_000_000)
-}
-
 async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let draft = RuleSet::parse(&text).with_context(|| format!("in {}", args.file.display()))?;
     let current = setup::rules(&loaded)?.current();
-    let since = aether_store::now_us() - window(&args.since)?;
+    let since = aether_store::now_us() - setup::age_us("--since", &args.since)?;
     let store = setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
     let roots: Vec<(String, String)> = setup::configured_roots(&loaded)
         .into_iter()

@@ -186,15 +186,16 @@ impl PgConn {
         })
     }
 
-    /// The live client, connecting again if the last one closed (a server restart); the
-    /// statement cache starts over with it.
-    fn client(&mut self) -> DbResult<&mut Client> {
+    /// The live client, connecting again if the last one closed (a server restart), and the
+    /// statement cache, which starts over with a new client.
+    fn parts(&mut self) -> DbResult<(&mut Client, &mut HashMap<String, Statement>)> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             self.cache.clear();
             self.client = Some(self.config.connect(NoTls)?);
         }
-        Ok(self.client.as_mut().expect("connected above"))
+        let client = self.client.as_mut().expect("connected above");
+        Ok((client, &mut self.cache))
     }
 }
 
@@ -217,9 +218,8 @@ impl Sql for PgConn {
     }
 
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
-        self.client()?;
-        let client = self.client.as_mut().expect("connected above");
-        execute(client, &mut self.cache, sql, args)
+        let (client, cache) = self.parts()?;
+        execute(client, cache, sql, args)
     }
 
     fn each(
@@ -228,29 +228,24 @@ impl Sql for PgConn {
         args: &[Arg<'_>],
         f: &mut dyn FnMut(&Row) -> DbResult<()>,
     ) -> DbResult<()> {
-        self.client()?;
-        let client = self.client.as_mut().expect("connected above");
-        each(client, &mut self.cache, sql, args, f)
+        let (client, cache) = self.parts()?;
+        each(client, cache, sql, args, f)
     }
 
     fn batch(&mut self, sql: &str) -> DbResult<()> {
-        Ok(self.client()?.batch_execute(sql)?)
+        Ok(self.parts()?.0.batch_execute(sql)?)
     }
 }
 
 impl Conn for PgConn {
     fn begin(&mut self) -> DbResult<Box<dyn Tx + '_>> {
-        self.client()?;
-        let client = self.client.as_mut().expect("connected above");
+        let (client, cache) = self.parts()?;
         let mut tx = client.transaction()?;
         tx.execute(
             "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))",
             &[&WRITE_LOCK],
         )?;
-        Ok(Box::new(PgTx {
-            tx,
-            cache: &mut self.cache,
-        }))
+        Ok(Box::new(PgTx { tx, cache }))
     }
 }
 
@@ -384,19 +379,16 @@ pub(crate) fn listen(config: Config, changes: tokio::sync::watch::Sender<u64>) {
         if changes.is_closed() {
             return;
         }
-        let mut client = match config.connect(NoTls) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %DbError::from(e), "cannot listen for store changes; retrying");
-                std::thread::sleep(Duration::from_secs(1));
-                continue;
-            }
-        };
-        let schema: String = match client
-            .batch_execute("LISTEN aether_changes")
-            .and_then(|()| client.query_one("SELECT current_schema()::text", &[]))
-        {
-            Ok(r) => r.get(0),
+        // A connection listening, and the schema whose notifications are ours.
+        let subscribed = config.connect(NoTls).and_then(|mut client| {
+            client.batch_execute("LISTEN aether_changes")?;
+            let schema: String = client
+                .query_one("SELECT current_schema()::text", &[])?
+                .get(0);
+            Ok((client, schema))
+        });
+        let (mut client, schema) = match subscribed {
+            Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %DbError::from(e), "cannot listen for store changes; retrying");
                 std::thread::sleep(Duration::from_secs(1));

@@ -71,51 +71,34 @@ fn each(
     Ok(())
 }
 
-impl Sql for Connection {
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
-    }
+/// A connection and a transaction (which derefs to its connection) run statements alike.
+macro_rules! sql_on_connection {
+    ($($t:ty),*) => {$(
+        impl Sql for $t {
+            fn dialect(&self) -> Dialect {
+                Dialect::Sqlite
+            }
 
-    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
-        execute(self, sql, args)
-    }
+            fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
+                execute(self, sql, args)
+            }
 
-    fn each(
-        &mut self,
-        sql: &str,
-        args: &[Arg<'_>],
-        f: &mut dyn FnMut(&Row) -> DbResult<()>,
-    ) -> DbResult<()> {
-        each(self, sql, args, f)
-    }
+            fn each(
+                &mut self,
+                sql: &str,
+                args: &[Arg<'_>],
+                f: &mut dyn FnMut(&Row) -> DbResult<()>,
+            ) -> DbResult<()> {
+                each(self, sql, args, f)
+            }
 
-    fn batch(&mut self, sql: &str) -> DbResult<()> {
-        Ok(self.execute_batch(sql)?)
-    }
+            fn batch(&mut self, sql: &str) -> DbResult<()> {
+                Ok(self.execute_batch(sql)?)
+            }
+        }
+    )*};
 }
-
-impl Sql for Transaction<'_> {
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
-    }
-
-    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
-        execute(self, sql, args)
-    }
-
-    fn each(
-        &mut self,
-        sql: &str,
-        args: &[Arg<'_>],
-        f: &mut dyn FnMut(&Row) -> DbResult<()>,
-    ) -> DbResult<()> {
-        each(self, sql, args, f)
-    }
-
-    fn batch(&mut self, sql: &str) -> DbResult<()> {
-        Ok(self.execute_batch(sql)?)
-    }
-}
+sql_on_connection!(Connection, Transaction<'_>);
 
 impl Conn for Connection {
     fn begin(&mut self) -> DbResult<Box<dyn Tx + '_>> {

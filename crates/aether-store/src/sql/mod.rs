@@ -101,15 +101,15 @@ impl SqlStore {
     fn connect_postgres(url: &str) -> Result<SqlStore> {
         let shown = db::postgres::redact(url);
         let config = db::postgres::config(url)?;
-        let connect = |what: &'static str| {
+        let connect = || {
             db::postgres::PgConn::connect(&config).map_err(|e| StoreError::Unreachable {
                 location: shown.clone(),
-                detail: format!("{what}: {e}"),
+                detail: e.to_string(),
             })
         };
-        let mut writer = connect("connect")?;
+        let mut writer = connect()?;
         db::postgres::migrate(&mut writer, &shown)?;
-        let reader = connect("connect")?;
+        let reader = connect()?;
         let (tx, rx) = watch::channel(0);
         let listen = config.clone();
         std::thread::Builder::new()
@@ -565,25 +565,24 @@ fn check_receipts(conn: &mut dyn Sql, report: &mut ChainReport) -> DbResult<()> 
 
 /// One receipt (with its audit rows' count and fields) checked into `report`.
 fn receipt_against_audit(r: &Row, settled_before: i64, report: &mut ChainReport) -> DbResult<()> {
-    {
-        report.receipts += 1;
-        let call_id: String = r.get(0)?;
-        let audited: i64 = r.get(5)?;
-        if audited == 0 {
-            if r.get::<i64>(1)? < settled_before {
-                if report.unaudited.len() < 100 {
-                    report.unaudited.push(call_id);
-                }
-            } else {
-                report.in_flight += 1;
+    report.receipts += 1;
+    let call_id: String = r.get(0)?;
+    let audited: i64 = r.get(5)?;
+    if audited == 0 {
+        if r.get::<i64>(1)? < settled_before {
+            if report.unaudited.len() < 100 {
+                report.unaudited.push(call_id);
             }
-            return Ok(());
+        } else {
+            report.in_flight += 1;
         }
-        let same = r.get::<String>(2)? == r.get::<String>(6)?
-            && Some(r.get::<String>(3)?) == r.get::<Option<String>>(7)?
-            && r.get::<String>(4)? == r.get::<String>(8)?;
-        if (audited > 1 || !same) && report.mismatched.len() < 100 {
-            report.mismatched.push(ChainBreak {
+        return Ok(());
+    }
+    let same = r.get::<String>(2)? == r.get::<String>(6)?
+        && Some(r.get::<String>(3)?) == r.get::<Option<String>>(7)?
+        && r.get::<String>(4)? == r.get::<String>(8)?;
+    if (audited > 1 || !same) && report.mismatched.len() < 100 {
+        report.mismatched.push(ChainBreak {
                 seq: 0,
                 problem: if audited > 1 {
                     format!("call {call_id} has {audited} audit rows")
@@ -591,7 +590,6 @@ fn receipt_against_audit(r: &Row, settled_before: i64, report: &mut ChainReport)
                     format!("call {call_id}: its audit row names another tool, definition or arguments than its receipt")
                 },
             });
-        }
     }
     Ok(())
 }

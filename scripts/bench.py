@@ -47,13 +47,109 @@ def wait_port(port, timeout=15):
     raise SystemExit(f"nothing listening on {port}")
 
 
+# Audit searches as the console and `GET /api/audit` make them (newest first, 100 rows).
+AUDIT_QUERIES = {
+    "newest": "",
+    "one tool (0.1%)": "tool=delete_file",
+    "one agent (10%)": "agent=agent3",
+    "refusals (2%)": "outcome=refused",
+    "agent and tool": "agent=agent7&tool=delete_file",
+    "one call": "call_id={call}",
+    "an hour, mid-history": "since_us={mid}&until_us={mid_end}",
+}
+
+AUDIT_TOOLS = ["read_file", "list_dir", "search_files", "write_file", "edit_file", "list_files",
+               "fetch_url", "run_command", "glob_files", "read_many"]
+
+
+def audit_rows_sql(n, dialect):
+    """One INSERT of n synthetic audit rows (one second apart; ten agents; 1 in 1,000 a
+    delete_file, 1 in 50 refused), for searching, not for verifying: their hashes are not a chain."""
+    series = ("generate_series(1, {n}) AS g(i)" if dialect == "pg" else
+              "(WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n}) SELECT i FROM g)")
+    tools = " ".join(f"WHEN {k} THEN '{t}'" for k, t in enumerate(AUDIT_TOOLS))
+    pad = "lpad(i::text, 12, '0')" if dialect == "pg" else "printf('%012d', i)"
+    return (f"INSERT INTO audit (seq, at_us, call_id, session, transport, agent, tool, tier, outcome, step, "
+            f"rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash) "
+            f"SELECT i, 1700000000000000 + i * 1000000, 'call-' || {pad}, 'session-' || (i % 5000), 'http', "
+            f"'agent' || (i % 10), CASE WHEN i % 1000 = 0 THEN 'delete_file' ELSE CASE i % 10 {tools} END END, "
+            f"'standard', CASE WHEN i % 50 = 0 THEN 'refused' ELSE 'ok' END, "
+            f"CASE WHEN i % 50 = 0 THEN 'rules' END, CASE WHEN i % 50 = 0 THEN 'deny-env' END, "
+            f"CASE WHEN i % 50 = 0 THEN 'a rule denies .env files' END, 'sha256:' || {pad}, 'sha256:' || {pad}, "
+            f"'{{\"path\":\"src/module_' || (i % 977) || '.rs\"}}', 'ok: 4,096 characters', 850 + i % 300, "
+            f"'sha256:prev', 'sha256:hash' FROM " + series.format(n=n))
+
+
+def audit_search(aether, bench, runs):
+    """p50 of each audit search through the admin API at 100,000 and 10 million rows, on SQLite
+    and on PostgreSQL (the stores are made once and kept under target/bench)."""
+    import http.client
+    import sqlite3
+    pg = os.environ.get("AETHER_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test")
+    for n, tag in ((100_000, "100k"), (10_000_000, "10m")):
+        stores = {"sqlite": f"sqlite://{bench}/audit-{tag}/aether.db",
+                  "pg": f"{pg}?options=-csearch_path%3Dbench_audit_{tag}"}
+        for db, store in stores.items():
+            if db == "sqlite":
+                (bench / f"audit-{tag}").mkdir(exist_ok=True)
+            else:
+                sh(["psql", pg, "-q", "-c", f"CREATE SCHEMA IF NOT EXISTS bench_audit_{tag}"],
+                   stdout=subprocess.DEVNULL)
+            sh([str(aether), "audit", "tail", "-n", "1", "--store", store], stdout=subprocess.DEVNULL)
+            count_sql = "SELECT coalesce(max(seq), 0) FROM audit"
+            if db == "sqlite":
+                con = sqlite3.connect(bench / f"audit-{tag}/aether.db")
+                have = con.execute(count_sql).fetchone()[0]
+            else:
+                have = int(subprocess.run(["psql", store, "-qAt", "-c", count_sql], check=True,
+                                          capture_output=True, text=True).stdout.strip())
+            if have != n:
+                t = time.time()
+                if db == "sqlite":
+                    con.execute("DELETE FROM audit")
+                    con.execute(audit_rows_sql(n, db))
+                    con.commit()
+                else:
+                    sh(["psql", store, "-q", "-c", f"TRUNCATE audit; {audit_rows_sql(n, db)}; ANALYZE audit"],
+                       stdout=subprocess.DEVNULL)
+                print(f"{n:,} audit rows into {db} in {time.time() - t:.0f} s", file=sys.stderr)
+            if db == "sqlite":
+                con.close()
+            token = subprocess.run([str(aether), "tokens", "create", "--operator", "bench", "--store", store],
+                                   check=True, capture_output=True, text=True).stdout.strip()
+            port = 18620
+            srv = subprocess.Popen([str(aether), "serve", "--listen", f"127.0.0.1:{port}", "--store", store],
+                                   cwd=bench, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_port(port)
+                conn = http.client.HTTPConnection("127.0.0.1", port)
+                mid = 1700000000000000 + (n // 2) * 1000000
+                fill = {"call": f"call-{n // 3:012d}", "mid": mid, "mid_end": mid + 3600 * 1000000}
+                for q, query in AUDIT_QUERIES.items():
+                    path = "/api/audit?limit=100&" + query.format(**fill)
+                    times = []
+                    for k in range(55):
+                        t = time.perf_counter()
+                        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+                        reply = conn.getresponse()
+                        body = reply.read()
+                        if reply.status != 200 or len(json.loads(body)) == 0:
+                            raise SystemExit(f"audit search {path} on {db}: {reply.status} {body[:200]}")
+                        if k >= 5:
+                            times.append((time.perf_counter() - t) * 1e6)
+                    runs.append((f"audit {db} {tag} {q}", {"p50_us": statistics.median(times), "calls_per_s": 0}))
+            finally:
+                srv.kill()
+                srv.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed,knowledge,replicas")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed,knowledge,replicas,audit")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -313,6 +409,8 @@ def main():
                                      "p50_us": statistics.median(r["p50_us"] for r in parts)}))
                 for srv in servers:
                     srv.kill(); srv.wait()
+        if want("audit"):
+            audit_search(aether, bench, runs)
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
             f.write(json.dumps({**r, "label": label}) + "\n")
@@ -344,6 +442,9 @@ def main():
          "calls_per_s", "(reference)"),
         ("read 4 KiB, HTTP, c=16: two replicas vs one, PostgreSQL (calls/s)", "replica pg", "replicas pg x2",
          "calls_per_s", "(reference)"),
+        *[(f"audit search, {db}, {q} (p50 µs): 10 million rows vs 100,000", f"audit {db} 100k {q}",
+            f"audit {db} 10m {q}", "p50_us", "≤ 2× the time at 100,000")
+          for db in ("sqlite", "pg") for q in AUDIT_QUERIES],
         ("knowledge: search, c=1 (p99 µs) vs rg -l's slowest of 20", "rg search", "aether search", "p99_us",
          "(reference)"),
     ]
@@ -356,7 +457,7 @@ def main():
         p, o = med(peer, key), med(ours, key)
         if key == "calls_per_s":
             ratio = f"{o / p:.2f}× the peer's calls/s"
-        elif peer in ("rg regex", "find", "rg search"):
+        elif peer in ("rg regex", "find", "rg search") or peer.startswith("audit "):
             ratio = f"{o / p:.2f}× {peer.split()[0]}'s time"
         elif peer.startswith("fs direct"):
             ratio = f"{o / p:.2f}× the direct call's time"

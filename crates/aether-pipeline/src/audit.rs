@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use aether_policy::decision::Step;
 use aether_policy::{Digest, Tier, ToolDef, canonical_json, sha256};
-use aether_store::{AuditEvent, Store};
+use aether_store::{AuditEvent, Location, Store};
 use aether_tools::{Content, ToolError};
 use serde_json::Value;
 
@@ -181,6 +181,9 @@ impl Draft {
             e.rule.get_or_insert_with(|| "not-admitted".into());
         }
         let is_unknown = matches!(&outcome, CallOutcome::Refused(r) if r.step == Step::UnknownTool);
+        // A database across the network can be gone for a while: the row is kept to be
+        // written once it is back, so that the call is audited (late) rather than missing.
+        let kept = matches!(store.location(), Location::Postgres(_)).then(|| self.event.clone());
         let written = if alone {
             store.audit_alone(self.event).await
         } else {
@@ -190,6 +193,14 @@ impl Draft {
             Ok(_) => outcome,
             Err(err) => {
                 tracing::error!(error = %err, unknown_tool = is_unknown, "audit row could not be written");
+                if let Some(mut event) = kept.filter(|_| err.is_unreachable()) {
+                    let note = "audited late: the store was unreachable when the call ended, and the caller was told its outcome was not recorded";
+                    event.reason = Some(match event.reason.take() {
+                        Some(reason) => format!("{reason} ({note})"),
+                        None => note.to_string(),
+                    });
+                    store.audit_when_back(event);
+                }
                 // No outcome reaches the caller as if recorded when it was not.
                 match outcome {
                     CallOutcome::Ran(_) => CallOutcome::Failed(format!(

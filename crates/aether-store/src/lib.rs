@@ -10,6 +10,7 @@
 
 mod chain;
 mod db;
+mod runs;
 mod sources;
 mod sql;
 mod vault;
@@ -25,6 +26,7 @@ pub use aether_policy::journal::{
 };
 pub use chain::{ChainBreak, ChainReport, Checkpoint, GENESIS, SETTLE_US};
 pub use db::DbError;
+pub use runs::{RunEvent, RunRecord, RunStart};
 pub use sources::{
     Account, ConsoleSession, DATASET_ROWS, Dataset, DatasetSummary, IdempotencyClaim, Report,
     SealedSecret, UpstreamStatus,
@@ -463,6 +465,68 @@ impl Store {
     /// Appends `event` to the audit chain, durably; returns its sequence number.
     pub async fn audit(&self, event: AuditEvent) -> Result<i64> {
         self.0.audit(event).await
+    }
+
+    pub async fn run_start(&self, run: RunStart) -> Result<()> {
+        self.0.run_start(run).await
+    }
+
+    /// Appends one entry (`kind`, `body` as JSON) to a run's transcript.
+    pub async fn run_event(&self, run_id: &str, kind: &str, body: String) -> Result<i64> {
+        self.0
+            .run_event(run_id.to_string(), kind.to_string(), body)
+            .await
+    }
+
+    pub async fn run_progress(
+        &self,
+        id: &str,
+        rounds: i64,
+        prompt_tokens: i64,
+        completion_tokens: i64,
+    ) -> Result<()> {
+        self.0
+            .run_progress(id.to_string(), rounds, prompt_tokens, completion_tokens)
+            .await
+    }
+
+    /// Ends a running run with `status`; false if it was not running.
+    pub async fn run_finish(
+        &self,
+        id: &str,
+        status: &str,
+        answer: Option<String>,
+        error: Option<String>,
+    ) -> Result<bool> {
+        self.0
+            .run_finish(id.to_string(), status.to_string(), answer, error)
+            .await
+    }
+
+    /// Asks a running run to stop; false if no such run is running.
+    pub async fn run_stop(&self, id: &str, by: &str, why: &str) -> Result<bool> {
+        self.0
+            .run_stop(id.to_string(), by.to_string(), why.to_string())
+            .await
+    }
+
+    pub async fn run(&self, id: &str) -> Result<Option<RunRecord>> {
+        self.0.run(id.to_string()).await
+    }
+
+    /// The newest runs first.
+    pub async fn runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        self.0.runs(limit).await
+    }
+
+    pub async fn run_events(&self, id: &str) -> Result<Vec<RunEvent>> {
+        self.0.run_events(id.to_string()).await
+    }
+
+    /// Keeps an audit row whose write met an unreachable database and writes it once the
+    /// database answers again (needs a Tokio runtime).
+    pub fn audit_when_back(&self, event: AuditEvent) {
+        self.0.audit_when_back(event)
     }
 
     pub async fn audit_query(&self, query: AuditQuery) -> Result<Vec<AuditRecord>> {

@@ -4,13 +4,18 @@
 //! stops the other, and a replica killed mid-call leaves the other serving and the audit one
 //! valid chain.
 
+use std::collections::{HashMap, HashSet};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use aether_policy::canon::{canonical_json, sha256};
 use serde_json::{Value, json};
 
 use crate::federation::PySession;
-use crate::util::{HttpServer, Ws, http, peers};
+use crate::util::{HttpServer, StdioServer, Ws, http, peers};
 
 /// A schema of its own in the local PostgreSQL (`AETHER_TEST_POSTGRES`), dropped at the end.
 pub(crate) struct PgSchema {
@@ -43,6 +48,97 @@ impl PgSchema {
         ));
         let url = format!("{}?options=-csearch_path%3D{name}", base());
         PgSchema { name, url }
+    }
+}
+
+impl PgSchema {
+    /// This schema's URL with the database reached through `proxy` instead.
+    fn url_via(&self, proxy: &PgProxy) -> String {
+        self.url.replacen(&pg_address(), &proxy.addr, 1)
+    }
+
+    /// psql's answer to `sql` in this schema, one line per row, columns split on `|`.
+    fn rows(&self, sql: &str) -> Vec<Vec<String>> {
+        let out = Command::new("psql")
+            .args([&self.url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split('|').map(String::from).collect())
+            .collect()
+    }
+}
+
+/// HOST:PORT of the test database.
+fn pg_address() -> String {
+    let base = base();
+    let rest = base.split_once('@').map_or(base.as_str(), |(_, r)| r);
+    let rest = rest.split_once("://").map_or(rest, |(_, r)| r);
+    let host = rest.split(['/', '?']).next().unwrap_or(rest).to_string();
+    if host.contains(':') {
+        host
+    } else {
+        format!("{host}:5432")
+    }
+}
+
+/// A TCP proxy in front of the test database that can play the database dying: `kill` cuts
+/// every connection through it and refuses new ones (closed as soon as accepted) until
+/// `revive`. The shared database itself stays up for the other tests.
+struct PgProxy {
+    addr: String,
+    up: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl PgProxy {
+    fn start() -> PgProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let up = Arc::new(AtomicBool::new(true));
+        let open = Arc::new(Mutex::new(Vec::new()));
+        let (up2, open2, target) = (up.clone(), open.clone(), pg_address());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if !up2.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection closes at once
+                }
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                let mut open = open2.lock().unwrap();
+                open.push(client.try_clone().unwrap());
+                open.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        PgProxy { addr, up, open }
+    }
+
+    fn kill(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for stream in self.open.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn revive(&self) {
+        self.up.store(true, Ordering::SeqCst);
     }
 }
 
@@ -305,4 +401,133 @@ fn a_session_stays_with_its_agent_on_every_replica() {
         list,
     );
     assert_eq!(r.status, 404, "{}", r.body);
+}
+
+#[test]
+fn a_database_killed_mid_load_runs_nothing_unreceipted_and_reports_nothing_unaudited() {
+    let pg = PgSchema::new("cut");
+    let proxy = PgProxy::start();
+    let ws = Ws::new();
+    ws.write("out/.keep", "");
+    let root = format!("{}:rw", ws.root_arg());
+    let mut s = StdioServer::spawn_root(&ws, &root, &["--store", &pg.url_via(&proxy)]);
+    let init = s.initialize("2025-11-25");
+    assert_eq!(init["result"]["serverInfo"]["name"], "aether", "{init}");
+    s.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    // A steady stream of writes, each to a file of its own; the database dies a third of
+    // the way through and comes back at two thirds.
+    const CALLS: i64 = 240;
+    let args = |i: i64| json!({"path": format!("out/{i}.txt"), "content": format!("call {i}\n")});
+    for i in 1..=CALLS {
+        if i == CALLS / 3 {
+            proxy.kill();
+        }
+        if i == 2 * CALLS / 3 {
+            proxy.revive();
+        }
+        let req = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                         "params": {"name": "write_file", "arguments": args(i)}});
+        s.send_raw(&req.to_string());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut replies = HashMap::new();
+    while replies.len() < CALLS as usize {
+        let m = s.next_message();
+        if let Some(id) = m["id"].as_i64() {
+            replies.insert(id, m);
+        }
+    }
+
+    let receipts: HashMap<String, String> = pg
+        .rows("SELECT arguments, call_id FROM receipts WHERE tool = 'write_file'")
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect();
+    let (mut ok, mut refused, mut ran_unrecorded) = (Vec::new(), 0, 0);
+    for i in 1..=CALLS {
+        let r = &replies[&i];
+        let file = ws.path().join(format!("out/{i}.txt"));
+        let digest = sha256(canonical_json(&args(i)).as_bytes()).to_string();
+        // No call ran without a receipt.
+        if file.exists() {
+            assert!(
+                receipts.contains_key(&digest),
+                "out/{i}.txt was written without a receipt"
+            );
+        }
+        if r["result"]["isError"] == false {
+            ok.push((
+                i,
+                r["result"]["_meta"]["aether/callId"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            ));
+            continue;
+        }
+        let text = r["result"]["content"][0]["text"]
+            .as_str()
+            .or(r["error"]["message"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        if text.contains("did not run") {
+            refused += 1;
+            assert!(!file.exists(), "call {i} was refused but ran: {text}");
+        } else {
+            assert!(
+                text.contains("audit row could not be written"),
+                "call {i}: {r}"
+            );
+            ran_unrecorded += 1;
+        }
+    }
+    let before = ok.iter().filter(|(i, _)| *i < CALLS / 3).count();
+    let after = ok.iter().filter(|(i, _)| *i > 2 * CALLS / 3 + 20).count();
+    eprintln!(
+        "{} ok ({before} before the cut, {after} well after), {refused} refused unreceipted, {ran_unrecorded} ran with the audit late",
+        ok.len()
+    );
+    assert!(
+        before > 0 && after > 0 && refused > 0,
+        "the load straddled the outage"
+    );
+
+    // No reported success lacks its receipt and its audit row.
+    let audited: HashMap<String, String> = pg
+        .rows("SELECT call_id, outcome FROM audit WHERE tool = 'write_file'")
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect();
+    let receipted: HashSet<&String> = receipts.values().collect();
+    for (i, id) in &ok {
+        assert!(
+            receipted.contains(id),
+            "call {i} ({id}) succeeded without a receipt"
+        );
+        assert_eq!(
+            audited.get(id).map(String::as_str),
+            Some("ok"),
+            "call {i} ({id}) succeeded without its audit row"
+        );
+    }
+
+    // Rows the outage held back are written once the database is back: every receipt gets
+    // its audit row, and the chain is one valid chain.
+    let unaudited = "SELECT count(*) FROM receipts r WHERE NOT EXISTS \
+                     (SELECT 1 FROM audit a WHERE a.call_id = r.call_id)";
+    within(
+        Duration::from_secs(30),
+        "every receipt audited after the outage",
+        || pg.rows(unaudited)[0][0] == "0",
+    );
+    let late = pg.rows("SELECT count(*) FROM audit WHERE reason LIKE '%audited late%'");
+    eprintln!("{} audit rows written late", late[0][0]);
+    assert!(
+        late[0][0].parse::<usize>().unwrap() >= ran_unrecorded,
+        "each call that ran unrecorded is audited late"
+    );
+    let (code, out, err) = ws.run(&["audit", "verify", "--store", &pg.url]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("audit chain intact"), "{out}");
 }

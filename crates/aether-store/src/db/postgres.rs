@@ -22,7 +22,10 @@ use postgres::{Client, Config, GenericClient, NoTls, Statement};
 use super::{Arg, Conn, DbError, DbResult, Dialect, Row, Sql, Tx, Value};
 use crate::{Result, StoreError};
 
-pub(crate) const MIGRATIONS: &[&str] = &[include_str!("../../migrations/postgres/0001_schema.sql")];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/postgres/0001_schema.sql"),
+    include_str!("../../migrations/postgres/0002_runs.sql"),
+];
 
 /// The advisory lock (with the schema's hash as its second half) that serializes writers.
 const WRITE_LOCK: i32 = 0x4165;
@@ -283,8 +286,8 @@ impl Tx for PgTx<'_> {
     }
 }
 
-/// A `postgres://` URL as a connection configuration: a short connect timeout (an unreachable
-/// database refuses calls quickly rather than holding them), and plain TCP only where that
+/// A `postgres://` URL as a connection configuration: a short connect timeout and TCP
+/// keepalives (an unreachable database refuses calls quickly rather than holding them), and plain TCP only where that
 /// cannot be read on the way: loopback, a Unix socket, or a network the operator vouches for
 /// with `sslmode=disable`.
 pub(crate) fn config(url: &str) -> Result<Config> {
@@ -293,6 +296,17 @@ pub(crate) fn config(url: &str) -> Result<Config> {
         .map_err(|e| StoreError::Invalid(format!("database URL {shown}: {e}")))?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(5));
+    }
+    // A database that drops off the network (no reset, just silence) is noticed in seconds,
+    // not after the kernel's two hours: calls waiting on it are refused, not held.
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(15));
+    }
+    if config.get_keepalives_interval().is_none() {
+        config
+            .keepalives_idle(Duration::from_secs(10))
+            .keepalives_interval(Duration::from_secs(2))
+            .keepalives_retries(3);
     }
     config.application_name("aether");
     let exposed: Vec<String> = config

@@ -21,6 +21,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0009_knowledge.sql"),
     include_str!("../../migrations/sqlite/0010_idempotency.sql"),
     include_str!("../../migrations/sqlite/0011_checkpoints.sql"),
+    include_str!("../../migrations/sqlite/0012_runs.sql"),
 ];
 
 impl rusqlite::ToSql for Arg<'_> {

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 
@@ -30,6 +31,7 @@ mod knowledge;
 mod mcp_sessions;
 mod planning;
 mod retention;
+mod runs;
 mod sources;
 
 /// How many queued writes one transaction takes at most.
@@ -71,7 +73,21 @@ struct Inner {
     /// Bumped when another process changes the store (PostgreSQL's notifications); `None`
     /// where changes are only seen by polling.
     changes: Option<watch::Receiver<u64>>,
+    /// Audit rows that met an unreachable database, written when it answers again.
+    late: Mutex<LateAudits>,
 }
+
+/// Audit rows waiting for the database ([`SqlStore::audit_when_back`]).
+#[derive(Default)]
+struct LateAudits {
+    rows: Vec<AuditEvent>,
+    /// Whether a task is writing them.
+    flushing: bool,
+}
+
+/// Rows [`SqlStore::audit_when_back`] keeps at most; beyond, a row is dropped (its receipt
+/// without an audit row is then what `audit verify` reports).
+const LATE_ROWS: usize = 100_000;
 
 impl SqlStore {
     /// Opens (creating if needed) the SQLite store at `path`.
@@ -136,9 +152,10 @@ impl SqlStore {
         let writer = Arc::new(Mutex::new(writer));
         let (tx, rx) = mpsc::channel();
         let thread_writer = writer.clone();
+        let shown = location.to_string();
         std::thread::Builder::new()
             .name("aether-store-writer".into())
-            .spawn(move || run_writer(thread_writer, rx))
+            .spawn(move || run_writer(thread_writer, rx, &shown))
             .map_err(|source| StoreError::Open {
                 path: format!("{location:?}"),
                 source,
@@ -150,6 +167,7 @@ impl SqlStore {
                 writer,
                 reader: Mutex::new(reader),
                 changes,
+                late: Mutex::new(LateAudits::default()),
             }),
         })
     }
@@ -220,6 +238,80 @@ impl SqlStore {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Audit(event, tx))?;
         rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Keeps `event`, whose write met an unreachable database, and writes it once the
+    /// database answers (one task per store, retrying with backoff up to every 5 s). A row
+    /// the first attempt committed after all (the connection died on its commit) is not
+    /// written twice. Needs a Tokio runtime.
+    pub fn audit_when_back(&self, event: AuditEvent) {
+        let mut late = self.inner.late.lock().unwrap_or_else(|e| e.into_inner());
+        if late.rows.len() >= LATE_ROWS {
+            tracing::error!(call = %event.call_id, "too many audit rows waiting for the store; this one is lost");
+            return;
+        }
+        late.rows.push(event);
+        if std::mem::replace(&mut late.flushing, true) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move { store.flush_late().await });
+    }
+
+    async fn flush_late(self) {
+        let mut wait = Duration::from_millis(250);
+        loop {
+            tokio::time::sleep(wait).await;
+            let rows = {
+                let mut late = self.inner.late.lock().unwrap_or_else(|e| e.into_inner());
+                if late.rows.is_empty() {
+                    late.flushing = false;
+                    return;
+                }
+                std::mem::take(&mut late.rows)
+            };
+            let mut rows = rows.into_iter();
+            while let Some(event) = rows.next() {
+                let row = event.clone();
+                let written = self
+                    .write(move |conn| {
+                        let context = StoreError::sql("late audit");
+                        let mut tx = conn.begin().map_err(context)?;
+                        let there: Option<i64> = tx
+                            .query_row(
+                                "SELECT seq FROM audit WHERE call_id = ? LIMIT 1",
+                                args![row.call_id],
+                                |r| r.get(0),
+                            )
+                            .optional()
+                            .map_err(StoreError::sql("late audit"))?;
+                        if there.is_none() {
+                            append_audit(&mut *tx, &[&row])
+                                .map_err(StoreError::sql("late audit"))?;
+                        }
+                        tx.commit().map_err(StoreError::sql("late audit"))
+                    })
+                    .await;
+                match written {
+                    Ok(()) => {
+                        tracing::info!(call = %event.call_id, "audit row written late");
+                        wait = Duration::from_millis(250);
+                    }
+                    Err(e) if e.is_unreachable() => {
+                        // Back in the queue, in order, ahead of rows that came since.
+                        let mut late = self.inner.late.lock().unwrap_or_else(|e| e.into_inner());
+                        let newer = std::mem::take(&mut late.rows);
+                        late.rows = std::iter::once(event).chain(rows).collect();
+                        late.rows.extend(newer);
+                        wait = (wait * 2).min(Duration::from_secs(5));
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "an audit row written late failed; it is lost")
+                    }
+                }
+            }
+        }
     }
 
     /// Makes a journal write durable, grouped with whatever else is waiting.
@@ -640,7 +732,7 @@ fn audit_record(r: &Row) -> DbResult<AuditRecord> {
     })
 }
 
-fn run_writer(conn: Arc<Mutex<Box<dyn Conn>>>, jobs: mpsc::Receiver<Job>) {
+fn run_writer(conn: Arc<Mutex<Box<dyn Conn>>>, jobs: mpsc::Receiver<Job>, location: &str) {
     while let Ok(first) = jobs.recv() {
         // A poisoned lock means a direct commit panicked mid-write; SQLite rolled the
         // transaction back, so the connection itself is fine to keep using.
@@ -663,7 +755,7 @@ fn run_writer(conn: Arc<Mutex<Box<dyn Conn>>>, jobs: mpsc::Receiver<Job>) {
             }
         }
         if !receipts.is_empty() || !audits.is_empty() || !journals.is_empty() {
-            commit_batch(&mut **conn, receipts, audits, journals);
+            commit_batch(&mut **conn, receipts, audits, journals, location);
         }
     }
 }
@@ -796,6 +888,7 @@ fn commit_batch(
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
     audits: Vec<(AuditEvent, Reply<i64>)>,
     journals: Vec<(JournalWrite, Reply<Vec<i64>>)>,
+    location: &str,
 ) {
     let written = {
         let r: Vec<&AdmissionReceipt> = receipts.iter().map(|(r, _)| r).collect();
@@ -817,15 +910,23 @@ fn commit_batch(
         }
         Err(e) => {
             tracing::error!(error = %e, "store write failed");
-            let msg = e.to_string();
+            // Callers tell a database that went away (worth waiting for) from a refused write.
+            let (unreachable, detail) = (e.is_unreachable(), e.to_string());
+            let error = || match unreachable {
+                true => StoreError::Unreachable {
+                    location: location.to_string(),
+                    detail: detail.clone(),
+                },
+                false => StoreError::Write(detail.clone()),
+            };
             for (_, reply) in receipts {
-                let _ = reply.send(Err(StoreError::Write(msg.clone())));
+                let _ = reply.send(Err(error()));
             }
             for (_, reply) in audits {
-                let _ = reply.send(Err(StoreError::Write(msg.clone())));
+                let _ = reply.send(Err(error()));
             }
             for (_, reply) in journals {
-                let _ = reply.send(Err(StoreError::Write(msg.clone())));
+                let _ = reply.send(Err(error()));
             }
         }
     }

@@ -5,6 +5,7 @@
 #[macro_use]
 mod db;
 mod retention;
+mod runs;
 
 use aether_store::{
     AdmissionReceipt, AuditEvent, AuditQuery, BuiltinDefinition, ReceiptOutcome, Store,

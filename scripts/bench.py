@@ -53,7 +53,7 @@ AUDIT_QUERIES = {
     "one tool (0.1%)": "tool=delete_file",
     "one agent (10%)": "agent=agent3",
     "refusals (2%)": "outcome=refused",
-    "agent and tool": "agent=agent7&tool=delete_file",
+    "agent and tool": "agent=agent0&tool=delete_file",
     "one call": "call_id={call}",
     "an hour, mid-history": "since_us={mid}&until_us={mid_end}",
 }

@@ -69,6 +69,15 @@ enum Command {
     /// The knowledge index: import a folder as a pack, search packs.
     #[command(subcommand)]
     Knowledge(cmd::knowledge::Command),
+    /// Model connections for agent runs: list, check (what the server offers).
+    #[command(subcommand)]
+    Models(cmd::models::Command),
+    /// Run an agent: a model loop whose every tool call goes through the pipeline.
+    #[command(subcommand)]
+    Agent(cmd::agent::Command),
+    /// Agent runs: list, show (the full transcript), stop.
+    #[command(subcommand)]
+    Runs(cmd::runs::Command),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -108,6 +117,9 @@ pub fn run() -> ExitCode {
             Command::Credentials(c) => cmd::credentials::run(c).await,
             Command::Accounts(c) => cmd::accounts::run(c).await,
             Command::Knowledge(c) => cmd::knowledge::run(c).await,
+            Command::Models(c) => cmd::models::run(c).await,
+            Command::Agent(c) => cmd::agent::run(c).await,
+            Command::Runs(c) => cmd::runs::run(c).await,
         }
     });
     match result {

@@ -164,14 +164,20 @@ pub fn roots(flags: &[String], loaded: &Loaded, default_to_cwd: bool) -> Result<
     Ok(specs)
 }
 
-/// Every tool this process serves.
+/// Every tool this process serves (the orchestration tools unbound: for their definitions).
 pub fn tools(fixtures: bool) -> Vec<Arc<dyn Tool>> {
-    tools_for(fixtures, None)
+    tools_for(fixtures, None, aether_runner::Host::new(Default::default()))
 }
 
-/// Every tool, with the configuration's research settings.
-pub fn tools_for(fixtures: bool, searxng: Option<&str>) -> Vec<Arc<dyn Tool>> {
+/// Every tool, with the configuration's research settings; the orchestration tools start
+/// their runs through `host`.
+pub fn tools_for(
+    fixtures: bool,
+    searxng: Option<&str>,
+    host: Arc<aether_runner::Host>,
+) -> Vec<Arc<dyn Tool>> {
     let mut tools = aether_tools::builtin_tools();
+    tools.extend(aether_runner::orchestration::tools(host));
     let searxng = searxng.and_then(|u| url::Url::parse(u).ok());
     tools.extend(aether_net::tools_with(
         Arc::new(aether_net::SystemResolver),
@@ -260,6 +266,25 @@ pub async fn upstreams(
     (upstreams, tools)
 }
 
+/// The configuration's model connections, for agent runs.
+pub fn models(loaded: &Loaded) -> aether_runner::Models {
+    aether_runner::Models {
+        specs: loaded
+            .raw
+            .models
+            .iter()
+            .map(|(name, raw)| (name.clone(), raw.resolve(name).map_err(|p| p.join("; "))))
+            .collect(),
+        allowed: loaded
+            .raw
+            .agents
+            .iter()
+            .filter_map(|(name, a)| a.models.clone().map(|m| (name.clone(), m)))
+            .collect(),
+        key_file: vault_key_file(loaded),
+    }
+}
+
 /// Builds the pipeline. In fixtures mode every agent also reaches the conformance group.
 /// `external`: tools from upstream servers (unapproved until an operator approves them).
 pub async fn pipeline(
@@ -269,6 +294,20 @@ pub async fn pipeline(
     fixtures: bool,
     external: Vec<Arc<dyn Tool>>,
 ) -> Result<Arc<Pipeline>> {
+    Ok(pipeline_and_host(loaded, roots, store, fixtures, external)
+        .await?
+        .0)
+}
+
+/// [`pipeline`], and the host its orchestration tools start runs through.
+pub async fn pipeline_and_host(
+    loaded: &Loaded,
+    roots: &[RootSpec],
+    store: Store,
+    fixtures: bool,
+    external: Vec<Arc<dyn Tool>>,
+) -> Result<(Arc<Pipeline>, Arc<aether_runner::Host>)> {
+    let host = aether_runner::Host::new(models(loaded));
     let roots = Roots::open(roots).context("cannot open the roots")?;
     let mut agents = loaded.raw.agent_profiles();
     if fixtures {
@@ -284,7 +323,11 @@ pub async fn pipeline(
         roots,
         limits: loaded.raw.limits.clone(),
         store,
-        tools: tools_for(fixtures, loaded.raw.research.searxng_url.as_deref()),
+        tools: tools_for(
+            fixtures,
+            loaded.raw.research.searxng_url.as_deref(),
+            host.clone(),
+        ),
         external_tools: external,
         journal: loaded.raw.journal.clone(),
         approval_window: std::time::Duration::from_secs(loaded.raw.approvals.window_seconds),
@@ -306,7 +349,9 @@ pub async fn pipeline(
     })
     .await
     .context("cannot start the pipeline")?;
-    Ok(Arc::new(pipeline))
+    let pipeline = Arc::new(pipeline);
+    host.bind(&pipeline);
+    Ok((pipeline, host))
 }
 
 /// The rules file: `policy.rules` from the configuration (it must exist), else

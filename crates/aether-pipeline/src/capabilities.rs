@@ -32,7 +32,7 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ),
     (
         "orchestration",
-        "delegate, reply, spawn_subagents, with the agent runner.",
+        "delegate, reply, spawn_subagents: agent runs over the same pipeline (offered where a model connection is configured).",
     ),
 ];
 

@@ -899,7 +899,18 @@ impl Pipeline {
             // while the flag is up).
             match self.store.halt_state().await {
                 Ok(state) if !state.halted => self.halted.store(false, Ordering::Relaxed),
-                _ => {
+                Ok(state) => {
+                    // The same words as the receipt's refusal, whichever check meets the halt.
+                    let why = state.why.unwrap_or_default();
+                    return refuse(
+                        Step::Halt,
+                        "halt",
+                        format!(
+                            "Aether is halted by an operator ({why}); no calls are admitted until it is resumed"
+                        ),
+                    );
+                }
+                Err(_) => {
                     return refuse(
                         Step::Halt,
                         "halt",

@@ -51,6 +51,9 @@ pub struct RawConfig {
     pub upstreams: BTreeMap<String, RawUpstream>,
     #[serde(default)]
     pub vault: VaultSection,
+    /// Model connections for the agent runner (`aether agent run --model NAME`).
+    #[serde(default)]
+    pub models: BTreeMap<String, crate::models::RawModel>,
 }
 
 /// An upstream MCP server (`[upstreams.NAME]`): a program Aether starts (`command`, over
@@ -338,6 +341,8 @@ pub struct RawAgent {
     /// Knowledge packs this agent searches (besides its team's, its project's and its own).
     #[serde(default)]
     pub knowledge_packs: Vec<String>,
+    /// Model connections this agent may run on (`[models.NAME]`); unset: any.
+    pub models: Option<Vec<String>>,
 }
 
 /// A team's settings (`[teams.NAME]`).
@@ -624,11 +629,51 @@ impl RawConfig {
                 ));
             }
         }
+        for (name, model) in &self.models {
+            if !is_root_name(name) {
+                problems.push(format!(
+                    "models.{name}: a connection name is 1-64 of A-Z a-z 0-9 _ -"
+                ));
+            }
+            if let Err(p) = model.resolve(name) {
+                problems.extend(p);
+            }
+        }
+        for (name, agent) in &self.agents {
+            for m in agent.models.iter().flatten() {
+                if !self.models.contains_key(m) {
+                    problems.push(format!(
+                        "agents.{name}.models: {m:?} is not a configured model connection ([models.{m}])"
+                    ));
+                }
+            }
+        }
         if problems.is_empty() {
             Ok(())
         } else {
             Err(ConfigError { problems })
         }
+    }
+
+    /// The model connection `name`, resolved, for `agent` (which must be allowed it).
+    pub fn model_for(&self, name: &str, agent: &str) -> Result<crate::models::ModelSpec, String> {
+        let raw = self.models.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.models.keys().map(String::as_str).collect();
+            if known.is_empty() {
+                format!("no model connection {name:?}: none is configured (add [models.{name}] to aether.toml, e.g. preset = \"llama.cpp\" and model = \"...\")")
+            } else {
+                format!("no model connection {name:?}; configured: {}", known.join(", "))
+            }
+        })?;
+        if let Some(allowed) = self.agents.get(agent).and_then(|a| a.models.as_ref())
+            && !allowed.iter().any(|m| m == name)
+        {
+            return Err(format!(
+                "agent {agent:?} may not run on model connection {name:?} (agents.{agent}.models allows: {})",
+                allowed.join(", ")
+            ));
+        }
+        raw.resolve(name).map_err(|p| p.join("; "))
     }
 
     /// The agent profiles, with the default agent when none is configured.

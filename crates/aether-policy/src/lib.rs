@@ -14,6 +14,7 @@ pub mod decision;
 pub mod dlp;
 pub mod egress;
 pub mod journal;
+pub mod models;
 pub mod paths;
 pub mod registry;
 pub mod roles;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod accounts;
+pub mod agent;
 pub mod approvals;
 pub mod audit;
 pub mod commands;
@@ -9,9 +10,11 @@ pub mod halt;
 pub mod journal;
 pub mod knowledge;
 pub mod mcp_serve;
+pub mod models;
 pub mod policy;
 pub mod registry;
 pub mod roots;
+pub mod runs;
 pub mod serve;
 pub mod sources;
 pub mod tokens;

@@ -11,6 +11,7 @@ mod governance;
 mod http;
 mod peers;
 mod replicas;
+mod runner;
 mod stdio;
 mod tidy;
 mod util;

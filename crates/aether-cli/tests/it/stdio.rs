@@ -301,16 +301,17 @@ fn resources_are_the_capabilities_and_the_callers_own_audit_events() {
         .unwrap()
         .clone();
     assert_eq!(workspace["mcp_exposure"], "exposed");
-    let shell = caps["capabilities"]
+    let orchestration = caps["capabilities"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["capability"] == "orchestration")
         .unwrap()
         .clone();
+    assert_eq!(orchestration["mcp_exposure"], "exposed");
     assert_eq!(
-        shell["mcp_exposure"], "planned",
-        "nothing unbuilt is advertised as a tool"
+        orchestration["tools"],
+        serde_json::json!(["delegate", "reply", "spawn_subagents"])
     );
     s.send_raw(r#"{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"aether://audit/events?limit=10"}}"#);
     let events: serde_json::Value =

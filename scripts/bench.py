@@ -143,13 +143,70 @@ def audit_search(aether, bench, runs):
                 srv.wait()
 
 
+def runner_overhead(aether, bench, peers, runs):
+    """The agent runner's own time per model request (the run's time less the model's and
+    the tools' own: the audit's durations) against one chat request sent straight to the
+    same llama-server, with the same messages and tools, in the same run."""
+    import urllib.request
+    llama = peers / "llama"
+    port = 18630
+    server = subprocess.Popen([str(llama / "llama-server"), "-m", str(llama / "SmolLM2-135M-Instruct.Q4_1.gguf"),
+                               "--jinja", "--host", "127.0.0.1", "--port", str(port), "-c", "4096", "-t", "2"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ws = bench / "runner"
+    shutil.rmtree(ws, ignore_errors=True)
+    ws.mkdir()
+    (ws / "README.md").write_text("# Demo\nA small project.\n")
+    (ws / "aether.toml").write_text(
+        '[server]\nhttp_agent = "reader"\n[agents.reader]\ntools = ["read_file"]\n'
+        f'[models.local]\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "smol"\n'
+        'temperature = 0.0\nmax_tokens = 256\ntimeout_seconds = 300\n')
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except Exception:
+                if time.time() > deadline:
+                    raise SystemExit("llama-server did not start")
+                time.sleep(0.3)
+        task = "Read the file README.md"
+        out = subprocess.run([str(aether), "agent", "run", "--agent", "reader", "--model", "local", "--max-rounds",
+                              "2", "--json", "-q", task], cwd=ws, check=True, capture_output=True, text=True)
+        outcome = json.loads(out.stdout.strip().splitlines()[-1])
+        audit = subprocess.run([str(aether), "audit", "tail", "-n", "50", "--json"], cwd=ws, check=True,
+                               capture_output=True, text=True).stdout
+        tools_us = sum(r["duration_us"] for r in map(json.loads, audit.splitlines())
+                       if r["session"] == f"run:{outcome['id']}")
+        requests = outcome["rounds"] + 1
+        overhead_ms = outcome["total_ms"] - outcome["model_ms"] - tools_us / 1000
+        # The first round's request, sent straight to the server.
+        schemas = json.loads(subprocess.run([str(aether), "tools", "schemas", "--agent", "reader"], cwd=ws,
+                                            check=True, capture_output=True, text=True).stdout)
+        body = json.dumps({"model": "smol", "stream": False, "max_tokens": 256, "temperature": 0.0, "tools": schemas,
+                           "messages": [{"role": "system", "content": "You are the agent \"reader\". Use the tools you are given when they help; every call is checked and recorded. When you have the answer, reply in plain text without calling a tool."},
+                                        {"role": "user", "content": task}]}).encode()
+        t = time.perf_counter()
+        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                                      headers={"content-type": "application/json"}), timeout=300).read()
+        direct_ms = (time.perf_counter() - t) * 1000
+        runs.append(("model request direct", {"p50_us": direct_ms * 1000, "calls_per_s": 0}))
+        runs.append(("runner overhead per request", {"p50_us": overhead_ms / requests * 1000, "calls_per_s": 0}))
+        print(f"runner: {requests} requests, total {outcome['total_ms']:.0f} ms, model {outcome['model_ms']:.0f} ms, "
+              f"tools (audited) {tools_us / 1000:.1f} ms, direct request {direct_ms:.0f} ms", file=sys.stderr)
+    finally:
+        server.kill()
+        server.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed,knowledge,replicas,audit")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed,knowledge,replicas,audit,runner")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -411,6 +468,8 @@ def main():
                     srv.kill(); srv.wait()
         if want("audit"):
             audit_search(aether, bench, runs)
+        if want("runner"):
+            runner_overhead(aether, bench, peers, runs)
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
             f.write(json.dumps({**r, "label": label}) + "\n")
@@ -445,6 +504,8 @@ def main():
         *[(f"audit search, {db}, {q} (p50 µs): 10 million rows vs 100,000", f"audit {db} 100k {q}",
             f"audit {db} 10m {q}", "p50_us", "≤ 2× the time at 100,000")
           for db in ("sqlite", "pg") for q in AUDIT_QUERIES],
+        ("agent runner: its own time per model request vs one request sent directly (µs)",
+         "model request direct", "runner overhead per request", "p50_us", "< 5% of the request"),
         ("knowledge: search, c=1 (p99 µs) vs rg -l's slowest of 20", "rg search", "aether search", "p99_us",
          "(reference)"),
     ]
@@ -457,6 +518,8 @@ def main():
         p, o = med(peer, key), med(ours, key)
         if key == "calls_per_s":
             ratio = f"{o / p:.2f}× the peer's calls/s"
+        elif peer == "model request direct":
+            ratio = f"{100 * o / p:.2f}% of the direct request's time"
         elif peer in ("rg regex", "find", "rg search") or peer.startswith("audit "):
             ratio = f"{o / p:.2f}× {peer.split()[0]}'s time"
         elif peer.startswith("fs direct"):

@@ -1098,3 +1098,67 @@ fn delegation_nests_at_most_three_deep_and_never_to_oneself() {
         "{texts:?}"
     );
 }
+
+#[test]
+fn stopping_a_supervisor_stops_the_run_it_delegated_to() {
+    let slow = |s: Scripted| Scripted {
+        delay: Duration::from_millis(500),
+        ..s
+    };
+    let model = ScriptedModel::start(vec![
+        calls(&[(
+            "delegate",
+            r#"{"agent": "reader", "task": "Keep reading."}"#,
+        )]),
+        slow(calls(&[("read_file", r#"{"path": "README.md"}"#)])),
+    ]);
+    let ws = team(&format!("http://{}/v1", model.addr), "\"read_file\"");
+    let child = aether()
+        .args([
+            "agent",
+            "run",
+            "--agent",
+            "lead",
+            "--model",
+            "m",
+            "--json",
+            "-q",
+            "Delegate the reading.",
+        ])
+        .current_dir(ws.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    // Wait for the worker's run to be under way, then stop the supervisor's.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let lead = loop {
+        assert!(Instant::now() < deadline, "the worker's run started");
+        std::thread::sleep(Duration::from_millis(100));
+        let all = runs(&ws);
+        let worker = all
+            .iter()
+            .find(|r| r["agent"] == "reader" && r["rounds"].as_u64() >= Some(1));
+        if let (Some(_), Some(lead)) = (worker, all.iter().find(|r| r["agent"] == "lead")) {
+            break lead["id"].as_str().unwrap().to_string();
+        }
+    };
+    let (code, _, err) = ws.run(&["runs", "stop", &lead, "--why", "change of plan"]);
+    assert_eq!(code, 0, "{err}");
+    let out = child.finish(Duration::from_secs(15));
+    let outcome: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(outcome["status"], "stopped", "{outcome}");
+    let worker = runs(&ws)
+        .into_iter()
+        .find(|r| r["agent"] == "reader")
+        .unwrap();
+    assert_eq!(worker["status"], "stopped", "{worker}");
+    assert!(
+        worker["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("the run {lead}, which started this one")),
+        "{worker}"
+    );
+}

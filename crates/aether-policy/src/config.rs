@@ -655,27 +655,6 @@ impl RawConfig {
         }
     }
 
-    /// The model connection `name`, resolved, for `agent` (which must be allowed it).
-    pub fn model_for(&self, name: &str, agent: &str) -> Result<crate::models::ModelSpec, String> {
-        let raw = self.models.get(name).ok_or_else(|| {
-            let known: Vec<&str> = self.models.keys().map(String::as_str).collect();
-            if known.is_empty() {
-                format!("no model connection {name:?}: none is configured (add [models.{name}] to aether.toml, e.g. preset = \"llama.cpp\" and model = \"...\")")
-            } else {
-                format!("no model connection {name:?}; configured: {}", known.join(", "))
-            }
-        })?;
-        if let Some(allowed) = self.agents.get(agent).and_then(|a| a.models.as_ref())
-            && !allowed.iter().any(|m| m == name)
-        {
-            return Err(format!(
-                "agent {agent:?} may not run on model connection {name:?} (agents.{agent}.models allows: {})",
-                allowed.join(", ")
-            ));
-        }
-        raw.resolve(name).map_err(|p| p.join("; "))
-    }
-
     /// The agent profiles, with the default agent when none is configured.
     pub fn agent_profiles(&self) -> BTreeMap<String, AgentProfile> {
         if self.agents.is_empty() {

@@ -91,10 +91,6 @@ pub async fn client(
     agent: Option<&str>,
 ) -> Result<ModelClient> {
     let models = setup::models(loaded);
-    if !models.specs.contains_key(name) {
-        // The same message as a run's: what is configured, or how to configure one.
-        return Err(anyhow!(loaded.raw.model_for(name, "").unwrap_err()));
-    }
     let store = setup::open_store(&setup::store_url(common, loaded, &loaded.base))?;
     models
         .client(&store, name, agent.unwrap_or_default())

@@ -1162,3 +1162,59 @@ fn stopping_a_supervisor_stops_the_run_it_delegated_to() {
         "{worker}"
     );
 }
+
+#[test]
+fn bad_run_requests_change_nothing_and_say_why() {
+    let model = ScriptedModel::start(vec![says("hi")]);
+    let ws = workspace(&format!("http://{}/v1", model.addr), "");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["agent", "run", "--model", "nope", "--agent", "reader", "hi"],
+            "no model connection \"nope\"; configured: m",
+        ),
+        (
+            &["agent", "run", "--model", "m", "--agent", "nobody", "hi"],
+            "nobody",
+        ),
+        (
+            &["agent", "run", "--model", "m", "--agent", "reader", "  "],
+            "the task is empty",
+        ),
+        (
+            &[
+                "agent",
+                "run",
+                "--model",
+                "m",
+                "--agent",
+                "reader",
+                "--max-rounds",
+                "0",
+                "hi",
+            ],
+            "--max-rounds must be between 1 and 200",
+        ),
+        (&["runs", "show", "no-such-run"], "no run \"no-such-run\""),
+    ];
+    for (args, expect) in cases {
+        let (code, _, err) = ws.run(args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+    assert!(model.chats().is_empty(), "no model request was made");
+    let (_, out, _) = ws.run(&["runs", "list", "--json"]);
+    assert!(out.trim().is_empty(), "no run was recorded: {out}");
+    // An agent limited to other connections may not use this one.
+    let ws = workspace(&format!("http://{}/v1", model.addr), "");
+    let text = std::fs::read_to_string(ws.path().join("aether.toml")).unwrap();
+    ws.write(
+        "aether.toml",
+        &text.replace("[agents.writer]", "[models.other]\npreset = \"lm-studio\"\nmodel = \"x\"\n\n[agents.writer]\nmodels = [\"other\"]"),
+    );
+    let (code, _, err) = ws.run(&["agent", "run", "--model", "m", "--agent", "writer", "hi"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("may not run on model connection \"m\""),
+        "{err}"
+    );
+}

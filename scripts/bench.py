@@ -65,7 +65,7 @@ AUDIT_TOOLS = ["read_file", "list_dir", "search_files", "write_file", "edit_file
 def audit_rows_sql(n, dialect):
     """One INSERT of n synthetic audit rows (one second apart; ten agents; 1 in 1,000 a
     delete_file, 1 in 50 refused), for searching, not for verifying: their hashes are not a chain."""
-    series = ("generate_series(1, {n}) AS g(i)" if dialect == "pg" else
+    series = ("generate_series(1::bigint, {n}) AS g(i)" if dialect == "pg" else
               "(WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n}) SELECT i FROM g)")
     tools = " ".join(f"WHEN {k} THEN '{t}'" for k, t in enumerate(AUDIT_TOOLS))
     pad = "lpad(i::text, 12, '0')" if dialect == "pg" else "printf('%012d', i)"
@@ -103,7 +103,7 @@ def audit_search(aether, bench, runs):
             else:
                 have = int(subprocess.run(["psql", store, "-qAt", "-c", count_sql], check=True,
                                           capture_output=True, text=True).stdout.strip())
-            if have != n:
+            if have < n:  # (the token made below adds an operator row)
                 t = time.time()
                 if db == "sqlite":
                     con.execute("DELETE FROM audit")
@@ -520,7 +520,9 @@ def main():
             ratio = f"{o / p:.2f}× the peer's calls/s"
         elif peer == "model request direct":
             ratio = f"{100 * o / p:.2f}% of the direct request's time"
-        elif peer in ("rg regex", "find", "rg search") or peer.startswith("audit "):
+        elif peer.startswith("audit "):
+            ratio = f"{o / p:.2f}× the time at 100,000 rows"
+        elif peer in ("rg regex", "find", "rg search"):
             ratio = f"{o / p:.2f}× {peer.split()[0]}'s time"
         elif peer.startswith("fs direct"):
             ratio = f"{o / p:.2f}× the direct call's time"

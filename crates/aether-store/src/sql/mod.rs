@@ -793,16 +793,22 @@ pub(super) fn append_audit(tx: &mut dyn Sql, events: &[&AuditEvent]) -> DbResult
             .map(|c| (c.seq, c.hash))
             .unwrap_or((0, GENESIS.to_string())),
     };
-    let insert = format!(
-        "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    );
+    // Each row's place in the chain, then the rows in as few statements as the database
+    // takes: with replicas, every statement is a round trip made while holding the writers'
+    // lock.
+    let mut links = Vec::with_capacity(events.len());
     for e in events {
         seq += 1;
         let hash = entry_hash(&prev, seq, e);
-        tx.execute(
-            &insert,
-            args![
-                seq,
+        links.push((seq, std::mem::replace(&mut prev, hash.clone()), hash));
+        seqs.push(seq);
+    }
+    let rows: Vec<_> = events.iter().zip(&links).collect();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut bound = Vec::with_capacity(chunk.len() * 21);
+        for (e, (seq, prev, hash)) in chunk {
+            bound.extend_from_slice(args![
+                *seq,
                 e.at_us,
                 e.call_id,
                 e.session,
@@ -821,14 +827,57 @@ pub(super) fn append_audit(tx: &mut dyn Sql, events: &[&AuditEvent]) -> DbResult
                 e.arguments,
                 e.result,
                 e.duration_us,
-                prev,
-                hash
-            ],
+                *prev,
+                *hash
+            ]);
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {}",
+                tuples(chunk.len(), 21)
+            ),
+            &bound,
         )?;
-        seqs.push(seq);
-        prev = hash;
     }
     Ok(seqs)
+}
+
+/// Rows one multi-row INSERT carries at most (well under either database's limit on
+/// parameters).
+const ROWS_PER_INSERT: usize = 256;
+
+/// `(?, ?), (?, ?)` for `rows` rows of `columns` values.
+fn tuples(rows: usize, columns: usize) -> String {
+    let one = format!("({})", vec!["?"; columns].join(", "));
+    vec![one; rows].join(", ")
+}
+
+/// The batch's receipts, in as few statements as the database takes.
+fn insert_receipts(tx: &mut dyn Sql, receipts: &[&AdmissionReceipt]) -> DbResult<()> {
+    for chunk in receipts.chunks(ROWS_PER_INSERT) {
+        let mut bound = Vec::with_capacity(chunk.len() * 9);
+        for r in chunk {
+            bound.extend_from_slice(args![
+                r.call_id,
+                r.at_us,
+                r.session,
+                r.transport,
+                r.agent,
+                r.tool,
+                r.definition,
+                r.arguments,
+                r.decision
+            ]);
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision) VALUES {}",
+                tuples(chunk.len(), 9)
+            ),
+            &bound,
+        )?;
+    }
+    Ok(())
 }
 
 fn write_batch(
@@ -848,23 +897,7 @@ fn write_batch(
         if state.halted {
             halt = Some(state);
         } else {
-            for r in receipts {
-                tx.execute(
-                    "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    args![
-                    r.call_id,
-                    r.at_us,
-                    r.session,
-                    r.transport,
-                    r.agent,
-                    r.tool,
-                    r.definition,
-                    r.arguments,
-                    r.decision
-                ],
-                )?;
-            }
+            insert_receipts(&mut *tx, receipts)?;
         }
     }
     let seqs = append_audit(&mut *tx, audits)?;

@@ -1218,3 +1218,83 @@ fn bad_run_requests_change_nothing_and_say_why() {
         "{err}"
     );
 }
+
+#[test]
+fn a_runs_call_that_needs_a_person_waits_for_one() {
+    let model = ScriptedModel::start(vec![
+        calls(&[("read_file", r#"{"path": "src/hello.txt"}"#)]),
+        says("It says hello."),
+    ]);
+    let ws = workspace(
+        &format!("http://{}/v1", model.addr),
+        "timeout_seconds = 30\n",
+    );
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
+    );
+    let child = aether()
+        .args([
+            "agent",
+            "run",
+            "--agent",
+            "reader",
+            "--model",
+            "m",
+            "--json",
+            "-q",
+            "Read src/hello.txt",
+        ])
+        .current_dir(ws.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    // The call waits for a person, under the run's agent, like any client's call.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the run's call waits for approval"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let (_, out, _) = ws.run(&["approvals", "list", "--json"]);
+        let rows: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        if let Some(row) = rows.as_array().and_then(|r| r.first()) {
+            assert_eq!(
+                (row["agent"].as_str(), row["tool"].as_str()),
+                (Some("reader"), Some("read_file")),
+                "{row}"
+            );
+            break row["id"].as_str().unwrap().to_string();
+        }
+    };
+    let (code, out, err) = ws.run(&["approvals", "approve", &id, "--why", "looked at it"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let out = child.finish(Duration::from_secs(20));
+    let outcome: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (outcome["status"].as_str(), outcome["answer"].as_str()),
+        (Some("done"), Some("It says hello."))
+    );
+    let tools = events(&ws, outcome["id"].as_str().unwrap(), "tool");
+    assert_eq!(tools[0]["outcome"], "ok", "{tools:?}");
+    assert!(
+        tools[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from aether")
+    );
+    let row = audit(&ws)
+        .into_iter()
+        .find(|r| r["call_id"] == tools[0]["call_id"])
+        .unwrap();
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("looked at it"),
+        "{row}"
+    );
+}

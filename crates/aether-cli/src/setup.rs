@@ -282,6 +282,12 @@ pub fn models(loaded: &Loaded) -> aether_runner::Models {
             .filter_map(|(name, a)| a.models.clone().map(|m| (name.clone(), m)))
             .collect(),
         key_file: vault_key_file(loaded),
+        workers: loaded
+            .raw
+            .agents
+            .iter()
+            .map(|(name, a)| (name.clone(), a.workers.clone()))
+            .collect(),
     }
 }
 

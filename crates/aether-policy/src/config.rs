@@ -343,6 +343,10 @@ pub struct RawAgent {
     pub knowledge_packs: Vec<String>,
     /// Model connections this agent may run on (`[models.NAME]`); unset: any.
     pub models: Option<Vec<String>>,
+    /// Agents this one may hand work to with `delegate` or `spawn_subagents` (each then
+    /// works under its own profile); unset: none.
+    #[serde(default)]
+    pub workers: Vec<String>,
 }
 
 /// A team's settings (`[teams.NAME]`).
@@ -640,6 +644,13 @@ impl RawConfig {
             }
         }
         for (name, agent) in &self.agents {
+            for w in &agent.workers {
+                if !self.agents.contains_key(w) || w == name {
+                    problems.push(format!(
+                        "agents.{name}.workers: {w:?} is not another configured agent"
+                    ));
+                }
+            }
             for m in agent.models.iter().flatten() {
                 if !self.models.contains_key(m) {
                     problems.push(format!(

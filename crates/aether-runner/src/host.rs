@@ -25,12 +25,21 @@ pub struct Models {
     pub allowed: BTreeMap<String, Vec<String>>,
     /// The vault's key file, for connections that name a key.
     pub key_file: PathBuf,
+    /// Per agent, the agents it may hand work to (`agents.NAME.workers`); absent: none.
+    pub workers: BTreeMap<String, Vec<String>>,
 }
 
 impl Models {
     /// Whether any connection is configured.
     pub fn any(&self) -> bool {
         !self.specs.is_empty()
+    }
+
+    /// Whether `agent` may start a run of `worker` (`delegate`, `spawn_subagents`).
+    pub fn may_delegate(&self, agent: &str, worker: &str) -> bool {
+        self.workers
+            .get(agent)
+            .is_some_and(|list| list.iter().any(|w| w == worker))
     }
 
     /// Whether `agent` may run on connection `name`.
@@ -161,6 +170,8 @@ pub struct Host {
     pipeline: OnceLock<Weak<Pipeline>>,
     pub models: Models,
     live: Mutex<HashMap<String, LiveRun>>,
+    /// The runs tools started, each a task of its own.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 impl std::fmt::Debug for Host {
@@ -182,6 +193,24 @@ impl Host {
     /// Binds the pipeline whose catalog holds this host's tools.
     pub fn bind(&self, pipeline: &Arc<Pipeline>) {
         let _ = self.pipeline.set(Arc::downgrade(pipeline));
+    }
+
+    /// Starts a run a tool asked for as a task of its own, tracked for [`Host::settle`].
+    pub(crate) fn spawn<F>(&self, run: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tasks.spawn(run)
+    }
+
+    /// Waits, up to `limit`, for the runs tools started to end (a stopped parent's children
+    /// see the stop within a poll and record how they ended). True if they all did.
+    pub async fn settle(&self, limit: std::time::Duration) -> bool {
+        self.tasks.close();
+        let settled = tokio::time::timeout(limit, self.tasks.wait()).await.is_ok();
+        self.tasks.reopen();
+        settled
     }
 
     pub fn pipeline(&self) -> Option<Arc<Pipeline>> {

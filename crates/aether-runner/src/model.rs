@@ -45,11 +45,13 @@ pub struct ToolCall {
 pub struct Usage {
     pub prompt: u64,
     pub completion: u64,
+    /// Whether the server reported its figures at all.
+    pub reported: bool,
 }
 
 impl Usage {
     pub fn total(self) -> u64 {
-        self.prompt + self.completion
+        self.prompt.saturating_add(self.completion)
     }
 }
 
@@ -188,7 +190,12 @@ impl ModelClient {
         }
         let status = response.status();
         if !status.is_success() {
-            let text = String::from_utf8_lossy(&bytes);
+            let mut text = String::from_utf8_lossy(&bytes).into_owned();
+            // A server (or a proxy before it) that echoes the request must not put the key
+            // into the run's record.
+            if let Some(key) = self.key.as_deref().filter(|k| !k.is_empty()) {
+                text = text.replace(key, "***");
+            }
             return Err(ModelError::Status {
                 status: status.as_u16(),
                 body: text.chars().take(500).collect(),
@@ -219,7 +226,7 @@ fn without_url(e: &reqwest::Error) -> String {
 
 /// A chat completion's first choice as a [`Reply`].
 pub fn parse_reply(body: &Value, dialect: Dialect, elapsed: Duration) -> Result<Reply, ModelError> {
-    if let Some(err) = body.get("error") {
+    if let Some(err) = body.get("error").filter(|e| !e.is_null()) {
         return Err(ModelError::Malformed(format!(
             "the server reported an error: {err}"
         )));
@@ -243,6 +250,8 @@ pub fn parse_reply(body: &Value, dialect: Dialect, elapsed: Duration) -> Result<
     let usage = Usage {
         prompt: body["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
         completion: body["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        reported: body["usage"]["prompt_tokens"].is_u64()
+            || body["usage"]["completion_tokens"].is_u64(),
     };
     let mut tool_calls = Vec::new();
     let mut quarantined = None;

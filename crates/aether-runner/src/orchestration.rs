@@ -259,11 +259,11 @@ impl Tool for SpawnSubagents {
         if let Some(t) = a
             .tasks
             .iter()
-            .find(|t| t.trim().is_empty() || t.len() > 20_000)
+            .find(|t| t.trim().is_empty() || t.chars().count() > 20_000)
         {
             return Err(ToolError::InvalidArguments(format!(
                 "every task needs 1 to 20000 characters ({} here)",
-                t.len()
+                t.chars().count()
             )));
         }
         let agent = a.agent.unwrap_or_else(|| cx.agent.name.clone());
@@ -310,11 +310,8 @@ async fn start(
             format!("runs nest at most {MAX_DEPTH} deep, and this one would be {depth} deep"),
         ));
     }
-    let budget = parent
-        .as_ref()
-        .map(|(_, p)| p.budget.clone())
-        .unwrap_or_else(|| Budget::new(None));
-    let mut runs = Vec::new();
+    // Every run is checked and its client made before any starts: all or none.
+    let mut prepared = Vec::new();
     for (agent, task) in jobs {
         if pipeline
             .session(&agent, aether_pipeline::Transport::InProcess, String::new())
@@ -323,6 +320,17 @@ async fn start(
             return Err(ToolError::InvalidArguments(format!(
                 "no agent is named {agent:?} (delegate to an agent of aether.toml)"
             )));
+        }
+        // The caller's identity is its own; another agent's profile is reached only where
+        // the operator listed it as the caller's worker.
+        if agent != cx.agent.name && !host.models.may_delegate(&cx.agent.name, &agent) {
+            return Err(ToolError::denied(
+                "orchestration:workers",
+                format!(
+                    "{agent:?} is not one of {:?}'s workers (agents.{}.workers in aether.toml)",
+                    cx.agent.name, cx.agent.name
+                ),
+            ));
         }
         let model = host
             .models
@@ -333,6 +341,19 @@ async fn start(
             .client(pipeline.store(), &model, &agent)
             .await
             .map_err(ToolError::Failed)?;
+        prepared.push((agent, task, client));
+    }
+    // A run started outside any run (an MCP client's call) gets its connection's cap.
+    let budget = match &parent {
+        Some((_, p)) => p.budget.clone(),
+        None => Budget::new(
+            prepared
+                .first()
+                .and_then(|(_, _, c)| c.spec().cost_cap_tokens),
+        ),
+    };
+    let mut runs = Vec::new();
+    for (agent, task, client) in prepared {
         let runner = Runner::new(pipeline.clone(), client).in_host(host.clone());
         let request = RunRequest {
             agent,
@@ -344,19 +365,24 @@ async fn start(
             depth,
             cancel: Some(cx.cancel.clone()),
         };
-        runs.push(tokio::spawn(async move { runner.run(request).await }));
+        runs.push(host.spawn(async move { runner.run(request).await }));
     }
+    // Every run is waited for, even after one fails, so none is left running unwatched.
     let mut outcomes = Vec::new();
+    let mut failure = None;
     for run in runs {
         match run.await {
             Ok(Ok(o)) => outcomes.push(o),
-            Ok(Err(e)) => return Err(ToolError::Failed(e)),
+            Ok(Err(e)) => failure = Some(ToolError::Failed(e)),
             Err(e) => {
-                return Err(ToolError::failed(format!(
+                failure = Some(ToolError::failed(format!(
                     "a run failed inside Aether: {e}"
-                )));
+                )))
             }
         }
+    }
+    if let Some(e) = failure {
+        return Err(e);
     }
     Ok(outcomes)
 }

@@ -298,7 +298,7 @@ impl Run<'_> {
             }
             messages.push(json!({
                 "role": "assistant",
-                "content": reply.content,
+                "content": reply.content.as_deref().map(kept),
                 "tool_calls": reply.tool_calls.iter().map(|c| json!({
                     "id": c.id, "type": "function",
                     "function": {"name": c.name, "arguments": c.arguments},
@@ -357,7 +357,7 @@ impl Run<'_> {
         {
             return Err(End {
                 status: Status::Stopped,
-                error: "the call that started this run was stopped (its time limit, or its caller went away)".into(),
+                error: "whatever started this run went away (Ctrl-C, the stop or time limit of the call that started it)".into(),
             });
         }
         let mut next = Some(self.id.clone());
@@ -448,9 +448,20 @@ impl Run<'_> {
                 return Err(end);
             }
         };
-        self.usage.prompt += reply.usage.prompt;
-        self.usage.completion += reply.usage.completion;
+        self.usage.prompt = self.usage.prompt.saturating_add(reply.usage.prompt);
+        self.usage.completion = self.usage.completion.saturating_add(reply.usage.completion);
         self.budget.spend(reply.usage.total());
+        if self.budget.cap.is_some() && !reply.usage.reported {
+            let error = format!(
+                "round {round}: the model server reported no token usage, so the run's cost cap cannot be kept"
+            );
+            self.record("model_error", json!({"round": round, "error": error}))
+                .await;
+            return Err(End {
+                status: Status::Failed,
+                error,
+            });
+        }
         let _ = self
             .store
             .run_progress(
@@ -510,17 +521,27 @@ impl Run<'_> {
             store: self.store.clone(),
             watcher: self.runner.watcher.clone(),
         });
-        let result = self
-            .runner
-            .pipeline
-            .call(
-                ctx,
-                &call.name,
-                Some(arguments),
-                link,
-                CancellationToken::new(),
-            )
-            .await;
+        // A stop or a halt while the call runs (or waits for a person) cancels it: the
+        // pipeline stops the tool and audits the call as cancelled.
+        let cancel = match &self.cancel {
+            Some(parent) => parent.child_token(),
+            None => CancellationToken::new(),
+        };
+        let call_future =
+            self.runner
+                .pipeline
+                .call(ctx, &call.name, Some(arguments), link, cancel.clone());
+        tokio::pin!(call_future);
+        let result = loop {
+            tokio::select! {
+                result = &mut call_future => break result,
+                _ = tokio::time::sleep(STOP_POLL), if !cancel.is_cancelled() => {
+                    if self.stop_or_halt().await.is_err() {
+                        cancel.cancel();
+                    }
+                }
+            }
+        };
         let elapsed = started.elapsed();
         self.tool_time += elapsed;
         let (outcome, text) = outcome_text(result.outcome);
@@ -659,7 +680,15 @@ fn tool_message(id: &str, text: &str) -> Value {
 
 /// The reply as plain assistant text (its tool calls, which did not run, left out).
 fn assistant_text(reply: &Reply) -> Value {
-    json!({"role": "assistant", "content": reply.content.clone().unwrap_or_default()})
+    json!({"role": "assistant", "content": kept(reply.content.as_deref().unwrap_or_default())})
+}
+
+/// Characters of a reply's text the conversation keeps (a reply may be up to 8 MiB; the
+/// conversation is sent again every round).
+const KEPT_CHARS: usize = 32_000;
+
+fn kept(text: &str) -> String {
+    aether_policy::truncate::bound_text(text, KEPT_CHARS).into_owned()
 }
 
 fn clip(text: &str) -> String {

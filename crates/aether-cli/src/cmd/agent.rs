@@ -57,6 +57,9 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     if args.max_rounds.is_some_and(|n| !(1..=200).contains(&n)) {
         return Err(anyhow!("--max-rounds must be between 1 and 200"));
     }
+    if args.cost_cap == Some(0) {
+        return Err(anyhow!("--cost-cap must be at least 1 token"));
+    }
     let loaded = setup::load(&args.common)?;
     let client =
         crate::cmd::models::client(&loaded, &args.common, &args.model, Some(&args.agent)).await?;
@@ -67,10 +70,20 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         setup::pipeline_and_host(&loaded, &roots, store, false, external).await?;
     let _watch = pipeline.watch(Duration::from_millis(200));
     let _upstreams = upstreams.run(pipeline.clone());
-    let mut runner = Runner::new(pipeline.clone(), client).in_host(host);
+    let mut runner = Runner::new(pipeline.clone(), client).in_host(host.clone());
     if !args.quiet {
         runner = runner.watch(Arc::new(live_view));
     }
+    // Ctrl-C stops the run as `aether runs stop` would: the call in flight is cancelled and
+    // audited, and the run is recorded as stopped.
+    let interrupted = tokio_util::sync::CancellationToken::new();
+    let on_signal = interrupted.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("aether: stopping the run (Ctrl-C)");
+            on_signal.cancel();
+        }
+    });
     let outcome = runner
         .run(RunRequest {
             agent: args.agent.clone(),
@@ -80,10 +93,15 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             cost_cap_tokens: args.cost_cap,
             budget: None,
             depth: 0,
-            cancel: None,
+            cancel: Some(interrupted),
         })
         .await
         .map_err(|e| anyhow!(e))?;
+    // Runs its tools started end too (they see the parent's end within a poll) before the
+    // process does, so none is left recorded as running.
+    if !host.settle(Duration::from_secs(10)).await {
+        eprintln!("aether: a run started by a tool did not end within 10 s");
+    }
     pipeline.shut_down(Duration::from_secs(10)).await;
     if args.json {
         println!(

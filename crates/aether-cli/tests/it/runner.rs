@@ -667,6 +667,35 @@ fn a_run_stops_at_its_cost_cap_before_the_next_call() {
         "the call did not run"
     );
     assert!(audit(&ws).iter().all(|r| r["agent"] != "reader"));
+    // A capped run against a server that reports no usage cannot keep its cap: it ends.
+    let model = ScriptedModel::start(vec![ok(
+        json!({"choices": [{"message": {"role": "assistant", "content": null,
+        "tool_calls": [{"id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+        "finish_reason": "tool_calls"}]}),
+    )]);
+    let ws = workspace(&format!("http://{}/v1", model.addr), "");
+    let (code, outcome, _) = run(&ws, "reader", &["--cost-cap", "1000"], "Read README.md");
+    assert_eq!(code, 1);
+    assert!(
+        outcome["error"]
+            .as_str()
+            .unwrap()
+            .contains("reported no token usage"),
+        "{outcome}"
+    );
+    let (code, _, err) = ws.run(&[
+        "agent",
+        "run",
+        "--agent",
+        "reader",
+        "--model",
+        "m",
+        "--cost-cap",
+        "0",
+        "hi",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--cost-cap must be at least 1"), "{err}");
 }
 
 /// A child killed when dropped.
@@ -853,11 +882,18 @@ fn a_real_model_server_drives_governed_calls() {
 fn team(base: &str, lead_tools: &str) -> Ws {
     let ws = Ws::new();
     let mut text = format!(
-        "[server]\nhttp_agent = \"lead\"\n\n[agents.lead]\nsupervisor = true\ntools = [{lead_tools}]\n\n\
+        "[server]\nhttp_agent = \"lead\"\n\n[agents.lead]\nsupervisor = true\ntools = [{lead_tools}]\nworkers = [\"reader\", \"w1\"]\n\n\
          [agents.reader]\ntools = [\"read_file\"]\n\n"
     );
     for w in 1..=4 {
-        text.push_str(&format!("[agents.w{w}]\ntools = [\"delegate\"]\n\n"));
+        let workers = if w < 4 {
+            format!("[\"w{}\"]", w + 1)
+        } else {
+            "[]".into()
+        };
+        text.push_str(&format!(
+            "[agents.w{w}]\ntools = [\"delegate\"]\nworkers = {workers}\n\n"
+        ));
     }
     text.push_str(&format!(
         "[models.m]\nbase_url = \"{base}\"\nmodel = \"scripted-model\"\ntemperature = 0.0\ntimeout_seconds = 5\n"
@@ -1055,6 +1091,7 @@ fn delegation_nests_at_most_three_deep_and_never_to_oneself() {
         calls(&[
             ("delegate", r#"{"agent": "lead", "task": "myself"}"#),
             ("delegate", r#"{"agent": "nobody", "task": "x"}"#),
+            ("delegate", r#"{"agent": "w3", "task": "not my worker"}"#),
         ]),
         says("lead done"),
     ]);
@@ -1069,11 +1106,16 @@ fn delegation_nests_at_most_three_deep_and_never_to_oneself() {
         .iter()
         .filter(|r| r["tool"] == "delegate" && r["outcome"] == "refused")
         .collect();
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(
-        (refused[0]["agent"].as_str(), refused[0]["rule"].as_str()),
-        (Some("w3"), Some("orchestration:depth"))
-    );
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    let rule_of = |agent: &str| {
+        refused
+            .iter()
+            .find(|r| r["agent"] == agent)
+            .map(|r| r["rule"].as_str().unwrap().to_string())
+    };
+    assert_eq!(rule_of("w3").as_deref(), Some("orchestration:depth"));
+    // Another agent's profile is reached only through the operator's list of workers.
+    assert_eq!(rule_of("lead").as_deref(), Some("orchestration:workers"));
     // Delegating to oneself or to nobody is a failed call the model is told about.
     let failed = rows
         .iter()
@@ -1154,13 +1196,21 @@ fn stopping_a_supervisor_stops_the_run_it_delegated_to() {
         .find(|r| r["agent"] == "reader")
         .unwrap();
     assert_eq!(worker["status"], "stopped", "{worker}");
+    // It ends either on its parent's stop flag or on the cancellation of the delegate call
+    // that started it, whichever it sees first, and says so.
+    let why = worker["error"].as_str().unwrap();
     assert!(
-        worker["error"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("the run {lead}, which started this one")),
+        why.contains(&format!("the run {lead}, which started this one"))
+            || why.contains("whatever started this run went away"),
         "{worker}"
     );
+    assert!(worker["ended_us"].is_i64(), "{worker}");
+    // The delegate call the stop cut short is audited as cancelled, not left open.
+    let row = audit(&ws)
+        .into_iter()
+        .find(|r| r["tool"] == "delegate")
+        .unwrap();
+    assert_eq!(row["outcome"], "cancelled", "{row}");
 }
 
 #[test]

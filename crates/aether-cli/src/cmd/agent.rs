@@ -11,6 +11,7 @@ use anyhow::{Result, anyhow};
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::Value;
 
+use crate::cmd::runs::one_line;
 use crate::setup::{self, Common};
 
 #[derive(Subcommand, Debug)]
@@ -181,13 +182,4 @@ fn live_view(kind: &str, body: &Value) {
         _ => return,
     };
     let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    } else {
-        flat
-    }
 }

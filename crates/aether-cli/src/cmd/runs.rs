@@ -155,7 +155,8 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     }
 }
 
-fn one_line(text: &str, max: usize) -> String {
+/// `text` on one line (whitespace runs as one space), cut at `max` characters with a `…`.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max {
         format!("{}…", flat.chars().take(max).collect::<String>())

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{HttpServer, StdioServer, Ws, peers, repo_root};
+use crate::util::{HttpServer, Killed, StdioServer, Ws, peers, repo_root};
 
 fn config(peers: &Path, ws: &Path, variant: Option<&str>) -> String {
     let env = variant
@@ -313,16 +313,6 @@ fn wait_listening(port: u16, what: &str) {
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "{what} never listened on {port}");
         sleep(Duration::from_millis(100));
-    }
-}
-
-/// Kills a helper process when the test ends, however it ends.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{Ws, aether};
+use crate::util::{Killed, Ws, aether};
 
 /// One scripted reply: status, body, and a delay before it.
 #[derive(Clone)]
@@ -587,10 +587,9 @@ fn a_run_is_stopped_from_another_terminal_and_by_a_halt() {
         "timeout_seconds = 30\n",
     );
     for (how, status) in [("stop", "stopped"), ("halt", "halted")] {
-        let child = aether()
-            .args([
-                "agent",
-                "run",
+        let child = run_in_background(
+            &ws,
+            &[
                 "--agent",
                 "reader",
                 "--model",
@@ -599,13 +598,8 @@ fn a_run_is_stopped_from_another_terminal_and_by_a_halt() {
                 "--max-rounds",
                 "50",
                 "keep reading",
-            ])
-            .current_dir(ws.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let child = Killed(child);
+            ],
+        );
         let mut id = String::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         while id.is_empty() {
@@ -698,8 +692,19 @@ fn a_run_stops_at_its_cost_cap_before_the_next_call() {
     assert!(err.contains("--cost-cap must be at least 1"), "{err}");
 }
 
-/// A child killed when dropped.
-struct Killed(Child);
+/// `aether agent run ARGS` started in the background (its outcome read with `finish`).
+fn run_in_background(ws: &Ws, args: &[&str]) -> Killed {
+    Killed(
+        aether()
+            .args(["agent", "run"])
+            .args(args)
+            .current_dir(ws.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
 
 impl Killed {
     /// Waits up to `limit` for it to exit; its stdout.
@@ -717,13 +722,6 @@ impl Killed {
             .read_to_string(&mut out)
             .unwrap();
         out
-    }
-}
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -1155,10 +1153,9 @@ fn stopping_a_supervisor_stops_the_run_it_delegated_to() {
         slow(calls(&[("read_file", r#"{"path": "README.md"}"#)])),
     ]);
     let ws = team(&format!("http://{}/v1", model.addr), "\"read_file\"");
-    let child = aether()
-        .args([
-            "agent",
-            "run",
+    let child = run_in_background(
+        &ws,
+        &[
             "--agent",
             "lead",
             "--model",
@@ -1166,13 +1163,8 @@ fn stopping_a_supervisor_stops_the_run_it_delegated_to() {
             "--json",
             "-q",
             "Delegate the reading.",
-        ])
-        .current_dir(ws.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let child = Killed(child);
+        ],
+    );
     // Wait for the worker's run to be under way, then stop the supervisor's.
     let deadline = Instant::now() + Duration::from_secs(20);
     let lead = loop {
@@ -1283,10 +1275,9 @@ fn a_runs_call_that_needs_a_person_waits_for_one() {
         "permissions.yaml",
         "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
     );
-    let child = aether()
-        .args([
-            "agent",
-            "run",
+    let child = run_in_background(
+        &ws,
+        &[
             "--agent",
             "reader",
             "--model",
@@ -1294,13 +1285,8 @@ fn a_runs_call_that_needs_a_person_waits_for_one() {
             "--json",
             "-q",
             "Read src/hello.txt",
-        ])
-        .current_dir(ws.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let child = Killed(child);
+        ],
+    );
     // The call waits for a person, under the run's agent, like any client's call.
     let deadline = Instant::now() + Duration::from_secs(20);
     let id = loop {

@@ -330,3 +330,13 @@ pub fn repo_root() -> PathBuf {
         .canonicalize()
         .unwrap()
 }
+
+/// Kills a helper process when the test ends, however it ends.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -1244,11 +1244,12 @@ impl Pipeline {
             cancel: tool_cancel.clone(),
             client,
             ledger: self.ledger.clone(),
-            destinations: Arc::new(RuledDestinations {
-                rules: self.rules.current(),
-                tool: def.name.clone(),
-                agent: ctx.agent.clone(),
-            }),
+            destinations: Arc::new(RuledDestinations::new(
+                self.rules.current(),
+                &def.name,
+                &ctx.agent,
+                &args,
+            )),
         };
         let limit = Duration::from_secs(self.limits.tool_seconds);
         // An upstream's table is kept as a data set; its arguments go with it (for reports).
@@ -1531,6 +1532,30 @@ struct RuledDestinations {
     rules: Arc<aether_policy::rules::RuleSet>,
     tool: String,
     agent: Arc<AgentProfile>,
+    /// The call's arguments (kept only when there are rules to judge them): a hop is judged
+    /// as the same call sent to the hop's URL, so a rule on its method, body or any other
+    /// argument holds on every hop as on the first.
+    arguments: Value,
+}
+
+impl RuledDestinations {
+    fn new(
+        rules: Arc<aether_policy::rules::RuleSet>,
+        tool: &str,
+        agent: &Arc<AgentProfile>,
+        arguments: &Value,
+    ) -> RuledDestinations {
+        let arguments = match rules.is_empty() {
+            true => Value::Null,
+            false => arguments.clone(),
+        };
+        RuledDestinations {
+            rules,
+            tool: tool.to_string(),
+            agent: agent.clone(),
+            arguments,
+        }
+    }
 }
 
 impl aether_tools::DestinationCheck for RuledDestinations {
@@ -1538,8 +1563,22 @@ impl aether_tools::DestinationCheck for RuledDestinations {
         if self.rules.is_empty() {
             return Ok(());
         }
-        let arguments = serde_json::json!({ "url": url });
-        let hosts = [host.to_string()];
+        // The call as it would be to this hop: its own URL in place of the ones asked for.
+        let mut arguments = match &self.arguments {
+            Value::Object(map) => map.clone(),
+            _ => serde_json::Map::new(),
+        };
+        for key in aether_policy::rules::URL_KEYS {
+            arguments.remove(key);
+        }
+        arguments.insert("url".into(), Value::String(url.to_string()));
+        let arguments = Value::Object(arguments);
+        // Spelled as the first hop's hosts are (IPv6 in brackets), so a host rule means the
+        // same on every hop.
+        let mut hosts = aether_policy::rules::url_hosts(&arguments);
+        if hosts.is_empty() {
+            hosts.push(host.to_string());
+        }
         let facts = aether_policy::rules::CallFacts {
             tool: &self.tool,
             agent: &self.agent.name,

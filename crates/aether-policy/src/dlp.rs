@@ -271,6 +271,8 @@ const SHAPES: &[Shape] = &[
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Layer {
     Unicode,
+    /// NUL bytes between the characters (UTF-16LE of ASCII, raw or percent-encoded).
+    Wide,
     Escape,
     Percent,
     Base64,
@@ -279,8 +281,9 @@ pub enum Layer {
 
 impl Layer {
     /// In the order they are tried on each view.
-    pub const ALL: [Layer; 5] = [
+    pub const ALL: [Layer; 6] = [
         Layer::Unicode,
+        Layer::Wide,
         Layer::Escape,
         Layer::Percent,
         Layer::Base64,
@@ -290,6 +293,7 @@ impl Layer {
     pub fn as_str(self) -> &'static str {
         match self {
             Layer::Unicode => "unicode",
+            Layer::Wide => "utf16",
             Layer::Escape => "escape",
             Layer::Percent => "percent",
             Layer::Base64 => "base64",
@@ -301,6 +305,7 @@ impl Layer {
     fn done(self) -> &'static str {
         match self {
             Layer::Unicode => "Unicode-normalized",
+            Layer::Wide => "narrowed from UTF-16",
             Layer::Escape => "unescaped",
             Layer::Percent => "percent-decoded",
             Layer::Base64 => "base64-decoded",
@@ -685,6 +690,11 @@ impl Walk<'_> {
             return None;
         }
         if let Some(rule) = self.descend(Layer::Unicode, unicode_view(hay)) {
+            return Some(rule);
+        }
+        if !self.chain.contains(&Layer::Wide)
+            && let Some(rule) = self.descend(Layer::Wide, wide_view(hay))
+        {
             return Some(rule);
         }
         if let Some(rule) = self.descend(Layer::Escape, escape_view(hay)) {
@@ -1144,6 +1154,15 @@ const fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
+/// The text without its NUL bytes, where it has any: UTF-16LE of ASCII (`g\0h\0p\0_\0…`)
+/// read as the ASCII, whether it came raw or percent-encoded (`g%00h%00…`, decoded first).
+/// A NUL ends a token, so the characters would otherwise be scanned one by one.
+fn wide_view(hay: &[u8]) -> Option<Vec<u8>> {
+    memchr::memchr(0, hay)?;
+    let narrowed: Vec<u8> = hay.iter().copied().filter(|&b| b != 0).collect();
+    (narrowed.len() >= MIN_SECRET).then_some(narrowed)
+}
+
 fn percent_view(hay: &[u8]) -> Option<Vec<u8>> {
     decode_tokens(
         hay,
@@ -1548,6 +1567,15 @@ mod tests {
             }),
             ("percent of base64", |s| {
                 percent(&b64(s.as_bytes(), STD, true))
+            }),
+            ("raw UTF-16LE", |s| {
+                s.chars().flat_map(|c| [c, '\0']).collect()
+            }),
+            ("percent of UTF-16LE", |s| {
+                s.encode_utf16()
+                    .flat_map(u16::to_le_bytes)
+                    .map(|b| format!("%{b:02X}"))
+                    .collect()
             }),
             ("base64 of UTF-16LE", |s| {
                 let wide: Vec<u8> = s.encode_utf16().flat_map(u16::to_le_bytes).collect();

@@ -473,7 +473,9 @@ const V4_BLOCKS: [(Ipv4Addr, u8, &str); 20] = [
 /// [`embedded_v4`]); first match wins, as for [`V4_BLOCKS`].
 #[rustfmt::skip] // a table reads best one row a line
 const V6_BLOCKS: [(Ipv6Addr, u8, &str); 10] = [
-    (Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254), 128, "metadata"), // AWS
+    // AWS's link-local services: the instance metadata (::254), EKS Pod Identity's
+    // credentials (::23), DNS (::253) and time (::123), all in fd00:ec2::/64.
+    (Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0), 64, "metadata"), // AWS
     (Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254), 128, "metadata"), // GCP
     (Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7, "unique-local"),
     (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10, "link-local"),
@@ -929,9 +931,12 @@ mod tests {
         for (closed, kind) in [
             ("169.254.169.254", "metadata"),
             ("fd00:ec2::254", "metadata"),
+            ("fd00:ec2::23", "metadata"),
+            ("fd00:ec2::253", "metadata"),
             ("fd20:ce::254", "metadata"),
             ("168.63.129.16", "metadata"),
             ("169.254.170.2", "link-local"),
+            ("169.254.170.23", "link-local"),
             ("0.0.0.0", "unspecified"),
             ("224.0.0.1", "multicast"),
         ] {

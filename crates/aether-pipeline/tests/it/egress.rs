@@ -165,3 +165,131 @@ async fn credentials_and_disallowed_destinations_never_leave() {
     }
     h.check().await;
 }
+
+/// A tool that follows a redirect: it asks the pipeline whether the hop named in its
+/// arguments (`hop`) may be reached, as `aether-net`'s client does for every redirect.
+struct Redirected {
+    def: ToolDef,
+}
+
+#[async_trait]
+impl Tool for Redirected {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
+        // The host as the client hands it over: `url::Host`'s display, IPv6 without brackets.
+        let (hop, host) = (
+            args["hop"].as_str().unwrap(),
+            args["hop_host"].as_str().unwrap(),
+        );
+        cx.destinations.check(hop, host)?;
+        Ok(ToolOutput::text(format!("reached {hop}")))
+    }
+}
+
+#[tokio::test]
+async fn a_redirect_hop_meets_the_same_rules_as_the_call_itself() {
+    let h = Harness::new();
+    let mut d = def(
+        "request",
+        "research",
+        Tier::Elevated,
+        json!({"type": "object", "properties": {"url": {"type": "string"}, "hop": {"type": "string"},
+               "hop_host": {"type": "string"}, "method": {"type": "string"}},
+               "required": ["url", "hop", "hop_host"]}),
+    );
+    d.meta.reaches_network = true;
+    d.meta.read_only = false;
+    let tool: Arc<dyn Tool> = Arc::new(Redirected { def: d });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("permissions.yaml");
+    std::fs::write(
+        &path,
+        r#"rules:
+  - name: no-deletes-on-prod
+    match: { tool: request, url_host: prod.example.com, args: { method: "^DELETE$" } }
+    action: always_deny
+  - name: not-that-address
+    match: { tool: request, url_host: "[2606:4700::1111]" }
+    action: always_deny
+"#,
+    )
+    .unwrap();
+    let agent = AgentProfile {
+        allowed_domains: vec![
+            "a.example.com".into(),
+            "prod.example.com".into(),
+            "[2606:4700::1111]".into(),
+        ],
+        ..AgentProfile::with_groups("researcher", &["research"])
+    };
+    let p = h
+        .pipeline_with(vec![agent], vec![tool], |s| {
+            s.rules = aether_pipeline::Rules::load(&path, true).unwrap();
+        })
+        .await;
+    let ctx = session(&p, "researcher", "s1");
+    let first = "https://a.example.com/r";
+
+    // A DELETE sent to a.example.com that a redirect would carry to prod: stopped at the hop,
+    // by the rule that tests the method, exactly as a DELETE sent to prod directly is.
+    for (hop, host) in [
+        ("https://prod.example.com/users/1", "prod.example.com"),
+        ("https://PROD.example.com./users/1", "prod.example.com."),
+    ] {
+        let result = call(
+            &p,
+            &ctx,
+            "request",
+            json!({"url": first, "hop": hop, "hop_host": host, "method": "DELETE"}),
+        )
+        .await;
+        let text = error_text(&result);
+        assert!(text.contains("no-deletes-on-prod"), "{hop}: {text}");
+    }
+    let direct = call(
+        &p,
+        &ctx,
+        "request",
+        json!({"url": "https://prod.example.com/users/1", "hop": "https://prod.example.com/users/1",
+               "hop_host": "prod.example.com", "method": "DELETE"}),
+    )
+    .await;
+    assert!(
+        matches!(direct.outcome, CallOutcome::Refused(_)),
+        "{:?}",
+        direct.outcome
+    );
+    // A GET may follow the same redirect.
+    ok_text(
+        &call(
+            &p,
+            &ctx,
+            "request",
+            json!({"url": first, "hop": "https://prod.example.com/users/1",
+                   "hop_host": "prod.example.com", "method": "GET"}),
+        )
+        .await,
+    );
+    // An IPv6 host rule holds on a hop as on the first request.
+    let result = call(
+        &p,
+        &ctx,
+        "request",
+        json!({"url": first, "hop": "https://[2606:4700::1111]/", "hop_host": "2606:4700::1111",
+               "method": "GET"}),
+    )
+    .await;
+    let text = error_text(&result);
+    assert!(text.contains("not-that-address"), "{text}");
+}
+
+/// The text of a call whose tool ran and reported an error.
+fn error_text(result: &aether_pipeline::CallResult) -> String {
+    match &result.outcome {
+        CallOutcome::Ran(out) => assert!(out.is_error, "expected a tool error: {out:?}"),
+        other => panic!("expected the tool to run and fail, got {other:?}"),
+    }
+    text(result)
+}

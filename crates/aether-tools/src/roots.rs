@@ -53,6 +53,47 @@ pub enum RootError {
     Duplicate(String),
     #[error("root {name:?}: {message}")]
     Invalid { name: String, message: String },
+    #[error(
+        "root {inner:?} ({inner_path}) lies inside root {outer:?} ({outer_path}), which {why}: \
+         through {outer:?} the tools would reach past {inner:?}'s own limits; configure the two \
+         folders side by side, or give {inner:?} no stricter settings than {outer:?}"
+    )]
+    Nested {
+        inner: String,
+        inner_path: String,
+        outer: String,
+        outer_path: String,
+        why: String,
+    },
+}
+
+/// Why a root nested in `outer` would be reachable through `outer` with less protection than
+/// its own settings give it, if it would.
+fn laxer_around(inner: &Root, outer: &Root) -> Option<String> {
+    let rank = |m: RootMode| match m {
+        RootMode::ReadWrite => 0,
+        RootMode::ReadOnly => 1,
+        RootMode::Sealed => 2,
+    };
+    let mode = |m: RootMode| match m {
+        RootMode::ReadWrite => "rw",
+        RootMode::ReadOnly => "ro",
+        RootMode::Sealed => "sealed",
+    };
+    if rank(inner.mode) > rank(outer.mode) {
+        return Some(format!(
+            "is {} where it is {}",
+            mode(outer.mode),
+            mode(inner.mode)
+        ));
+    }
+    if outer.mode == RootMode::ReadWrite && inner.gate.globs().is_some() {
+        return Some("takes writes anywhere where it takes them only where its globs allow".into());
+    }
+    if outer.mode == RootMode::ReadWrite && outer.allow_delete && !inner.allow_delete {
+        return Some("allows deletes where it does not".into());
+    }
+    None
 }
 
 /// The files of a sealed root as pinned when the operator sealed it.
@@ -134,6 +175,25 @@ impl Roots {
                 identity: (meta.dev(), meta.ino()),
                 seal: RwLock::new(None),
             });
+        }
+        // The file tools judge a path by the root it was asked through: a stricter root inside
+        // a laxer one would be open through the laxer one.
+        for inner in &roots {
+            for outer in &roots {
+                // (The same folder under two names counts as nested both ways.)
+                if inner.name != outer.name
+                    && inner.path.starts_with(&outer.path)
+                    && let Some(why) = laxer_around(inner, outer)
+                {
+                    return Err(RootError::Nested {
+                        inner: inner.name.clone(),
+                        inner_path: inner.path.display().to_string(),
+                        outer: outer.name.clone(),
+                        outer_path: outer.path.display().to_string(),
+                        why,
+                    });
+                }
+            }
         }
         Ok(Roots {
             roots,
@@ -308,12 +368,14 @@ impl Root {
         *self.seal.write().unwrap_or_else(|e| e.into_inner()) = manifest.map(Arc::new);
     }
 
-    /// In a sealed root, refuses a file whose content no longer has its pinned hash. `real_rel`
-    /// is the file's real root-relative path; the hash is taken from the open handle, so what
-    /// is checked is what is then read.
-    pub fn verify_seal(&self, real_rel: &str, file: &File) -> Result<(), ToolError> {
+    /// In a sealed root, refuses a file whose content no longer has its pinned hash, and
+    /// otherwise returns the content that was hashed: a copy taken while hashing (an anonymous
+    /// in-memory file), so what is then read is exactly what was checked, however the file on
+    /// disk changes meanwhile. `real_rel` is the file's real root-relative path. Outside a
+    /// sealed root, `file` itself.
+    pub fn verified(&self, real_rel: &str, file: File) -> Result<File, ToolError> {
         if self.mode != RootMode::Sealed {
-            return Ok(());
+            return Ok(file);
         }
         let shown = self.display(real_rel);
         let reseal = format!(
@@ -362,10 +424,11 @@ impl Root {
         if meta.len() != *size {
             return Err(changed());
         }
-        if &hash_file(file).map_err(|e| self.io_error(real_rel, e))? != pinned {
+        let (copy, hash) = hashed_copy(&file, *size).map_err(|e| self.io_error(real_rel, e))?;
+        if &hash != pinned {
             return Err(changed());
         }
-        Ok(())
+        Ok(copy)
     }
 
     /// Every regular file under the root with its content hash and size, for sealing: walked
@@ -510,6 +573,12 @@ impl Root {
         {
             return Err(protected(&self.display(rel), component, protected_as));
         }
+        if let Some(why) = git_folder_write(&self.path, &real, name) {
+            return Err(ToolError::denied(
+                "protected-path",
+                format!("{} is not written: {why}; refused", self.display(rel)),
+            ));
+        }
         let full = real.join(name);
         if roots.credentials.is_credential(&full.to_string_lossy()) {
             return Err(ToolError::denied(
@@ -596,7 +665,7 @@ impl Root {
         }
         let real = self.check_real_path(rel, &file, credentials)?;
         let real_rel = self.relative_of(&real).unwrap_or_default();
-        self.verify_seal(&real_rel, &file)?;
+        let file = self.verified(&real_rel, file)?;
         Ok((file, meta))
     }
 
@@ -682,7 +751,44 @@ impl Root {
 
 /// `path` with its deepest existing folder resolved to its real path and the rest (folders
 /// that do not exist yet) appended as written.
-fn real_as_far_as_it_exists(path: &Path) -> PathBuf {
+/// A folder git may take for a repository when run inside it, judged as loosely as git
+/// judges it: a `HEAD` of any kind (a file, or a link, even dangling), and `objects` and
+/// `refs` of any kind, or a `commondir` file naming where they are.
+pub(crate) fn is_bare(dir: &Path) -> bool {
+    let there = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
+    there("HEAD") && ((there("objects") && there("refs")) || there("commondir"))
+}
+
+/// Why a write of `name` in the real folder `parent` (inside the root at `top`) would change a
+/// git repository's own files, if it would: `parent` or a folder above it (up to the root)
+/// is one git would take for a repository (a bare one, or the folder a `gitdir:` file names,
+/// whatever it is called), or the write would make `parent` one.
+fn git_folder_write(top: &Path, parent: &Path, name: &str) -> Option<String> {
+    let mut at = Some(parent);
+    while let Some(folder) = at.filter(|f| f.starts_with(top)) {
+        if is_bare(folder) {
+            return Some(format!(
+                "{} is a git repository's own folder (it has HEAD, objects and refs), whose \
+                 config and hooks run programs",
+                folder.display()
+            ));
+        }
+        at = folder.parent();
+    }
+    let there = |n: &str| n == name || std::fs::symlink_metadata(parent.join(n)).is_ok();
+    (matches!(name, "HEAD" | "objects" | "refs" | "commondir")
+        && there("HEAD")
+        && ((there("objects") && there("refs")) || there("commondir")))
+    .then(|| {
+        format!(
+            "writing {name} would make {} a git repository's own folder, whose config and \
+             hooks would run programs",
+            parent.display()
+        )
+    })
+}
+
+pub(crate) fn real_as_far_as_it_exists(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut at = path;
     loop {
@@ -697,6 +803,30 @@ fn real_as_far_as_it_exists(path: &Path) -> PathBuf {
             _ => return path.to_path_buf(),
         }
     }
+}
+
+/// A copy of `file`'s content in an anonymous in-memory file (read from its start, at most
+/// `size` bytes and one more, so a file that grew does not match), with the content's hash.
+fn hashed_copy(file: &File, size: u64) -> io::Result<(File, String)> {
+    use std::io::{Seek, Write};
+    let mut copy = File::from(rustix::fs::memfd_create(
+        "aether-sealed",
+        rustix::fs::MemfdFlags::CLOEXEC,
+    )?);
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut at = 0u64;
+    while at <= size {
+        let n = file.read_at(&mut buf, at)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        copy.write_all(&buf[..n])?;
+        at += n as u64;
+    }
+    copy.rewind()?;
+    Ok((copy, hex::encode(hasher.finalize())))
 }
 
 /// sha256 (hex) of everything in `file`, read from the start by position (the handle's offset

@@ -1415,6 +1415,74 @@ async fn git_and_aether_folders_and_their_look_alikes_are_protected() {
 }
 
 #[tokio::test]
+async fn git_repositories_by_any_name_are_protected_and_none_can_be_planted() {
+    let w = trapped().await;
+    // A bare repository, and the folder a worktree's `gitdir:` file names: neither is called
+    // `.git`, and git runs the hooks and obeys the config of both.
+    for repo in ["ws/mirror.git", "ws/gitdata"] {
+        w.put(&format!("{repo}/HEAD"), "ref: refs/heads/main\n");
+        w.put(&format!("{repo}/config"), "[core]\n");
+        w.put(&format!("{repo}/hooks/pre-receive"), "#!/bin/sh\n");
+        fs::create_dir_all(w.path(&format!("{repo}/objects"))).unwrap();
+        fs::create_dir_all(w.path(&format!("{repo}/refs/heads"))).unwrap();
+    }
+    w.put("ws/tree/.git", "gitdir: ../gitdata\n");
+    let paths = owned(&[
+        "mirror.git/hooks/pre-receive",
+        "mirror.git/hooks/post-update",
+        "mirror.git/config",
+        "gitdata/hooks/pre-commit",
+        "gitdata/config",
+        "gitdata/refs/heads/main",
+    ]);
+    for (what, outcome, message) in all_refused(&w, &paths, None).await {
+        assert_eq!(outcome, "refused", "{what}: {message}");
+    }
+    let (message, _) = w
+        .refused(
+            "edit_file",
+            json!({"path": "mirror.git/hooks/pre-receive", "search": "#!/bin/sh", "replace": "#!/bin/sh\ncurl evil"}),
+        )
+        .await;
+    assert!(message.contains("git repository"), "{message}");
+    assert_eq!(w.read("ws/mirror.git/hooks/pre-receive"), "#!/bin/sh\n");
+    // Planting one: the last piece that would make a folder a repository is refused,
+    // whichever comes last.
+    ok_text(
+        &w.call(
+            "write_file",
+            json!({"path": "vendor/x/hooks/post-checkout", "content": "#!/bin/sh\n", "create_parents": true}),
+        )
+        .await,
+    );
+    ok_text(
+        &w.call("create_directory", json!({"path": "vendor/x/objects"}))
+            .await,
+    );
+    ok_text(
+        &w.call("create_directory", json!({"path": "vendor/x/refs"}))
+            .await,
+    );
+    let (message, _) = w
+        .refused(
+            "write_file",
+            json!({"path": "vendor/x/HEAD", "content": "ref: refs/heads/main\n"}),
+        )
+        .await;
+    assert!(message.contains("would make"), "{message}");
+    assert!(!w.exists("ws/vendor/x/HEAD"));
+    ok_text(&w.call("write_file", json!({"path": "vendor/y/HEAD", "content": "a file called HEAD\n", "create_parents": true})).await);
+    ok_text(
+        &w.call("create_directory", json!({"path": "vendor/y/objects"}))
+            .await,
+    );
+    w.refused("create_directory", json!({"path": "vendor/y/refs"}))
+        .await;
+    assert!(!w.exists("ws/vendor/y/refs"));
+    w.h.check().await;
+}
+
+#[tokio::test]
 async fn credential_files_are_never_written() {
     let w = trapped().await;
     let paths = owned(&[

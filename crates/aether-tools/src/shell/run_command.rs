@@ -135,6 +135,11 @@ impl Tool for RunCommand {
                 argv.push(o.to_string());
             }
         }
+        confine_arguments(
+            &cx,
+            &cwd,
+            &args.args[rule.prefix.len().min(args.args.len())..],
+        )?;
         argv.extend(args.args.iter().cloned());
         let home = Home::new(&cx.call_id)?;
         let home_dir = home.dir.to_string_lossy().into_owned();
@@ -168,6 +173,81 @@ impl Tool for RunCommand {
         )
         .await
     }
+}
+
+/// Refuses a caller's argument that names a path outside every root, a credential file or
+/// one of Aether's own files: the program runs without a sandbox, so an allowed `rg` or `cat`
+/// would otherwise read whatever it is pointed at. An argument counts as a path when it is
+/// absolute, climbs with `..`, or names something that exists (relative to the working
+/// folder); an option's value (`--file=PATH`) counts too. Other arguments (patterns, words,
+/// URLs) pass. Programs that take paths in other forms (git's `REV:PATH`) are the operator's
+/// to allow or not.
+fn confine_arguments(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(), ToolError> {
+    for arg in args {
+        let value = match arg.strip_prefix('-') {
+            Some(option) => match option.split_once('=') {
+                Some((_, value)) => value,
+                None => continue,
+            },
+            None => arg.as_str(),
+        };
+        if value.is_empty() {
+            continue;
+        }
+        let written = Path::new(value);
+        let full = cwd.join(written);
+        let climbs = written
+            .components()
+            .any(|c| c == std::path::Component::ParentDir);
+        if !(written.is_absolute() || climbs || std::fs::symlink_metadata(&full).is_ok()) {
+            continue;
+        }
+        let real = std::fs::canonicalize(&full).unwrap_or_else(|_| {
+            let mut lexical = PathBuf::new();
+            for c in full.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        lexical.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => lexical.push(other),
+                }
+            }
+            crate::roots::real_as_far_as_it_exists(&lexical)
+        });
+        let text = real.to_string_lossy();
+        let roots: Vec<_> = cx
+            .roots
+            .iter()
+            .filter(|r| real.starts_with(&r.path))
+            .collect();
+        let linked = std::fs::symlink_metadata(&real)
+            .is_ok_and(|m| m.is_file() && std::os::unix::fs::MetadataExt::nlink(&m) > 1);
+        let why = if roots.is_empty() {
+            "lies outside every root"
+        } else if roots
+            .iter()
+            .any(|r| r.mode == aether_policy::paths::RootMode::Sealed)
+        {
+            "is in a sealed root, whose files are read only through the seal's check"
+        } else if linked {
+            "has more than one name (another may lie outside every root)"
+        } else if cx.roots.is_private(&real) || cx.roots.holds_private(&real) {
+            "is one of Aether's own files"
+        } else if cx.roots.credentials().is_credential(&text) {
+            "is a credential file"
+        } else {
+            continue;
+        };
+        return Err(ToolError::denied(
+            "confinement",
+            format!(
+                "argument {arg:?} names {}, which {why}; run_command passes only paths inside the roots",
+                real.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The entry that allows this command, or why none does.

@@ -318,6 +318,11 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
             // A root that is itself a credential folder, or Aether's own, is not shown.
             continue;
         }
+        if root.mode == RootMode::Sealed {
+            // A sealed root serves a file only after checking it against its seal, which a
+            // program reading the folder directly would skip: it is not in the sandbox.
+            continue;
+        }
         // A root that holds Aether's own files (its configuration, rules, store) is never
         // writable in a shell: a file written there, or a folder renamed around one, would
         // change what Aether itself runs by.
@@ -500,13 +505,7 @@ fn identity(m: &std::fs::Metadata) -> Identity {
     )
 }
 
-/// A folder git may take for a repository when run inside it, judged as loosely as git
-/// judges it: a `HEAD` of any kind (a file, or a link, even dangling), and `objects` and
-/// `refs` of any kind, or a `commondir` file naming where they are.
-fn is_bare(dir: &Path) -> bool {
-    let there = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
-    there("HEAD") && ((there("objects") && there("refs")) || there("commondir"))
-}
+use crate::roots::is_bare;
 
 /// What the walk of the bound folders found to cover or make read-only.
 struct Hide<'a> {
@@ -587,7 +586,12 @@ impl Hide<'_> {
                 // inside a bound folder, where this walk judges it on its own path.
                 continue;
             }
-            if self.covers(path) || ft.is_socket() {
+            // A file with more than one name may be another name of a file outside every root
+            // (a credential, say): covered, as the file tools refuse it.
+            let hard_linked = ft.is_file()
+                && std::fs::symlink_metadata(path)
+                    .is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1);
+            if self.covers(path) || ft.is_socket() || hard_linked {
                 // A socket could reach a daemon outside the sandbox: covered like a secret.
                 self.masks.push((path.to_path_buf(), ft.is_dir()));
                 if ft.is_dir() {

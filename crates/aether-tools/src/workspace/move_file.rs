@@ -163,11 +163,32 @@ impl Tool for MoveFile {
             },
         )
         .await?;
-        // renameat2(RENAME_NOREPLACE) would close the gap between the check above and the
-        // rename; the lock closes it against other Aether writes.
-        from.dir
-            .rename(&from.name, &to.dir, &to.name)
-            .map_err(|e| from.root.io_error(&from.rel, e))?;
+        // RENAME_NOREPLACE closes the gap between the check above and the rename against
+        // other processes (the lock closes it against other Aether writes): a file created
+        // at the destination meanwhile is never replaced. Filesystems without the flag get
+        // the plain rename.
+        let renamed = rustix::fs::renameat_with(
+            &from.dir,
+            from.name.as_str(),
+            &to.dir,
+            to.name.as_str(),
+            rustix::fs::RenameFlags::NOREPLACE,
+        );
+        match renamed {
+            Ok(()) => {}
+            Err(rustix::io::Errno::EXIST) => {
+                return Err(ToolError::failed(format!(
+                    "{} appeared while the move was being made; move_file never replaces \
+                     anything, so nothing was moved",
+                    to.shown()
+                )));
+            }
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => from
+                .dir
+                .rename(&from.name, &to.dir, &to.name)
+                .map_err(|e| from.root.io_error(&from.rel, e))?,
+            Err(e) => return Err(from.root.io_error(&from.rel, e.into())),
+        }
         write::sync_dir(&from.dir).map_err(|e| from.root.io_error(&from.rel, e))?;
         write::sync_dir(&to.dir).map_err(|e| to.root.io_error(&to.rel, e))?;
         Ok(ToolOutput::with_structured(

@@ -244,15 +244,15 @@ async fn search_lines(
                 }) {
                     return WalkState::Continue;
                 }
-                // In a sealed root, a file changed since the seal is not searched.
-                if root.mode == aether_policy::paths::RootMode::Sealed
-                    && root
-                        .verify_seal(&root.relative_of(&real).unwrap_or_default(), &file)
-                        .is_err()
-                {
-                    unsealed.fetch_add(1, Ordering::Relaxed);
-                    return WalkState::Continue;
-                }
+                // In a sealed root, a file changed since the seal is not searched, and what is
+                // searched is the content that was checked.
+                let file = match root.verified(&root.relative_of(&real).unwrap_or_default(), file) {
+                    Ok(file) => file,
+                    Err(_) => {
+                        unsealed.fetch_add(1, Ordering::Relaxed);
+                        return WalkState::Continue;
+                    }
+                };
                 searched.fetch_add(1, Ordering::Relaxed);
                 let mut local = Vec::new();
                 let _ = searcher.search_file(

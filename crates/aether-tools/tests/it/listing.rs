@@ -7,6 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 use aether_policy::config::Limits;
+use aether_policy::paths::{RootMode, RootSpec};
 use aether_tools::{CallContext, RootError, Roots};
 use serde_json::{Value, json};
 
@@ -228,6 +229,78 @@ async fn roots_that_cannot_be_opened_are_reported() {
     assert!(
         matches!(Roots::open(&[spec("x", &t.ws), spec("x", &t.outside)]), Err(RootError::Duplicate(n)) if n == "x")
     );
+    // A stricter root inside a laxer one (or the same folder twice, laxer under one name)
+    // would be open through the laxer one: refused, naming both.
+    let inner = t.ws.join("spec");
+    std::fs::create_dir_all(&inner).unwrap();
+    let with = |name: &str, path: &std::path::Path, mode: RootMode| RootSpec {
+        mode,
+        ..spec(name, path)
+    };
+    for (outer, inner_spec) in [
+        (
+            with("ws", &t.ws, RootMode::ReadWrite),
+            with("spec", &inner, RootMode::Sealed),
+        ),
+        (
+            with("ws", &t.ws, RootMode::ReadOnly),
+            with("spec", &inner, RootMode::Sealed),
+        ),
+        (
+            with("ws", &t.ws, RootMode::ReadWrite),
+            with("spec", &inner, RootMode::ReadOnly),
+        ),
+        (
+            with("ws", &t.ws, RootMode::ReadWrite),
+            RootSpec {
+                writable: Some(vec!["docs/**".into()]),
+                ..with("spec", &inner, RootMode::ReadWrite)
+            },
+        ),
+        (
+            RootSpec {
+                allow_delete: true,
+                ..with("ws", &t.ws, RootMode::ReadWrite)
+            },
+            with("spec", &inner, RootMode::ReadWrite),
+        ),
+        (
+            with("ws", &t.ws, RootMode::ReadWrite),
+            with("spec", &t.ws, RootMode::Sealed),
+        ),
+    ] {
+        for order in [
+            [outer.clone(), inner_spec.clone()],
+            [inner_spec.clone(), outer.clone()],
+        ] {
+            match Roots::open(&order) {
+                Err(e @ RootError::Nested { .. }) => {
+                    let text = e.to_string();
+                    assert!(
+                        text.contains("\"spec\"") && text.contains("\"ws\""),
+                        "{text}"
+                    );
+                }
+                other => panic!("{outer:?} around {inner_spec:?}: {other:?}"),
+            }
+        }
+    }
+    // A root inside another that is no stricter, or side by side, is fine.
+    assert!(
+        Roots::open(&[
+            with("ws", &t.ws, RootMode::ReadOnly),
+            with("spec", &inner, RootMode::ReadWrite)
+        ])
+        .is_ok()
+    );
+    assert!(Roots::open(&[spec("ws", &t.ws), spec("spec", &inner)]).is_ok());
+    assert!(
+        Roots::open(&[
+            with("ws", &t.ws, RootMode::Sealed),
+            with("out", &t.outside, RootMode::ReadWrite)
+        ])
+        .is_ok()
+    );
     // A root given through a symlink is served under its canonical path.
     let alias = t.base.join("alias");
     std::os::unix::fs::symlink(&t.ws, &alias).unwrap();
@@ -350,4 +423,43 @@ async fn names_that_are_not_utf8_are_shown_lossily() {
     assert_eq!(out["files_searched"], 3);
     // The lossy name is for reading by eye; it does not name the file.
     failed(call(&cx, "read_file", json!({"path": "caf\u{fffd}.txt"})).await);
+}
+
+#[tokio::test]
+async fn a_sealed_file_is_served_as_it_was_checked_whatever_happens_on_disk_after() {
+    use std::io::Read;
+    let t = Tree::new();
+    let docs = t.base.join("docs");
+    fs::create_dir(&docs).unwrap();
+    fs::write(docs.join("spec.md"), "the pinned text\n").unwrap();
+    let roots = Roots::open(&[RootSpec {
+        mode: RootMode::Sealed,
+        ..spec("docs", &docs)
+    }])
+    .unwrap();
+    let root = roots.get("docs").unwrap();
+    let pins = root.pins(roots.credentials()).unwrap();
+    root.set_seal(Some(aether_tools::SealManifest {
+        generation: 1,
+        root_path: root.path.to_string_lossy().into_owned(),
+        at_us: 0,
+        pins: pins
+            .into_iter()
+            .map(|(path, hash, size)| (path, (hash, size)))
+            .collect(),
+    }));
+    let (mut file, _) = root.open_file("spec.md", roots.credentials()).unwrap();
+    // Rewritten in place (same length, same inode) between the check and the read: what is
+    // read is still what was checked.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(docs.join("spec.md"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"THE SWAPPED TEXT"))
+        .unwrap();
+    let mut text = String::new();
+    file.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "the pinned text\n");
+    // The next open sees the change and refuses it.
+    let refusal = root.open_file("spec.md", roots.credentials()).unwrap_err();
+    assert!(refusal.to_string().contains("changed on disk"), "{refusal}");
 }

@@ -151,10 +151,14 @@ async fn credentials_aether_files_and_sockets_are_covered() {
     let _socket = std::os::unix::net::UnixListener::bind(tree.ws.join("agent.sock")).unwrap();
     let _git_socket =
         std::os::unix::net::UnixListener::bind(tree.ws.join(".git/fsmonitor.ipc")).unwrap();
+    // A hard link to a file outside the root (another name of someone's key).
+    let outside_key = tree.base.join("outside_key");
+    fs::write(&outside_key, "linked-secret-8\n").unwrap();
+    fs::hard_link(&outside_key, tree.ws.join("notes.txt")).unwrap();
     let sh = shell_with(&tree, ShellSettings::default(), RootMode::ReadWrite, true);
     let v = sh
         .out(
-            "cat .env deploy/id_rsa .aws/credentials .aether/aether.db aether.toml .git/config conf*/.env; \
+            "cat .env deploy/id_rsa .aws/credentials .aether/aether.db aether.toml .git/config conf*/.env notes.txt; \
              ls -A .aws .aether; test -S agent.sock && echo SOCKET-REACHABLE; \
              test -S .git/fsmonitor.ipc && echo GIT-SOCKET-REACHABLE; ls /etc/ssl; \
              cat .env.example",
@@ -169,6 +173,7 @@ async fn credentials_aether_files_and_sockets_are_covered() {
         "config-secret-5",
         "git-secret-6",
         "odd-secret-7",
+        "linked-secret-8",
     ] {
         assert!(
             !all.contains(secret),
@@ -574,5 +579,30 @@ async fn setuid_bits_set_in_the_sandbox_do_not_survive_it() {
             .permissions()
             .mode();
         assert_eq!(mode & 0o6000, 0, "{name} kept mode {mode:o}");
+    }
+}
+
+#[tokio::test]
+async fn a_sealed_root_is_not_in_the_sandbox() {
+    let tree = Tree::new();
+    tree.file("spec.md", "sealed-text-9\n");
+    let sh = shell(&tree, ShellSettings::default(), RootMode::Sealed);
+    let command = format!(
+        "cat spec.md; cat {}/spec.md; ls {}",
+        tree.ws.display(),
+        tree.ws.display()
+    );
+    // Its files are read only through the seal's check, which a program would skip.
+    match sh.run(json!({"command": command})).await {
+        Ok(out) => {
+            let v = out.structured.unwrap();
+            let all = format!("{}{}", stdout(&v), v["stderr"].as_str().unwrap_or_default());
+            assert!(!all.contains("sealed-text-9"), "{all}");
+            assert!(
+                !all.contains("spec.md\n"),
+                "the sealed root was listed: {all}"
+            );
+        }
+        Err(e) => assert!(!e.to_string().contains("sealed-text-9"), "{e}"),
     }
 }

@@ -106,6 +106,9 @@ async fn an_allowed_command_runs_in_its_folder_with_seven_variables() {
 async fn only_the_allowlist_runs_with_only_its_options() {
     let tree = Tree::new();
     fs::write(tree.ws.join("a.txt"), "alpha\nbeta\n").unwrap();
+    fs::write(tree.ws.join(".env"), "TOKEN=secret\n").unwrap();
+    fs::write(tree.base.join("outside.txt"), "outside\n").unwrap();
+    fs::hard_link(tree.base.join("outside.txt"), tree.ws.join("linked.txt")).unwrap();
     let cx = cx_with(
         &tree,
         vec![
@@ -144,17 +147,31 @@ async fn only_the_allowlist_runs_with_only_its_options() {
             json!({"command": "/usr/bin/find", "args": [".", "-delete"]}),
             "can run programs",
         ),
+        // The program runs without a sandbox: a path it is given must lie in a root, and
+        // not be a credential file or a second name of another file.
         (
             json!({"command": "/usr/bin/head", "args": ["-n", "1", "../outside/secret.txt"]}),
-            "",
+            "outside every root",
+        ),
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", "/etc/hostname"]}),
+            "outside every root",
+        ),
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", "sub/../../outside/x"]}),
+            "outside every root",
+        ),
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", ".env"]}),
+            "credential",
+        ),
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", "linked.txt"]}),
+            "more than one name",
         ),
     ] {
         let r = run(&cx, args.clone()).await;
         match (&r, want) {
-            // A path argument is the program's business, but the program runs in the root
-            // with no more rights than Aether: here it reads outside. The allowlist is what
-            // an operator must keep narrow (documented).
-            (_, "") => {}
             (Err(e), want) => assert!(e.to_string().contains(want), "{args}: {e}"),
             (Ok(o), _) => panic!("{args} ran: {o:?}"),
         }

@@ -117,6 +117,16 @@ struct End {
     error: String,
 }
 
+/// How long a run counts as alive without word from its process: 30 s, renewed every
+/// 10 s; `AETHER_RUN_LEASE_MS` sets another (the tests' killed runs lapse in a second).
+fn lease() -> Duration {
+    std::env::var("AETHER_RUN_LEASE_MS")
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .filter(|ms| *ms >= 300)
+        .map_or(Duration::from_secs(30), Duration::from_millis)
+}
+
 impl Runner {
     pub fn new(pipeline: Arc<Pipeline>, model: ModelClient) -> Runner {
         Runner {
@@ -161,6 +171,7 @@ impl Runner {
                 agent: request.agent.clone(),
                 model: spec.name.clone(),
                 task: request.task.clone(),
+                lease_ms: lease().as_millis() as i64,
             })
             .await
             .map_err(|e| format!("the run could not be recorded, so it did not start: {e}"))?;
@@ -202,9 +213,23 @@ impl Runner {
             json!({"role": "user", "content": request.task}),
         ];
         let mut rounds = 0;
-        let ended = run
-            .turns(&ctx, &tools, &mut messages, max_rounds, &mut rounds)
-            .await;
+        // The run's lease is renewed while it turns: if this process dies, the lease lapses and
+        // the run shows as interrupted instead of running for ever.
+        let renew = {
+            let (store, id) = (run.store.clone(), run.id.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(lease() / 3).await;
+                    if let Err(e) = store.run_alive(&id).await {
+                        tracing::warn!(run = %id, error = %e, "the run's lease could not be renewed");
+                    }
+                }
+            }
+        };
+        let ended = tokio::select! {
+            ended = run.turns(&ctx, &tools, &mut messages, max_rounds, &mut rounds) => ended,
+            _ = renew => unreachable!("the lease is renewed until the run ends"),
+        };
         let (status, answer, error) = match ended {
             Ok(answer) => (Status::Done, Some(answer), None),
             Err(end) => (end.status, None, Some(end.error)),

@@ -12,6 +12,9 @@ pub struct RunStart {
     /// The model connection's name.
     pub model: String,
     pub task: String,
+    /// How long the run counts as alive without word from its process (see
+    /// [`crate::Store::run_alive`]).
+    pub lease_ms: i64,
 }
 
 /// A run as recorded.
@@ -22,7 +25,8 @@ pub struct RunRecord {
     pub agent: String,
     pub model: String,
     pub task: String,
-    /// `running`, `done`, `failed`, `stopped`, `halted`, `cost_cap`.
+    /// `running`, `done`, `failed`, `stopped`, `halted`, `cost_cap`; `interrupted` for a run
+    /// whose process ended without recording its end (its lease lapsed).
     pub status: String,
     pub started_us: i64,
     pub ended_us: Option<i64>,
@@ -37,6 +41,8 @@ pub struct RunRecord {
     /// Who asked the run to stop, and why.
     pub stop_by: Option<String>,
     pub stop_why: Option<String>,
+    /// When its process last vouched for it (µs), while it runs.
+    pub alive_us: Option<i64>,
 }
 
 /// One entry of a run's transcript: a request to the model, its reply, a tool call, its

@@ -133,11 +133,21 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::Stop(args) => {
             let store = setup::existing_store(&args.common)?;
             let by = setup::operator();
+            let lost = store
+                .run(&args.id)
+                .await?
+                .is_some_and(|r| r.status == "interrupted" && r.ended_us.is_none());
             if store.run_stop(&args.id, &by, &args.why).await? {
-                println!(
-                    "asked run {} to stop; it stops before its next model request or tool call",
-                    args.id
-                );
+                match lost {
+                    true => println!(
+                        "run {} had lost its process (its lease lapsed); it is recorded as interrupted",
+                        args.id
+                    ),
+                    false => println!(
+                        "asked run {} to stop; it stops before its next model request or tool call",
+                        args.id
+                    ),
+                }
                 return Ok(ExitCode::SUCCESS);
             }
             match store.run(&args.id).await? {

@@ -643,6 +643,75 @@ fn a_run_is_stopped_from_another_terminal_and_by_a_halt() {
 }
 
 #[test]
+fn a_run_whose_process_is_killed_shows_interrupted_and_a_stop_ends_it() {
+    let model = ScriptedModel::start(vec![Scripted {
+        delay: Duration::from_millis(700),
+        ..calls(&[("read_file", r#"{"path": "README.md"}"#)])
+    }]);
+    let ws = workspace(
+        &format!("http://{}/v1", model.addr),
+        "timeout_seconds = 30\n",
+    );
+    let mut child = Killed(
+        aether()
+            .args([
+                "agent",
+                "run",
+                "--agent",
+                "reader",
+                "--model",
+                "m",
+                "--max-rounds",
+                "50",
+            ])
+            .arg("keep reading")
+            .env("AETHER_RUN_LEASE_MS", "900")
+            .current_dir(ws.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let status_of = |id: &str| {
+        runs(&ws)
+            .into_iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["status"].as_str().unwrap().to_string())
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        assert!(Instant::now() < deadline, "the run started");
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(r) = runs(&ws).first()
+            && r["status"] == "running"
+            && r["rounds"].as_u64() >= Some(1)
+        {
+            break r["id"].as_str().unwrap().to_string();
+        }
+    };
+    // Renewed while it runs: still running after several leases' worth of time.
+    std::thread::sleep(Duration::from_millis(2_000));
+    assert_eq!(status_of(&id).as_deref(), Some("running"));
+    // Killed outright: nothing records its end, and its lease lapses.
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status_of(&id).as_deref() != Some("interrupted") {
+        assert!(Instant::now() < deadline, "the run shows as interrupted");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, out, err) = ws.run(&["runs", "stop", &id, "--why", "its terminal was closed"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("recorded as interrupted"), "{out}");
+    let (code, out, _) = ws.run(&["runs", "show", &id]);
+    assert_eq!(code, 0);
+    assert!(out.contains("interrupted"), "{out}");
+    let (code, _, err) = ws.run(&["runs", "stop", &id]);
+    assert_ne!(code, 0);
+    assert!(err.contains("is not running"), "{err}");
+}
+
+#[test]
 fn a_run_stops_at_its_cost_cap_before_the_next_call() {
     let model = ScriptedModel::start(vec![calls(&[("read_file", r#"{"path": "README.md"}"#)])]);
     let ws = workspace(&format!("http://{}/v1", model.addr), "");

@@ -22,6 +22,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0010_idempotency.sql"),
     include_str!("../../migrations/sqlite/0011_checkpoints.sql"),
     include_str!("../../migrations/sqlite/0012_runs.sql"),
+    include_str!("../../migrations/sqlite/0013_run_leases.sql"),
 ];
 
 impl rusqlite::ToSql for Arg<'_> {

@@ -5,16 +5,28 @@ use crate::db::{Optional, Row, SqlExt, args};
 use crate::{Result, RunEvent, RunRecord, RunStart, StoreError, now_us};
 
 const RUN_COLUMNS: &str = "id, parent, agent, model, task, status, started_us, ended_us, rounds, \
-     prompt_tokens, completion_tokens, answer, error, stop_by, stop_why";
+     prompt_tokens, completion_tokens, answer, error, stop_by, stop_why, alive_us, lease_ms";
+
+/// The SQL condition of a run whose process is gone: still `running`, its lease lapsed.
+const LAPSED: &str =
+    "status = 'running' AND alive_us IS NOT NULL AND alive_us + lease_ms * 1000 < ?";
 
 fn run_record(r: &Row) -> crate::db::DbResult<RunRecord> {
+    let status: String = r.get(5)?;
+    let alive_us: Option<i64> = r.get(15)?;
+    let lease_ms: Option<i64> = r.get(16)?;
+    let lapsed = matches!((alive_us, lease_ms), (Some(alive), Some(lease)) if alive + lease * 1000 < now_us());
     Ok(RunRecord {
         id: r.get(0)?,
         parent: r.get(1)?,
         agent: r.get(2)?,
         model: r.get(3)?,
         task: r.get(4)?,
-        status: r.get(5)?,
+        status: if status == "running" && lapsed {
+            "interrupted".into()
+        } else {
+            status
+        },
         started_us: r.get(6)?,
         ended_us: r.get(7)?,
         rounds: r.get(8)?,
@@ -24,16 +36,27 @@ fn run_record(r: &Row) -> crate::db::DbResult<RunRecord> {
         error: r.get(12)?,
         stop_by: r.get(13)?,
         stop_why: r.get(14)?,
+        alive_us,
     })
 }
 
 impl SqlStore {
     pub async fn run_start(&self, run: RunStart) -> Result<()> {
+        let now = now_us();
         self.write(move |conn| {
             conn.execute(
-                "INSERT INTO runs (id, parent, agent, model, task, status, started_us)
-                 VALUES (?, ?, ?, ?, ?, 'running', ?)",
-                args![run.id, run.parent, run.agent, run.model, run.task, now_us()],
+                "INSERT INTO runs (id, parent, agent, model, task, status, started_us, alive_us, lease_ms)
+                 VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+                args![
+                    run.id,
+                    run.parent,
+                    run.agent,
+                    run.model,
+                    run.task,
+                    now,
+                    now,
+                    run.lease_ms.max(1)
+                ],
             )
             .map_err(StoreError::sql("record a run"))?;
             Ok(())
@@ -83,6 +106,21 @@ impl SqlStore {
         .await
     }
 
+    /// Renews a running run's lease; false if it is not running (it ended, or an operator
+    /// ended it as interrupted).
+    pub async fn run_alive(&self, id: String) -> Result<bool> {
+        self.write(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE runs SET alive_us = ? WHERE id = ? AND status = 'running'",
+                    args![now_us(), id],
+                )
+                .map_err(StoreError::sql("renew a run's lease"))?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
     /// Ends a running run; false if it was not running.
     pub async fn run_finish(
         &self,
@@ -105,17 +143,35 @@ impl SqlStore {
     }
 
     /// Asks a running run to stop (it stops before its next model request or tool call);
-    /// false if no such run is running.
+    /// a run whose process is gone (interrupted) is ended there and then, as `interrupted`.
+    /// False if no such run is running.
     pub async fn run_stop(&self, id: String, by: String, why: String) -> Result<bool> {
         self.write(move |conn| {
-            let n = conn
+            let context = StoreError::sql("stop a run");
+            let mut tx = conn.begin().map_err(context)?;
+            let now = now_us();
+            let ended = tx
                 .execute(
+                    &format!(
+                        "UPDATE runs SET status = 'interrupted', ended_us = ?, stop_by = ?, stop_why = ?,
+                         error = 'its process ended without recording how the run ended'
+                         WHERE id = ? AND {LAPSED}"
+                    ),
+                    args![now, by, why, id, now],
+                )
+                .map_err(StoreError::sql("stop a run"))?;
+            let asked = if ended == 1 {
+                0
+            } else {
+                tx.execute(
                     "UPDATE runs SET stop_by = ?, stop_why = ?
                      WHERE id = ? AND status = 'running' AND stop_by IS NULL",
                     args![by, why, id],
                 )
-                .map_err(StoreError::sql("stop a run"))?;
-            Ok(n == 1)
+                .map_err(StoreError::sql("stop a run"))?
+            };
+            tx.commit().map_err(StoreError::sql("stop a run"))?;
+            Ok(ended + asked == 1)
         })
         .await
     }

@@ -6,7 +6,8 @@ use super::Backend;
 
 both!(
     a_run_is_recorded_with_its_transcript_and_ends_once,
-    a_stop_reaches_only_a_running_run
+    a_stop_reaches_only_a_running_run,
+    a_run_whose_lease_lapsed_shows_interrupted_and_a_stop_ends_it
 );
 
 fn start(id: &str) -> RunStart {
@@ -16,6 +17,7 @@ fn start(id: &str) -> RunStart {
         agent: "coder".into(),
         model: "local".into(),
         task: "read the README".into(),
+        lease_ms: 60_000,
     }
 }
 
@@ -109,4 +111,63 @@ async fn a_stop_reaches_only_a_running_run(b: Backend) {
             .await
             .unwrap()
     );
+}
+
+async fn a_run_whose_lease_lapsed_shows_interrupted_and_a_stop_ends_it(b: Backend) {
+    let (_db, store) = b.store();
+    let mut dying = start("run-dying");
+    dying.lease_ms = 100;
+    store.run_start(dying).await.unwrap();
+    store.run_start(start("run-alive")).await.unwrap();
+    assert_eq!(
+        store.run("run-dying").await.unwrap().unwrap().status,
+        "running"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // Its process said nothing for longer than its lease: interrupted, not running.
+    assert_eq!(
+        store.run("run-dying").await.unwrap().unwrap().status,
+        "interrupted"
+    );
+    assert_eq!(
+        store.run("run-alive").await.unwrap().unwrap().status,
+        "running"
+    );
+    let listed = store.runs(10).await.unwrap();
+    let status = |id: &str| listed.iter().find(|r| r.id == id).unwrap().status.clone();
+    assert_eq!(
+        (status("run-dying"), status("run-alive")),
+        ("interrupted".into(), "running".into())
+    );
+    // A process that was only slow renews its lease and the run is running again.
+    assert!(store.run_alive("run-dying").await.unwrap());
+    assert_eq!(
+        store.run("run-dying").await.unwrap().unwrap().status,
+        "running"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // A stop ends a run whose process is gone there and then...
+    assert!(
+        store
+            .run_stop("run-dying", "ops", "its host was rebooted")
+            .await
+            .unwrap()
+    );
+    let ended = store.run("run-dying").await.unwrap().unwrap();
+    assert_eq!(ended.status, "interrupted");
+    assert!(ended.ended_us.is_some());
+    assert_eq!(ended.stop_by.as_deref(), Some("ops"));
+    // ...for good: its process cannot renew it or end it differently.
+    assert!(!store.run_alive("run-dying").await.unwrap());
+    assert!(
+        !store
+            .run_finish("run-dying", "done", Some("late".into()), None)
+            .await
+            .unwrap()
+    );
+    // A live run is only asked to stop.
+    assert!(store.run_stop("run-alive", "ops", "enough").await.unwrap());
+    let asked = store.run("run-alive").await.unwrap().unwrap();
+    assert_eq!((asked.status.as_str(), asked.ended_us), ("running", None));
+    assert_eq!(asked.stop_by.as_deref(), Some("ops"));
 }

@@ -31,6 +31,13 @@ impl Ledger for StoreLedger {
         self.store.journal(write).await.map_err(|e| e.to_string())
     }
 
+    async fn record_blocking(&self, write: JournalWrite) -> Result<Vec<i64>, String> {
+        self.store
+            .journal_alone(write)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     async fn entries(&self, query: JournalQuery) -> Result<Vec<JournalEntry>, String> {
         self.store
             .journal_entries(query)

@@ -503,7 +503,13 @@ impl Store {
             .await
     }
 
-    /// Asks a running run to stop; false if no such run is running.
+    /// Renews a running run's lease (its process is alive); false if it no longer runs.
+    pub async fn run_alive(&self, id: &str) -> Result<bool> {
+        self.0.run_alive(id.to_string()).await
+    }
+
+    /// Asks a running run to stop; a run whose process is gone is ended as `interrupted`.
+    /// False if no such run is running.
     pub async fn run_stop(&self, id: &str, by: &str, why: &str) -> Result<bool> {
         self.0
             .run_stop(id.to_string(), by.to_string(), why.to_string())
@@ -595,6 +601,13 @@ impl Store {
     /// Makes journal entries (and the images they refer to) durable; returns their ids.
     pub async fn journal(&self, write: JournalWrite) -> Result<Vec<i64>> {
         self.0.journal(write).await
+    }
+
+    /// [`Store::journal`] committed on the calling thread when the write connection is free
+    /// (SQLite; elsewhere, or while the writer is busy, it joins the writer's batch). Blocks
+    /// the calling thread for one commit: for callers on a thread of their own.
+    pub async fn journal_alone(&self, write: JournalWrite) -> Result<Vec<i64>> {
+        self.0.journal_alone(write).await
     }
 
     pub async fn journal_entries(&self, query: JournalQuery) -> Result<Vec<JournalEntry>> {

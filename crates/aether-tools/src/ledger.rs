@@ -13,6 +13,12 @@ pub trait Ledger: Send + Sync {
     /// Makes `write` durable (fsync) before returning its entries' ids. A tool records a
     /// change here *before* making it.
     async fn record(&self, write: JournalWrite) -> Result<Vec<i64>, String>;
+    /// [`Ledger::record`] for a caller on a thread of its own, which may block: the store
+    /// may commit on the calling thread instead of handing the write to its writer and
+    /// waiting to be woken.
+    async fn record_blocking(&self, write: JournalWrite) -> Result<Vec<i64>, String> {
+        self.record(write).await
+    }
     /// Journal entries, newest first.
     async fn entries(&self, query: JournalQuery) -> Result<Vec<JournalEntry>, String>;
     /// A journalled image by content hash.

@@ -336,6 +336,22 @@ impl SqlStore {
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
 
+    /// [`SqlStore::journal`] on the calling thread when the write connection is free, as
+    /// [`SqlStore::admit_alone`]; grouped with the writer's batch otherwise.
+    pub async fn journal_alone(&self, write: JournalWrite) -> Result<Vec<i64>> {
+        if !self.direct() || !write.reverts.is_empty() {
+            return self.journal(write).await;
+        }
+        let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
+            write_batch(&mut **conn, &[], &[], &[&write])
+                .map_err(|e| StoreError::Write(e.to_string()))
+        });
+        match direct {
+            Some(written) => written.map(|mut b| b.journal_ids.remove(0)),
+            None => self.journal(write).await,
+        }
+    }
+
     pub async fn admit_operator(&self, receipt: AdmissionReceipt) -> Result<()> {
         self.write(move |conn| {
             let mut tx = conn

@@ -341,6 +341,7 @@ both!(
     verify_finds_a_rewritten_row_whose_receipt_disagrees,
     an_expected_head_catches_truncation_and_rewriting,
     a_call_still_running_is_not_reported_missing,
+    direct_and_grouped_journal_writes_read_back_alike,
 );
 
 async fn direct_commits_are_as_durable_and_as_halted_as_grouped_ones(b: Backend) {
@@ -382,6 +383,70 @@ async fn direct_and_grouped_writers_interleave_into_one_chain(b: Backend) {
     seqs.sort();
     assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
     assert!(store.verify_audit(None).await.unwrap().is_intact());
+}
+
+async fn direct_and_grouped_journal_writes_read_back_alike(b: Backend) {
+    use aether_policy::journal::{
+        JournalEntry, JournalOp, JournalQuery, JournalWrite, content_hash,
+    };
+    let (_dir, store) = b.store();
+    let write = |i: usize| {
+        let before = format!("version {i}\n").into_bytes();
+        JournalWrite {
+            entries: vec![JournalEntry {
+                id: 0,
+                at_us: i as i64,
+                call_id: format!("c{i}"),
+                session: "s1".into(),
+                agent: "default".into(),
+                tool: "edit_file".into(),
+                op: JournalOp::Write,
+                root: "ws".into(),
+                path: "a.txt".into(),
+                dest: None,
+                before_hash: Some(content_hash(&before)),
+                before_mode: Some(0o644),
+                after_hash: Some(content_hash(format!("version {}\n", i + 1).as_bytes())),
+                undoes: None,
+                reverted_by: None,
+            }],
+            blobs: vec![(content_hash(&before), before)],
+            reverts: Vec::new(),
+        }
+    };
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let (s, w) = (store.clone(), write(i));
+        tasks.push(tokio::spawn(async move {
+            match i % 2 {
+                0 => s.journal_alone(w).await.unwrap(),
+                _ => s.journal(w).await.unwrap(),
+            }
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.extend(t.await.unwrap());
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 60, "every entry got an id of its own");
+    for i in [0, 1, 58, 59] {
+        let entries = store
+            .journal_entries(JournalQuery {
+                call_id: Some(format!("c{i}")),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(entries.len(), 1, "call c{i}");
+        let hash = entries[0].before_hash.clone().unwrap();
+        assert_eq!(
+            store.journal_blob(&hash).await.unwrap(),
+            Some(format!("version {i}\n").into_bytes())
+        );
+    }
 }
 
 /// `n` admitted calls, each with its audit row.

@@ -269,7 +269,11 @@ async fn run(batch: Vec<Pending>) {
             reverts: Vec::new(),
         };
         let bytes = current.unwrap_or_default();
-        if let Err(e) = write::record_and_replace(ledger.as_ref(), &t, write, bytes, mode).await {
+        // This task runs on the batcher's own thread (`batcher`).
+        let replaced =
+            write::record_and_replace(ledger.as_ref(), &t, write, bytes, mode, write::Runner::Own)
+                .await;
+        if let Err(e) = replaced {
             for i in changed {
                 answers[i].1 = Err(e.clone());
             }

@@ -320,6 +320,16 @@ fn install(dir: &Dir, tmp: &str, name: &str) -> std::io::Result<()> {
     sync_dir(dir)
 }
 
+/// Who runs a change's blocking work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Runner {
+    /// A task on a runtime that serves other calls: blocking work goes to the blocking pool.
+    Shared,
+    /// A thread of its own (the edit batcher's): the journal may commit and the rename run on
+    /// it, saving the hand-offs to other threads and back.
+    Own,
+}
+
 /// Records `write` in the journal and replaces the target with `bytes`. The new content is
 /// written and fsynced to a temporary file while the journal commits (two fsyncs in parallel,
 /// not in turn); only once both are durable is it renamed over the target. If the journal
@@ -330,11 +340,15 @@ pub(super) async fn record_and_replace(
     write: aether_policy::journal::JournalWrite,
     bytes: Vec<u8>,
     mode: Option<u32>,
+    runner: Runner,
 ) -> Result<(), ToolError> {
     let dir = t.dir.try_clone().map_err(|e| t.root.io_error(&t.rel, e))?;
     let temp =
         tokio::task::spawn_blocking(move || write_temp(&dir, &bytes, mode).map(|tmp| (dir, tmp)));
-    let recorded = ledger.record(write).await;
+    let recorded = match runner {
+        Runner::Shared => ledger.record(write).await,
+        Runner::Own => ledger.record_blocking(write).await,
+    };
     let (dir, tmp) = match temp.await {
         Ok(Ok(done)) => done,
         Ok(Err(e)) => return Err(t.root.io_error(&t.rel, e)),
@@ -348,6 +362,9 @@ pub(super) async fn record_and_replace(
     if let Err(e) = recorded {
         let _ = dir.remove_file(&tmp);
         return Err(not_recorded(e));
+    }
+    if runner == Runner::Own {
+        return install(&dir, &tmp, &t.name).map_err(|e| t.root.io_error(&t.rel, e));
     }
     let name = t.name.clone();
     match tokio::task::spawn_blocking(move || install(&dir, &tmp, &name)).await {
@@ -443,7 +460,15 @@ pub(super) async fn journal_and_replace(
         blobs,
         reverts: Vec::new(),
     };
-    record_and_replace(cx.ledger.as_ref(), t, write, bytes.to_vec(), before.mode()).await
+    record_and_replace(
+        cx.ledger.as_ref(),
+        t,
+        write,
+        bytes.to_vec(),
+        before.mode(),
+        Runner::Shared,
+    )
+    .await
 }
 
 /// Records `write` in the journal; a change is never made unless this succeeded.

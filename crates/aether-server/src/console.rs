@@ -470,19 +470,27 @@ impl Changes {
     }
 }
 
-/// How often an open stream checks that its session still stands.
+/// What an event stream was opened with, checked again while it runs.
+enum Credential {
+    Session(LiveSession),
+    Token(String),
+}
+
+/// How often an open stream checks that its session (or operator token) still stands.
 const STREAM_RECHECK: Duration = Duration::from_secs(30);
 
 /// `GET /api/events`: a server-sent event `changed` whenever approvals, the audit, the halt
 /// flag, the registry, the upstreams or the accounts change (the page then reloads what it
 /// shows), and a keep-alive comment every 15 s. One poller serves every stream. A stream of a
 /// signed-in page ends when its session does (sign-out, expiry, a password or role change),
-/// checked at least every 30 s: the page then asks to sign in again.
+/// and one opened with an operator token when the token is revoked, checked at least every
+/// 30 s: the page then asks to sign in again.
 pub async fn events(
     State(pipeline): State<Arc<Pipeline>>,
     Extension(changes): Extension<Changes>,
     Extension(actor): Extension<Actor>,
     session: Option<Extension<LiveSession>>,
+    headers: http::HeaderMap,
 ) -> Response {
     let Some(slot) = changes.take_slot(&actor.name) else {
         return error(
@@ -494,11 +502,15 @@ pub async fn events(
         );
     };
     let rx = changes.subscribe(&pipeline);
-    let session = session.map(|Extension(s)| s);
+    // What the stream was opened with: a signed-in page's session, or an operator token.
+    let credential = match session {
+        Some(Extension(s)) => Credential::Session(s),
+        None => Credential::Token(crate::admin::bearer(&headers).unwrap_or("").to_string()),
+    };
     let state = (
         pipeline,
         rx,
-        session,
+        credential,
         true,
         tokio::time::Instant::now(),
         slot,
@@ -521,13 +533,23 @@ pub async fn events(
                         _ = wait => {}
                     }
                 }
-                if let Some(s) = &session
-                    && (first || checked.elapsed() >= STREAM_RECHECK)
-                {
+                if first || checked.elapsed() >= STREAM_RECHECK {
                     checked = tokio::time::Instant::now();
-                    match accounts::session_account(pipeline.store(), &s.cookie, &s.key).await {
-                        Ok(Some(_)) => {}
-                        _ => return None,
+                    let stands = match &session {
+                        Credential::Session(s) => matches!(
+                            accounts::session_account(pipeline.store(), &s.cookie, &s.key).await,
+                            Ok(Some(_))
+                        ),
+                        Credential::Token(token) => matches!(
+                            pipeline.authenticate(token),
+                            Some(Principal {
+                                kind: TokenKind::Operator,
+                                ..
+                            })
+                        ),
+                    };
+                    if !stands {
+                        return None;
                     }
                 }
                 first = false;

@@ -10,7 +10,6 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Json};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use http::StatusCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
@@ -66,6 +65,7 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
     // Sessions live in the store: a request that lands on another replica (or on this one
     // after a restart) resumes its session there instead of failing.
     config.session_store = Some(Arc::new(StoredSessions(pipeline.store().clone())));
+    forget_old_sessions(pipeline.store().clone(), opts.shutdown.child_token());
     let (p, agent, mode, lasting) = (
         pipeline.clone(),
         opts.agent.clone(),
@@ -119,6 +119,34 @@ struct StoredSessions(aether_store::Store);
 /// How long a session may be resumed after it began.
 pub const SESSION_DAYS: i64 = 7;
 
+/// The most bytes of a session's state (its initialize request) kept in the store.
+const MAX_SESSION_STATE: usize = 64 << 10;
+
+/// Forgets stored sessions older than [`SESSION_DAYS`], hourly, until `stop` (a client that
+/// never says goodbye leaves its session's row behind).
+fn forget_old_sessions(store: aether_store::Store, stop: CancellationToken) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        loop {
+            let cutoff = aether_store::now_us() - SESSION_DAYS * 86_400_000_000;
+            match store.remove_mcp_sessions(None, cutoff).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    sessions = n,
+                    "forgot MCP sessions older than {SESSION_DAYS} days"
+                ),
+                Err(e) => tracing::warn!(error = %e, "old MCP sessions could not be forgotten"),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+            }
+        }
+    });
+}
+
 #[async_trait::async_trait]
 impl SessionStore for StoredSessions {
     async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
@@ -129,10 +157,16 @@ impl SessionStore for StoredSessions {
     }
 
     async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        Ok(self
-            .0
-            .put_mcp_session(id, serde_json::to_string(state)?)
-            .await?)
+        let text = serde_json::to_string(state)?;
+        // A client's initialize request is a few KiB; a padded one is not kept.
+        if text.len() > MAX_SESSION_STATE {
+            return Err(format!(
+                "the session's initialize request is {} bytes; at most {MAX_SESSION_STATE} are kept",
+                text.len()
+            )
+            .into());
+        }
+        Ok(self.0.put_mcp_session(id, text).await?)
     }
 
     async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
@@ -260,24 +294,95 @@ async fn not_found() -> impl IntoResponse {
     (StatusCode::NOT_FOUND, Json(json!({"error": "not found"})))
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled.
+/// The most connections served at once; beyond it a new connection is closed at once, so a
+/// flood of idle or slow connections cannot use up the process's file descriptors (which its
+/// tools, upstreams and store need too).
+pub const MAX_CONNECTIONS: usize = 512;
+
+/// How long a client may take to send a request's headers (a connection kept alive between
+/// requests counts from the next request's first byte): a client that trickles them
+/// (slowloris) is cut off.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Serves `router` on `listener` until `shutdown` is cancelled: HTTP/1.1, at most
+/// [`MAX_CONNECTIONS`] at once, each request's headers within [`HEADER_READ_TIMEOUT`]. On
+/// shutdown it stops accepting, asks every connection to finish its request in flight, and
+/// waits for them up to 10 s.
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    // An SSE reply is written in several small pieces; with Nagle's algorithm on, the last
-    // piece of a reply on a kept-alive connection waits for the client's delayed ACK (~40 ms).
-    let listener = listener.tap_io(|tcp| {
+    serve_http_with(listener, router, shutdown, HEADER_READ_TIMEOUT).await
+}
+
+/// [`serve_http`] with another header timeout (the tests' is short).
+pub async fn serve_http_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+    header_timeout: Duration,
+) -> std::io::Result<()> {
+    use tower::ServiceExt;
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let connections = tokio_util::task::TaskTracker::new();
+    loop {
+        let (tcp, addr) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                // A connection that failed before it was accepted, or a descriptor shortage:
+                // not the listener's end. Back off a moment and go on.
+                Err(e) => {
+                    tracing::debug!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(client = %addr, "too many connections ({MAX_CONNECTIONS}); closing a new one");
+            continue;
+        };
+        // An SSE reply is written in several small pieces; with Nagle's algorithm on, the
+        // last piece of a reply on a kept-alive connection waits for the client's delayed
+        // ACK (~40 ms).
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-    });
-    // The client's address reaches handlers (the console's sign-in rate limit is per client).
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { shutdown.cancelled().await })
-    .await
+        // The client's address reaches handlers (the console's sign-in rate limit is per
+        // client).
+        let service = router.clone().map_request(
+            move |mut request: hyper::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(addr));
+                request.map(axum::body::Body::new)
+            },
+        );
+        let service = hyper_util::service::TowerToHyperService::new(service);
+        let stop = shutdown.clone();
+        connections.spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                served = connection.as_mut() => {
+                    if let Err(e) = served {
+                        tracing::debug!(client = %addr, error = %e, "connection ended");
+                    }
+                }
+                _ = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            drop(permit);
+        });
+    }
+    connections.close();
+    let _ = tokio::time::timeout(Duration::from_secs(10), connections.wait()).await;
+    Ok(())
 }

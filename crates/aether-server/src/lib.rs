@@ -19,7 +19,7 @@ pub mod upstream;
 
 pub use gate::HostGate;
 pub use handler::{AetherMcp, Caller, Mode};
-pub use http::{HttpOptions, router, serve_http};
+pub use http::{HttpOptions, router, serve_http, serve_http_with};
 
 /// Serves one MCP session over this process's stdin and stdout until the client leaves.
 pub async fn serve_stdio(handler: AetherMcp) -> std::io::Result<()> {

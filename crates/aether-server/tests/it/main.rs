@@ -171,3 +171,96 @@ async fn doubled_headers_and_foreign_absolute_targets_are_refused() {
         StatusCode::OK
     );
 }
+
+#[tokio::test]
+async fn a_client_that_trickles_its_headers_is_cut_off_and_others_are_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(
+        pipeline(&dir).await,
+        &HttpOptions {
+            addr,
+            ..options("default")
+        },
+    )
+    .unwrap();
+    let shutdown = CancellationToken::new();
+    let served = tokio::spawn(aether_server::serve_http_with(
+        listener,
+        app,
+        shutdown.clone(),
+        std::time::Duration::from_millis(300),
+    ));
+    let health = format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    // Half a request, then nothing: the connection is closed once the header time is up.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let ended = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        slow.read_to_end(&mut got),
+    )
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the trickling client was still connected after 5 s"
+    );
+    assert!(
+        !String::from_utf8_lossy(&got).contains("200 OK"),
+        "a half request was answered: {}",
+        String::from_utf8_lossy(&got)
+    );
+    // Meanwhile and after, a whole request is answered.
+    let mut fast = tokio::net::TcpStream::connect(addr).await.unwrap();
+    fast.write_all(health.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    fast.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // A shutdown stops the listener.
+    shutdown.cancel();
+    tokio::time::timeout(std::time::Duration::from_secs(12), served)
+        .await
+        .expect("the server stopped")
+        .unwrap()
+        .unwrap();
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+#[tokio::test]
+async fn a_padded_initialize_request_is_not_kept_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = pipeline(&dir).await;
+    let store = pipeline.store().clone();
+    let app = router(pipeline, &options("default")).unwrap();
+    let initialize = |pad: usize| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "clientInfo": {"name": "x", "version": "1"},
+            "capabilities": {"experimental": {"x": {"pad": "p".repeat(pad)}}}}});
+        Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", "127.0.0.1:8484")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    let session = |r: &axum::response::Response| {
+        r.headers()
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    // An ordinary one is kept, so another replica can resume the session...
+    let r = app.clone().oneshot(initialize(10)).await.unwrap();
+    let id = session(&r).expect("a session id");
+    assert!(store.mcp_session(&id).await.unwrap().is_some());
+    // ...a padded one is not (whatever the client is told).
+    let r = app.clone().oneshot(initialize(3_000_000)).await.unwrap();
+    if let Some(id) = session(&r) {
+        assert!(store.mcp_session(&id).await.unwrap().is_none());
+    }
+}

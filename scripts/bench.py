@@ -206,10 +206,11 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,glob,edit,tree,regex,fed,knowledge,replicas,audit,runner")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,floors,glob,edit,tree,regex,fed,knowledge,replicas,audit,runner")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
+    only = set(filter(None, a.only.split(",")))
     bench = ROOT / "target" / "bench"
     bench.mkdir(parents=True, exist_ok=True)
     tools_target = ROOT / "target" / "tools"
@@ -217,6 +218,8 @@ def main():
         "--target-dir", str(tools_target)])
     tools = tools_target / "release"
     sh(["cargo", "build", "--release", "-q", "--bin", "aether"], cwd=ROOT)
+    if not only or "floors" in only:
+        sh(["cargo", "build", "--release", "-q", "-p", "aether-store", "--example", "floor"], cwd=ROOT)
     aether = ROOT / "target" / "release" / "aether"
     ws = bench / "ws"
     if not (ws / "MANIFEST.txt").exists():
@@ -251,7 +254,6 @@ def main():
     rules.write_text("\n".join(lines) + "\n")
     config_rules = bench / "aether-rules.toml"
     config_rules.write_text(config.read_text() + f'[policy]\nrules = "{rules}"\n')
-    only = set(filter(None, a.only.split(",")))
 
     def want(section):
         return not only or section in only
@@ -320,6 +322,31 @@ def main():
             runs.append(("aether http c16", mcpload(tools, [
                 "--http", "http://127.0.0.1:18602/mcp", "--tool", "read_file", "--args", read4k, "-n", str(n_http),
                 "-c", "16", "--server-pid", str(srv.pid)])))
+            srv.kill(); srv.wait()
+        if want("floors"):
+            # What the targets leave room for: the store alone (a receipt and an audit row
+            # committed per call, as the pipeline does, with no MCP and no tool) at c=1 and
+            # c=16, and Aether's HTTP transport answering ping (rmcp's Streamable HTTP, no
+            # pipeline), each beside the peers of the same run.
+            floor_dir = bench / "floor"
+            # "bare": without the audit's four search indexes, to show what they cost.
+            for c, n in ((1, n_read * 2), (16, n_read * 4)):
+                for bare in ([], ["bare"]):
+                    shutil.rmtree(floor_dir, ignore_errors=True)
+                    floor_dir.mkdir()
+                    out = subprocess.run([str(ROOT / "target/release/examples/floor"), str(floor_dir), str(c), str(n),
+                                          *bare], capture_output=True, text=True, check=True)
+                    runs.append(("store floor c%d%s" % (c, " bare" if bare else ""),
+                                 json.loads(out.stdout.strip().splitlines()[-1])))
+            runs.append(("aether ping stdio c1", mcpload(tools, [
+                "--stdio", aether_stdio(), "--method", "ping", "-n", str(n_read), "-c", "1"])))
+            shutil.rmtree(store_dir, ignore_errors=True)
+            srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen", "127.0.0.1:18603",
+                                    "--store", f"sqlite://{store_dir}/aether.db"], stdout=subprocess.DEVNULL)
+            wait_port(18603)
+            runs.append(("aether ping http c16", mcpload(tools, [
+                "--http", "http://127.0.0.1:18603/mcp", "--method", "ping", "-n", str(n_http), "-c", "16",
+                "--server-pid", str(srv.pid)])))
             srv.kill(); srv.wait()
         if want("glob"):
             # Glob over the whole tree: the filesystem server's search_files vs Aether's glob.
@@ -483,6 +510,22 @@ def main():
         ("read 4 KiB, stdio, c=16, 200 rules vs none (calls/s)", "aether read c16", "aether read c16 rules",
          "calls_per_s", "≥ 0.9×"),
         ("read 4 KiB, HTTP, c=16 (calls/s)", "floor http c16", "aether http c16", "calls_per_s", "≥ 0.25×"),
+        ("floor: the store alone, c=1 (calls/s: receipt and audit row committed, nothing else)", "fs read c1",
+         "store floor c1", "calls_per_s", "≥ 1.5× for the read target to be reachable"),
+        ("floor: the store alone, c=16 (calls/s)", "fs read c16", "store floor c16", "calls_per_s",
+         "≥ 4× for the read target to be reachable"),
+        ("floor: the store alone, c=1, without vs with the audit's search indexes (calls/s)", "store floor c1",
+         "store floor c1 bare", "calls_per_s", "(reference)"),
+        ("floor: the store alone, c=16, without vs with the audit's search indexes (calls/s)", "store floor c16",
+         "store floor c16 bare", "calls_per_s", "(reference)"),
+        ("floor: Aether's HTTP answering ping, c=16 (calls/s)", "floor http c16", "aether ping http c16",
+         "calls_per_s", "(reference)"),
+        ("floor: Aether's stdio answering ping, c=1 (p50 µs) vs the peer's read", "fs read c1",
+         "aether ping stdio c1", "p50_us", "(reference)"),
+        ("floor: the store alone, c=1 (p50 µs) vs the peer's read", "fs read c1", "store floor c1", "p50_us",
+         "(reference)"),
+        ("floor: the store alone, c=1 (p50 µs) vs a direct call to server-filesystem", "fs direct c1",
+         "store floor c1", "p50_us", "(reference)"),
         ("glob **/*.rs, whole tree (p50 µs per call)", "fs glob", "aether glob", "p50_us", "≥ 30× faster"),
         ("regex AKIA[0-9A-Z]{16}, whole tree (p50 µs)", "rg regex", "aether regex", "p50_us", "≤ 1.5× rg's time"),
         ("edit_file 4 KiB, stdio, c=1 (calls/s)", "fs edit c1", "aether edit c1", "calls_per_s", "≥ 1.5×"),
@@ -524,6 +567,10 @@ def main():
             ratio = f"{o / p:.2f}× the time at 100,000 rows"
         elif peer in ("rg regex", "find", "rg search"):
             ratio = f"{o / p:.2f}× {peer.split()[0]}'s time"
+        elif ours in ("store floor c1", "aether ping stdio c1") and peer == "fs read c1":
+            ratio = f"{o / p:.2f}× the peer's time"
+        elif ours == "store floor c1" and key == "p50_us":
+            ratio = f"direct + store = {(p + o) / p:.2f}× the direct call's time"
         elif peer.startswith("fs direct"):
             ratio = f"{o / p:.2f}× the direct call's time"
         else:

@@ -263,13 +263,16 @@ impl SignInLimiter {
         Ok(())
     }
 
-    /// Forgets `client`'s attempts at `name` (it signed in).
+    /// Forgets `client`'s attempts at `name` (it signed in), and that this attempt counted
+    /// toward the client's own: operators signing in through one proxy address do not use up
+    /// its budget by succeeding.
     pub fn succeeded(&self, client: &str, name: &str) {
-        let (_, by_account) = keys(client, name);
-        self.attempts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&by_account);
+        let (by_client, by_account) = keys(client, name);
+        let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        attempts.remove(&by_account);
+        if let Some(times) = attempts.get_mut(&by_client) {
+            times.pop();
+        }
     }
 }
 
@@ -392,5 +395,15 @@ mod tests {
             "many names from one client"
         );
         assert!(l.begin("10.0.0.8", "anyone").is_ok());
+        // Successes, however many, leave the client's budget for failures whole.
+        let l = SignInLimiter::default();
+        for _ in 0..FAILURES_OVERALL * 2 {
+            assert!(l.begin("10.0.0.7", "admin").is_ok());
+            l.succeeded("10.0.0.7", "admin");
+        }
+        for i in 0..FAILURES_OVERALL {
+            assert!(l.begin("10.0.0.7", &format!("guess-{i}")).is_ok());
+        }
+        assert!(l.begin("10.0.0.7", "admin").is_err());
     }
 }

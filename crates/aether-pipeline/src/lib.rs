@@ -1169,7 +1169,16 @@ impl Pipeline {
                 Ok(note) => {
                     // The wait may have been long: what was true when the call asked may
                     // not be now. The registry and the rules are asked again, on fresh facts.
-                    if let Err(hidden) = self.registry().admits(&def.name, entry.digest) {
+                    // The definition too: an upstream that changed its tool while the call
+                    // waited has the new one in the catalog, held back until approved, and
+                    // the call (approved for the old one) does not run on it.
+                    let current = self.catalog().get(&def.name).map(|e| e.digest);
+                    let admitted = match current {
+                        Some(digest) if digest != entry.digest => Err(Hidden::DefinitionChanged),
+                        Some(_) => self.registry().admits(&def.name, entry.digest),
+                        None => Err(Hidden::Withdrawn),
+                    };
+                    if let Err(hidden) = admitted {
                         return refuse(
                             Step::Registry,
                             format!("registry:{}", registry_rule(&hidden)),

@@ -161,10 +161,11 @@ pub fn inert(cell: &str) -> String {
 }
 
 /// A data set as CSV: a header of its columns, then one line per row (strings as they are,
-/// formula-like ones made inert; other values as JSON; a missing value empty).
+/// formula-like ones made inert, column names too: they come from the upstream as well;
+/// other values as JSON; a missing value empty).
 pub fn to_csv(dataset: &Dataset) -> Result<String, String> {
     let mut out = csv::Writer::from_writer(Vec::new());
-    out.write_record(&dataset.columns)
+    out.write_record(dataset.columns.iter().map(|c| inert(c)))
         .map_err(|e| e.to_string())?;
     for row in &dataset.rows {
         let cells = dataset.columns.iter().map(|c| match row.get(c) {
@@ -303,6 +304,17 @@ mod tests {
         assert_eq!(
             text.lines().nth(1),
             Some("\"'=HYPERLINK(\"\"http://x\"\")\",'+1,'@SUM(A1),-3")
+        );
+        // Column names come from the upstream too.
+        let out = ToolOutput::text(json!([{"=cmd|' /C calc'!A0": "x", "ok": "y"}]).to_string());
+        let (ds, _) = take(&out, "c", "a", "t", &json!({})).unwrap();
+        let header = to_csv(&ds).unwrap().lines().next().unwrap().to_string();
+        assert!(header.contains("'=cmd"), "{header}");
+        assert!(
+            !header
+                .split(',')
+                .any(|h| h.starts_with('=') || h.starts_with("\"=")),
+            "{header}"
         );
     }
 

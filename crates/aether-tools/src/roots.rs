@@ -813,34 +813,34 @@ fn hashed_copy(file: &File, size: u64) -> io::Result<(File, String)> {
         "aether-sealed",
         rustix::fs::MemfdFlags::CLOEXEC,
     )?);
-    let mut hasher = sha2::Sha256::new();
-    let mut buf = vec![0u8; 64 << 10];
-    let mut at = 0u64;
-    while at <= size {
-        let n = file.read_at(&mut buf, at)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        copy.write_all(&buf[..n])?;
-        at += n as u64;
-    }
+    let hash = hash_reading(file, Some(size + 1), |chunk| copy.write_all(chunk))?;
     copy.rewind()?;
-    Ok((copy, hex::encode(hasher.finalize())))
+    Ok((copy, hash))
 }
 
 /// sha256 (hex) of everything in `file`, read from the start by position (the handle's offset
 /// is left alone).
 pub fn hash_file(file: &File) -> io::Result<String> {
+    hash_reading(file, None, |_| Ok(()))
+}
+
+/// sha256 (hex) of `file` from its start, read by position, stopping once at least `limit`
+/// bytes are read (or at the end); each chunk read is also handed to `each`.
+fn hash_reading(
+    file: &File,
+    limit: Option<u64>,
+    mut each: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<String> {
     let mut hasher = sha2::Sha256::new();
     let mut buf = vec![0u8; 64 << 10];
     let mut at = 0u64;
-    loop {
+    while limit.is_none_or(|limit| at < limit) {
         let n = file.read_at(&mut buf, at)?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
+        each(&buf[..n])?;
         at += n as u64;
     }
     Ok(hex::encode(hasher.finalize()))

@@ -600,22 +600,7 @@ fn a_run_is_stopped_from_another_terminal_and_by_a_halt() {
                 "keep reading",
             ],
         );
-        let mut id = String::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while id.is_empty() {
-            assert!(Instant::now() < deadline, "the run started");
-            std::thread::sleep(Duration::from_millis(100));
-            let (_, out, _) = ws.run(&["runs", "list", "--json"]);
-            if let Some(r) = out
-                .lines()
-                .next()
-                .map(|l| serde_json::from_str::<Value>(l).unwrap())
-                && r["status"] == "running"
-                && r["rounds"].as_u64() >= Some(1)
-            {
-                id = r["id"].as_str().unwrap().to_string();
-            }
-        }
+        let id = newest_running_run(&ws);
         let (code, out, err) = match how {
             "stop" => ws.run(&["runs", "stop", &id, "--why", "enough"]),
             _ => ws.run(&["halt", "--why", "drill"]),
@@ -652,25 +637,18 @@ fn a_run_whose_process_is_killed_shows_interrupted_and_a_stop_ends_it() {
         &format!("http://{}/v1", model.addr),
         "timeout_seconds = 30\n",
     );
-    let mut child = Killed(
-        aether()
-            .args([
-                "agent",
-                "run",
-                "--agent",
-                "reader",
-                "--model",
-                "m",
-                "--max-rounds",
-                "50",
-            ])
-            .arg("keep reading")
-            .env("AETHER_RUN_LEASE_MS", "900")
-            .current_dir(ws.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let mut child = run_in_background_with(
+        &ws,
+        &[
+            "--agent",
+            "reader",
+            "--model",
+            "m",
+            "--max-rounds",
+            "50",
+            "keep reading",
+        ],
+        &[("AETHER_RUN_LEASE_MS", "900")],
     );
     let status_of = |id: &str| {
         runs(&ws)
@@ -678,17 +656,7 @@ fn a_run_whose_process_is_killed_shows_interrupted_and_a_stop_ends_it() {
             .find(|r| r["id"] == id)
             .map(|r| r["status"].as_str().unwrap().to_string())
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let id = loop {
-        assert!(Instant::now() < deadline, "the run started");
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(r) = runs(&ws).first()
-            && r["status"] == "running"
-            && r["rounds"].as_u64() >= Some(1)
-        {
-            break r["id"].as_str().unwrap().to_string();
-        }
-    };
+    let id = newest_running_run(&ws);
     // Renewed while it runs: still running after several leases' worth of time.
     std::thread::sleep(Duration::from_millis(2_000));
     assert_eq!(status_of(&id).as_deref(), Some("running"));
@@ -763,16 +731,38 @@ fn a_run_stops_at_its_cost_cap_before_the_next_call() {
 
 /// `aether agent run ARGS` started in the background (its outcome read with `finish`).
 fn run_in_background(ws: &Ws, args: &[&str]) -> Killed {
+    run_in_background_with(ws, args, &[])
+}
+
+/// [`run_in_background`] with more environment variables.
+fn run_in_background_with(ws: &Ws, args: &[&str], env: &[(&str, &str)]) -> Killed {
     Killed(
         aether()
             .args(["agent", "run"])
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(ws.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     )
+}
+
+/// The id of the newest run, once it is running and has made at least one round (20 s at
+/// most).
+fn newest_running_run(ws: &Ws) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "the run started");
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(r) = runs(ws).first()
+            && r["status"] == "running"
+            && r["rounds"].as_u64() >= Some(1)
+        {
+            return r["id"].as_str().unwrap().to_string();
+        }
+    }
 }
 
 impl Killed {

@@ -195,14 +195,7 @@ impl SqlStore {
     /// the only one writing; under concurrency, [`SqlStore::admit`]'s group commit is better.
     /// Blocks the calling thread for one commit.
     pub async fn admit_alone(&self, receipt: AdmissionReceipt) -> Result<ReceiptOutcome> {
-        if !self.direct() {
-            return self.admit(receipt).await;
-        }
-        let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
-            write_batch(&mut **conn, &[&receipt], &[], &[])
-                .map_err(|e| StoreError::Write(e.to_string()))
-        });
-        match direct {
+        match self.commit_here(&[&receipt], &[], &[]) {
             Some(written) => written.map(|b| receipt_outcome(&b.halt)),
             None => self.admit(receipt).await,
         }
@@ -210,17 +203,28 @@ impl SqlStore {
 
     /// [`SqlStore::audit`] on the calling thread, as [`SqlStore::admit_alone`].
     pub async fn audit_alone(&self, event: AuditEvent) -> Result<i64> {
-        if !self.direct() {
-            return self.audit(event).await;
-        }
-        let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
-            write_batch(&mut **conn, &[], &[&event], &[])
-                .map_err(|e| StoreError::Write(e.to_string()))
-        });
-        match direct {
+        match self.commit_here(&[], &[&event], &[]) {
             Some(written) => written.map(|b| b.seqs[0]),
             None => self.audit(event).await,
         }
+    }
+
+    /// Commits one batch on the calling thread, if this store may (SQLite) and its write
+    /// connection is free; `None` otherwise (the caller hands it to the writer instead).
+    fn commit_here(
+        &self,
+        receipts: &[&AdmissionReceipt],
+        audits: &[&AuditEvent],
+        journals: &[&JournalWrite],
+    ) -> Option<Result<Batch>> {
+        if !self.direct() {
+            return None;
+        }
+        let mut conn = self.inner.writer.try_lock().ok()?;
+        Some(
+            write_batch(&mut **conn, receipts, audits, journals)
+                .map_err(|e| StoreError::Write(e.to_string())),
+        )
     }
 
     fn send(&self, job: Job) -> Result<()> {
@@ -339,14 +343,12 @@ impl SqlStore {
     /// [`SqlStore::journal`] on the calling thread when the write connection is free, as
     /// [`SqlStore::admit_alone`]; grouped with the writer's batch otherwise.
     pub async fn journal_alone(&self, write: JournalWrite) -> Result<Vec<i64>> {
-        if !self.direct() || !write.reverts.is_empty() {
-            return self.journal(write).await;
-        }
-        let direct = self.inner.writer.try_lock().ok().map(|mut conn| {
-            write_batch(&mut **conn, &[], &[], &[&write])
-                .map_err(|e| StoreError::Write(e.to_string()))
-        });
-        match direct {
+        // An undo commits on its own (see `journal`).
+        let here = match write.reverts.is_empty() {
+            true => self.commit_here(&[], &[], &[&write]),
+            false => None,
+        };
+        match here {
             Some(written) => written.map(|mut b| b.journal_ids.remove(0)),
             None => self.journal(write).await,
         }

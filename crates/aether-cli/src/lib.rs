@@ -1,12 +1,59 @@
 //! The `aether` command line: parses flags, loads configuration, runs one subcommand, prints
 //! errors with their causes and picks the exit code. The only crate that uses `anyhow`.
 
+/// `println!` for the operator's terminal: the text passes through [`terminal_safe`]. Every
+/// line the CLI prints can hold what an agent, a tool or an upstream wrote.
+macro_rules! say {
+    () => { println!() };
+    ($($t:tt)*) => { println!("{}", $crate::terminal_safe(&format!($($t)*))) };
+}
+
+/// `print!` through [`terminal_safe`].
+macro_rules! say_inline {
+    ($($t:tt)*) => { print!("{}", $crate::terminal_safe(&format!($($t)*))) };
+}
+
+/// `eprintln!` through [`terminal_safe`].
+macro_rules! tell {
+    ($($t:tt)*) => { eprintln!("{}", $crate::terminal_safe(&format!($($t)*))) };
+}
+
 mod cmd;
 mod setup;
 
+use std::borrow::Cow;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// Text made safe for a terminal: control characters other than newline and tab (escape
+/// sequences that move the cursor, rewrite earlier lines, retitle the window or write to the
+/// clipboard; a carriage return that hides a line's start), and the invisible characters that
+/// reorder or hide text (bidirectional overrides and isolates, zero-width characters) are
+/// shown as `\u{…}` escapes.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    };
+    // A carriage return that ends a line (CSV's `\r\n`) is kept.
+    let bare_cr = |at: usize| text[at..].starts_with('\r') && !text[at..].starts_with("\r\n");
+    if !text
+        .char_indices()
+        .any(|(at, c)| unsafe_char(c) && (c != '\r' || bare_cr(at)))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for (at, c) in text.char_indices() {
+        if unsafe_char(c) && (c != '\r' || bare_cr(at)) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -125,8 +172,28 @@ pub fn run() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("aether: {e:#}");
+            tell!("aether: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn terminal_output_shows_control_characters_escaped() {
+        assert_eq!(terminal_safe("plain\ttext\n"), "plain\ttext\n");
+        // Clearing the screen, an OSC 52 clipboard write, a carriage return that hides the
+        // start of a line, a bidirectional override.
+        assert_eq!(
+            terminal_safe("tool\u{1b}[2J\u{1b}]52;c;ZWNobw==\u{7}"),
+            "tool\\u{1b}[2J\\u{1b}]52;c;ZWNobw==\\u{7}"
+        );
+        assert_eq!(terminal_safe("denied\rallowed"), "denied\\u{d}allowed");
+        assert_eq!(terminal_safe("a\u{202e}b\u{9b}c"), "a\\u{202e}b\\u{9b}c");
+        // CSV's line ends stay.
+        assert_eq!(terminal_safe("a,b\r\nc,d\r\n"), "a,b\r\nc,d\r\n");
     }
 }

@@ -261,7 +261,7 @@ pub async fn upstreams(
     let (upstreams, tools, problems) =
         aether_server::upstream::Upstreams::connect(upstream_specs(loaded), credentials).await;
     for p in problems {
-        eprintln!("aether: {p}");
+        tell!("aether: {p}");
     }
     (upstreams, tools)
 }

@@ -94,6 +94,18 @@ const LAUNCHERS: &[&str] = &[
     "nc",
     "ncat",
     "telnet",
+    "sqlite",
+    "xdg-open",
+    "run-parts",
+    "firejail",
+    "capsh",
+    "setpriv",
+    "runuser",
+    "sg",
+    "newgrp",
+    "time",
+    "valgrind",
+    "perf",
 ];
 
 /// Options that run code or write where they like, per executable (by file name); a name
@@ -150,9 +162,31 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "--index-file",
         ],
         "sed" | "gsed" => &["-i", "--in-place", "-f", "--file", "-s", "--separate"],
+        "sort" => &["--compress-program"],
+        "fd" | "fdfind" => &["-x", "--exec", "-X", "--exec-batch"],
+        "zip" => &["-TT", "--unzip-command"],
+        "man" => &["-P", "--pager", "-H", "--html"],
+        "psql" => &["-c", "--command", "-f", "--file"],
+        "mysql" | "mariadb" => &["-e", "--execute"],
         "python" | "pypy" => &["-c", "-m"],
+        // Besides inline code: perl's `-M`/`-m` (the module text is code: `-M'x;system…'`),
+        // node's preloaded modules.
         "perl" | "ruby" | "node" | "nodejs" | "deno" | "bun" | "php" | "lua" | "tclsh" => &[
-            "-e", "-E", "-r", "--eval", "-p", "--print", "-c", "-n", "-i",
+            "-e",
+            "-E",
+            "-r",
+            "--eval",
+            "-p",
+            "--print",
+            "-c",
+            "-n",
+            "-i",
+            "-M",
+            "-m",
+            "--require",
+            "--import",
+            "--loader",
+            "--experimental-loader",
         ],
         "cargo" => &["--config", "-Z"],
         "npm" | "npx" | "pnpm" | "yarn" => &["--node-options", "--script-shell", "-c", "--call"],
@@ -190,8 +224,8 @@ const GIT_PROGRAM_KEYS: &[&str] = &[
     "filter.*.process",
     "merge.*.driver",
     "sequence.editor",
-    "gpg.program",
-    "gpg.*.program",
+    "gpg.*",
+    "trailer.*",
     "credential.helper",
     "credential.*.helper",
     "uploadpack.packobjectshook",
@@ -288,8 +322,14 @@ impl CommandRule {
                 "{name} runs other programs; it cannot be allowed (run_shell is the tool for a shell)"
             ));
         }
-        for arg in self.prefix.iter().chain(self.flags.iter().flatten()) {
-            if arg.starts_with('-') && is_dangerous(&self.exe, arg) {
+        let prefix = self
+            .prefix
+            .iter()
+            .enumerate()
+            .map(|(at, arg)| as_option(&self.exe, at, arg));
+        let flags = self.flags.iter().flatten().map(|f| f.as_str().into());
+        for arg in prefix.chain(flags) {
+            if arg.starts_with('-') && is_dangerous(&self.exe, &arg) {
                 problems.push(format!(
                     "{name} {arg}: this option can run programs or write anywhere; it cannot be allowed"
                 ));
@@ -310,50 +350,68 @@ impl CommandRule {
         self.exe == exe && args.starts_with(&self.prefix)
     }
 
-    /// Checks the arguments after the prefix; the error names the argument and why.
+    /// Checks the arguments after the prefix; the error names the argument and why. Every
+    /// argument that starts with `-` is judged as an option, also after `--`: whether `--`
+    /// ends the options depends on whether the option before it takes a value (`grep -e --
+    /// -r` searches for `--` recursively), which only the program knows. A path that starts
+    /// with `-` is written `./-name`.
     pub fn check_rest(&self, args: &[String]) -> Result<(), String> {
         let name = program_name(&self.exe);
-        let rest = &args[self.prefix.len().min(args.len())..];
-        let mut options_end = false;
-        for arg in rest {
+        let skip = self.prefix.len().min(args.len());
+        for (at, arg) in args.iter().enumerate().skip(skip) {
             if arg.contains('\0') {
                 return Err("an argument contains a NUL byte".into());
             }
-            if !options_end && arg == "--" {
-                options_end = true;
+            if arg == "--" {
                 continue;
             }
-            // Dangerous options are refused even after `--`: some programs (find) do not
-            // treat it as the end of options.
-            if arg.starts_with('-') && arg.len() > 1 && is_dangerous(&self.exe, arg) {
+            let judged = as_option(&self.exe, at, arg);
+            if !judged.starts_with('-') || judged.len() < 2 {
+                continue;
+            }
+            if is_dangerous(&self.exe, &judged) {
                 return Err(format!(
                     "{name} {}: this option can run programs or write anywhere, so Aether never passes it",
-                    option_name(arg)
+                    option_name(&judged)
                 ));
             }
-            if !options_end && arg.starts_with('-') && arg.len() > 1 {
-                let allowed = self
-                    .flags
-                    .iter()
-                    .flatten()
-                    .any(|f| f == option_name(arg) || f == arg);
-                if !allowed {
-                    return Err(format!(
-                        "{name} {}: not an allowed option after `{}` (allowed: {})",
-                        option_name(arg),
-                        std::iter::once(self.exe.as_str())
-                            .chain(self.prefix.iter().map(String::as_str))
-                            .collect::<Vec<_>>()
-                            .join(" "),
-                        match &self.flags {
-                            Some(f) if !f.is_empty() => f.join(", "),
-                            _ => "none".into(),
-                        }
-                    ));
-                }
+            let allowed = self
+                .flags
+                .iter()
+                .flatten()
+                .any(|f| f == option_name(&judged) || f == &*judged || f == arg);
+            if !allowed {
+                return Err(format!(
+                    "{name} {}: not an allowed option after `{}` (allowed: {}; a path that starts \
+                     with - is written ./{arg})",
+                    option_name(&judged),
+                    std::iter::once(self.exe.as_str())
+                        .chain(self.prefix.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    match &self.flags {
+                        Some(f) if !f.is_empty() => f.join(", "),
+                        _ => "none".into(),
+                    }
+                ));
             }
         }
         Ok(())
+    }
+}
+
+/// The argument at `at` (counting from the first after the executable) as the program reads
+/// it: tar takes a first argument without a dash as a bundle of short options (`tar tIf PROG
+/// x.tar` is `tar -t -I PROG -f x.tar`).
+fn as_option<'a>(exe: &str, at: usize, arg: &'a str) -> std::borrow::Cow<'a, str> {
+    let old_style = matches!(program_name(exe), "tar" | "gtar" | "bsdtar")
+        && at == 0
+        && !arg.is_empty()
+        && !arg.starts_with('-');
+    if old_style {
+        format!("-{arg}").into()
+    } else {
+        arg.into()
     }
 }
 
@@ -367,62 +425,94 @@ pub fn forced_arguments(exe: &str) -> &'static [&'static str] {
     }
 }
 
+/// Whether a git config key (`section.key` or `section.subsection.key`, as `git config
+/// --name-only --list` prints it) names a program, as its pattern in [`GIT_PROGRAM_KEYS`]
+/// (`diff.*.textconv`) — or `None`.
+pub fn git_program_key(name: &str) -> Option<String> {
+    let (section, rest) = name.split_once('.')?;
+    let section = section.to_ascii_lowercase();
+    let (subsection, key) = match rest.rsplit_once('.') {
+        Some((_, key)) => (true, key),
+        None => (false, rest),
+    };
+    let key = key.to_ascii_lowercase();
+    let full = if subsection {
+        format!("{section}.*.{key}")
+    } else {
+        format!("{section}.{key}")
+    };
+    GIT_PROGRAM_KEYS
+        .iter()
+        .any(|pattern| match pattern.strip_suffix(".*") {
+            // `alias.*`, `pager.*`, `gpg.*`: every key of the section.
+            Some(prefix) if !prefix.contains('*') => section == prefix,
+            _ => pattern.eq_ignore_ascii_case(&full),
+        })
+        .then_some(full)
+}
+
 /// The program-valued keys a git config text defines (section.key, lower-case, with `*` for
-/// a subsection as in [`GIT_PROGRAM_KEYS`]), by a lenient reading of git's INI format.
-pub fn git_config_programs(text: &str) -> Vec<String> {
+/// a subsection as in [`GIT_PROGRAM_KEYS`]), by a lenient reading of git's INI format that
+/// errs toward finding more: several headers on one line, a `]` or `"` inside a quoted
+/// subsection, a key after its header on the same line. Bytes that are not UTF-8 are read as
+/// replacement characters (a config git can read is never skipped). The runner also asks git
+/// itself, whose reading is the one that counts; this one stands when git cannot be asked.
+pub fn git_config_programs(text: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(text);
     let mut found = Vec::new();
     let mut section = String::new();
     let mut subsection = false;
     for line in text.trim_start_matches('\u{feff}').lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let mut rest = line;
-        if let Some(header) = line.strip_prefix('[') {
-            let Some((inside, after)) = header.split_once(']') else {
-                continue;
-            };
+        let mut rest = line.trim();
+        // Every header at the start of the line (`[a] [b "x]"] key = v`).
+        while let Some(header) = rest.strip_prefix('[') {
+            let (inside, after) = split_header(header);
             let inside = inside.trim();
             // [section "sub"] or the old [section.sub]
             let (name, sub) = match inside.split_once(|c: char| c.is_whitespace() || c == '.') {
                 Some((name, sub)) => (name, !sub.trim().is_empty()),
                 None => (inside, false),
             };
-            section = name.to_ascii_lowercase();
+            section = name.trim().to_ascii_lowercase();
             subsection = sub;
-            rest = after.trim();
-            if rest.is_empty() {
-                continue;
-            }
+            rest = after.trim_start();
         }
-        let key = rest
-            .split('=')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        if rest.is_empty() || rest.starts_with('#') || rest.starts_with(';') {
+            continue;
+        }
+        let key = rest.split(['=', '#', ';']).next().unwrap_or("").trim();
         if key.is_empty() {
             continue;
         }
-        let full = if subsection {
-            format!("{section}.*.{key}")
+        let name = if subsection {
+            format!("{section}.x.{key}")
         } else {
             format!("{section}.{key}")
         };
-        let hit = GIT_PROGRAM_KEYS.iter().any(|pattern| {
-            let pattern = pattern.to_ascii_lowercase();
-            match pattern.strip_suffix(".*") {
-                // `alias.*`, `pager.*`, `sendemail.*`: every key of the section.
-                Some(prefix) if !prefix.contains('*') => section == prefix,
-                _ => pattern == full,
-            }
-        });
-        if hit && !found.contains(&full) {
+        if let Some(full) = git_program_key(&name)
+            && !found.contains(&full)
+        {
             found.push(full);
         }
     }
     found
+}
+
+/// A header's inside and what follows its `]`, with quoted text (`"a]b"`, `"a\"b"`) kept
+/// inside. An unclosed header is all inside.
+fn split_header(header: &str) -> (&str, &str) {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (i, c) in header.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ']' if !quoted => return (&header[..i], &header[i + 1..]),
+            _ => {}
+        }
+    }
+    (header, "")
 }
 
 #[cfg(test)]
@@ -465,9 +555,19 @@ mod tests {
             err.contains("--stat") && err.contains("allowed: --oneline"),
             "{err}"
         );
-        // After `--`, arguments are paths, even if they look like options.
-        git.check_rest(&args(&["log", "--", "-weird-file"]))
+        // `--` passes, and what follows it is still judged: whether it ends the options
+        // depends on whether the option before takes a value (`grep -e -- -r`).
+        git.check_rest(&args(&["log", "--oneline", "--", "src"]))
             .unwrap();
+        let err = git
+            .check_rest(&args(&["log", "--", "-weird-file"]))
+            .unwrap_err();
+        assert!(err.contains("./-weird-file"), "{err}");
+        let grep = rule("/usr/bin/grep", &[], Some(&["-e"]));
+        let err = grep
+            .check_rest(&args(&["-e", "--", "-r", "."]))
+            .unwrap_err();
+        assert!(err.contains("grep -r: not an allowed option"), "{err}");
         let bare = rule("/usr/bin/ls", &[], None);
         assert!(
             bare.check_rest(&args(&["-la"]))
@@ -496,6 +596,16 @@ mod tests {
             ("/usr/bin/tar", &["-cf", "x.tar", "--to-command=sh", "."]),
             ("/usr/bin/python3", &["-c", "import os"]),
             ("/usr/bin/perl", &["-e", "system 'id'"]),
+            ("/usr/bin/perl", &["-Mstrict;system('id')", "x.pl"]),
+            ("/usr/bin/node", &["--require", "./x.js", "y.js"]),
+            ("/usr/bin/sort", &["--compress-program=sh", "x"]),
+            ("/usr/bin/sort", &["--compress-prog=sh", "x"]),
+            ("/usr/bin/fd", &["-x", "sh"]),
+            // GNU tar's old style: a first argument without a dash is a bundle of options.
+            ("/usr/bin/tar", &["tIf", "sh -c id", "x.tar"]),
+            ("/usr/bin/tar", &["xF", "x.sh", "x.tar"]),
+            // Even after `--`, which the option before may have taken as its value.
+            ("/usr/bin/rg", &["-e", "--", "--pre=/tmp/evil", "x"]),
         ];
         for (exe, a) in cases {
             let open = rule(
@@ -520,6 +630,13 @@ mod tests {
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(!rule("/usr/bin/bash", &["-lc"], None).problems().is_empty());
         assert!(!rule("/usr/bin/env", &[], None).problems().is_empty());
+        assert!(!rule("/usr/bin/sqlite3", &[], None).problems().is_empty());
+        // A tar entry whose prefix is an old-style bundle with a program option.
+        assert!(!rule("/usr/bin/tar", &["tIf"], None).problems().is_empty());
+        assert!(rule("/usr/bin/tar", &["tf"], None).problems().is_empty());
+        // Old style judged only as the first argument: a later `tIf` is a file name.
+        let tar = rule("/usr/bin/tar", &["-tf"], None);
+        tar.check_rest(&args(&["-tf", "tIf"])).unwrap();
         assert!(!rule("git", &["status"], None).problems().is_empty());
         assert!(
             rule("/usr/bin/git", &["status"], Some(&["--short"]))
@@ -567,7 +684,7 @@ mod tests {
 [user]
 	name = someone
 "#;
-        let found = git_config_programs(text);
+        let found = git_config_programs(text.as_bytes());
         assert_eq!(
             found,
             [
@@ -579,10 +696,50 @@ mod tests {
                 "filter.*.clean"
             ]
         );
-        assert!(git_config_programs("[core]\n\tbare = false\n[user]\n\temail = a@b\n").is_empty());
+        assert!(git_config_programs(b"[core]\n\tbare = false\n[user]\n\temail = a@b\n").is_empty());
+        let fooling: &[(&[u8], &str)] = &[
+            (
+                b"\xef\xbb\xbf[diff \"x\"]\n\ttextconv = sh\n",
+                "diff.*.textconv",
+            ),
+            // Two headers on one line, the key after them.
+            (b"[user] [core] fsmonitor = x\n", "core.fsmonitor"),
+            (b"[user]\n[core]fsmonitor=x\n", "core.fsmonitor"),
+            // A `]` and an escaped quote inside a quoted subsection.
+            (b"[diff \"a]b\"] textconv = x\n", "diff.*.textconv"),
+            (b"[diff \"a\\\"]b\"]\n textconv = x\n", "diff.*.textconv"),
+            // Bytes that are not UTF-8 elsewhere in the file.
+            (
+                b"[user]\n\tname = \xff\xfe\n[core]\n\tpager = sh\n",
+                "core.pager",
+            ),
+            // A comment after the key, a key with no value (true).
+            (b"[core]\n\tfsmonitor ; comment\n", "core.fsmonitor"),
+            (
+                b"[gpg \"ssh\"]\n\tdefaultKeyCommand = sh\n",
+                "gpg.*.defaultkeycommand",
+            ),
+            (b"[trailer \"x\"]\n\tcommand = sh\n", "trailer.*.command"),
+            (b"[CORE]\n\tFsMonitor = x\n", "core.fsmonitor"),
+        ];
+        for (text, want) in fooling {
+            assert_eq!(
+                git_config_programs(text),
+                [*want],
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        // As git lists keys (`git config --name-only --list`).
         assert_eq!(
-            git_config_programs("\u{feff}[diff \"x\"]\n\ttextconv = sh\n"),
-            ["diff.*.textconv"]
+            git_program_key("includeif.gitdir:/x.y/.path").as_deref(),
+            Some("includeif.*.path")
         );
+        assert_eq!(
+            git_program_key("diff.my.driver.textconv").as_deref(),
+            Some("diff.*.textconv")
+        );
+        assert_eq!(git_program_key("user.name"), None);
+        assert_eq!(git_program_key("remote.origin.url"), None);
     }
 }

@@ -626,6 +626,12 @@ impl RawConfig {
                     "upstreams.{name}: {name:?} is reserved (the admin API has /api/sources/{name}); choose another name"
                 ));
             }
+            if crate::tool::groups::BUILT_IN.contains(&name.as_str()) {
+                problems.push(format!(
+                    "upstreams.{name}: {name:?} is a built-in tool group; an upstream's name is its \
+                     group's, so agents allowed one would get the other's tools; choose another name"
+                ));
+            }
             problems.extend(upstream_problems(name, u));
             if !(1..=300).contains(&u.timeout_seconds) {
                 problems.push(format!(
@@ -786,7 +792,7 @@ mod tests {
             "#,
         );
         assert!(ok.is_ok(), "{:?}", ok.err());
-        for name in ["a_", "_a", "a__b", "reports", "A"] {
+        for name in ["a_", "_a", "a__b", "reports", "A", "workspace", "shell"] {
             let err = RawConfig::parse(&format!("[upstreams.{name}]\ncommand = \"x\"\n"))
                 .err()
                 .unwrap_or_else(|| panic!("accepted upstream name {name:?}"));

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::commands::git_config_programs;
+use crate::commands::git_program_key;
 
 /// A project's `run_shell` settings (`[projects.NAME.shell]`); without them its agents have no
 /// shell.
@@ -2246,7 +2246,8 @@ fn judge_interpreter(
     // The short options that take inline code, and the long ones.
     let (short, long): (&[char], &[&str]) = match family {
         "python" => (&['c'], &[]),
-        "perl" => (&['e', 'E'], &[]),
+        // `-M`/`-m`'s module text is code too: `-M'x;system…'` is `use x;system…;`.
+        "perl" => (&['e', 'E', 'M', 'm'], &[]),
         "ruby" => (&['e'], &[]),
         "node" => (&['e', 'p'], &["--eval", "--print"]),
         "php" => (&['r'], &[]),
@@ -2258,7 +2259,7 @@ fn judge_interpreter(
     let valued: &[&str] = match family {
         "awk" => &["-v", "-F", "-W", "-i", "-l", "-f"],
         "python" => &["-m", "-W", "-X", "-Q"],
-        "perl" => &["-I", "-M", "-m"],
+        "perl" => &["-I"],
         "node" => &["-r", "--require", "--import", "--loader"],
         _ => &[],
     };
@@ -2695,13 +2696,7 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
 /// `section.key=value` from `git -c` or `git config`: asked about when the key runs programs.
 fn git_config_pair(kv: &str) -> Option<Escalation> {
     let key = kv.split('=').next().unwrap_or("");
-    let (section, rest) = key.split_once('.')?;
-    let text = match rest.rsplit_once('.') {
-        Some((sub, name)) => format!("[{section} \"{sub}\"]\n{name} = x\n"),
-        None => format!("[{section}]\n{rest} = x\n"),
-    };
-    let found = git_config_programs(&text);
-    (!found.is_empty()).then(|| {
+    git_program_key(key).map(|_| {
         esc(
             "git-config",
             format!("git config {key} names a program git would run"),
@@ -3186,6 +3181,9 @@ mod tests {
             "inline-code",
         );
         asks("perl -e 'readpipe \"rm -rf dir\"'", "inline-code");
+        // perl's `-M`: `use MODULE` followed by whatever the text holds.
+        asks("perl -M'strict;system(\"rm -rf dir\")' x.pl", "inline-code");
+        asks("perl -mstrict\\;unlink\\ glob\\ q/*/ -e 1", "inline-code");
         asks("perl -e 'open F,\"|rm -rf dir\"'", "inline-code");
         asks(
             "awk 'BEGIN{c=\"sh\"; print \"rm -rf dir\" | c}'",

@@ -24,6 +24,21 @@ pub mod groups {
     pub const ORCHESTRATION: &str = "orchestration";
     /// The conformance suite's fixtures; only present in the test-only fixtures mode.
     pub const CONFORMANCE: &str = "conformance";
+    /// Every built-in group: no upstream may take one of these names (an agent allowed the
+    /// group would be given the upstream's tools, and the other way round).
+    pub const BUILT_IN: &[&str] = &[
+        WORKSPACE,
+        SHELL,
+        RESEARCH,
+        KNOWLEDGE,
+        PLANNING,
+        COMMS,
+        TEAM,
+        QUALITY,
+        CALC,
+        ORCHESTRATION,
+        CONFORMANCE,
+    ];
 }
 
 /// How much stands between a call and its effect.

@@ -188,14 +188,18 @@ impl ModelClient {
             }
             bytes.extend_from_slice(&chunk);
         }
+        // A server (or a proxy before it) that echoes the request must not put the key into
+        // the run's record or before the model: withheld from errors and replies alike.
+        if let Some(key) = self.key.as_deref().filter(|k| !k.is_empty())
+            && bytes.windows(key.len()).any(|w| w == key.as_bytes())
+        {
+            bytes = String::from_utf8_lossy(&bytes)
+                .replace(key, "***")
+                .into_bytes();
+        }
         let status = response.status();
         if !status.is_success() {
-            let mut text = String::from_utf8_lossy(&bytes).into_owned();
-            // A server (or a proxy before it) that echoes the request must not put the key
-            // into the run's record.
-            if let Some(key) = self.key.as_deref().filter(|k| !k.is_empty()) {
-                text = text.replace(key, "***");
-            }
+            let text = String::from_utf8_lossy(&bytes);
             return Err(ModelError::Status {
                 status: status.as_u16(),
                 body: text.chars().take(500).collect(),
@@ -337,6 +341,70 @@ fn read_call(call: &Value, i: usize) -> Result<ToolCall, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server on this computer that answers every request with `status` and a chat reply
+    /// whose text is the request's `Authorization` header, as an echoing proxy would.
+    async fn echoing_server(status: u16) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request);
+                let auth = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("authorization: "))
+                    .unwrap_or("")
+                    .to_string();
+                let body = json!({"choices": [{"message": {"role": "assistant",
+                    "content": format!("you sent {auth}")}, "finish_reason": "stop"}]})
+                .to_string();
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            }
+        });
+        format!("http://{addr}/v1")
+    }
+
+    #[tokio::test]
+    async fn a_key_echoed_back_is_withheld_from_replies_and_errors() {
+        let key = "sk-test-0123456789abcdef";
+        for status in [200, 500] {
+            let spec = ModelSpec {
+                name: "m".into(),
+                base_url: echoing_server(status).await,
+                model: "x".into(),
+                dialect: Dialect::Openai,
+                key: Some("k".into()),
+                temperature: None,
+                max_tokens: 16,
+                timeout: Duration::from_secs(5),
+                max_rounds: 1,
+                cost_cap_tokens: None,
+            };
+            let client = ModelClient::new(spec, Some(key.into())).unwrap();
+            let said = match client
+                .chat(&[json!({"role": "user", "content": "hi"})], None)
+                .await
+            {
+                Ok(reply) => reply.content.unwrap_or_default(),
+                Err(e) => e.to_string(),
+            };
+            assert!(said.contains("Bearer ***"), "{status}: {said}");
+            assert!(!said.contains(key), "{status}: {said}");
+        }
+    }
 
     fn reply(message: Value) -> Value {
         json!({"choices": [{"message": message, "finish_reason": "tool_calls"}],

@@ -360,16 +360,25 @@ impl Upstream {
         for block in &mut out.content {
             match block {
                 Content::Text(t) => scrub(t),
-                Content::Image { data_base64, .. } | Content::Audio { data_base64, .. } => {
-                    scrub(data_base64)
+                Content::Image {
+                    data_base64,
+                    mime_type,
+                }
+                | Content::Audio {
+                    data_base64,
+                    mime_type,
+                } => {
+                    scrub(data_base64);
+                    scrub(mime_type);
                 }
                 Content::Resource {
                     uri,
+                    mime_type,
                     text,
                     blob_base64,
-                    ..
                 } => {
                     scrub(uri);
+                    scrub(mime_type);
                     if let Some(t) = text {
                         scrub(t);
                     }
@@ -382,6 +391,13 @@ impl Upstream {
         if let Some(structured) = &mut out.structured {
             withhold_in(structured, &secrets);
         }
+    }
+
+    /// One of this upstream's resource URIs as Aether serves it (credentials withheld first:
+    /// the wrapped form escapes them).
+    fn public_uri(&self, mut uri: String) -> String {
+        withhold_text(&mut uri, &self.sent_secrets());
+        wrap_uri(self.name(), &uri, false)
     }
 
     /// `value` with every credential sent to this upstream withheld, wherever a reply echoes
@@ -1099,7 +1115,22 @@ fn withhold_in(value: &mut Value, secrets: &[String]) {
     match value {
         Value::String(text) => withhold_text(text, secrets),
         Value::Array(items) => items.iter_mut().for_each(|v| withhold_in(v, secrets)),
-        Value::Object(map) => map.values_mut().for_each(|v| withhold_in(v, secrets)),
+        Value::Object(map) => {
+            // Keys too: a reply can echo a credential as a field's name.
+            if map
+                .keys()
+                .any(|k| secrets.iter().any(|s| k.contains(s.as_str())))
+            {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(mut k, v)| {
+                        withhold_text(&mut k, secrets);
+                        (k, v)
+                    })
+                    .collect();
+            }
+            map.values_mut().for_each(|v| withhold_in(v, secrets))
+        }
         _ => {}
     }
 }
@@ -1328,7 +1359,7 @@ impl Tool for UpstreamTool {
                 });
             }
         };
-        let (mut out, size) = output(result);
+        let (mut out, size) = output(upstream, result);
         if size > MAX_REPLY {
             return Err(ToolError::failed(format!(
                 "upstream {} replied with about {size} bytes, more than Aether takes ({} MiB)",
@@ -1371,8 +1402,11 @@ impl From<String> for Failure {
 }
 
 /// An MCP `CallToolResult` as a tool's output (its strings moved, not copied), and the
-/// reply's size: its strings' bytes and its structured content's JSON.
-fn output(result: rmcp::model::CallToolResult) -> (ToolOutput, usize) {
+/// reply's size: its strings' bytes and its structured content's JSON. The upstream's
+/// resources it names are put in Aether's namespace, as in its resource lists: a client
+/// reading one asks Aether, which asks this upstream (an upstream's `file:///…` is never
+/// taken for one of Aether's own files).
+fn output(upstream: &Upstream, result: rmcp::model::CallToolResult) -> (ToolOutput, usize) {
     use rmcp::model::{ContentBlock, ResourceContents};
     let mut size = 0;
     let content = result
@@ -1406,7 +1440,7 @@ fn output(result: rmcp::model::CallToolResult) -> (ToolOutput, usize) {
                 } => {
                     size += uri.len() + text.len();
                     Content::Resource {
-                        uri,
+                        uri: upstream.public_uri(uri),
                         mime_type: mime_type.unwrap_or_default(),
                         text: Some(text),
                         blob_base64: None,
@@ -1420,7 +1454,7 @@ fn output(result: rmcp::model::CallToolResult) -> (ToolOutput, usize) {
                 } => {
                     size += uri.len() + blob.len();
                     Content::Resource {
-                        uri,
+                        uri: upstream.public_uri(uri),
                         mime_type: mime_type.unwrap_or_default(),
                         text: None,
                         blob_base64: Some(blob),
@@ -1429,7 +1463,10 @@ fn output(result: rmcp::model::CallToolResult) -> (ToolOutput, usize) {
                 _ => Content::Text("[a resource from the upstream Aether does not pass on]".into()),
             },
             ContentBlock::ResourceLink(link) => {
-                let text = format!("[a link to the upstream's resource {}]", link.uri);
+                let text = format!(
+                    "[a link to the upstream's resource {}]",
+                    upstream.public_uri(link.uri)
+                );
                 size += text.len();
                 Content::Text(text)
             }

@@ -86,21 +86,22 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 None,
             )
             .await?;
-            println!(
+            say!(
                 "Account {} ({}) created; it signs in at the console (aether serve prints its address).",
-                account.name, account.role
+                account.name,
+                account.role
             );
         }
         Command::List(args) => {
             let store = setup::existing_store(&args.common)?;
             let accounts = store.accounts().await?;
             if accounts.is_empty() {
-                println!(
+                say!(
                     "No accounts yet. Make the first admin: aether accounts create NAME --role admin < password.txt (or the setup link aether serve prints)."
                 );
             }
             for a in accounts {
-                println!(
+                say!(
                     "{:<24} {:<9} created {} by {}",
                     a.name,
                     a.role,
@@ -108,9 +109,9 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                     a.created_by
                 );
             }
-            println!();
+            say!();
             for r in aether_policy::roles::ROLES {
-                println!(
+                say!(
                     "role {:<9} {}: {}",
                     r.name,
                     r.about,
@@ -132,9 +133,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 &setup::operator(),
             )
             .await?;
-            println!(
+            say!(
                 "{} is now {}; its sessions have ended.",
-                args.name, args.role
+                args.name,
+                args.role
             );
         }
         Command::Password(args) => {
@@ -148,7 +150,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 &setup::operator(),
             )
             .await?;
-            println!(
+            say!(
                 "{}'s password is changed; its sessions have ended.",
                 args.name
             );
@@ -156,7 +158,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::Remove(args) => {
             let store = setup::existing_store(&args.common)?;
             aether_pipeline::accounts::remove(&store, &args.name, &setup::operator()).await?;
-            println!("Account {} removed.", args.name);
+            say!("Account {} removed.", args.name);
         }
         Command::SetupLink(args) => {
             let loaded = setup::load(&args.common)?;
@@ -167,7 +169,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 );
             }
             let token = aether_pipeline::accounts::mint_setup_link(&store).await?;
-            println!(
+            say!(
                 "http://{}/setup#{token}\n(one use, for 24 hours; with another address, keep the part from /setup on)",
                 loaded.raw.server.listen
             );

@@ -81,7 +81,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     let on_signal = interrupted.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("aether: stopping the run (Ctrl-C)");
+            tell!("aether: stopping the run (Ctrl-C)");
             on_signal.cancel();
         }
     });
@@ -101,11 +101,11 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     // Runs its tools started end too (they see the parent's end within a poll) before the
     // process does, so none is left recorded as running.
     if !host.settle(Duration::from_secs(10)).await {
-        eprintln!("aether: a run started by a tool did not end within 10 s");
+        tell!("aether: a run started by a tool did not end within 10 s");
     }
     pipeline.shut_down(Duration::from_secs(10)).await;
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::json!({
                 "id": outcome.id, "status": outcome.status.as_str(), "answer": outcome.answer,
@@ -117,12 +117,12 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             })
         );
     } else if let Some(answer) = &outcome.answer {
-        println!("{answer}");
+        say!("{answer}");
     }
     if outcome.status == Status::Done {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!(
+        tell!(
             "aether: run {} ended {}: {}",
             outcome.id,
             outcome.status.as_str(),
@@ -181,5 +181,5 @@ fn live_view(kind: &str, body: &Value) {
         ),
         _ => return,
     };
-    let _ = writeln!(std::io::stderr(), "{line}");
+    let _ = writeln!(std::io::stderr(), "{}", crate::terminal_safe(&line));
 }

@@ -49,11 +49,11 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             store.expire_approvals(aether_store::now_us()).await?;
             let rows = store.approvals(!args.all, 500).await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                say!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(ExitCode::SUCCESS);
             }
             if rows.is_empty() {
-                println!(
+                say!(
                     "{}",
                     if args.all {
                         "No call has asked for approval yet."
@@ -77,8 +77,8 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                         row.why.as_deref().unwrap_or("")
                     ),
                 };
-                println!("{}  {}", r.id, status);
-                println!(
+                say!("{}  {}", r.id, status);
+                say!(
                     "    {} asked {} by agent {} ({}; {})",
                     time_of(r.requested_at_us),
                     r.tool,
@@ -87,7 +87,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                     r.reason.as_deref().unwrap_or("no reason given")
                 );
                 // Whole with --json; here a head, marked when cut.
-                println!(
+                say!(
                     "    arguments: {}",
                     aether_policy::truncate::bound_text(&r.arguments, 2_000)
                 );
@@ -107,7 +107,7 @@ async fn decide(args: DecideArgs, approve: bool) -> Result<()> {
     let row =
         aether_pipeline::operator::decide(&store, &args.id, approve, &setup::operator(), &args.why)
             .await?;
-    println!(
+    say!(
         "{} {} for agent {}: {}.",
         row.request.tool,
         row.state.as_str(),

@@ -94,7 +94,7 @@ async fn prune(args: PruneArgs) -> Result<ExitCode> {
         .prune_audit(aether_store::now_us() - age, &args.by, vault)
         .await?
     {
-        Some(c) => println!(
+        Some(c) => say!(
             "pruned {} audit rows up to row {}; checkpoint {}:{} signed with {}",
             c.pruned,
             c.seq,
@@ -102,7 +102,7 @@ async fn prune(args: PruneArgs) -> Result<ExitCode> {
             c.hash,
             key_file.display()
         ),
-        None => println!(
+        None => say!(
             "no audit row is older than {}; nothing pruned",
             args.older_than
         ),
@@ -126,13 +126,13 @@ async fn tail(args: TailArgs) -> Result<ExitCode> {
     rows.reverse();
     for row in &rows {
         if args.json {
-            println!("{}", serde_json::to_string(row)?);
+            say!("{}", serde_json::to_string(row)?);
         } else {
-            println!("{}", line(row));
+            say!("{}", line(row));
         }
     }
     if rows.is_empty() && !args.json {
-        println!("(no audit rows yet)");
+        say!("(no audit rows yet)");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -189,28 +189,28 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
         }
     }
     if report.is_intact() && forged.is_none() {
-        println!(
+        say!(
             "audit chain intact: {span}; {} receipts each with its audit row",
             report.receipts
         );
         if report.in_flight > 0 {
-            println!(
+            say!(
                 "  ({} calls admitted in the last 10 minutes have no audit row yet: running, or interrupted)",
                 report.in_flight
             );
         }
-        println!("head {}:{}", report.last_seq.unwrap_or(0), report.head);
+        say!("head {}:{}", report.last_seq.unwrap_or(0), report.head);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("audit chain BROKEN ({}): {span}", store.location());
+    say!("audit chain BROKEN ({}): {span}", store.location());
     if let Some(f) = &forged {
-        println!("{f}");
+        say!("{f}");
     }
     for b in &report.breaks {
-        println!("  row {}: {}", b.seq, b.problem);
+        say!("  row {}: {}", b.seq, b.problem);
     }
     if !report.unaudited.is_empty() {
-        println!(
+        say!(
             "  {} admitted call(s) have no audit row (a crash mid-call, or rows deleted), e.g. {}",
             report.unaudited.len(),
             report
@@ -223,7 +223,7 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
         );
     }
     for m in &report.mismatched {
-        println!("  {}", m.problem);
+        say!("  {}", m.problem);
     }
     Ok(ExitCode::from(1))
 }
@@ -250,8 +250,8 @@ async fn head(args: HeadArgs) -> Result<ExitCode> {
         })
         .await?;
     match rows.first() {
-        Some(r) => println!("{}:{}", r.seq, r.hash),
-        None => println!("0:{}", aether_store::GENESIS),
+        Some(r) => say!("{}:{}", r.seq, r.hash),
+        None => say!("0:{}", aether_store::GENESIS),
     }
     Ok(ExitCode::SUCCESS)
 }

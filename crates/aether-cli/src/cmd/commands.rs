@@ -41,11 +41,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         })
         .await?;
     if rows.is_empty() {
-        println!("The command log is empty for this selection.");
+        say!("The command log is empty for this selection.");
     }
     for r in rows {
         if args.json {
-            println!("{}", serde_json::to_string(&r)?);
+            say!("{}", serde_json::to_string(&r)?);
             continue;
         }
         let ended = match &r.end {
@@ -57,7 +57,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             },
         };
         let s = &r.start;
-        println!(
+        say!(
             "#{:<6} {}  {} {} ({}, {}) in {}:{}  [{ended}]\n        {}",
             r.id,
             crate::cmd::audit::time_of(s.at_us),

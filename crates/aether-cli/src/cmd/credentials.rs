@@ -60,7 +60,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             let key_file = setup::vault_key_file(&loaded);
             let vault = aether_store::Vault::open(&key_file, true)?;
             store.vault_put(vault.seal(&args.name, value)?).await?;
-            println!(
+            say!(
                 "Credential {} is stored, encrypted with the key in {}. Upstreams that use it pick it up when they next connect (aether sources refresh).",
                 args.name,
                 key_file.display()
@@ -70,12 +70,12 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             let store = setup::existing_store(&args.common)?;
             let names = store.vault_names().await?;
             if names.is_empty() {
-                println!(
+                say!(
                     "The vault is empty. Add a credential with: aether credentials set NAME < value.txt"
                 );
             }
             for (name, at) in names {
-                println!("{name:<32} set {}", when(at));
+                say!("{name:<32} set {}", when(at));
             }
         }
         Command::Remove(args) => {
@@ -83,7 +83,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             if !store.vault_remove(&args.name).await? {
                 bail!("the vault has no credential {:?}", args.name);
             }
-            println!("Credential {} is removed.", args.name);
+            say!("Credential {} is removed.", args.name);
         }
     }
     Ok(ExitCode::SUCCESS)

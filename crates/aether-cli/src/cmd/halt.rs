@@ -26,12 +26,12 @@ pub async fn run(args: Args, halt: bool) -> Result<ExitCode> {
     let state =
         aether_pipeline::operator::set_halt(&store, halt, &setup::operator(), &args.why).await?;
     if state.halted {
-        println!(
+        say!(
             "Halted: no new call is admitted until `aether resume --why ...`. ({})",
             store.location()
         );
     } else {
-        println!("Resumed: calls are admitted again. ({})", store.location());
+        say!("Resumed: calls are admitted again. ({})", store.location());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -54,11 +54,11 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         })
         .await?;
     if entries.is_empty() {
-        println!("The journal is empty for this selection.");
+        say!("The journal is empty for this selection.");
     }
     for e in entries {
         if args.json {
-            println!("{}", serde_json::to_string(&e)?);
+            say!("{}", serde_json::to_string(&e)?);
             continue;
         }
         let target = match &e.dest {
@@ -70,7 +70,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             (None, Some(id)) => format!("undoes #{id}"),
             _ => String::new(),
         };
-        println!(
+        say!(
             "#{:<6} {}  {:<6} {:<40} call {} ({} {}, session {}) {state}",
             e.id,
             crate::cmd::audit::time_of(e.at_us),
@@ -108,12 +108,13 @@ pub async fn undo(args: UndoArgs) -> Result<ExitCode> {
         CallOutcome::Ran(output) if !output.is_error => {
             for c in output.content {
                 if let aether_tools::Content::Text(t) = c {
-                    println!("{t}");
+                    say!("{t}");
                 }
             }
-            println!(
+            say!(
                 "(the undo is call {}; `aether undo {}` re-applies the change)",
-                result.call_id, result.call_id
+                result.call_id,
+                result.call_id
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -70,10 +70,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 .knowledge_search(scopes, &args.query, args.limit, 0.0)
                 .await?;
             if hits.is_empty() {
-                println!("No document matches.");
+                say!("No document matches.");
             }
             for h in hits {
-                println!(
+                say!(
                     "{:.2}  {} ({}{}): {}",
                     h.score,
                     h.title,
@@ -158,7 +158,7 @@ async fn import(args: ImportArgs) -> Result<ExitCode> {
     }
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
-    println!(
+    say!(
         "Imported {imported} document(s) into pack {} in {secs:.1} s ({:.0}/s); skipped {skipped} (not UTF-8 text, or over 1 MiB).",
         args.pack,
         imported as f64 / secs.max(0.001)

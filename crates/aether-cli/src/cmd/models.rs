@@ -36,7 +36,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::List(args) => {
             let loaded = setup::load(&args.common)?;
             if loaded.raw.models.is_empty() {
-                println!(
+                say!(
                     "no model connections in {}; add one, e.g.\n\n[models.local]\npreset = \"llama.cpp\"\nmodel = \"...\"",
                     loaded.source
                 );
@@ -45,7 +45,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 let m = loaded.raw.models[name]
                     .resolve(name)
                     .map_err(|p| anyhow!(p.join("; ")))?;
-                println!(
+                say!(
                     "{name:<16} {:<40} {:<24} {:<8} {}",
                     m.base_url,
                     m.model,
@@ -66,16 +66,16 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 )
             })?;
             let wanted = &client.spec().model;
-            println!(
+            say!(
                 "{} offers {} model(s):",
                 client.spec().base_url,
                 models.len()
             );
             for m in &models {
-                println!("  {m}{}", if m == wanted { "   (configured)" } else { "" });
+                say!("  {m}{}", if m == wanted { "   (configured)" } else { "" });
             }
             if !models.iter().any(|m| m == wanted) {
-                println!("note: the configured model {wanted:?} is not among them");
+                say!("note: the configured model {wanted:?} is not among them");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -58,7 +58,7 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            println!(
+            say!(
                 "{}: no rules file; every call is decided by its tier.",
                 path.display()
             );
@@ -69,13 +69,13 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
     let rules = match RuleSet::parse(&text) {
         Ok(rules) => rules,
         Err(e) => {
-            eprintln!("{}: {e}", path.display());
+            tell!("{}: {e}", path.display());
             return Ok(ExitCode::FAILURE);
         }
     };
-    println!("{}: {} rule(s), all valid.", path.display(), rules.len());
+    say!("{}: {} rule(s), all valid.", path.display(), rules.len());
     for r in rules.rules() {
-        println!(
+        say!(
             "  {:>3}. {:<28} {:<12} {}{}",
             r.position,
             r.name,
@@ -105,7 +105,7 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let (calls, incomplete, changed) = (report.calls, report.incomplete, report.changed.len());
     for c in &report.changed {
         if !args.json {
-            println!(
+            say!(
                 "{} {} {} {} (was {}): {} -> {}{}",
                 time_of(c.at_us),
                 c.call_id,
@@ -141,9 +141,9 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
         );
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     }
-    eprintln!(
+    tell!(
         "Replayed {calls} call(s) from the last {}: {changed} decision(s) would change.{}",
         args.since,
         if incomplete > 0 {

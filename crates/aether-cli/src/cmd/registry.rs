@@ -94,11 +94,11 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::List(args) => {
             let rows = store(&args.common)?.registry().await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                say!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(ExitCode::SUCCESS);
             }
             for row in rows {
-                println!(
+                say!(
                     "{:<24} {:<9} {:<50} {} by {}",
                     row.name,
                     row.origin,
@@ -117,7 +117,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 );
             };
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&row)?);
+                say!("{}", serde_json::to_string_pretty(&row)?);
                 return Ok(ExitCode::SUCCESS);
             }
             show(&row);
@@ -137,7 +137,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::History(args) => {
             let rows = store(&args.common)?.registry_history(args.name).await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                say!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(ExitCode::SUCCESS);
             }
             for h in rows {
@@ -145,7 +145,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                     .undoes
                     .map(|u| format!(" (undoes #{u})"))
                     .unwrap_or_default();
-                println!(
+                say!(
                     "#{:<5} {} {:<24} {} -> {}{undoes} by {}: {}",
                     h.id,
                     when(h.at_us),
@@ -176,7 +176,7 @@ async fn change(c: &ChangeArgs, action: RegistryAction) -> Result<()> {
         },
     )
     .await?;
-    println!(
+    say!(
         "{} is now {} (approved definition: {}). Running servers apply it within a second.",
         row.name,
         state_of(&row),
@@ -186,20 +186,20 @@ async fn change(c: &ChangeArgs, action: RegistryAction) -> Result<()> {
 }
 
 fn show(row: &RegistryRow) {
-    println!("tool:                {}", row.name);
-    println!("origin:              {}", row.origin);
-    println!("state:               {}", state_of(row));
-    println!(
+    say!("tool:                {}", row.name);
+    say!("origin:              {}", row.origin);
+    say!("state:               {}", state_of(row));
+    say!(
         "last change:         {} by {}: {}",
         when(row.updated_at_us),
         row.updated_by,
         row.why
     );
-    println!(
+    say!(
         "approved definition: {}",
         row.approved_digest.as_deref().unwrap_or("none")
     );
-    println!(
+    say!(
         "seen definition:     {}",
         row.seen_digest.as_deref().unwrap_or("none")
     );
@@ -211,15 +211,15 @@ fn show(row: &RegistryRow) {
     let seen = pretty(&row.definition);
     match row.approved_definition.as_deref().map(pretty) {
         Some(approved) if approved != seen => {
-            println!("\nThe definition changed since it was approved (- approved, + seen now):");
+            say!("\nThe definition changed since it was approved (- approved, + seen now):");
             let diff = similar::TextDiff::from_lines(&approved, &seen);
-            print!(
+            say_inline!(
                 "{}",
                 diff.unified_diff()
                     .context_radius(3)
                     .header("approved", "seen")
             );
         }
-        _ => println!("\n{seen}"),
+        _ => say!("\n{seen}"),
     }
 }

@@ -67,7 +67,7 @@ async fn list(args: RootArgs) -> Result<ExitCode> {
             },
             _ => String::new(),
         };
-        println!(
+        say!(
             "{:<16} {:<7} {}  {seal}",
             spec.name,
             spec.mode.as_str(),
@@ -131,7 +131,7 @@ async fn seal(args: SealArgs) -> Result<ExitCode> {
             pins,
         )
         .await?;
-    println!(
+    say!(
         "Sealed root {:?} ({}): {} files pinned by sha256. A running Aether picks the seal up within a second. ({})",
         record.root,
         record.root_path,

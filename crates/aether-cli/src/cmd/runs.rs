@@ -55,10 +55,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             let store = setup::existing_store(&args.common)?;
             for r in store.runs(args.limit).await? {
                 if args.json {
-                    println!("{}", serde_json::to_string(&r)?);
+                    say!("{}", serde_json::to_string(&r)?);
                     continue;
                 }
-                println!(
+                say!(
                     "{}  {}  {:<9} {:<12} {:<10} rounds {:<3} tokens {:<7} {}",
                     r.id,
                     time_of(r.started_us),
@@ -86,7 +86,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                             "body": serde_json::from_str::<Value>(&e.body).unwrap_or(Value::Null)})
                     })
                     .collect();
-                println!(
+                say!(
                     "{}",
                     serde_json::to_string_pretty(
                         &serde_json::json!({"run": run, "events": events})
@@ -94,39 +94,41 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 );
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("run      {}", run.id);
+            say!("run      {}", run.id);
             if let Some(parent) = &run.parent {
-                println!("parent   {parent}");
+                say!("parent   {parent}");
             }
-            println!("agent    {}  on model connection {}", run.agent, run.model);
-            println!("status   {}", run.status);
-            println!(
+            say!("agent    {}  on model connection {}", run.agent, run.model);
+            say!("status   {}", run.status);
+            say!(
                 "started  {}{}",
                 time_of(run.started_us),
                 run.ended_us
                     .map_or(String::new(), |e| format!(", ended {}", time_of(e)))
             );
-            println!(
+            say!(
                 "rounds   {}, tokens {} prompt + {} completion",
-                run.rounds, run.prompt_tokens, run.completion_tokens
+                run.rounds,
+                run.prompt_tokens,
+                run.completion_tokens
             );
             if let Some(by) = &run.stop_by {
-                println!(
+                say!(
                     "stop     asked by {by}: {}",
                     run.stop_why.as_deref().unwrap_or("")
                 );
             }
-            println!("task     {}", run.task);
+            say!("task     {}", run.task);
             for e in &events {
-                println!("\n[{}] {} {}", e.seq, time_of(e.at_us), e.kind);
+                say!("\n[{}] {} {}", e.seq, time_of(e.at_us), e.kind);
                 let body: Value = serde_json::from_str(&e.body).unwrap_or(Value::Null);
-                println!("{}", serde_json::to_string_pretty(&body)?);
+                say!("{}", serde_json::to_string_pretty(&body)?);
             }
             if let Some(answer) = &run.answer {
-                println!("\nanswer\n{answer}");
+                say!("\nanswer\n{answer}");
             }
             if let Some(error) = &run.error {
-                println!("\nerror    {error}");
+                say!("\nerror    {error}");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -139,11 +141,11 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 .is_some_and(|r| r.status == "interrupted" && r.ended_us.is_none());
             if store.run_stop(&args.id, &by, &args.why).await? {
                 match lost {
-                    true => println!(
+                    true => say!(
                         "run {} had lost its process (its lease lapsed); it is recorded as interrupted",
                         args.id
                     ),
-                    false => println!(
+                    false => say!(
                         "asked run {} to stop; it stops before its next model request or tool call",
                         args.id
                     ),

@@ -97,7 +97,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                     format!("http://{addr}/setup#{token}")
                 }),
                 Err(e) => {
-                    eprintln!("aether: cannot make the console's setup link: {e}");
+                    tell!("aether: cannot make the console's setup link: {e}");
                     None
                 }
             }
@@ -137,12 +137,12 @@ fn print_banner(
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "aether".into());
     let mut root_args = Vec::new();
-    println!("Aether {} is serving.", env!("CARGO_PKG_VERSION"));
-    println!("  MCP (Streamable HTTP): http://{addr}/mcp");
-    println!("  configuration:         {config}");
-    println!("  store:                 {store}");
+    say!("Aether {} is serving.", env!("CARGO_PKG_VERSION"));
+    say!("  MCP (Streamable HTTP): http://{addr}/mcp");
+    say!("  configuration:         {config}");
+    say!("  store:                 {store}");
     for r in roots {
-        println!(
+        say!(
             "  root {:<17} {} ({})",
             format!("{}:", r.name),
             r.path,
@@ -152,11 +152,9 @@ fn print_banner(
         root_args.push(format!("{}={}:{}", r.name, r.path, r.mode.as_str()));
     }
     if tokens {
-        println!(
-            "  callers:               bearer token per agent (aether tokens create --agent NAME)"
-        );
+        say!("  callers:               bearer token per agent (aether tokens create --agent NAME)");
     } else {
-        println!(
+        say!(
             "  callers:               act as agent {agent:?} (no token until one is created: aether tokens create --agent NAME)"
         );
     }
@@ -168,26 +166,26 @@ fn print_banner(
     let mut stdio_args = vec!["mcp-serve".to_string()];
     stdio_args.extend(root_args);
     let stdio = json!({"mcpServers": {"aether": {"command": exe, "args": stdio_args}}});
-    println!();
-    println!("For an MCP host that connects by URL (LM Studio's mcp.json, Cursor, ...):");
-    println!(
+    say!();
+    say!("For an MCP host that connects by URL (LM Studio's mcp.json, Cursor, ...):");
+    say!(
         "{}",
         serde_json::to_string_pretty(&http).unwrap_or_default()
     );
-    println!();
-    println!(
+    say!();
+    say!(
         "For a host that starts Aether itself over stdio (Claude Desktop's claude_desktop_config.json):"
     );
-    println!(
+    say!(
         "{}",
         serde_json::to_string_pretty(&stdio).unwrap_or_default()
     );
-    println!();
+    say!();
     match setup_link {
-        Some(link) => println!(
+        Some(link) => say!(
             "Console: http://{addr}/console — no account yet; make the first admin (one use, 24 h):\n  {link}\n"
         ),
-        None => println!("Console: http://{addr}/console\n"),
+        None => say!("Console: http://{addr}/console\n"),
     }
-    println!("Stop with Ctrl-C. Halt every call with `aether halt --why \"...\"`.");
+    say!("Stop with Ctrl-C. Halt every call with `aether halt --why \"...\"`.");
 }

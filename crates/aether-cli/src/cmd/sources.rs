@@ -133,22 +133,22 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             let store = setup::existing_store(&args.common)?;
             let statuses = store.upstream_statuses().await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&statuses)?);
+                say!("{}", serde_json::to_string_pretty(&statuses)?);
                 return Ok(ExitCode::SUCCESS);
             }
             if loaded.raw.upstreams.is_empty() && statuses.is_empty() {
-                println!(
+                say!(
                     "No upstreams are configured. Add one to aether.toml as [upstreams.NAME] with command = \"...\" (stdio) or url = \"https://...\" (Streamable HTTP)."
                 );
             }
             for name in loaded.raw.upstreams.keys() {
                 if !statuses.iter().any(|s| &s.name == name) {
-                    println!("{name:<20} configured, not seen yet (no server has run with it)");
+                    say!("{name:<20} configured, not seen yet (no server has run with it)");
                 }
             }
             for s in statuses {
                 let configured = loaded.raw.upstreams.contains_key(&s.name);
-                println!(
+                say!(
                     "{:<20} {:<5} {:<12} {:>3} tools  fingerprint {}  as of {}{}{}",
                     s.name,
                     s.transport,
@@ -185,12 +185,12 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             if args.json {
                 let mut v = serde_json::to_value(&status)?;
                 v["listing"] = listing;
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                say!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("upstream:     {}", status.name);
-            println!("transport:    {}", status.transport);
-            println!(
+            say!("upstream:     {}", status.name);
+            say!("transport:    {}", status.transport);
+            say!(
                 "state:        {}",
                 if status.connected {
                     "connected"
@@ -198,19 +198,19 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                     "down"
                 }
             );
-            println!(
+            say!(
                 "last error:   {}",
                 status.last_error.as_deref().unwrap_or("none")
             );
-            println!("fingerprint:  {}", status.fingerprint);
-            println!("as of:        {}", when(status.updated_us));
-            println!(
+            say!("fingerprint:  {}", status.fingerprint);
+            say!("as of:        {}", when(status.updated_us));
+            say!(
                 "group:        {}   tier: {}   session: {}",
                 listing["group"].as_str().unwrap_or("?"),
                 listing["tier"].as_str().unwrap_or("?"),
                 listing["session"].as_str().unwrap_or("?")
             );
-            println!("tools ({}):", status.tool_count);
+            say!("tools ({}):", status.tool_count);
             for t in listing["tools"].as_array().into_iter().flatten() {
                 let name = t["name"].as_str().unwrap_or_default();
                 let state = registry
@@ -224,7 +224,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                         }
                     })
                     .unwrap_or_else(|| "unknown".into());
-                println!("  {name:<40} {state}");
+                say!("  {name:<40} {state}");
             }
             for (what, key) in [
                 ("resources", "resources"),
@@ -233,9 +233,9 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             ] {
                 let items = listing[key].as_array().cloned().unwrap_or_default();
                 if !items.is_empty() {
-                    println!("{what} ({}):", items.len());
+                    say!("{what} ({}):", items.len());
                     for i in items {
-                        println!("  {}", i.as_str().unwrap_or_default());
+                        say!("  {}", i.as_str().unwrap_or_default());
                     }
                 }
             }
@@ -243,7 +243,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::Refresh(args) => {
             let store = setup::existing_store(&args.common)?;
             store.request_sources_refresh().await?;
-            println!(
+            say!(
                 "Asked the running servers to list their upstreams again; `aether sources list` shows the result within a few seconds."
             );
         }
@@ -261,33 +261,34 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             )
             .await?;
             if approved.is_empty() {
-                println!(
+                say!(
                     "No tool of upstream {} waits for approval (`aether sources show {}`).",
-                    args.name, args.name
+                    args.name,
+                    args.name
                 );
                 return Ok(ExitCode::SUCCESS);
             }
             for row in approved {
-                println!(
+                say!(
                     "{} approved (definition {}).",
                     row.name,
                     row.approved_digest.as_deref().unwrap_or("?")
                 );
             }
-            println!("Running servers offer them within a second.");
+            say!("Running servers offer them within a second.");
         }
         Command::Datasets(args) => {
             let store = setup::existing_store(&args.common)?;
             let sets = store.datasets(args.limit).await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&sets)?);
+                say!("{}", serde_json::to_string_pretty(&sets)?);
                 return Ok(ExitCode::SUCCESS);
             }
             if sets.is_empty() {
-                println!("No data sets yet: they are kept when an upstream tool returns a table.");
+                say!("No data sets yet: they are kept when an upstream tool returns a table.");
             }
             for d in sets {
-                println!(
+                say!(
                     "{}  {}  {} by {}: {} rows{} ({})",
                     d.call_id,
                     when(d.at_us),
@@ -320,8 +321,8 @@ pub async fn run(command: Command) -> Result<ExitCode> {
 
 fn print_dataset(dataset: &aether_store::Dataset, format: Format) -> Result<()> {
     match format {
-        Format::Csv => print!("{}", tables::to_csv(dataset).map_err(anyhow::Error::msg)?),
-        Format::Json => println!(
+        Format::Csv => say_inline!("{}", tables::to_csv(dataset).map_err(anyhow::Error::msg)?),
+        Format::Json => say!(
             "{}",
             serde_json::to_string_pretty(&tables::to_json(dataset))?
         ),
@@ -356,25 +357,28 @@ async fn report(command: ReportCommand) -> Result<()> {
                     last_call: Some(dataset.call_id.clone()),
                 })
                 .await?;
-            println!(
+            say!(
                 "Report {} saved: {} as agent {} with {}.",
-                args.name, dataset.tool, dataset.agent, dataset.arguments
+                args.name,
+                dataset.tool,
+                dataset.agent,
+                dataset.arguments
             );
         }
         ReportCommand::List(args) => {
             let store = setup::existing_store(&args.common)?;
             let reports = store.reports().await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
+                say!("{}", serde_json::to_string_pretty(&reports)?);
                 return Ok(());
             }
             if reports.is_empty() {
-                println!(
+                say!(
                     "No saved reports. Save one from a data set: aether sources report save NAME --from CALL_ID"
                 );
             }
             for r in reports {
-                println!(
+                say!(
                     "{:<24} {} as {} {}  (saved {} by {}; last run {})",
                     r.name,
                     r.tool,
@@ -409,7 +413,7 @@ async fn report(command: ReportCommand) -> Result<()> {
                     report.name
                 )
             })?;
-            eprintln!("report {} ran as call {call_id}", report.name);
+            tell!("report {} ran as call {call_id}", report.name);
             print_dataset(&dataset, args.format)?;
             pipeline.shut_down(std::time::Duration::from_secs(5)).await;
         }
@@ -418,7 +422,7 @@ async fn report(command: ReportCommand) -> Result<()> {
             if !store.remove_report(&args.name).await? {
                 bail!("no report named {:?}", args.name);
             }
-            println!("Report {} removed.", args.name);
+            say!("Report {} removed.", args.name);
         }
     }
     Ok(())

@@ -84,13 +84,13 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 &setup::operator(),
             )
             .await?;
-            eprintln!(
+            tell!(
                 "Token {} for {} {:?}. It is shown once; the store keeps only its hash.",
                 row.id,
                 kind.as_str(),
                 subject
             );
-            println!("{token}");
+            say!("{token}");
         }
         Command::List(args) => {
             let loaded = setup::load(&args.common)?;
@@ -102,18 +102,18 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 .map(|(row, _)| row)
                 .collect();
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                say!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(ExitCode::SUCCESS);
             }
             if rows.is_empty() {
-                println!("No tokens. `aether tokens create --agent NAME` makes one.");
+                say!("No tokens. `aether tokens create --agent NAME` makes one.");
             }
             for t in rows {
                 let state = match t.revoked_at_us {
                     Some(at) => format!("revoked {}", time_of(at)),
                     None => "active".into(),
                 };
-                println!(
+                say!(
                     "{}  {:<8} {:<20} {:<28} created {} by {}  {}",
                     t.id,
                     t.kind.as_str(),
@@ -129,7 +129,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             let loaded = setup::load(&args.common)?;
             let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
             let row = aether_pipeline::tokens::revoke(&store, &args.id, &setup::operator()).await?;
-            println!(
+            say!(
                 "Token {} ({} {:?}) is revoked.",
                 row.id,
                 row.kind.as_str(),

@@ -34,7 +34,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::List(a) => (a, false),
         Command::Schemas(a) => (a, true),
         Command::Docs => {
-            print!("{}", docs(&setup::tools(false)));
+            say_inline!("{}", docs(&setup::tools(false)));
             return Ok(ExitCode::SUCCESS);
         }
     };
@@ -45,18 +45,18 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     let ctx = pipeline.session(&args.agent, Transport::InProcess, "cli".into())?;
     if schemas {
         let functions = pipeline.openai_functions(&ctx);
-        println!("{}", serde_json::to_string_pretty(&functions)?);
+        say!("{}", serde_json::to_string_pretty(&functions)?);
     } else {
         for entry in pipeline.catalog().iter() {
             let def = entry.def();
             match pipeline.offer(&ctx, entry) {
-                Offer::Offered => println!(
+                Offer::Offered => say!(
                     "offered  {:<22} {:<10} {}",
                     def.name,
                     def.tier.as_str(),
                     def.group
                 ),
-                Offer::Hidden(h) => println!(
+                Offer::Hidden(h) => say!(
                     "hidden   {:<22} {}",
                     def.name,
                     h.explain(&def.name, &args.agent)

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aether_policy::commands::{
-    CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs, program_name,
+    CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs, git_program_key,
+    program_name,
 };
 use aether_policy::journal::CommandStart;
 use aether_policy::tool::groups;
@@ -117,6 +118,20 @@ impl Tool for RunCommand {
         // The working folder: inside a root, judged on its real path.
         let folder = process::working_folder(&cx, args.root.as_deref(), args.cwd.as_deref())?;
         let (root, rel, cwd) = (folder.root, folder.rel, folder.path);
+        if root.mode == aether_policy::paths::RootMode::Sealed || in_git_folder(&root.path, &cwd) {
+            return Err(ToolError::denied(
+                "confinement",
+                format!(
+                    "run_command does not run in {}: {}",
+                    root.display(&rel),
+                    if root.mode == aether_policy::paths::RootMode::Sealed {
+                        "a sealed root's files are read only through the seal's check"
+                    } else {
+                        "it is a git repository's own folder, whose config and hooks run programs"
+                    }
+                ),
+            ));
+        }
         let mut argv: Vec<String> = forced_arguments(&rule.exe)
             .iter()
             .map(|a| a.to_string())
@@ -124,7 +139,7 @@ impl Tool for RunCommand {
         if program_name(&rule.exe) == "git" {
             // The repository git uses is the one Aether checked, inside the root: git would
             // otherwise keep looking upward, out of it.
-            let git_dir = refuse_git_programs(&cwd, &root.path)?;
+            let git_dir = refuse_git_programs(&rule.exe, &cwd, &root.path).await?;
             argv.push(format!("--git-dir={}", git_dir.display()));
             argv.push(format!(
                 "--work-tree={}",
@@ -175,79 +190,142 @@ impl Tool for RunCommand {
     }
 }
 
-/// Refuses a caller's argument that names a path outside every root, a credential file or
-/// one of Aether's own files: the program runs without a sandbox, so an allowed `rg` or `cat`
-/// would otherwise read whatever it is pointed at. An argument counts as a path when it is
-/// absolute, climbs with `..`, or names something that exists (relative to the working
-/// folder); an option's value (`--file=PATH`) counts too. Other arguments (patterns, words,
-/// URLs) pass. Programs that take paths in other forms (git's `REV:PATH`) are the operator's
-/// to allow or not.
+/// Refuses a caller's argument that names a path outside every root, a credential file, one
+/// of Aether's own files, or a place inside a git repository's own folder: the program runs
+/// without a sandbox, so an allowed `rg` or `cp` would otherwise read or write whatever it is
+/// pointed at. What counts as a path: an argument that is absolute, climbs with `..`, has a
+/// `/` in it or names something that exists (relative to the working folder); the same for
+/// the value after an argument's first `=` (`--file=PATH`, dd's `of=PATH`) and for every tail
+/// of a short option (a value glued on: `-o/abs`, `-vo../x`). Other arguments (patterns,
+/// words) pass. Programs that take paths in other forms (git's `REV:PATH`) are the
+/// operator's to allow or not.
 fn confine_arguments(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(), ToolError> {
     for arg in args {
-        let value = match arg.strip_prefix('-') {
-            Some(option) => match option.split_once('=') {
-                Some((_, value)) => value,
-                None => continue,
-            },
-            None => arg.as_str(),
-        };
-        if value.is_empty() {
-            continue;
+        for value in path_candidates(arg) {
+            let Some((real, why)) = judge_path(cx, cwd, value) else {
+                continue;
+            };
+            return Err(ToolError::denied(
+                "confinement",
+                format!(
+                    "argument {arg:?} names {}, which {why}; run_command passes only paths inside the roots",
+                    real.display()
+                ),
+            ));
         }
-        let written = Path::new(value);
-        let full = cwd.join(written);
-        let climbs = written
-            .components()
-            .any(|c| c == std::path::Component::ParentDir);
-        if !(written.is_absolute() || climbs || std::fs::symlink_metadata(&full).is_ok()) {
-            continue;
-        }
-        let real = std::fs::canonicalize(&full).unwrap_or_else(|_| {
-            let mut lexical = PathBuf::new();
-            for c in full.components() {
-                match c {
-                    std::path::Component::ParentDir => {
-                        lexical.pop();
-                    }
-                    std::path::Component::CurDir => {}
-                    other => lexical.push(other),
-                }
-            }
-            crate::roots::real_as_far_as_it_exists(&lexical)
-        });
-        let text = real.to_string_lossy();
-        let roots: Vec<_> = cx
-            .roots
-            .iter()
-            .filter(|r| real.starts_with(&r.path))
-            .collect();
-        let linked = std::fs::symlink_metadata(&real)
-            .is_ok_and(|m| m.is_file() && std::os::unix::fs::MetadataExt::nlink(&m) > 1);
-        let why = if roots.is_empty() {
-            "lies outside every root"
-        } else if roots
-            .iter()
-            .any(|r| r.mode == aether_policy::paths::RootMode::Sealed)
-        {
-            "is in a sealed root, whose files are read only through the seal's check"
-        } else if linked {
-            "has more than one name (another may lie outside every root)"
-        } else if cx.roots.is_private(&real) || cx.roots.holds_private(&real) {
-            "is one of Aether's own files"
-        } else if cx.roots.credentials().is_credential(&text) {
-            "is a credential file"
-        } else {
-            continue;
-        };
-        return Err(ToolError::denied(
-            "confinement",
-            format!(
-                "argument {arg:?} names {}, which {why}; run_command passes only paths inside the roots",
-                real.display()
-            ),
-        ));
     }
     Ok(())
+}
+
+/// The pieces of `arg` that could name a path (see [`confine_arguments`]).
+fn path_candidates(arg: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    if !arg.starts_with('-') {
+        out.push(arg);
+    }
+    if let Some((_, value)) = arg.split_once('=') {
+        out.push(value);
+    }
+    if arg.starts_with('-') && !arg.starts_with("--") {
+        out.extend(arg.char_indices().skip(2).map(|(i, _)| &arg[i..]));
+    }
+    out.retain(|v| !v.is_empty());
+    out
+}
+
+/// Where `value` leads from `cwd`, if it reads as a path, and why it may not be passed.
+fn judge_path(cx: &CallContext, cwd: &Path, value: &str) -> Option<(PathBuf, &'static str)> {
+    let written = Path::new(value);
+    let climbs = written
+        .components()
+        .any(|c| c == std::path::Component::ParentDir);
+    let pathlike = written.is_absolute()
+        || climbs
+        || value.contains('/')
+        || std::fs::symlink_metadata(cwd.join(written)).is_ok();
+    if !pathlike {
+        return None;
+    }
+    let real = match resolve(cwd, written) {
+        Ok(real) => real,
+        Err(at) => return Some((at, "is a link whose target cannot be resolved")),
+    };
+    let roots: Vec<_> = cx
+        .roots
+        .iter()
+        .filter(|r| real.starts_with(&r.path))
+        .collect();
+    let linked = std::fs::symlink_metadata(&real)
+        .is_ok_and(|m| m.is_file() && std::os::unix::fs::MetadataExt::nlink(&m) > 1);
+    let why = if roots.is_empty() {
+        "lies outside every root"
+    } else if roots
+        .iter()
+        .any(|r| r.mode == aether_policy::paths::RootMode::Sealed)
+    {
+        "is in a sealed root, whose files are read only through the seal's check"
+    } else if linked {
+        "has more than one name (another may lie outside every root)"
+    } else if cx.roots.is_private(&real) || cx.roots.holds_private(&real) {
+        "is one of Aether's own files"
+    } else if cx
+        .roots
+        .credentials()
+        .is_credential(&real.to_string_lossy())
+    {
+        "is a credential file"
+    } else if roots.iter().any(|r| in_git_folder(&r.path, &real)) {
+        "is inside a git repository's own folder, whose config and hooks run programs"
+    } else {
+        return None;
+    };
+    Some((real, why))
+}
+
+/// `written` resolved from `cwd` as the kernel would, one component at a time: each prefix
+/// that exists is replaced by its real path (links followed, then `..` taken from there); the
+/// part that does not exist yet is kept as written. A link that cannot be resolved (dangling,
+/// or a loop) is an error naming it: writing through it would create its target.
+fn resolve(cwd: &Path, written: &Path) -> Result<PathBuf, PathBuf> {
+    use std::path::Component;
+    let mut at = if written.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        cwd.to_path_buf()
+    };
+    for c in written.components() {
+        match c {
+            Component::ParentDir => {
+                at.pop();
+            }
+            Component::Normal(name) => {
+                at.push(name);
+                match std::fs::canonicalize(&at) {
+                    Ok(real) => at = real,
+                    Err(_) if std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_symlink()) => {
+                        return Err(at);
+                    }
+                    Err(_) => {}
+                }
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(at)
+}
+
+/// Whether `real` (inside the root at `top`) is a `.git` folder or inside one, or in a folder
+/// git would take for a bare repository.
+fn in_git_folder(top: &Path, real: &Path) -> bool {
+    let Ok(rel) = real.strip_prefix(top) else {
+        return false;
+    };
+    if rel.components().any(|c| c.as_os_str() == ".git") {
+        return true;
+    }
+    real.ancestors()
+        .take_while(|a| a.starts_with(top))
+        .any(crate::roots::is_bare)
 }
 
 /// The entry that allows this command, or why none does.
@@ -293,9 +371,10 @@ fn allowed<'a>(
 }
 
 /// The repository for `cwd`: the nearest `.git` folder from `cwd` up to the root, whose
-/// config (and worktree config) names no program. A `.git` file (a link to a repository
+/// config (and worktree config) names no program — by git's own reading of it and by
+/// Aether's (a config git cannot read is refused too). A `.git` file (a link to a repository
 /// elsewhere) or no repository inside the root is refused.
-fn refuse_git_programs(cwd: &Path, root: &Path) -> Result<PathBuf, ToolError> {
+async fn refuse_git_programs(git_exe: &str, cwd: &Path, root: &Path) -> Result<PathBuf, ToolError> {
     let mut at = Some(cwd);
     while let Some(dir) = at {
         let git = dir.join(".git");
@@ -303,10 +382,17 @@ fn refuse_git_programs(cwd: &Path, root: &Path) -> Result<PathBuf, ToolError> {
             Ok(m) if m.is_dir() => {
                 for name in ["config", "config.worktree"] {
                     let config = git.join(name);
-                    let Ok(text) = std::fs::read_to_string(&config) else {
+                    let Ok(text) = std::fs::read(&config) else {
                         continue;
                     };
-                    let found = git_config_programs(&text);
+                    let mut found = git_config_programs(&text);
+                    for key in git_config_keys(git_exe, &config).await? {
+                        if let Some(pattern) = git_program_key(&key)
+                            && !found.contains(&pattern)
+                        {
+                            found.push(pattern);
+                        }
+                    }
                     if !found.is_empty() {
                         return Err(ToolError::denied(
                             "git-config",
@@ -341,4 +427,42 @@ fn refuse_git_programs(cwd: &Path, root: &Path) -> Result<PathBuf, ToolError> {
     Err(ToolError::failed(
         "no git repository (a .git folder) inside the root holds the working folder",
     ))
+}
+
+/// Every key a config file sets, as git itself reads it (`git config --file F --no-includes
+/// --name-only --list`), run with no environment but a locale, in `/`. A file git cannot
+/// read is refused: what git would make of it when it runs is unknown.
+async fn git_config_keys(git_exe: &str, config: &Path) -> Result<Vec<String>, ToolError> {
+    let listed = tokio::process::Command::new(git_exe)
+        .args(["config", "--file"])
+        .arg(config)
+        .args(["--no-includes", "--null", "--name-only", "--list"])
+        .env_clear()
+        .env("LC_ALL", "C")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(10), listed)
+        .await
+        .map_err(|_| ToolError::failed("git took more than 10 s to read the repository's config"))?
+        .map_err(|e| ToolError::failed(format!("{git_exe} config: {e}")))?;
+    if !out.status.success() {
+        return Err(ToolError::denied(
+            "git-config",
+            format!(
+                "git cannot read {} ({}); Aether does not run git on a config it cannot judge",
+                config.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|k| !k.is_empty())
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect())
 }

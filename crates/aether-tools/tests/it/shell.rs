@@ -188,6 +188,95 @@ async fn only_the_allowlist_runs_with_only_its_options() {
     }
 }
 
+/// Paths the kernel would take elsewhere than they read: through a link to a folder outside
+/// (to a file that does not exist yet, or climbing out of the link's target), a dangling link,
+/// `key=PATH` arguments, a git repository's own folder, and an option after `--`.
+#[tokio::test]
+async fn arguments_are_judged_where_the_kernel_would_take_them() {
+    let tree = Tree::new();
+    fs::write(tree.ws.join("a.txt"), "alpha\n").unwrap();
+    fs::create_dir_all(tree.outside.join("d1/d2")).unwrap();
+    fs::write(tree.outside.join("d1/x.txt"), "outside\n").unwrap();
+    std::os::unix::fs::symlink(&tree.outside, tree.ws.join("out")).unwrap();
+    std::os::unix::fs::symlink(tree.outside.join("d1/d2"), tree.ws.join("deep")).unwrap();
+    std::os::unix::fs::symlink(tree.outside.join("gone/new"), tree.ws.join("dangling")).unwrap();
+    fs::create_dir_all(tree.ws.join("repo/.git/hooks")).unwrap();
+    fs::create_dir_all(tree.ws.join("bare/objects")).unwrap();
+    fs::create_dir_all(tree.ws.join("bare/refs")).unwrap();
+    fs::write(tree.ws.join("bare/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let cx = cx_with(
+        &tree,
+        vec![
+            rule("/usr/bin/touch", &[], None),
+            rule("/usr/bin/head", &["-n", "1"], Some(&["-q"])),
+            rule("/usr/bin/dd", &[], None),
+            rule("/usr/bin/ls", &[], None),
+        ],
+    );
+    let r = run(
+        &cx,
+        json!({"command": "/usr/bin/touch", "args": ["new.txt"]}),
+    )
+    .await;
+    assert_eq!(out(&r)["exit_code"], 0, "{r:?}");
+    for (args, want) in [
+        (
+            json!({"command": "/usr/bin/touch", "args": ["out/new.txt"]}),
+            "outside every root",
+        ),
+        // `deep/..` is `outside/d1`, not the root: the link is followed before `..`.
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", "deep/../x.txt"]}),
+            "outside every root",
+        ),
+        (
+            json!({"command": "/usr/bin/touch", "args": ["deep/../made.txt"]}),
+            "outside every root",
+        ),
+        (
+            json!({"command": "/usr/bin/touch", "args": ["dangling"]}),
+            "cannot be resolved",
+        ),
+        (
+            json!({"command": "/usr/bin/dd", "args": ["if=a.txt", "of=/tmp/aether-dd-out"]}),
+            "outside every root",
+        ),
+        (
+            json!({"command": "/usr/bin/dd", "args": ["if=out/secret.txt"]}),
+            "outside every root",
+        ),
+        (
+            json!({"command": "/usr/bin/touch", "args": ["repo/.git/hooks/pre-commit"]}),
+            "git repository's own folder",
+        ),
+        (
+            json!({"command": "/usr/bin/touch", "args": ["bare/hooks"]}),
+            "git repository's own folder",
+        ),
+        (
+            json!({"command": "/usr/bin/head", "args": ["-n", "1", "--", "-v", "a.txt"]}),
+            "not an allowed option",
+        ),
+        (
+            json!({"command": "/usr/bin/ls", "args": [], "cwd": "repo/.git"}),
+            "git repository's own folder",
+        ),
+        (
+            json!({"command": "/usr/bin/ls", "args": [], "cwd": "bare"}),
+            "git repository's own folder",
+        ),
+    ] {
+        let r = run(&cx, args.clone()).await;
+        match (&r, want) {
+            (Err(e), want) => assert!(e.to_string().contains(want), "{args}: {e}"),
+            (Ok(o), _) => panic!("{args} ran: {o:?}"),
+        }
+    }
+    assert!(!tree.outside.join("new.txt").exists());
+    assert!(!tree.outside.join("d1/made.txt").exists());
+    assert!(!tree.ws.join("repo/.git/hooks/pre-commit").exists());
+}
+
 #[tokio::test]
 async fn the_whole_tree_dies_at_the_timeout_even_what_left_the_group() {
     let tree = Tree::new();
@@ -303,6 +392,49 @@ async fn git_runs_without_the_repositorys_programs() {
             assert!(message.contains("core.fsmonitor"), "{message}");
         }
         other => panic!("{other:?}"),
+    }
+    // Configs written to be misread: bytes that are not UTF-8 before the key, two headers on
+    // one line, a `]` inside a quoted subsection, a key git takes without a value.
+    let configs: &[(&[u8], &str)] = &[
+        (
+            b"[user]\n\tname = \xff\xfe\n[core]\n\tfsmonitor = touch /tmp/aether-pwned\n",
+            "core.fsmonitor",
+        ),
+        (
+            b"[user] [core] fsmonitor = touch /tmp/aether-pwned\n",
+            "core.fsmonitor",
+        ),
+        (
+            b"[diff \"a]b\"] textconv = touch /tmp/aether-pwned\n",
+            "diff.*.textconv",
+        ),
+        (
+            b"[gpg \"ssh\"]\n\tdefaultKeyCommand = touch /tmp/aether-pwned\n",
+            "gpg.*.defaultkeycommand",
+        ),
+        (
+            b"[core]\n\trepositoryformatversion = 0\n[unclosed\n",
+            "cannot read",
+        ),
+    ];
+    for (bad, want) in configs {
+        fs::write(&config, bad).unwrap();
+        let r = run(
+            &cx,
+            json!({"command": git, "args": ["status", "--short"], "cwd": "repo"}),
+        )
+        .await;
+        match r {
+            Err(ToolError::Denied { rule, message }) => {
+                assert_eq!(rule, "git-config");
+                assert!(
+                    message.contains(want),
+                    "{}: {message}",
+                    String::from_utf8_lossy(bad)
+                );
+            }
+            other => panic!("{}: {other:?}", String::from_utf8_lossy(bad)),
+        }
     }
 }
 

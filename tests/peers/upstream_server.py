@@ -2,7 +2,7 @@
 answers, one that kills its own process, one that never answers in time, one whose description
 changes when UPSTREAM_VARIANT is set or the file UPSTREAM_VARIANT_FILE names says so (a changed
 definition), one that changes a definition while
-running and says so (tools/list_changed), one that returns a table, and two that echo the
+running and says so (tools/list_changed), one that returns a table, and three that echo the
 credentials Aether sent (which Aether must withhold from the model).
 
 Over stdio by default; over Streamable HTTP on 127.0.0.1:UPSTREAM_HTTP_PORT when that is set."""
@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, EmbeddedResource, TextContent, TextResourceContents
 
 server = MCPServer("test-upstream")
 
@@ -68,6 +69,24 @@ def table(rows: int) -> list[dict[str, Any]]:
 def env_token() -> str:
     """The credential Aether passed in the environment (a careless server echoes it)."""
     return "token is " + os.environ.get("UPSTREAM_TOKEN", "none")
+
+
+@server.tool()
+def token_shapes() -> CallToolResult:
+    """The environment credential where a text scan would not look: an embedded resource's
+    URI and MIME type, and a structured field's name."""
+    token = os.environ.get("UPSTREAM_TOKEN", "none")
+    return CallToolResult(
+        content=[
+            TextContent(text="shapes"),
+            EmbeddedResource(
+                resource=TextResourceContents(
+                    uri=f"file:///srv/{token}/notes.txt", mime_type=f"text/x-{token}", text="notes"
+                )
+            ),
+        ],
+        structured_content={token: "value", "nested": [{token: 1}]},
+    )
 
 
 @server.tool()

@@ -537,6 +537,23 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
     // Credentials reach the upstream and never the model.
     let r = py.call("up__env_token", json!({}));
     assert_eq!(call_text(&r), "token is [credential withheld]", "{r}");
+    // Also where a scan of text would not look (a field's name, a MIME type, a URI), and the
+    // upstream's resource is named in Aether's namespace, not as the upstream's `file:///…`.
+    let r = py.call("up__token_shapes", json!({}));
+    let shown = r.to_string();
+    assert!(!shown.contains(env_secret), "{shown}");
+    assert!(shown.contains("[credential withheld]"), "{shown}");
+    let embedded = &r["content"][1]["resource"];
+    let uri = embedded["uri"].as_str().unwrap_or_default();
+    assert!(
+        uri.starts_with("aether://upstream/up/file%3A%2F%2F%2Fsrv%2F"),
+        "{r}"
+    );
+    assert_eq!(embedded["mimeType"], "text/x-[credential withheld]", "{r}");
+    assert!(
+        r["structuredContent"]["[credential withheld]"].is_string(),
+        "{r}"
+    );
     let r = py.call("uphttp__auth_header", json!({}));
     assert_eq!(
         call_text(&r),

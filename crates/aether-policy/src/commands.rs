@@ -108,6 +108,64 @@ const LAUNCHERS: &[&str] = &[
     "perf",
 ];
 
+/// Network clients: they reach hosts (and follow redirects) where the egress policy cannot
+/// follow them; `http_request` and `web_fetch` are the tools for that. Never an entry.
+const NETWORK_CLIENTS: &[&str] = &[
+    "curl", "wget", "aria2c", "http", "https", "xh", "lynx", "links", "w3m", "ftp", "lftp", "tftp",
+    "ssh", "scp", "sftp", "rsync",
+];
+
+/// Git subcommands that run programs named in their arguments or configuration whatever the
+/// overrides (`filter-branch --tree-filter`, `send-email --sendmail-cmd`, `instaweb --httpd`,
+/// `difftool --extcmd`, the foreign-VCS bridges), and the pairs that do (`bisect run`,
+/// `submodule foreach`). Never run.
+const GIT_PROGRAM_SUBCOMMANDS: &[&str] = &[
+    "filter-branch",
+    "send-email",
+    "instaweb",
+    "difftool",
+    "mergetool",
+    "daemon",
+    "web--browse",
+    "archimport",
+    "cvsimport",
+    "cvsserver",
+    "cvsexportcommit",
+    "svn",
+    "p4",
+    "quiltimport",
+    "credential",
+    "credential-store",
+    "credential-cache",
+    "upload-pack",
+    "receive-pack",
+    "upload-archive",
+    "shell",
+    "http-backend",
+    "remote-ext",
+    "remote-fd",
+];
+const GIT_PROGRAM_PAIRS: &[(&str, &str)] = &[("bisect", "run"), ("submodule", "foreach")];
+
+/// Why git's subcommand in `args` (the first argument that is not an option) runs programs
+/// of the caller's choosing, if it does.
+fn git_program_subcommand(args: &[String]) -> Option<String> {
+    let at = args.iter().position(|a| !a.starts_with('-'))?;
+    let sub = args[at].as_str();
+    if GIT_PROGRAM_SUBCOMMANDS.contains(&sub) {
+        return Some(format!("git {sub}"));
+    }
+    let next = args.get(at + 1).map(String::as_str);
+    GIT_PROGRAM_PAIRS
+        .iter()
+        .find(|(a, b)| *a == sub && next == Some(*b))
+        .map(|(a, b)| format!("git {a} {b}"))
+}
+
+/// Programs that make links: a relative link is resolved from its own folder, not the one
+/// its target was judged from, and later programs follow it out of the roots. Never an entry.
+const LINKERS: &[&str] = &["ln", "link"];
+
 /// Options that run code or write where they like, per executable (by file name); a name
 /// ending in `=` is matched as a prefix of the option.
 fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
@@ -149,7 +207,13 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
             "-fls",
         ],
+        // `-C`: each relative `-C` is taken from the one before, so `-C .. -C ..` climbs
+        // from where the arguments were judged; `-P` extracts to absolute paths.
         "tar" | "gtar" | "bsdtar" => &[
+            "-C",
+            "--directory",
+            "-P",
+            "--absolute-names",
             "--to-command",
             "--use-compress-program",
             "-I",
@@ -190,18 +254,18 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
         ],
         "cargo" => &["--config", "-Z"],
         "npm" | "npx" | "pnpm" | "yarn" => &["--node-options", "--script-shell", "-c", "--call"],
-        "make" | "gmake" => &["--eval", "-E", "-f", "--file", "--makefile"],
-        "ssh" | "scp" | "sftp" | "rsync" => &["-o", "-e", "--rsh", "-F", "-S", "--rsync-path"],
-        "curl" | "wget" => &[
-            "-o",
-            "-O",
-            "--output",
-            "-K",
-            "--config",
-            "--output-document",
-            "--execute",
-            "-e",
+        "make" | "gmake" => &[
+            "--eval",
+            "-E",
+            "-f",
+            "--file",
+            "--makefile",
+            "-C",
+            "--directory",
         ],
+        // Links made by the program: a relative one is resolved from its own folder, which
+        // the arguments are not judged from.
+        "cp" => &["-s", "--symbolic-link", "-l", "--link"],
         _ => &[],
     }
 }
@@ -322,6 +386,24 @@ impl CommandRule {
                 "{name} runs other programs; it cannot be allowed (run_shell is the tool for a shell)"
             ));
         }
+        if NETWORK_CLIENTS.contains(&name) {
+            problems.push(format!(
+                "{name} reaches the network where the egress policy cannot follow it; it cannot be \
+                 allowed (http_request and web_fetch are the tools for that)"
+            ));
+        }
+        if LINKERS.contains(&name) {
+            problems.push(format!(
+                "{name} makes links, which later programs follow out of the roots; it cannot be allowed"
+            ));
+        }
+        if name == "git"
+            && let Some(what) = git_program_subcommand(&self.prefix)
+        {
+            problems.push(format!(
+                "{what} runs programs named in its arguments; it cannot be allowed"
+            ));
+        }
         let prefix = self
             .prefix
             .iter()
@@ -357,6 +439,13 @@ impl CommandRule {
     /// with `-` is written `./-name`.
     pub fn check_rest(&self, args: &[String]) -> Result<(), String> {
         let name = program_name(&self.exe);
+        if name == "git"
+            && let Some(what) = git_program_subcommand(args)
+        {
+            return Err(format!(
+                "{what}: this subcommand can run programs named in its arguments, so Aether never runs it"
+            ));
+        }
         let skip = self.prefix.len().min(args.len());
         for (at, arg) in args.iter().enumerate().skip(skip) {
             if arg.contains('\0') {
@@ -606,6 +695,17 @@ mod tests {
             ("/usr/bin/tar", &["xF", "x.sh", "x.tar"]),
             // Even after `--`, which the option before may have taken as its value.
             ("/usr/bin/rg", &["-e", "--", "--pre=/tmp/evil", "x"]),
+            // Directory changes that chain from one another, absolute names, links.
+            (
+                "/usr/bin/tar",
+                &["-cf", "o.tar", "-C", "..", "-C", "..", "etc/passwd"],
+            ),
+            ("/usr/bin/tar", &["-xPf", "x.tar"]),
+            ("/usr/bin/make", &["-C", "..", "all"]),
+            ("/usr/bin/cp", &["-s", "../../x", "y"]),
+            ("/usr/bin/git", &["bisect", "run", "sh", "-c", "id"]),
+            ("/usr/bin/git", &["submodule", "foreach", "id"]),
+            ("/usr/bin/git", &["filter-branch", "--tree-filter", "id"]),
         ];
         for (exe, a) in cases {
             let open = rule(
@@ -631,6 +731,24 @@ mod tests {
         assert!(!rule("/usr/bin/bash", &["-lc"], None).problems().is_empty());
         assert!(!rule("/usr/bin/env", &[], None).problems().is_empty());
         assert!(!rule("/usr/bin/sqlite3", &[], None).problems().is_empty());
+        for refused in [
+            "/usr/bin/curl",
+            "/usr/bin/wget",
+            "/usr/bin/ssh",
+            "/usr/bin/ln",
+        ] {
+            assert!(!rule(refused, &[], None).problems().is_empty(), "{refused}");
+        }
+        assert!(
+            !rule("/usr/bin/git", &["send-email"], None)
+                .problems()
+                .is_empty()
+        );
+        assert!(
+            rule("/usr/bin/git", &["bisect"], Some(&["--help"]))
+                .problems()
+                .is_empty()
+        );
         // A tar entry whose prefix is an old-style bundle with a program option.
         assert!(!rule("/usr/bin/tar", &["tIf"], None).problems().is_empty());
         assert!(rule("/usr/bin/tar", &["tf"], None).problems().is_empty());

@@ -150,11 +150,9 @@ impl Tool for RunCommand {
                 argv.push(o.to_string());
             }
         }
-        confine_arguments(
-            &cx,
-            &cwd,
-            &args.args[rule.prefix.len().min(args.args.len())..],
-        )?;
+        let rest = &args.args[rule.prefix.len().min(args.args.len())..];
+        confine_arguments(&cx, &cwd, rest)?;
+        confine_urls(&cx, &cwd, rest).await?;
         argv.extend(args.args.iter().cloned());
         let home = Home::new(&cx.call_id)?;
         let home_dir = home.dir.to_string_lossy().into_owned();
@@ -223,6 +221,10 @@ fn path_candidates(arg: &str) -> Vec<&str> {
     if !arg.starts_with('-') {
         out.push(arg);
     }
+    // `@FILE`: many programs read arguments or data from the file so named.
+    if let Some(file) = arg.strip_prefix('@') {
+        out.push(file);
+    }
     if let Some((_, value)) = arg.split_once('=') {
         out.push(value);
     }
@@ -233,14 +235,138 @@ fn path_candidates(arg: &str) -> Vec<&str> {
     out
 }
 
+/// Refuses a URL argument the agent may not reach: the program reaches it itself, past the
+/// egress step that judges network tools' `url` arguments. An `http`/`https` URL (the
+/// argument, or the value after its first `=`) must pass the agent's egress policy — its
+/// allowed domains, and no private, loopback or metadata address, the name resolved here and
+/// every address it has vetted (the program resolves again: a name whose answer changes in
+/// between is not caught); a `file` URL is judged as the path it names; any other scheme is
+/// refused. Names given otherwise (`git@host:repo`, a bare host) are not judged.
+async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(), ToolError> {
+    use aether_policy::egress::{EgressPolicy, Host, parse_destination};
+    let refused = |r: aether_policy::egress::EgressRefusal| ToolError::denied(r.rule(), r);
+    for arg in args {
+        let values = std::iter::once(arg.as_str()).chain(arg.split_once('=').map(|(_, v)| v));
+        for value in values {
+            // `scheme:/…`: programs take one, two or three slashes (`http:/host/x` is a URL
+            // to curl).
+            let Some((scheme, rest)) = value.split_once(':').filter(|(s, rest)| {
+                s.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+                    && rest.starts_with('/')
+            }) else {
+                continue;
+            };
+            let scheme = scheme.to_ascii_lowercase();
+            if scheme != "file"
+                && value
+                    .chars()
+                    .any(|c| c == '\\' || c.is_whitespace() || c.is_control())
+            {
+                // Parsers differ on these (`http://a.example\@10.0.0.1/`: a `\` ends the
+                // host for one and is in the user name for another).
+                return Err(ToolError::denied(
+                    "egress:malformed-url",
+                    format!(
+                        "argument {arg:?} is a URL with a backslash, a space or a control \
+                         character, which programs read differently; write it plainly"
+                    ),
+                ));
+            }
+            match scheme.as_str() {
+                "http" | "https" => {
+                    let policy = EgressPolicy::for_agent(&cx.agent)
+                        .map_err(|why| ToolError::denied("egress:configuration", why))?;
+                    let destination = parse_destination(value).map_err(refused)?;
+                    // The host as written must be the host judged: `//` then the host, no
+                    // user info, no other spelling of an address.
+                    let authority = rest
+                        .strip_prefix("//")
+                        .filter(|r| !r.starts_with('/'))
+                        .map(|r| r.split(['/', '?', '#']).next().unwrap_or(""))
+                        .unwrap_or("");
+                    let written_host = match authority.rsplit_once(':') {
+                        Some((host, port))
+                            if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) =>
+                        {
+                            host
+                        }
+                        _ => authority,
+                    };
+                    let judged_host = destination.url.host_str().unwrap_or("");
+                    if authority.contains('@')
+                        || !written_host
+                            .trim_end_matches('.')
+                            .eq_ignore_ascii_case(judged_host)
+                    {
+                        return Err(ToolError::denied(
+                            "egress:malformed-url",
+                            format!(
+                                "argument {arg:?}: write the URL as {scheme}://HOST/… with its host \
+                                 as it is ({judged_host}), without a user name"
+                            ),
+                        ));
+                    }
+                    policy.check_destination(&destination).map_err(refused)?;
+                    if let Host::Domain(name) = &destination.host {
+                        let addresses: Vec<std::net::IpAddr> =
+                            tokio::net::lookup_host((name.as_str(), destination.port))
+                                .await
+                                .map(|found| found.map(|a| a.ip()).collect())
+                                .unwrap_or_default();
+                        policy.vet_addresses(name, &addresses).map_err(refused)?;
+                    }
+                }
+                "file" => {
+                    let path = url::Url::parse(value)
+                        .ok()
+                        .and_then(|u| u.to_file_path().ok())
+                        .ok_or_else(|| {
+                            ToolError::denied(
+                                "confinement",
+                                format!("argument {arg:?} is a file URL of another computer"),
+                            )
+                        })?;
+                    if let Some((real, why)) = judge_path(cx, cwd, &path.to_string_lossy()) {
+                        return Err(ToolError::denied(
+                            "confinement",
+                            format!(
+                                "argument {arg:?} names {}, which {why}; run_command passes only paths inside the roots",
+                                real.display()
+                            ),
+                        ));
+                    }
+                }
+                other => {
+                    return Err(ToolError::denied(
+                        "egress:scheme",
+                        format!(
+                            "argument {arg:?} is a {other}:// URL; run_command passes http and https \
+                             URLs (judged by the agent's egress policy) and file URLs inside the roots"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Where `value` leads from `cwd`, if it reads as a path, and why it may not be passed.
 fn judge_path(cx: &CallContext, cwd: &Path, value: &str) -> Option<(PathBuf, &'static str)> {
     let written = Path::new(value);
     let climbs = written
         .components()
         .any(|c| c == std::path::Component::ParentDir);
+    // A name git takes for a repository's folder is judged even before it exists (a `cp -r
+    // tmpl .git` would make one).
+    let git_name = written
+        .file_name()
+        .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
     let pathlike = written.is_absolute()
         || climbs
+        || git_name
         || value.contains('/')
         || std::fs::symlink_metadata(cwd.join(written)).is_ok();
     if !pathlike {
@@ -320,7 +446,10 @@ fn in_git_folder(top: &Path, real: &Path) -> bool {
     let Ok(rel) = real.strip_prefix(top) else {
         return false;
     };
-    if rel.components().any(|c| c.as_os_str() == ".git") {
+    if rel
+        .components()
+        .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+    {
         return true;
     }
     real.ancestors()
@@ -380,6 +509,20 @@ async fn refuse_git_programs(git_exe: &str, cwd: &Path, root: &Path) -> Result<P
         let git = dir.join(".git");
         match std::fs::symlink_metadata(&git) {
             Ok(m) if m.is_dir() => {
+                // Config and objects git would read from elsewhere (a linked worktree's
+                // common folder, alternate object stores): not judged, so not run.
+                for elsewhere in ["commondir", "objects/info/alternates"] {
+                    if std::fs::symlink_metadata(git.join(elsewhere)).is_ok() {
+                        return Err(ToolError::denied(
+                            "git-config",
+                            format!(
+                                "{} names a folder outside the repository git would read from; \
+                                 Aether runs git only on a repository whole inside the root",
+                                git.join(elsewhere).display()
+                            ),
+                        ));
+                    }
+                }
                 for name in ["config", "config.worktree"] {
                     let config = git.join(name);
                     let Ok(text) = std::fs::read(&config) else {

@@ -211,8 +211,10 @@ async fn arguments_are_judged_where_the_kernel_would_take_them() {
             rule("/usr/bin/head", &["-n", "1"], Some(&["-q"])),
             rule("/usr/bin/dd", &[], None),
             rule("/usr/bin/ls", &[], None),
+            rule("/usr/bin/cp", &[], Some(&["-r"])),
         ],
     );
+    fs::create_dir_all(tree.ws.join("tmpl/hooks")).unwrap();
     let r = run(
         &cx,
         json!({"command": "/usr/bin/touch", "args": ["new.txt"]}),
@@ -265,6 +267,20 @@ async fn arguments_are_judged_where_the_kernel_would_take_them() {
             json!({"command": "/usr/bin/ls", "args": [], "cwd": "bare"}),
             "git repository's own folder",
         ),
+        // A repository's folder made by copying one in, in any case.
+        (
+            json!({"command": "/usr/bin/cp", "args": ["-r", "tmpl", "sub/.git"]}),
+            "git repository's own folder",
+        ),
+        (
+            json!({"command": "/usr/bin/cp", "args": ["-r", "tmpl", ".GIT"]}),
+            "git repository's own folder",
+        ),
+        // `@FILE` reads the file so named.
+        (
+            json!({"command": "/usr/bin/ls", "args": ["@../outside/secret.txt"]}),
+            "outside every root",
+        ),
     ] {
         let r = run(&cx, args.clone()).await;
         match (&r, want) {
@@ -275,6 +291,70 @@ async fn arguments_are_judged_where_the_kernel_would_take_them() {
     assert!(!tree.outside.join("new.txt").exists());
     assert!(!tree.outside.join("d1/made.txt").exists());
     assert!(!tree.ws.join("repo/.git/hooks/pre-commit").exists());
+}
+
+/// A URL argument is reached by the program itself: judged by the agent's egress policy
+/// (http/https), as a path (file), or refused (any other scheme).
+#[tokio::test]
+async fn url_arguments_are_judged_by_the_agents_egress_policy() {
+    let tree = Tree::new();
+    let mut agent = AgentProfile::with_groups("builder", &["shell"]);
+    agent.commands = vec![rule("/usr/bin/echo", &[], None)];
+    agent.allowed_domains = vec!["localhost".into(), "1.1.1.1".into()];
+    let cx = CallContext {
+        agent: Arc::new(agent),
+        ..tree.cx()
+    };
+    let r = run(
+        &cx,
+        json!({"command": "/usr/bin/echo", "args": ["http://1.1.1.1/x"]}),
+    )
+    .await;
+    assert_eq!(out(&r)["stdout"], "http://1.1.1.1/x\n", "{r:?}");
+    for (args, want) in [
+        // Not among the agent's domains, in any spelling of the address.
+        (
+            json!(["http://169.254.169.254/latest/meta-data/"]),
+            "egress:domain-not-allowed",
+        ),
+        // Another spelling of an address, a backslash parsers read differently, one slash.
+        (json!(["HTTP://0xA9FEA9FE/latest"]), "egress:malformed-url"),
+        (
+            json!(["http://1.1.1.1\\@169.254.169.254/latest"]),
+            "egress:malformed-url",
+        ),
+        (
+            json!(["http:/169.254.169.254/latest"]),
+            "egress:malformed-url",
+        ),
+        (json!(["http://1.1.1.1@169.254.169.254/latest"]), "egress:"),
+        (
+            json!(["--", "url=https://evil.example/x"]),
+            "egress:domain-not-allowed",
+        ),
+        // Allowed by name, but the name is this computer.
+        (
+            json!(["http://localhost:9/admin"]),
+            "egress:private-address",
+        ),
+        (json!(["ftp://1.1.1.1/x"]), "egress:scheme"),
+        (json!(["gopher://1.1.1.1:6379/_FLUSHALL"]), "egress:scheme"),
+        (json!(["file:///etc/passwd"]), "outside every root"),
+        (json!(["url=file:///%65tc/passwd"]), "outside every root"),
+    ] {
+        let r = run(
+            &cx,
+            json!({"command": "/usr/bin/echo", "args": args.clone()}),
+        )
+        .await;
+        match &r {
+            Err(ToolError::Denied { rule, message }) => assert!(
+                rule.contains(want) || message.contains(want),
+                "{args}: {rule}: {message}"
+            ),
+            other => panic!("{args}: {other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

@@ -84,6 +84,7 @@ impl Response {
 /// Headers a caller may not set: they belong to the connection, or would let a request
 /// pretend to be for another host than the one vetted.
 const RESERVED_HEADERS: &[&str] = &[
+    aether_policy::egress::EGRESS_MARK,
     "host",
     "connection",
     "content-length",
@@ -292,7 +293,11 @@ fn client_for(
         .redirect(reqwest::redirect::Policy::none())
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .user_agent(concat!("aether/", env!("CARGO_PKG_VERSION")));
+        .user_agent(concat!("aether/", env!("CARGO_PKG_VERSION")))
+        .default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::HeaderName::from_static(aether_policy::egress::EGRESS_MARK),
+            reqwest::header::HeaderValue::from_static("1"),
+        )]));
     if let Host::Domain(name) = &d.host {
         builder = builder.resolve(name, SocketAddr::new(address, d.port));
     }

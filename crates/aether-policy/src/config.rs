@@ -604,6 +604,14 @@ impl RawConfig {
                 self.server.listen, self.server.http_agent
             ));
         }
+        if self.server.auth == HttpAuth::None && !self.server.public_hosts.is_empty() {
+            problems.push(format!(
+                "server.auth = \"none\" with server.public_hosts: a proxy or load balancer in front \
+                 brings anyone's requests from loopback, and they would act as {:?}; use tokens \
+                 (server.auth = \"token\" or \"auto\")",
+                self.server.http_agent
+            ));
+        }
         if l.search_results == 0 || l.search_results > 10_000 {
             problems.push("limits.search_results must be between 1 and 10000".into());
         }
@@ -853,6 +861,11 @@ mod tests {
         )
         .unwrap_err();
         let text = err.to_string();
+        let err = RawConfig::parse(
+            "[server]\nauth = \"none\"\npublic_hosts = [\"aether.example.com\"]\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("public_hosts"), "{err}");
         for needle in [
             "server.listen",
             "roots.bad name",

@@ -177,6 +177,14 @@ const SHAPES: &[Shape] = &[
         check: None,
     },
     Shape {
+        // Aether's own bearer tokens (agents' and operators'): 32 random bytes, base64url.
+        rule: "dlp:aether-token",
+        starts: &["aether_"],
+        pattern: r"aether_[A-Za-z0-9_-]{43}(?:[^A-Za-z0-9_-]|$)",
+        word_start: true,
+        check: None,
+    },
+    Shape {
         rule: "dlp:gitlab-token",
         starts: &["glpat-"],
         pattern: r"glpat-[A-Za-z0-9_-]{20,}",
@@ -1474,6 +1482,10 @@ mod tests {
                 "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGH".to_string(),
             ),
             ("dlp:gitlab-token", "glpat-xXw9yZ2aB4cD6eF8gH0j".to_string()),
+            (
+                "dlp:aether-token",
+                "aether_kQ3zR7wX1cV5bN9mL2jH6gF4dS8aP0oI3uY7tE1rW5q".to_string(),
+            ),
             (
                 "dlp:slack-token",
                 "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx".to_string(),

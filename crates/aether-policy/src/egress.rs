@@ -139,6 +139,12 @@ impl From<EgressRefusal> for Refusal {
     }
 }
 
+/// A header Aether's own network client puts on every request it sends (callers cannot set or
+/// remove it), and Aether's HTTP listener refuses every request that carries: an agent allowed
+/// to reach this computer cannot call Aether's own endpoints (as another agent, or as the
+/// token-less local caller) through `http_request`.
+pub const EGRESS_MARK: &str = "x-aether-egress";
+
 /// A host as the gate sees it: a normalised name (lower-case ASCII, IDNA applied, no trailing
 /// dot) or an address.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -99,7 +99,13 @@ pub async fn guard(State(gate): State<HostGate>, request: Request, next: Next) -
     let refusal = {
         let headers = request.headers();
         let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
-        if headers.get_all(HOST).iter().count() > 1 {
+        if headers.contains_key(aether_policy::egress::EGRESS_MARK) {
+            Some(
+                "the request was sent by Aether's own network tools; an agent may not call \
+                 Aether through them"
+                    .to_string(),
+            )
+        } else if headers.get_all(HOST).iter().count() > 1 {
             Some("the request carries more than one Host header".to_string())
         } else if headers.get_all(ORIGIN).iter().count() > 1 {
             Some("the request carries more than one Origin header".to_string())

@@ -90,7 +90,9 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         pipeline: pipeline.clone(),
         mode: opts.auth,
         agent: opts.agent.clone(),
-        loopback: opts.addr.ip().is_loopback(),
+        // Reached only from this computer: bound to loopback, and no load balancer or proxy
+        // in front (`public_hosts`), which would bring anyone's requests from loopback.
+        loopback: opts.addr.ip().is_loopback() && opts.public_hosts.is_empty(),
     };
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
@@ -190,7 +192,8 @@ struct McpAuth {
 
 impl McpAuth {
     /// Whether a caller must bring a token: always with `auth = "token"`, never with
-    /// `"none"`, and with `"auto"` off loopback or once any agent token exists.
+    /// `"none"`, and with `"auto"` off loopback (or behind the names of `public_hosts`) or
+    /// once any agent token exists.
     fn required(&self) -> bool {
         match self.mode {
             HttpAuth::Token => true,

@@ -545,8 +545,9 @@ impl Root {
                 if !at.is_empty() {
                     at.push('/');
                 }
+                let above = at.trim_end_matches('/').to_string();
                 at.push_str(component);
-                match self.dir.create_dir(&at) {
+                match land_git_piece(&self.dir, &above, component, || self.dir.create_dir(&at)) {
                     Ok(()) => created.push(at.clone()),
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(self.io_error(&at, e)),
@@ -568,10 +569,31 @@ impl Root {
         if roots.is_private(&real) {
             return Err(private(&self.display(rel)));
         }
-        if let Some(real_rel) = self.relative_of(&real)
-            && let Some((component, protected_as)) = protected_component(&real_rel)
-        {
-            return Err(protected(&self.display(rel), component, protected_as));
+        if let Some(real_rel) = self.relative_of(&real) {
+            if let Some((component, protected_as)) = protected_component(&real_rel) {
+                return Err(protected(&self.display(rel), component, protected_as));
+            }
+            // The operator's write globs, on where the write really lands: a folder link
+            // inside an allowed path must not carry it elsewhere in the root.
+            let real_rel = real_rel.trim_start_matches('/');
+            let landing = if real_rel.is_empty() {
+                name.to_string()
+            } else {
+                format!("{real_rel}/{name}")
+            };
+            if !self.gate.allows(&landing) {
+                return Err(ToolError::denied(
+                    "write-manifest",
+                    format!(
+                        "{} lands on {} (through a link), outside the paths the operator made \
+                         writable in root {:?} ({})",
+                        self.display(rel),
+                        self.display(&landing),
+                        self.name,
+                        self.gate.globs().unwrap_or_default().join(", ")
+                    ),
+                ));
+            }
         }
         if let Some(why) = git_folder_write(&self.path, &real, name) {
             return Err(ToolError::denied(
@@ -599,6 +621,12 @@ impl Root {
     /// Maps an IO error on `rel` to a message for the caller.
     pub fn io_error(&self, rel: &str, e: io::Error) -> ToolError {
         let shown = self.display(rel);
+        if let Some(piece) = e.get_ref().and_then(|i| i.downcast_ref::<GitPiece>()) {
+            return ToolError::denied(
+                "protected-path",
+                format!("{shown} is not written: {piece}; refused"),
+            );
+        }
         match e.kind() {
             _ if is_escape(&e) => ToolError::denied(
                 "confinement",
@@ -749,8 +777,6 @@ impl Root {
     }
 }
 
-/// `path` with its deepest existing folder resolved to its real path and the rest (folders
-/// that do not exist yet) appended as written.
 /// A folder git may take for a repository when run inside it, judged as loosely as git
 /// judges it: a `HEAD` of any kind (a file, or a link, even dangling), and `objects` and
 /// `refs` of any kind, or a `commondir` file naming where they are.
@@ -788,6 +814,61 @@ fn git_folder_write(top: &Path, parent: &Path, name: &str) -> Option<String> {
     })
 }
 
+/// Serializes the arrival of the names that can make a folder one git takes for a repository
+/// ([`land_git_piece`]).
+static GIT_PIECES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Makes `name` arrive in the folder `parent` (relative to `dir`; "" for `dir` itself) by
+/// `land` (a rename or a mkdir) — unless, with it, that folder would be one git takes for a
+/// repository (`HEAD`, and `objects` and `refs` or `commondir`). For those names the check is
+/// made again under a lock every such arrival takes, so two writes made at once cannot each
+/// find the other's piece missing. Names are compared without case (a filesystem may fold it).
+pub(crate) fn land_git_piece<T>(
+    dir: &Dir,
+    parent: &str,
+    name: &str,
+    land: impl FnOnce() -> io::Result<T>,
+) -> io::Result<T> {
+    let piece = |n: &str| ["head", "objects", "refs", "commondir"].contains(&n);
+    if !piece(name.to_ascii_lowercase().as_str()) {
+        return land();
+    }
+    let _held = GIT_PIECES.lock().unwrap_or_else(|e| e.into_inner());
+    let there = |n: &str| {
+        n.eq_ignore_ascii_case(name)
+            || dir
+                .symlink_metadata(if parent.is_empty() {
+                    n.to_string()
+                } else {
+                    format!("{parent}/{n}")
+                })
+                .is_ok()
+    };
+    if there("HEAD") && ((there("objects") && there("refs")) || there("commondir")) {
+        return Err(io::Error::other(GitPiece(name.to_string())));
+    }
+    land()
+}
+
+/// [`land_git_piece`]'s refusal, carried in an `io::Error` to [`Root::io_error`].
+#[derive(Debug)]
+struct GitPiece(String);
+
+impl std::fmt::Display for GitPiece {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "with {} there, the folder would be a git repository's own folder, whose config and \
+             hooks run programs",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for GitPiece {}
+
+/// `path` with its deepest existing folder resolved to its real path and the rest (folders
+/// that do not exist yet) appended as written.
 pub(crate) fn real_as_far_as_it_exists(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut at = path;

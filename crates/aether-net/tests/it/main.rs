@@ -526,6 +526,17 @@ async fn redirects_carry_nothing_of_the_caller_to_another_origin() {
     .unwrap();
     let seen = structured(&out)["body"].as_str().unwrap().to_string();
     assert!(seen.contains("accept"), "{seen}");
+    // Every hop carries the mark Aether's listener refuses (an agent cannot call Aether
+    // through this tool), and a caller cannot send it or leave it off.
+    assert!(seen.contains(aether_policy::egress::EGRESS_MARK), "{seen}");
+    let r = request(
+        resolver.clone(),
+        both(),
+        json!({"url": format!("http://site.test:{port}/headers"),
+               "headers": {"X-Aether-Egress": "0"}}),
+    )
+    .await;
+    assert!(matches!(r, Err(ToolError::InvalidArguments(_))), "{r:?}");
     assert!(
         !seen.contains("x-api-key") && !seen.contains("authorization"),
         "{seen}"

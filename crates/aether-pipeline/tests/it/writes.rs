@@ -1479,6 +1479,53 @@ async fn git_repositories_by_any_name_are_protected_and_none_can_be_planted() {
     w.refused("create_directory", json!({"path": "vendor/y/refs"}))
         .await;
     assert!(!w.exists("ws/vendor/y/refs"));
+    // The last two pieces at once: each write, checked alone, would find the other missing.
+    for i in 0..20 {
+        let dir = format!("vendor/race{i}");
+        ok_text(
+            &w.call(
+                "create_directory",
+                json!({"path": format!("{dir}/objects")}),
+            )
+            .await,
+        );
+        let (head, refs) = tokio::join!(
+            w.call(
+                "write_file",
+                json!({"path": format!("{dir}/HEAD"), "content": "ref: refs/heads/main\n"})
+            ),
+            w.call("create_directory", json!({"path": format!("{dir}/refs")})),
+        );
+        let landed = [head, refs]
+            .iter()
+            .filter(|r| error_of(r).is_none())
+            .count();
+        assert!(landed <= 1, "{dir}: both pieces landed");
+        assert!(
+            !(w.exists(&format!("ws/{dir}/HEAD")) && w.exists(&format!("ws/{dir}/refs"))),
+            "{dir} became a repository"
+        );
+    }
+    // Nor by a folder made on the way to a file (`create_parents`).
+    ok_text(
+        &w.call(
+            "write_file",
+            json!({"path": "vendor/z/HEAD", "content": "ref: x\n", "create_parents": true}),
+        )
+        .await,
+    );
+    ok_text(
+        &w.call("create_directory", json!({"path": "vendor/z/objects"}))
+            .await,
+    );
+    let (message, _) = w
+        .refused(
+            "write_file",
+            json!({"path": "vendor/z/refs/heads/main", "content": "x\n", "create_parents": true}),
+        )
+        .await;
+    assert!(message.contains("git repository"), "{message}");
+    assert!(!w.exists("ws/vendor/z/refs"));
     w.h.check().await;
 }
 
@@ -1509,6 +1556,38 @@ async fn credential_files_are_never_written() {
     )
     .await;
     assert_eq!(w.read("ws/.env"), "TOKEN=abc\n");
+    w.h.check().await;
+}
+
+/// Credential files known by their folder's name (`.kube/config`) cannot be renamed out of
+/// being known: the folder that holds them does not move.
+#[tokio::test]
+async fn a_folder_holding_credentials_is_not_moved_out_of_their_names() {
+    let w = World::new().await;
+    w.put("ws/.kube/config", "token: abc\n");
+    w.put("ws/.config/gh/hosts.yml", "oauth_token: abc\n");
+    for (source, destination) in [(".kube", "k"), (".config", "x"), (".config/gh", "gh")] {
+        let (message, outcome) = w
+            .refused(
+                "move_file",
+                json!({"source": source, "destination": destination}),
+            )
+            .await;
+        assert_eq!(outcome, "refused", "{source}: {message}");
+        assert!(message.contains("credential"), "{source}: {message}");
+        assert!(!w.exists(&format!("ws/{destination}")));
+    }
+    let read = w.call("read_file", json!({"path": ".kube/config"})).await;
+    assert!(error_of(&read).is_some(), "the credential stays unreadable");
+    // A folder with nothing of the kind moves.
+    w.put("ws/notes/a.txt", "a\n");
+    ok_text(
+        &w.call(
+            "move_file",
+            json!({"source": "notes", "destination": "notes2"}),
+        )
+        .await,
+    );
     w.h.check().await;
 }
 
@@ -1584,6 +1663,29 @@ async fn the_write_manifest_confines_writes_to_its_globs() {
     )
     .await;
     assert_eq!(w.read("man/src/mod/new.rs"), "fine\n");
+    // A folder link inside the globs does not carry a write outside them.
+    fs::create_dir_all(w.path("man/deploy")).unwrap();
+    symlink("../deploy", w.path("man/src/assets")).unwrap();
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"root": "man", "path": "src/assets/run.sh", "content": "x\n"}),
+        ),
+        (
+            "create_directory",
+            json!({"root": "man", "path": "src/assets/bin"}),
+        ),
+        (
+            "move_file",
+            json!({"root": "man", "source": "src/mod/new.rs", "destination": "src/assets/new.rs"}),
+        ),
+    ] {
+        let (message, outcome) = w.refused(tool, args).await;
+        assert_eq!(outcome, "refused", "{tool}: {message}");
+        assert!(message.contains("through a link"), "{tool}: {message}");
+    }
+    assert!(!w.exists("man/deploy/run.sh"));
+    assert!(!w.exists("man/deploy/bin"));
     w.h.check().await;
 }
 

@@ -92,6 +92,20 @@ async fn the_gate_runs_before_every_route() {
 }
 
 #[tokio::test]
+async fn a_request_sent_by_aethers_own_network_tools_is_refused() {
+    let (_dir, app) = app().await;
+    for path in ["/api/health", "/mcp"] {
+        let mut request = get(path, "127.0.0.1:8484", None);
+        request.headers_mut().insert(
+            aether_policy::egress::EGRESS_MARK,
+            http::HeaderValue::from_static("1"),
+        );
+        let r = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path}");
+    }
+}
+
+#[tokio::test]
 async fn a_load_balancers_public_host_is_accepted_and_no_other() {
     let (_dir, app) = app().await;
     for (host, origin, status) in [
@@ -235,7 +249,10 @@ async fn a_padded_initialize_request_is_not_kept_in_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let pipeline = pipeline(&dir).await;
     let store = pipeline.store().clone();
-    let app = router(pipeline, &options("default")).unwrap();
+    // Loopback and no proxy in front: no token is asked for yet.
+    let mut local = options("default");
+    local.public_hosts.clear();
+    let app = router(pipeline, &local).unwrap();
     let initialize = |pad: usize| {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "clientInfo": {"name": "x", "version": "1"},
@@ -262,5 +279,27 @@ async fn a_padded_initialize_request_is_not_kept_in_the_store() {
     let r = app.clone().oneshot(initialize(3_000_000)).await.unwrap();
     if let Some(id) = session(&r) {
         assert!(store.mcp_session(&id).await.unwrap().is_none());
+    }
+}
+
+/// Behind a proxy or load balancer (`public_hosts`), a request from loopback may be anyone's:
+/// `auth = "auto"` asks for a token even before one exists.
+#[tokio::test]
+async fn behind_public_hosts_a_caller_without_a_token_is_refused() {
+    let (_dir, app) = app().await;
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "clientInfo": {"name": "x", "version": "1"},
+        "capabilities": {}}});
+    for host in ["127.0.0.1:8484", "aether.example.com"] {
+        let request = Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let r = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{host}");
     }
 }

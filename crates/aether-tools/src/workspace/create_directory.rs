@@ -100,7 +100,7 @@ impl Tool for CreateDirectory {
                 },
             )
             .await?;
-            match t.dir.create_dir(&t.name) {
+            match crate::roots::land_git_piece(&t.dir, "", &t.name, || t.dir.create_dir(&t.name)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     // Something else made it meanwhile; it must be a folder.

@@ -135,6 +135,21 @@ impl Tool for MoveFile {
                 ),
             ));
         }
+        if ft.is_dir()
+            && let Some(inside) = hidden_inside(&cx, &from.real)
+        {
+            // Some credential files are known by their folder's name (`.kube/config`,
+            // `.docker/config.json`): moved under another name, they would be read.
+            return Err(ToolError::denied(
+                "confinement",
+                format!(
+                    "{} holds {}, a credential or Aether file, which would no longer be known as one \
+                     under another name; refused",
+                    from.shown(),
+                    inside.display()
+                ),
+            ));
+        }
         match to.dir.symlink_metadata(&to.name) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Ok(_) => {
@@ -165,29 +180,17 @@ impl Tool for MoveFile {
         .await?;
         // RENAME_NOREPLACE closes the gap between the check above and the rename against
         // other processes (the lock closes it against other Aether writes): a file created
-        // at the destination meanwhile is never replaced. Filesystems without the flag get
-        // the plain rename.
-        let renamed = rustix::fs::renameat_with(
-            &from.dir,
-            from.name.as_str(),
-            &to.dir,
-            to.name.as_str(),
-            rustix::fs::RenameFlags::NOREPLACE,
-        );
-        match renamed {
+        // at the destination meanwhile is never replaced.
+        match write::rename_new(&from.dir, &from.name, &to.dir, &to.name) {
             Ok(()) => {}
-            Err(rustix::io::Errno::EXIST) => {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 return Err(ToolError::failed(format!(
                     "{} appeared while the move was being made; move_file never replaces \
                      anything, so nothing was moved",
                     to.shown()
                 )));
             }
-            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => from
-                .dir
-                .rename(&from.name, &to.dir, &to.name)
-                .map_err(|e| from.root.io_error(&from.rel, e))?,
-            Err(e) => return Err(from.root.io_error(&from.rel, e.into())),
+            Err(e) => return Err(from.root.io_error(&from.rel, e)),
         }
         write::sync_dir(&from.dir).map_err(|e| from.root.io_error(&from.rel, e))?;
         write::sync_dir(&to.dir).map_err(|e| to.root.io_error(&to.rel, e))?;
@@ -203,4 +206,19 @@ impl Tool for MoveFile {
             .unwrap_or_default(),
         ))
     }
+}
+
+/// The first credential or Aether file (or folder) under the folder `real`, if any: walked
+/// without following links, so what a link points at is judged where it really is.
+fn hidden_inside(cx: &CallContext, real: &std::path::Path) -> Option<std::path::PathBuf> {
+    let credentials = cx.roots.credentials();
+    walkdir::WalkDir::new(real)
+        .follow_links(false)
+        .min_depth(1)
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(|entry| entry.into_path())
+        .find(|path| {
+            credentials.is_credential(&path.to_string_lossy()) || cx.roots.is_private(path)
+        })
 }

@@ -289,8 +289,7 @@ async fn execute(
             },
             Action::Rename { .. } => {
                 let u = u.as_ref().expect("a rename has two targets");
-                t.dir
-                    .rename(&t.name, &u.dir, &u.name)
+                write::rename_new(&t.dir, &t.name, &u.dir, &u.name)
                     .map_err(|e| t.root.io_error(&t.rel, e))?;
                 write::sync_dir(&t.dir).map_err(|e| t.root.io_error(&t.rel, e))?;
                 write::sync_dir(&u.dir).map_err(|e| u.root.io_error(&u.rel, e))?;
@@ -301,7 +300,9 @@ async fn execute(
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(_) => done.push(format!("left folder {} (it is not empty)", t.shown())),
             },
-            Action::Mkdir { .. } => match t.dir.create_dir(&t.name) {
+            Action::Mkdir { .. } => match crate::roots::land_git_piece(&t.dir, "", &t.name, || {
+                t.dir.create_dir(&t.name)
+            }) {
                 Ok(()) => done.push(format!("created folder {}", t.shown())),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(t.root.io_error(&t.rel, e)),

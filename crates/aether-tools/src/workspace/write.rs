@@ -271,7 +271,8 @@ pub(super) fn read_before(t: &Target<'_>, max: u64) -> Result<Before, ToolError>
     let hash = content_hash(&bytes);
     Ok(Before::File {
         bytes,
-        mode: meta.mode() & 0o7777,
+        // Permissions only: a rewrite (or an undo) never carries setuid, setgid or sticky.
+        mode: meta.mode() & 0o777,
         hash,
     })
 }
@@ -313,7 +314,7 @@ fn write_temp(dir: &Dir, bytes: &[u8], mode: Option<u32>) -> std::io::Result<Str
 /// Renames the temporary file `tmp` over `name` in `dir` and fsyncs the folder. The temporary
 /// file is removed if the rename fails.
 fn install(dir: &Dir, tmp: &str, name: &str) -> std::io::Result<()> {
-    if let Err(e) = dir.rename(tmp, dir, name) {
+    if let Err(e) = crate::roots::land_git_piece(dir, "", name, || dir.rename(tmp, dir, name)) {
         let _ = dir.remove_file(tmp);
         return Err(e);
     }
@@ -375,6 +376,33 @@ pub(super) async fn record_and_replace(
             t.shown()
         ))),
     }
+}
+
+/// Renames `from` in `from_dir` to `to` in `to_dir`, never replacing what is there
+/// (`RENAME_NOREPLACE`: an error of kind `AlreadyExists`; a plain rename where the filesystem
+/// lacks the flag, the caller having checked that the destination is free), and not when the
+/// name's arrival would make a git repository ([`crate::roots::land_git_piece`]).
+pub(super) fn rename_new(
+    from_dir: &Dir,
+    from: &str,
+    to_dir: &Dir,
+    to: &str,
+) -> std::io::Result<()> {
+    crate::roots::land_git_piece(to_dir, "", to, || {
+        match rustix::fs::renameat_with(
+            from_dir,
+            from,
+            to_dir,
+            to,
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                from_dir.rename(from, to_dir, to)
+            }
+            Err(e) => Err(e.into()),
+        }
+    })
 }
 
 /// Makes a folder's entries (a rename, a removal) durable.

@@ -245,10 +245,24 @@ pub struct LiveSession {
     key: String,
 }
 
-/// The client's address, for the sign-in rate limit (`unknown` where the listener has none).
+/// The client, for the sign-in rate limit: its IPv4 address, or its IPv6 /64 (one client
+/// holds a whole /64 and could rotate through it); `unknown` where the listener has none.
 fn client(info: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>) -> String {
-    info.map(|Extension(axum::extract::ConnectInfo(addr))| addr.ip().to_string())
+    info.map(|Extension(axum::extract::ConnectInfo(addr))| client_key(addr.ip()))
         .unwrap_or_else(|| "unknown".into())
+}
+
+fn client_key(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+        v4 => v4.to_string(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -614,5 +628,19 @@ pub async fn metrics(State(pipeline): State<Arc<Pipeline>>) -> Response {
         )
             .into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sign_in_limits_count_an_ipv6_client_by_its_64() {
+        let key = |ip: &str| client_key(ip.parse().unwrap());
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("192.0.2.7"), "192.0.2.7");
     }
 }

@@ -30,7 +30,7 @@ use clap::{Parser, Subcommand};
 /// sequences that move the cursor, rewrite earlier lines, retitle the window or write to the
 /// clipboard; a carriage return that hides a line's start), and the invisible characters that
 /// reorder or hide text (bidirectional overrides and isolates, zero-width characters) are
-/// shown as `\u{…}` escapes.
+/// shown as `\uXXXX` escapes (JSON's, so `--json` output stays valid JSON).
 pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     let unsafe_char = |c: char| {
         (c.is_control() && c != '\n' && c != '\t')
@@ -47,7 +47,8 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len() + 16);
     for (at, c) in text.char_indices() {
         if unsafe_char(c) && (c != '\r' || bare_cr(at)) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            // JSON's escape: valid inside the strings of `--json` output, plain elsewhere.
+            out.push_str(&format!("\\u{:04x}", c as u32));
         } else {
             out.push(c);
         }
@@ -189,10 +190,15 @@ mod tests {
         // start of a line, a bidirectional override.
         assert_eq!(
             terminal_safe("tool\u{1b}[2J\u{1b}]52;c;ZWNobw==\u{7}"),
-            "tool\\u{1b}[2J\\u{1b}]52;c;ZWNobw==\\u{7}"
+            "tool\\u001b[2J\\u001b]52;c;ZWNobw==\\u0007"
         );
-        assert_eq!(terminal_safe("denied\rallowed"), "denied\\u{d}allowed");
-        assert_eq!(terminal_safe("a\u{202e}b\u{9b}c"), "a\\u{202e}b\\u{9b}c");
+        assert_eq!(terminal_safe("denied\rallowed"), "denied\\u000dallowed");
+        assert_eq!(terminal_safe("a\u{202e}b\u{9b}c"), "a\\u202eb\\u009bc");
+        // `--json` output stays JSON: what serde_json leaves raw comes back as the same text.
+        let json = serde_json::to_string(&serde_json::json!({"tool": "x\u{202e}\u{7f}y"})).unwrap();
+        let shown = terminal_safe(&json);
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back["tool"], "x\u{202e}\u{7f}y");
         // CSV's line ends stay.
         assert_eq!(terminal_safe("a,b\r\nc,d\r\n"), "a,b\r\nc,d\r\n");
     }

@@ -329,6 +329,8 @@ pub const GIT_OVERRIDES: &[&str] = &[
     "sequence.editor=false",
     "protocol.ext.allow=never",
     "protocol.file.allow=user",
+    // A host the URL's judge allowed cannot send git on to another (the metadata address).
+    "http.followRedirects=false",
     "safe.directory=*",
 ];
 

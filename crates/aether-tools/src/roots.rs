@@ -781,15 +781,32 @@ impl Root {
 /// judges it: a `HEAD` of any kind (a file, or a link, even dangling), and `objects` and
 /// `refs` of any kind, or a `commondir` file naming where they are.
 pub(crate) fn is_bare(dir: &Path) -> bool {
-    let there = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
+    makes_repository(|name| std::fs::symlink_metadata(dir.join(name)).is_ok())
+}
+
+/// The names whose presence makes a folder one git takes for a repository.
+const GIT_PIECES: [&str; 4] = ["HEAD", "objects", "refs", "commondir"];
+
+/// Whether `name` is one of [`GIT_PIECES`] (without case: a filesystem may fold it).
+pub(crate) fn is_git_piece(name: &str) -> bool {
+    GIT_PIECES.iter().any(|p| p.eq_ignore_ascii_case(name))
+}
+
+/// Whether a folder where `there` holds is one git takes for a repository: a `HEAD`, and
+/// `objects` and `refs` or a `commondir`.
+pub(crate) fn makes_repository(there: impl Fn(&str) -> bool) -> bool {
     there("HEAD") && ((there("objects") && there("refs")) || there("commondir"))
 }
+
+/// Why this text is refused for a folder git takes for a repository.
+pub(crate) const GIT_FOLDER: &str =
+    "a git repository's own folder, whose config and hooks run programs";
 
 /// Why a write of `name` in the real folder `parent` (inside the root at `top`) would change a
 /// git repository's own files, if it would: `parent` or a folder above it (up to the root)
 /// is one git would take for a repository (a bare one, or the folder a `gitdir:` file names,
 /// whatever it is called), or the write would make `parent` one.
-fn git_folder_write(top: &Path, parent: &Path, name: &str) -> Option<String> {
+pub(crate) fn git_folder_write(top: &Path, parent: &Path, name: &str) -> Option<String> {
     let mut at = Some(parent);
     while let Some(folder) = at.filter(|f| f.starts_with(top)) {
         if is_bare(folder) {
@@ -801,11 +818,9 @@ fn git_folder_write(top: &Path, parent: &Path, name: &str) -> Option<String> {
         }
         at = folder.parent();
     }
-    let there = |n: &str| n == name || std::fs::symlink_metadata(parent.join(n)).is_ok();
-    (matches!(name, "HEAD" | "objects" | "refs" | "commondir")
-        && there("HEAD")
-        && ((there("objects") && there("refs")) || there("commondir")))
-    .then(|| {
+    let there =
+        |n: &str| n.eq_ignore_ascii_case(name) || std::fs::symlink_metadata(parent.join(n)).is_ok();
+    (is_git_piece(name) && makes_repository(there)).then(|| {
         format!(
             "writing {name} would make {} a git repository's own folder, whose config and \
              hooks would run programs",
@@ -816,7 +831,7 @@ fn git_folder_write(top: &Path, parent: &Path, name: &str) -> Option<String> {
 
 /// Serializes the arrival of the names that can make a folder one git takes for a repository
 /// ([`land_git_piece`]).
-static GIT_PIECES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static ARRIVALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Makes `name` arrive in the folder `parent` (relative to `dir`; "" for `dir` itself) by
 /// `land` (a rename or a mkdir) — unless, with it, that folder would be one git takes for a
@@ -829,11 +844,10 @@ pub(crate) fn land_git_piece<T>(
     name: &str,
     land: impl FnOnce() -> io::Result<T>,
 ) -> io::Result<T> {
-    let piece = |n: &str| ["head", "objects", "refs", "commondir"].contains(&n);
-    if !piece(name.to_ascii_lowercase().as_str()) {
+    if !is_git_piece(name) {
         return land();
     }
-    let _held = GIT_PIECES.lock().unwrap_or_else(|e| e.into_inner());
+    let _held = ARRIVALS.lock().unwrap_or_else(|e| e.into_inner());
     let there = |n: &str| {
         n.eq_ignore_ascii_case(name)
             || dir
@@ -844,7 +858,7 @@ pub(crate) fn land_git_piece<T>(
                 })
                 .is_ok()
     };
-    if there("HEAD") && ((there("objects") && there("refs")) || there("commondir")) {
+    if makes_repository(there) {
         return Err(io::Error::other(GitPiece(name.to_string())));
     }
     land()
@@ -856,12 +870,7 @@ struct GitPiece(String);
 
 impl std::fmt::Display for GitPiece {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "with {} there, the folder would be a git repository's own folder, whose config and \
-             hooks run programs",
-            self.0
-        )
+        write!(f, "with {} there, the folder would be {GIT_FOLDER}", self.0)
     }
 }
 
@@ -981,4 +990,30 @@ fn is_escape(e: &io::Error) -> bool {
 
 const fn libc_exdev() -> i32 {
     18 // EXDEV on Linux
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_piece_of_a_repository_never_lands() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        dir.create_dir("r").unwrap();
+        dir.write("r/HEAD", "ref: refs/heads/main\n").unwrap();
+        dir.create_dir("r/objects").unwrap();
+        // Judged at the landing itself, whatever an earlier check found.
+        let e = land_git_piece(&dir, "r", "refs", || dir.create_dir("r/refs")).unwrap_err();
+        assert!(e.to_string().contains("git repository"), "{e}");
+        assert!(!tmp.path().join("r/refs").exists());
+        // In any case, and as a commondir.
+        assert!(land_git_piece(&dir, "r", "REFS", || dir.create_dir("r/REFS")).is_err());
+        assert!(land_git_piece(&dir, "r", "commondir", || dir.write("r/commondir", "..")).is_err());
+        // Other names, and the pieces where they make no repository, land.
+        land_git_piece(&dir, "r", "notes", || dir.create_dir("r/notes")).unwrap();
+        dir.create_dir("s").unwrap();
+        land_git_piece(&dir, "s", "refs", || dir.create_dir("s/refs")).unwrap();
+        assert!(tmp.path().join("s/refs").is_dir());
+    }
 }

@@ -118,7 +118,9 @@ impl Tool for RunCommand {
         // The working folder: inside a root, judged on its real path.
         let folder = process::working_folder(&cx, args.root.as_deref(), args.cwd.as_deref())?;
         let (root, rel, cwd) = (folder.root, folder.rel, folder.path);
-        if root.mode == aether_policy::paths::RootMode::Sealed || in_git_folder(&root.path, &cwd) {
+        if root.mode == aether_policy::paths::RootMode::Sealed
+            || repository_folder(&root.path, &cwd).is_some()
+        {
             return Err(ToolError::denied(
                 "confinement",
                 format!(
@@ -127,7 +129,7 @@ impl Tool for RunCommand {
                     if root.mode == aether_policy::paths::RootMode::Sealed {
                         "a sealed root's files are read only through the seal's check"
                     } else {
-                        "it is a git repository's own folder, whose config and hooks run programs"
+                        "it is a git repository's own folder or Aether's"
                     }
                 ),
             ));
@@ -193,23 +195,16 @@ impl Tool for RunCommand {
 /// without a sandbox, so an allowed `rg` or `cp` would otherwise read or write whatever it is
 /// pointed at. What counts as a path: an argument that is absolute, climbs with `..`, has a
 /// `/` in it or names something that exists (relative to the working folder); the same for
-/// the value after an argument's first `=` (`--file=PATH`, dd's `of=PATH`) and for every tail
-/// of a short option (a value glued on: `-o/abs`, `-vo../x`). Other arguments (patterns,
-/// words) pass. Programs that take paths in other forms (git's `REV:PATH`) are the
+/// the value after an argument's first `=` (`--file=PATH`, dd's `of=PATH`), after a leading
+/// `@` (`@FILE`) and after a short option's letter (a value glued on: `-o/abs`). Other
+/// arguments (patterns, words) pass. Programs that take paths in other forms (git's `REV:PATH`) are the
 /// operator's to allow or not.
 fn confine_arguments(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(), ToolError> {
     for arg in args {
         for value in path_candidates(arg) {
-            let Some((real, why)) = judge_path(cx, cwd, value) else {
-                continue;
-            };
-            return Err(ToolError::denied(
-                "confinement",
-                format!(
-                    "argument {arg:?} names {}, which {why}; run_command passes only paths inside the roots",
-                    real.display()
-                ),
-            ));
+            if let Some((real, why)) = judge_path(cx, cwd, value) {
+                return Err(path_refusal(arg, &real, &why));
+            }
         }
     }
     Ok(())
@@ -228,8 +223,9 @@ fn path_candidates(arg: &str) -> Vec<&str> {
     if let Some((_, value)) = arg.split_once('=') {
         out.push(value);
     }
+    // A value glued to a short option (`-o/abs`): what follows the option's letter.
     if arg.starts_with('-') && !arg.starts_with("--") {
-        out.extend(arg.char_indices().skip(2).map(|(i, _)| &arg[i..]));
+        out.extend(arg.char_indices().nth(2).map(|(i, _)| &arg[i..]));
     }
     out.retain(|v| !v.is_empty());
     out
@@ -276,6 +272,16 @@ async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(
             }
             match scheme.as_str() {
                 "http" | "https" => {
+                    // The URL leaves: no credential in it (the pipeline scans only network
+                    // tools' arguments).
+                    if let Some(finding) =
+                        aether_policy::dlp::Scanner::shared().scan_text("argument", value)
+                    {
+                        return Err(ToolError::denied(
+                            finding.rule,
+                            format!("an argument carries {finding}; nothing ran"),
+                        ));
+                    }
                     let policy = EgressPolicy::for_agent(&cx.agent)
                         .map_err(|why| ToolError::denied("egress:configuration", why))?;
                     let destination = parse_destination(value).map_err(refused)?;
@@ -310,9 +316,14 @@ async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(
                     }
                     policy.check_destination(&destination).map_err(refused)?;
                     if let Host::Domain(name) = &destination.host {
+                        // As the program will look it up (search domains and the hosts file
+                        // alike), within 5 s.
+                        let lookup = tokio::net::lookup_host((name.as_str(), destination.port));
                         let addresses: Vec<std::net::IpAddr> =
-                            tokio::net::lookup_host((name.as_str(), destination.port))
+                            tokio::time::timeout(Duration::from_secs(5), lookup)
                                 .await
+                                .ok()
+                                .and_then(Result::ok)
                                 .map(|found| found.map(|a| a.ip()).collect())
                                 .unwrap_or_default();
                         policy.vet_addresses(name, &addresses).map_err(refused)?;
@@ -329,13 +340,7 @@ async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(
                             )
                         })?;
                     if let Some((real, why)) = judge_path(cx, cwd, &path.to_string_lossy()) {
-                        return Err(ToolError::denied(
-                            "confinement",
-                            format!(
-                                "argument {arg:?} names {}, which {why}; run_command passes only paths inside the roots",
-                                real.display()
-                            ),
-                        ));
+                        return Err(path_refusal(arg, &real, &why));
                     }
                 }
                 other => {
@@ -353,8 +358,19 @@ async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(
     Ok(())
 }
 
+/// The refusal of a path argument.
+fn path_refusal(arg: &str, real: &Path, why: &str) -> ToolError {
+    ToolError::denied(
+        "confinement",
+        format!(
+            "argument {arg:?} names {}, which {why}; run_command passes only paths inside the roots",
+            real.display()
+        ),
+    )
+}
+
 /// Where `value` leads from `cwd`, if it reads as a path, and why it may not be passed.
-fn judge_path(cx: &CallContext, cwd: &Path, value: &str) -> Option<(PathBuf, &'static str)> {
+fn judge_path(cx: &CallContext, cwd: &Path, value: &str) -> Option<(PathBuf, String)> {
     let written = Path::new(value);
     let climbs = written
         .components()
@@ -363,7 +379,10 @@ fn judge_path(cx: &CallContext, cwd: &Path, value: &str) -> Option<(PathBuf, &'s
     // tmpl .git` would make one).
     let git_name = written
         .file_name()
-        .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| {
+            aether_policy::paths::protected_name(n).is_some() || crate::roots::is_git_piece(n)
+        });
     let pathlike = written.is_absolute()
         || climbs
         || git_name
@@ -374,7 +393,7 @@ fn judge_path(cx: &CallContext, cwd: &Path, value: &str) -> Option<(PathBuf, &'s
     }
     let real = match resolve(cwd, written) {
         Ok(real) => real,
-        Err(at) => return Some((at, "is a link whose target cannot be resolved")),
+        Err(at) => return Some((at, "is a link whose target cannot be resolved".into())),
     };
     let roots: Vec<_> = cx
         .roots
@@ -400,12 +419,12 @@ fn judge_path(cx: &CallContext, cwd: &Path, value: &str) -> Option<(PathBuf, &'s
         .is_credential(&real.to_string_lossy())
     {
         "is a credential file"
-    } else if roots.iter().any(|r| in_git_folder(&r.path, &real)) {
-        "is inside a git repository's own folder, whose config and hooks run programs"
+    } else if let Some(why) = roots.iter().find_map(|r| repository_folder(&r.path, &real)) {
+        return Some((real, why));
     } else {
         return None;
     };
-    Some((real, why))
+    Some((real, why.into()))
 }
 
 /// `written` resolved from `cwd` as the kernel would, one component at a time: each prefix
@@ -440,21 +459,25 @@ fn resolve(cwd: &Path, written: &Path) -> Result<PathBuf, PathBuf> {
     Ok(at)
 }
 
-/// Whether `real` (inside the root at `top`) is a `.git` folder or inside one, or in a folder
-/// git would take for a bare repository.
-fn in_git_folder(top: &Path, real: &Path) -> bool {
-    let Ok(rel) = real.strip_prefix(top) else {
-        return false;
-    };
-    if rel
-        .components()
-        .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+/// Why `real` (inside the root at `top`) may not be touched, if it may not: it is a `.git`
+/// or `.aether` folder or inside one (however spelled), a folder git would take for a bare
+/// repository or inside one, or its arrival would make its folder one.
+fn repository_folder(top: &Path, real: &Path) -> Option<String> {
+    let rel = real.strip_prefix(top).ok()?;
+    if let Some((component, name)) =
+        aether_policy::paths::protected_component(&rel.to_string_lossy())
     {
-        return true;
+        return Some(if name == ".git" {
+            format!("is in {component}, {}", crate::roots::GIT_FOLDER)
+        } else {
+            format!("is in {component}, Aether's own folder")
+        });
     }
-    real.ancestors()
-        .take_while(|a| a.starts_with(top))
-        .any(crate::roots::is_bare)
+    if crate::roots::is_bare(real) {
+        return Some(format!("is {}", crate::roots::GIT_FOLDER));
+    }
+    let (parent, name) = (real.parent()?, real.file_name()?.to_str()?);
+    crate::roots::git_folder_write(top, parent, name).map(|why| format!("would change {why}"))
 }
 
 /// The entry that allows this command, or why none does.

@@ -136,7 +136,7 @@ impl Tool for MoveFile {
             ));
         }
         if ft.is_dir()
-            && let Some(inside) = hidden_inside(&cx, &from.real)
+            && let Some(inside) = hidden_inside(&cx, &from.real, &to.real).await?
         {
             // Some credential files are known by their folder's name (`.kube/config`,
             // `.docker/config.json`): moved under another name, they would be read.
@@ -208,17 +208,47 @@ impl Tool for MoveFile {
     }
 }
 
-/// The first credential or Aether file (or folder) under the folder `real`, if any: walked
-/// without following links, so what a link points at is judged where it really is.
-fn hidden_inside(cx: &CallContext, real: &std::path::Path) -> Option<std::path::PathBuf> {
-    let credentials = cx.roots.credentials();
-    walkdir::WalkDir::new(real)
-        .follow_links(false)
-        .min_depth(1)
-        .into_iter()
-        .filter_map(Result::ok)
-        .map(|entry| entry.into_path())
-        .find(|path| {
-            credentials.is_credential(&path.to_string_lossy()) || cx.roots.is_private(path)
-        })
+/// Most entries a moved folder is walked for (a larger one is refused: it cannot be judged).
+const MAX_WALK: usize = 200_000;
+
+/// The first entry under the folder `from` that is a credential or Aether file (or folder)
+/// now and would not be known as one at its place under `to`, if any. Walked without
+/// following links (what a link points at is judged where it really is), on the blocking
+/// pool.
+async fn hidden_inside(
+    cx: &CallContext,
+    from: &std::path::Path,
+    to: &std::path::Path,
+) -> Result<Option<std::path::PathBuf>, ToolError> {
+    let (roots, from, to) = (cx.roots.clone(), from.to_path_buf(), to.to_path_buf());
+    let walk = move || {
+        let credentials = roots.credentials();
+        let known = |p: &std::path::Path| {
+            credentials.is_credential(&p.to_string_lossy()) || roots.is_private(p)
+        };
+        for (n, entry) in walkdir::WalkDir::new(&from)
+            .follow_links(false)
+            .min_depth(1)
+            .into_iter()
+            .enumerate()
+        {
+            if n >= MAX_WALK {
+                return Err(ToolError::failed(format!(
+                    "{} holds more than {MAX_WALK} entries; move_file checks every one, so it \
+                     does not move a folder this large",
+                    from.display()
+                )));
+            }
+            let Ok(entry) = entry else { continue };
+            let path = entry.path();
+            let moved = path.strip_prefix(&from).map(|rest| to.join(rest));
+            if known(path) && !moved.is_ok_and(|m| known(&m)) {
+                return Ok(Some(path.to_path_buf()));
+            }
+        }
+        Ok(None)
+    };
+    tokio::task::spawn_blocking(walk)
+        .await
+        .map_err(|e| ToolError::failed(format!("checking the folder failed: {e}")))?
 }

@@ -215,6 +215,8 @@ async fn arguments_are_judged_where_the_kernel_would_take_them() {
         ],
     );
     fs::create_dir_all(tree.ws.join("tmpl/hooks")).unwrap();
+    fs::create_dir_all(tree.ws.join("half/objects")).unwrap();
+    fs::create_dir_all(tree.ws.join("half/refs")).unwrap();
     let r = run(
         &cx,
         json!({"command": "/usr/bin/touch", "args": ["new.txt"]}),
@@ -276,6 +278,11 @@ async fn arguments_are_judged_where_the_kernel_would_take_them() {
             json!({"command": "/usr/bin/cp", "args": ["-r", "tmpl", ".GIT"]}),
             "git repository's own folder",
         ),
+        // The last piece that would make a folder a bare repository.
+        (
+            json!({"command": "/usr/bin/touch", "args": ["half/HEAD"]}),
+            "would change",
+        ),
         // `@FILE` reads the file so named.
         (
             json!({"command": "/usr/bin/ls", "args": ["@../outside/secret.txt"]}),
@@ -327,7 +334,15 @@ async fn url_arguments_are_judged_by_the_agents_egress_policy() {
             json!(["http:/169.254.169.254/latest"]),
             "egress:malformed-url",
         ),
-        (json!(["http://1.1.1.1@169.254.169.254/latest"]), "egress:"),
+        (
+            json!(["http://1.1.1.1@169.254.169.254/latest"]),
+            "egress:credentials-in-url",
+        ),
+        // A URL leaves: a credential in it does not.
+        (
+            json!(["http://1.1.1.1/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"]),
+            "dlp:github-token",
+        ),
         (
             json!(["--", "url=https://evil.example/x"]),
             "egress:domain-not-allowed",

@@ -22,7 +22,7 @@
 //! | `unicode` | tokens with a non-ASCII byte (spaces do not end them) | drops invisible characters (zero-width, word joiner, soft hyphen, BOM, bidi controls, variation selectors), maps tag characters to the ASCII they hide, and replaces each character whose NFKC form is ASCII by that form (fullwidth `ＡＫＩＡ` is `AKIA`, `ﬁ` is `fi`) |
 //! | `escape` | tokens with `\u`, `\x`, `\/` or `&#` | `\uXXXX` (with surrogate pairs), `\u{…}`, `\UXXXXXXXX`, `\xXX`, `\\ \/ \" \' \n \r \t`, `&#NN;`, `&#xHH;` |
 //! | `percent` | tokens with a valid `%XX` | `%XX` (not `+`) |
-//! | `base64` | runs of ≥ 16 base64 characters with both cases | standard and URL-safe, padded or not, from the start of the run and after each `/` that ends a path-like prefix (`com/upload/Z2hw…`), so the value is decoded in step |
+//! | `base64` | runs of ≥ 16 base64 characters with both cases, also joined across a line break that wraps one (MIME, PEM) | standard and URL-safe, padded or not, from the start of the run and after each `/` that ends a path-like prefix (`com/upload/Z2hw…`), so the value is decoded in step |
 //! | `hex` | runs of ≥ 32 hex digits | pairs to bytes (both alignments when the run is odd) |
 //!
 //! A token is what lies between whitespace, quotes, brackets and commas: a decoded view holds
@@ -1286,6 +1286,56 @@ static BASE64_VALUES: [u8; 256] = {
 /// tests blocks of eight without a branch and looks closer only around a full one: words and
 /// punctuation cost a fraction of a byte-by-byte walk.
 fn encoded_views(hay: &[u8]) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let (mut base64, hex) = encoded_runs(hay);
+    // Base64 wrapped across lines (MIME, PEM) is decoded whole too: a secret broken at a line
+    // end decodes to two halves that match nothing, line by line.
+    if let Some(joined) = unwrapped(hay) {
+        let (whole, _) = encoded_runs(&joined);
+        if let Some(whole) = whole {
+            let view = base64.get_or_insert_with(Vec::new);
+            if !view.is_empty() {
+                view.push(b'\n');
+            }
+            view.extend_from_slice(&whole);
+        }
+    }
+    (base64, hex)
+}
+
+/// `hay` without the line breaks (`\n`, `\r\n`) that wrap base64: one that ends a line of at
+/// least [`MIN_BASE64`] base64 characters and is followed by another; `None` when there is
+/// none.
+fn unwrapped(hay: &[u8]) -> Option<Vec<u8>> {
+    let is_b64 = |b: u8| CLASSES[usize::from(b)] & BASE64_CHAR != 0;
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0;
+    let mut at = 0;
+    while let Some(offset) = hay[at..].iter().position(|&b| b == b'\n') {
+        let nl = at + offset;
+        at = nl + 1;
+        let line_end = if nl > 0 && hay[nl - 1] == b'\r' {
+            nl - 1
+        } else {
+            nl
+        };
+        let wraps = line_end >= MIN_BASE64
+            && hay[line_end - MIN_BASE64..line_end]
+                .iter()
+                .all(|&b| is_b64(b))
+            && hay.get(nl + 1).is_some_and(|&b| is_b64(b));
+        if wraps {
+            let joined = out.get_or_insert_with(|| Vec::with_capacity(hay.len()));
+            joined.extend_from_slice(&hay[copied..line_end]);
+            copied = nl + 1;
+        }
+    }
+    let mut joined = out?;
+    joined.extend_from_slice(&hay[copied..]);
+    Some(joined)
+}
+
+/// The base64 and hex views of `hay`'s runs (see [`encoded_views`]).
+fn encoded_runs(hay: &[u8]) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     const BLOCK: usize = 8;
     const _: () = assert!(MIN_BASE64 >= 2 * BLOCK - 1 && MIN_HEX >= 2 * BLOCK - 1);
     let mut views = EncodedViews::default();
@@ -1858,6 +1908,30 @@ mod tests {
                 check(form, "body:a + body:b", "a form");
             }
         }
+    }
+
+    #[test]
+    fn base64_wrapped_across_lines_is_decoded_whole() {
+        // A GitHub token, base64-encoded and broken mid-token at a line end, as a MIME
+        // part's body would carry it (with some text before it).
+        let encoded = b64(
+            b"token=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 for the deploy",
+            STD,
+            true,
+        );
+        for line_end in ["\r\n", "\n"] {
+            let (a, b) = encoded.split_at(20);
+            let body = format!(
+                "--b\r\nContent-Transfer-Encoding: base64\r\n\r\n{a}{line_end}{b}\r\n--b--"
+            );
+            assert_eq!(
+                text(&body),
+                Some("dlp:github-token"),
+                "{line_end:?}: {body}"
+            );
+        }
+        // Ordinary text over several lines is not joined into anything.
+        assert_eq!(text("first line of words\nsecond line of words\n"), None);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 answers, one that kills its own process, one that never answers in time, one whose description
 changes when UPSTREAM_VARIANT is set or the file UPSTREAM_VARIANT_FILE names says so (a changed
 definition), one that changes a definition while
-running and says so (tools/list_changed), one that returns a table, and three that echo the
-credentials Aether sent (which Aether must withhold from the model).
+running and says so (tools/list_changed), one that returns a table, three that echo the
+credentials Aether sent (which Aether must withhold from the model), and one that reads a
+file's size (Aether's own files must look empty or absent to it).
 
 Over stdio by default; over Streamable HTTP on 127.0.0.1:UPSTREAM_HTTP_PORT when that is set."""
 import os
@@ -87,6 +88,16 @@ def token_shapes() -> CallToolResult:
         ],
         structured_content={token: "value", "nested": [{token: 1}]},
     )
+
+
+@server.tool()
+def file_size(path: str) -> str:
+    """How many bytes the file at `path` holds, as this process sees it (a curious server)."""
+    try:
+        with open(path, "rb") as f:
+            return f"{len(f.read())} bytes"
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
 
 
 @server.tool()

@@ -254,9 +254,13 @@ pub async fn upstreams(
     loaded: &Loaded,
     store: &Store,
 ) -> (Arc<aether_server::upstream::Upstreams>, Vec<Arc<dyn Tool>>) {
+    let mut hidden = store.private_paths();
+    hidden.push(vault_key_file(loaded));
+    hidden.extend(loaded.file.iter().cloned());
     let credentials = aether_server::upstream::Credentials {
         store: store.clone(),
         key_file: vault_key_file(loaded),
+        hidden,
     };
     let (upstreams, tools, problems) =
         aether_server::upstream::Upstreams::connect(upstream_specs(loaded), credentials).await;

@@ -20,7 +20,7 @@
 //! The client's own token never reaches an upstream: Aether is its client.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -91,6 +91,9 @@ impl UpstreamSpec {
 pub struct Credentials {
     pub store: Store,
     pub key_file: PathBuf,
+    /// Aether's own files (the vault key, the store, the configuration): a stdio upstream
+    /// runs where it cannot read them (see [`Upstream::connect`]).
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Credentials {
@@ -175,6 +178,15 @@ struct Listing {
     template_patterns: Vec<regex::Regex>,
 }
 
+/// Bubblewrap, if it can make a sandbox here (asked once).
+fn isolation() -> Result<PathBuf, String> {
+    static SANDBOX: std::sync::OnceLock<aether_tools::shell::Sandbox> = std::sync::OnceLock::new();
+    SANDBOX
+        .get_or_init(aether_tools::shell::Sandbox::detect)
+        .ready()
+        .map(Path::to_path_buf)
+}
+
 /// One upstream: its connection, and what it offered when last listed.
 pub struct Upstream {
     spec: UpstreamSpec,
@@ -239,7 +251,25 @@ impl Upstream {
                     secret_env.insert(var.clone(), self.credentials.get(name).await?);
                 }
                 self.remember(secret_env.values().cloned().collect());
-                let mut cmd = tokio::process::Command::new(command);
+                // Run where Aether's own files are covered, when bubblewrap can make such a
+                // place: an upstream is a process of Aether's user, which could otherwise read
+                // the vault key and decrypt every credential in the store.
+                let mut cmd = match isolation() {
+                    Ok(bwrap) => {
+                        let mut cmd = tokio::process::Command::new(bwrap);
+                        cmd.args(aether_tools::shell::hiding(&self.credentials.hidden))
+                            .arg("--")
+                            .arg(command);
+                        cmd
+                    }
+                    Err(why) => {
+                        static WARNED: std::sync::Once = std::sync::Once::new();
+                        WARNED.call_once(|| {
+                            tracing::warn!(%why, "stdio upstreams run without their view of Aether's files covered")
+                        });
+                        tokio::process::Command::new(command)
+                    }
+                };
                 cmd.args(args)
                     .env_clear()
                     .envs(

@@ -537,6 +537,22 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
     // Credentials reach the upstream and never the model.
     let r = py.call("up__env_token", json!({}));
     assert_eq!(call_text(&r), "token is [credential withheld]", "{r}");
+    // A stdio upstream runs where Aether's own files are covered: the vault key (with which
+    // the store's credentials decrypt), the store, the configuration — the rest as it is.
+    if aether_tools::shell::Sandbox::detect().ready().is_ok() {
+        let mut size = |path: &std::path::Path| {
+            call_text(&py.call("up__file_size", json!({"path": path.display().to_string()})))
+        };
+        let covered = |seen: String| seen == "0 bytes" || seen.starts_with("unreadable");
+        let seen = size(&key);
+        assert!(covered(seen.clone()), "the vault key: {seen}");
+        let seen = size(&ws.path().join("aether.toml"));
+        assert!(covered(seen.clone()), "the configuration: {seen}");
+        let seen = size(&ws.path().join(".aether/aether.db"));
+        assert!(covered(seen.clone()), "the store: {seen}");
+        ws.write("notes.txt", "hello");
+        assert_eq!(size(&ws.path().join("notes.txt")), "5 bytes");
+    }
     // Also where a scan of text would not look (a field's name, a MIME type, a URI), and the
     // upstream's resource is named in Aether's namespace, not as the upstream's `file:///…`.
     let r = py.call("up__token_shapes", json!({}));

@@ -112,6 +112,31 @@ impl Sandbox {
     }
 }
 
+/// Bubblewrap's arguments (before `--` and the program) that run a program on the whole
+/// filesystem as it is — same files, network and devices — except `hidden`, each covered where
+/// it exists (a file by an empty one, a folder by an empty one in memory): for a process that
+/// must not read Aether's own files (its store, its vault key, its configuration) but should
+/// otherwise run as it would. It dies with Aether.
+pub fn hiding(hidden: &[PathBuf]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = ["--die-with-parent", "--dev-bind", "/", "/"]
+        .map(OsString::from)
+        .into();
+    for path in hidden {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => {
+                args.extend([OsString::from("--tmpfs"), path.as_os_str().to_owned()]);
+            }
+            Ok(_) => args.extend([
+                OsString::from("--ro-bind"),
+                OsString::from("/dev/null"),
+                path.as_os_str().to_owned(),
+            ]),
+            Err(_) => {}
+        }
+    }
+    args
+}
+
 /// The shell programs run: bash where there is one.
 pub fn shell() -> &'static str {
     if Path::new("/usr/bin/bash").is_file() || Path::new("/bin/bash").is_file() {

@@ -7,7 +7,9 @@
 //! (judged on its real path), a time limit of 1–300 s, and its whole process tree is killed
 //! when the command ends or runs out of time. Output is captured and capped, keeping its head
 //! and its tail. `git` runs with overrides that switch off repository-defined programs, and is
-//! refused in a repository whose config defines any.
+//! refused in a repository whose config defines any. Arguments that name paths or URLs are
+//! judged (`confine_arguments`, `confine_urls`); where bubblewrap runs, the program sees the
+//! filesystem with Aether's files and the roots' credential files covered (`hiding`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -156,6 +158,28 @@ impl Tool for RunCommand {
         confine_arguments(&cx, &cwd, rest)?;
         confine_urls(&cx, &cwd, rest).await?;
         argv.extend(args.args.iter().cloned());
+        // The program runs on the filesystem as it is, but where bubblewrap can, with Aether's
+        // own files and the credential files under the roots covered: a program that walks
+        // folders (`grep -r`, `tar c .`) reads what no argument named.
+        let (exe, argv, covered): (String, Vec<std::ffi::OsString>, bool) = match sandbox().ready()
+        {
+            Ok(bwrap) => {
+                let mut wrapped = super::hiding(&super::secrets_in(&cx.roots)?);
+                wrapped.extend([
+                    "--chdir".into(),
+                    cwd.as_os_str().to_owned(),
+                    "--".into(),
+                    rule.exe.clone().into(),
+                ]);
+                wrapped.extend(argv.into_iter().map(Into::into));
+                (bwrap.to_string_lossy().into_owned(), wrapped, true)
+            }
+            Err(_) => (
+                rule.exe.clone(),
+                argv.into_iter().map(Into::into).collect(),
+                false,
+            ),
+        };
         let home = Home::new(&cx.call_id)?;
         let home_dir = home.dir.to_string_lossy().into_owned();
         let env = process::environment(&home_dir, &home_dir);
@@ -171,12 +195,12 @@ impl Tool for RunCommand {
             root: root.name.clone(),
             cwd: rel,
             command: process::logged_text(&serde_json::to_string(&shown).unwrap_or_default()),
-            sandbox: "none".into(),
+            sandbox: if covered { "secrets-covered" } else { "none" }.into(),
         };
         process::run(
             &cx,
             Spawn {
-                exe: &rule.exe,
+                exe: &exe,
                 argv: &argv,
                 cwd: &cwd,
                 env: &env,
@@ -188,6 +212,12 @@ impl Tool for RunCommand {
         )
         .await
     }
+}
+
+/// Bubblewrap, found once.
+fn sandbox() -> &'static super::Sandbox {
+    static SANDBOX: std::sync::OnceLock<super::Sandbox> = std::sync::OnceLock::new();
+    SANDBOX.get_or_init(super::Sandbox::detect)
 }
 
 /// Refuses a caller's argument that names a path outside every root, a credential file, one

@@ -137,6 +137,54 @@ pub fn hiding(hidden: &[PathBuf]) -> Vec<OsString> {
     args
 }
 
+/// What a program run on the whole filesystem (see [`hiding`]) must not read while it walks
+/// the roots: Aether's own files wherever they are, and under every root (links not followed;
+/// `.git` folders, which git reads, left alone) each credential file or folder and each file
+/// with a second name (which may be another name of a credential outside). More than the
+/// sandbox takes is refused.
+pub fn secrets_in(roots: &Roots) -> Result<Vec<PathBuf>, ToolError> {
+    let credentials = roots.credentials();
+    let mut found: Vec<PathBuf> = credentials
+        .private_paths()
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    for root in roots.iter() {
+        let mut it = walkdir::WalkDir::new(&root.path)
+            .follow_links(false)
+            .min_depth(1)
+            .into_iter();
+        while let Some(entry) = it.next() {
+            // A folder that cannot be read cannot be read by the program either.
+            let Ok(entry) = entry else { continue };
+            let (ft, path) = (entry.file_type(), entry.path());
+            if ft.is_dir() && entry.file_name() == ".git" {
+                // git's own files are git's to read (its config was judged before it runs).
+                it.skip_current_dir();
+                continue;
+            }
+            let text = path.to_string_lossy();
+            let linked = ft.is_file()
+                && std::fs::symlink_metadata(path)
+                    .is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1);
+            if credentials.is_private(&text) || credentials.is_credential(&text) || linked {
+                found.push(path.to_path_buf());
+                if ft.is_dir() {
+                    it.skip_current_dir();
+                }
+                if found.len() > MAX_MASKS {
+                    return Err(ToolError::failed(format!(
+                        "the roots hold more than {MAX_MASKS} credential files and folders to cover"
+                    )));
+                }
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
 /// The shell programs run: bash where there is one.
 pub fn shell() -> &'static str {
     if Path::new("/usr/bin/bash").is_file() || Path::new("/bin/bash").is_file() {

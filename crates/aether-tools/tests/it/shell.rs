@@ -300,6 +300,51 @@ async fn arguments_are_judged_where_the_kernel_would_take_them() {
     assert!(!tree.ws.join("repo/.git/hooks/pre-commit").exists());
 }
 
+/// A program that walks folders reads what no argument named: where bubblewrap runs, it
+/// runs with the credential files under the roots (and Aether's own) covered.
+#[tokio::test]
+async fn a_program_walking_the_root_never_reads_its_credential_files() {
+    if aether_tools::shell::Sandbox::detect().ready().is_err() {
+        eprintln!(
+            "a_program_walking_the_root_never_reads_its_credential_files: skipped (no sandbox)"
+        );
+        return;
+    }
+    let tree = Tree::new();
+    fs::write(tree.ws.join(".env"), "TOKEN=walked-secret\n").unwrap();
+    fs::create_dir_all(tree.ws.join("deploy/.ssh")).unwrap();
+    fs::write(
+        tree.ws.join("deploy/.ssh/id_ed25519"),
+        "walked-secret key\n",
+    )
+    .unwrap();
+    fs::write(
+        tree.ws.join("notes.txt"),
+        "walked-secret is not here, just this line\n",
+    )
+    .unwrap();
+    // A second name of a file outside the roots.
+    fs::write(tree.outside.join("key.pem"), "walked-secret pem\n").unwrap();
+    fs::hard_link(tree.outside.join("key.pem"), tree.ws.join("copy.txt")).unwrap();
+    let cx = cx_with(
+        &tree,
+        vec![rule("/usr/bin/grep", &["-r", "walked-secret"], None)],
+    );
+    let r = run(
+        &cx,
+        json!({"command": "/usr/bin/grep", "args": ["-r", "walked-secret"]}),
+    )
+    .await;
+    let shown = match &r {
+        Ok(o) => o.structured.clone().unwrap_or_default().to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(shown.contains("notes.txt"), "{shown}");
+    for secret in ["TOKEN=", "key\\n", "pem"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+}
+
 /// A URL argument is reached by the program itself: judged by the agent's egress policy
 /// (http/https), as a path (file), or refused (any other scheme).
 #[tokio::test]

@@ -394,6 +394,8 @@ fn tests_run_and_code_is_checked_inside_the_shell_sandbox() {
     );
     ws.write("scripts/ok.sh", "#!/bin/sh\necho fine\n");
     ws.write("scripts/broken.sh", "#!/bin/sh\nif then fi (\n");
+    // Named like an option: still checked as the file it is.
+    ws.write("scripts/-x.sh", "#!/bin/sh\nif then fi (\n");
     ws.write("data.unknownext", "x");
     let cfg = ws.path().join("aether.toml").display().to_string();
     let mut s = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "qa"]);
@@ -427,6 +429,11 @@ fn tests_run_and_code_is_checked_inside_the_shell_sandbox() {
         out["findings"].as_str().unwrap().contains("syntax error"),
         "{r}"
     );
+    let r = s.call(40, "analyze_code", json!({"path": "scripts/-x.sh"}));
+    let findings = r["result"]["structuredContent"]["findings"]
+        .as_str()
+        .unwrap_or("");
+    assert!(findings.contains("syntax error"), "{r}");
     let r = s.call(5, "analyze_code", json!({"path": "scripts/ok.sh"}));
     assert_eq!(r["result"]["structuredContent"]["clean"], true, "{r}");
     let r = s.call(6, "analyze_code", json!({"path": "data.unknownext"}));

@@ -503,11 +503,12 @@ impl Tool for AnalyzeCode {
                 is_error: false,
             });
         };
+        // `./NAME`: a file named like an option (`--rulesdir=x.js`) is never read as one.
         let command = format!(
             "{program} {}{}{} 2>&1",
             pre.join(" "),
             if pre.is_empty() { "" } else { " " },
-            quoted(&path)
+            quoted(&format!("./{path}"))
         );
         let cwd = (!dir_rel.is_empty()).then_some(dir_rel.as_str());
         let (exit_code, _, output) =

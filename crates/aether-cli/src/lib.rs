@@ -130,6 +130,9 @@ enum Command {
 
 /// Runs the command line and returns the process exit code.
 pub fn run() -> ExitCode {
+    // No other process of this user reads Aether's memory, environment or view of the files
+    // through `/proc/PID` (an upstream server or a command could otherwise find its keys).
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let cli = Cli::parse();
     // One stdio session is one stream of messages: a single-threaded runtime answers it with
     // fewer cross-thread wake-ups (file work still goes to the blocking pool). Everything else

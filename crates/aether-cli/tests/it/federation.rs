@@ -550,6 +550,14 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
         assert!(covered(seen.clone()), "the configuration: {seen}");
         let seen = size(&ws.path().join(".aether/aether.db"));
         assert!(covered(seen.clone()), "the store: {seen}");
+        // Nor through Aether's own view of the files (`/proc/PID/root`).
+        let around = std::path::PathBuf::from(format!("/proc/{}/root", srv.child.id()))
+            .join(key.strip_prefix("/").unwrap());
+        let seen = size(&around);
+        assert!(
+            seen.starts_with("unreadable"),
+            "the key through /proc: {seen}"
+        );
         ws.write("notes.txt", "hello");
         assert_eq!(size(&ws.path().join("notes.txt")), "5 bytes");
     }

@@ -114,13 +114,22 @@ impl Sandbox {
 
 /// Bubblewrap's arguments (before `--` and the program) that run a program on the whole
 /// filesystem as it is — same files, network and devices — except `hidden`, each covered where
-/// it exists (a file by an empty one, a folder by an empty one in memory): for a process that
-/// must not read Aether's own files (its store, its vault key, its configuration) but should
-/// otherwise run as it would. It dies with Aether.
+/// it exists (a file by an empty one, a folder by an empty one in memory), without
+/// capabilities: for a process that must not read Aether's own files (its store, its vault
+/// key, its configuration) but should otherwise run as it would. It dies with Aether.
 pub fn hiding(hidden: &[PathBuf]) -> Vec<OsString> {
-    let mut args: Vec<OsString> = ["--die-with-parent", "--dev-bind", "/", "/"]
-        .map(OsString::from)
-        .into();
+    // No capabilities (a program run by root could otherwise lift the covers, or reach the
+    // files through `/proc/PID/root` of Aether's process, which is not dumpable).
+    let mut args: Vec<OsString> = [
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+        "--dev-bind",
+        "/",
+        "/",
+    ]
+    .map(OsString::from)
+    .into();
     for path in hidden {
         match std::fs::symlink_metadata(path) {
             Ok(m) if m.is_dir() => {

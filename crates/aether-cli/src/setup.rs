@@ -257,6 +257,8 @@ pub async fn upstreams(
     let mut hidden = store.private_paths();
     hidden.push(vault_key_file(loaded));
     hidden.extend(loaded.file.iter().cloned());
+    // The rules file too: an upstream that could rewrite it would grant itself (hot reload).
+    hidden.push(rules_path(loaded).0);
     let credentials = aether_server::upstream::Credentials {
         store: store.clone(),
         key_file: vault_key_file(loaded),

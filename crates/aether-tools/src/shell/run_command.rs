@@ -164,7 +164,12 @@ impl Tool for RunCommand {
         let (exe, argv, covered): (String, Vec<std::ffi::OsString>, bool) = match sandbox().ready()
         {
             Ok(bwrap) => {
-                let mut wrapped = super::hiding(&super::secrets_in(&cx.roots)?);
+                let roots = cx.roots.clone();
+                let git = program_name(&rule.exe) == "git";
+                let secrets = tokio::task::spawn_blocking(move || super::secrets_in(&roots, git))
+                    .await
+                    .map_err(|e| ToolError::failed(format!("checking the roots failed: {e}")))??;
+                let mut wrapped = super::hiding(&secrets);
                 wrapped.extend([
                     "--chdir".into(),
                     cwd.as_os_str().to_owned(),

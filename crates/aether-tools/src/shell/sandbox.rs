@@ -119,9 +119,11 @@ impl Sandbox {
 /// key, its configuration) but should otherwise run as it would. It dies with Aether.
 pub fn hiding(hidden: &[PathBuf]) -> Vec<OsString> {
     // No capabilities (a program run by root could otherwise lift the covers, or reach the
-    // files through `/proc/PID/root` of Aether's process, which is not dumpable).
+    // files through `/proc/PID/root` of Aether's process, which is not dumpable); a session of
+    // its own (no terminal to type into).
     let mut args: Vec<OsString> = [
         "--die-with-parent",
+        "--new-session",
         "--cap-drop",
         "ALL",
         "--dev-bind",
@@ -130,28 +132,47 @@ pub fn hiding(hidden: &[PathBuf]) -> Vec<OsString> {
     ]
     .map(OsString::from)
     .into();
-    for path in hidden {
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_dir() => {
-                args.extend([OsString::from("--tmpfs"), path.as_os_str().to_owned()]);
-            }
-            Ok(_) => args.extend([
+    // Each path by its real place, made absolute and with links resolved: bubblewrap follows
+    // a link at a cover's destination (a dangling one would make it create the target), and
+    // a relative path would be read from `/`. What does not exist is not covered.
+    let mut covers: Vec<(PathBuf, bool)> = hidden
+        .iter()
+        .filter_map(|path| std::path::absolute(path).ok())
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .filter_map(|real| std::fs::metadata(&real).ok().map(|m| (real, m.is_dir())))
+        .collect();
+    covers.sort();
+    covers.dedup();
+    // A folder covered whole hides what is inside it: covering those too would put a mount
+    // on a path the empty folder does not have.
+    let folders: Vec<PathBuf> = covers
+        .iter()
+        .filter(|(_, dir)| *dir)
+        .map(|(p, _)| p.clone())
+        .collect();
+    for (path, is_dir) in &covers {
+        if folders.iter().any(|f| path != f && path.starts_with(f)) {
+            continue;
+        }
+        if *is_dir {
+            args.extend([OsString::from("--tmpfs"), path.as_os_str().to_owned()]);
+        } else {
+            args.extend([
                 OsString::from("--ro-bind"),
                 OsString::from("/dev/null"),
                 path.as_os_str().to_owned(),
-            ]),
-            Err(_) => {}
+            ]);
         }
     }
     args
 }
 
 /// What a program run on the whole filesystem (see [`hiding`]) must not read while it walks
-/// the roots: Aether's own files wherever they are, and under every root (links not followed;
-/// `.git` folders, which git reads, left alone) each credential file or folder and each file
-/// with a second name (which may be another name of a credential outside). More than the
-/// sandbox takes is refused.
-pub fn secrets_in(roots: &Roots) -> Result<Vec<PathBuf>, ToolError> {
+/// the roots: Aether's own files wherever they are, and under every root (links not followed)
+/// each credential file or folder and each file with a second name, and the configs of
+/// `.git` folders unless the program is `git` itself. More than the sandbox takes is refused, and so is a tree that could not be
+/// walked whole.
+pub fn secrets_in(roots: &Roots, git: bool) -> Result<Vec<PathBuf>, ToolError> {
     let credentials = roots.credentials();
     let mut found: Vec<PathBuf> = credentials
         .private_paths()
@@ -164,17 +185,41 @@ pub fn secrets_in(roots: &Roots) -> Result<Vec<PathBuf>, ToolError> {
             .min_depth(1)
             .into_iter();
         while let Some(entry) = it.next() {
-            // A folder that cannot be read cannot be read by the program either.
-            let Ok(entry) = entry else { continue };
+            let entry = match entry {
+                Ok(entry) => entry,
+                // A folder that cannot be read cannot be read by the program either.
+                Err(e)
+                    if e.io_error()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied) =>
+                {
+                    continue;
+                }
+                // Anything else was not seen, so not checked: nothing runs.
+                Err(e) => {
+                    return Err(ToolError::failed(format!(
+                        "{} could not be checked for credential files ({e}), so nothing ran",
+                        e.path().unwrap_or(&root.path).display()
+                    )));
+                }
+            };
             let (ft, path) = (entry.file_type(), entry.path());
             if ft.is_dir() && entry.file_name() == ".git" {
-                // git's own files are git's to read (its config was judged before it runs).
+                // git reads its own folder (its config was judged before it runs); for any
+                // other program, the configs are covered (remote URLs can carry tokens).
+                if !git {
+                    for name in ["config", "config.worktree"] {
+                        found.push(path.join(name));
+                    }
+                }
                 it.skip_current_dir();
                 continue;
             }
             let text = path.to_string_lossy();
+            // A file with a second name may be another name of a credential outside the roots
+            // (covered as in run_shell's sandbox).
             let linked = ft.is_file()
-                && std::fs::symlink_metadata(path)
+                && entry
+                    .metadata()
                     .is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1);
             if credentials.is_private(&text) || credentials.is_credential(&text) || linked {
                 found.push(path.to_path_buf());
@@ -718,4 +763,42 @@ fn git_target(entry: &Path, is_link: bool) -> Option<PathBuf> {
         std::fs::canonicalize(entry.parent()?.join(dir)).ok()?
     };
     target.is_dir().then_some(target)
+}
+
+#[cfg(test)]
+mod hiding_tests {
+    use super::*;
+
+    #[test]
+    fn covers_are_real_absolute_existing_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::write(base.join("key"), "k").unwrap();
+        std::fs::create_dir(base.join("store")).unwrap();
+        std::fs::write(base.join("store/db"), "d").unwrap();
+        // A link pointing nowhere: bubblewrap would create its target.
+        std::os::unix::fs::symlink(base.join("nowhere/x"), base.join("dangling")).unwrap();
+        std::os::unix::fs::symlink(base.join("key"), base.join("alias")).unwrap();
+        let args = hiding(&[
+            base.join("dangling"),
+            base.join("alias"),
+            base.join("store"),
+            base.join("store/db"),
+            base.join("missing"),
+        ]);
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let covered: Vec<&str> = shown
+            .windows(2)
+            .filter(|w| w[0] == "--tmpfs" || w[0] == "/dev/null")
+            .map(|w| w[1].as_str())
+            .collect();
+        let key = base.join("key").to_string_lossy().into_owned();
+        let store = base.join("store").to_string_lossy().into_owned();
+        assert_eq!(covered, [key.as_str(), store.as_str()], "{shown:?}");
+        assert!(!base.join("nowhere").exists());
+        assert!(shown.contains(&"--cap-drop".to_string()));
+    }
 }

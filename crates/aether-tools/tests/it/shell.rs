@@ -326,6 +326,16 @@ async fn a_program_walking_the_root_never_reads_its_credential_files() {
     // A second name of a file outside the roots.
     fs::write(tree.outside.join("key.pem"), "walked-secret pem\n").unwrap();
     fs::hard_link(tree.outside.join("key.pem"), tree.ws.join("copy.txt")).unwrap();
+    // A remote URL with a token in a repository's config; a credential-named link that
+    // points nowhere (covering it must not create its target).
+    fs::create_dir_all(tree.ws.join("repo/.git")).unwrap();
+    fs::write(
+        tree.ws.join("repo/.git/config"),
+        "[remote \"origin\"]\n\turl = https://walked-secret@example.com/x.git\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(tree.outside.join("gone/.env"), tree.ws.join("deploy/.env"))
+        .unwrap();
     let cx = cx_with(
         &tree,
         vec![rule("/usr/bin/grep", &["-r", "walked-secret"], None)],
@@ -340,9 +350,13 @@ async fn a_program_walking_the_root_never_reads_its_credential_files() {
         Err(e) => e.to_string(),
     };
     assert!(shown.contains("notes.txt"), "{shown}");
-    for secret in ["TOKEN=", "key\\n", "pem"] {
+    for secret in ["TOKEN=", "key\\n", "pem", "example.com"] {
         assert!(!shown.contains(secret), "{secret} in {shown}");
     }
+    assert!(
+        !tree.outside.join("gone").exists(),
+        "a cover made a file outside"
+    );
 }
 
 /// A URL argument is reached by the program itself: judged by the agent's egress policy

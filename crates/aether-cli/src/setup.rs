@@ -238,6 +238,7 @@ pub fn upstream_specs(loaded: &Loaded) -> Vec<aether_server::upstream::UpstreamS
                     args: u.args.clone(),
                     env: u.env.clone(),
                     env_credentials: u.env_credentials.clone(),
+                    uncovered: u.uncovered,
                 },
             },
             timeout: std::time::Duration::from_secs(u.timeout_seconds),

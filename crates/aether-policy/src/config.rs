@@ -92,6 +92,11 @@ pub struct RawUpstream {
     /// "fresh" (a new connection, and process, for every call, closed after it).
     #[serde(default)]
     pub session: UpstreamSession,
+    /// A command upstream runs where Aether's own files (vault key, store, configuration) are
+    /// covered, and does not start where bubblewrap cannot cover them — unless this is set:
+    /// then it runs as Aether's user, able to read them.
+    #[serde(default)]
+    pub uncovered: bool,
 }
 
 /// Where the vault's key lives (`[vault]`).
@@ -145,9 +150,10 @@ fn upstream_problems(name: &str, u: &RawUpstream) -> Vec<String> {
             }
         }
         (None, Some(url)) => {
-            if !u.args.is_empty() || !u.env.is_empty() || !u.env_credentials.is_empty() {
+            if !u.args.is_empty() || !u.env.is_empty() || !u.env_credentials.is_empty() || u.uncovered
+            {
                 problems.push(format!(
-                    "upstreams.{name}: args, env and env_credentials are for command upstreams; a url gets headers and credential"
+                    "upstreams.{name}: args, env, env_credentials and uncovered are for command upstreams; a url gets headers and credential"
                 ));
             }
             match url::Url::parse(url) {
@@ -831,6 +837,10 @@ mod tests {
                 "for command upstreams",
             ),
             ("command = \"x\"\ncredential = \"k\"", "for url upstreams"),
+            (
+                "url = \"https://a.example/mcp\"\nuncovered = true",
+                "for command upstreams",
+            ),
             (
                 "command = \"x\"\nenv_credentials = { T = \"a b\" }",
                 "not a credential name",

@@ -53,6 +53,8 @@ pub enum Endpoint {
         env: BTreeMap<String, String>,
         /// Environment variables whose values come from the vault: variable -> credential.
         env_credentials: BTreeMap<String, String>,
+        /// Started even where Aether's own files cannot be covered from it.
+        uncovered: bool,
     },
     Http {
         url: String,
@@ -178,6 +180,27 @@ struct Listing {
     template_patterns: Vec<regex::Regex>,
 }
 
+/// What starts a command upstream: bubblewrap covering Aether's files (`Some`), the command
+/// itself where the operator allowed it uncovered (`None`), or nothing, with why.
+fn launcher(
+    isolation: Result<PathBuf, String>,
+    uncovered: bool,
+    name: &str,
+) -> Result<Option<PathBuf>, String> {
+    match isolation {
+        Ok(bwrap) => Ok(Some(bwrap)),
+        Err(why) if uncovered => {
+            tracing::warn!(upstream = name, %why, "started uncovered: it can read Aether's own files");
+            Ok(None)
+        }
+        Err(why) => Err(format!(
+            "Aether's own files (vault key, store, configuration) cannot be covered from it here \
+             ({why}), so it was not started; install bubblewrap, or set upstreams.{name}.uncovered \
+             = true to run it able to read them"
+        )),
+    }
+}
+
 /// Bubblewrap, if it can make a sandbox here (asked once).
 fn isolation() -> Result<PathBuf, String> {
     static SANDBOX: std::sync::OnceLock<aether_tools::shell::Sandbox> = std::sync::OnceLock::new();
@@ -245,6 +268,7 @@ impl Upstream {
                 args,
                 env,
                 env_credentials,
+                uncovered,
             } => {
                 let mut secret_env = BTreeMap::new();
                 for (var, name) in env_credentials {
@@ -254,21 +278,15 @@ impl Upstream {
                 // Run where Aether's own files are covered, when bubblewrap can make such a
                 // place: an upstream is a process of Aether's user, which could otherwise read
                 // the vault key and decrypt every credential in the store.
-                let mut cmd = match isolation() {
-                    Ok(bwrap) => {
+                let mut cmd = match launcher(isolation(), *uncovered, &spec.name)? {
+                    Some(bwrap) => {
                         let mut cmd = tokio::process::Command::new(bwrap);
                         cmd.args(aether_tools::shell::hiding(&self.credentials.hidden))
                             .arg("--")
                             .arg(command);
                         cmd
                     }
-                    Err(why) => {
-                        static WARNED: std::sync::Once = std::sync::Once::new();
-                        WARNED.call_once(|| {
-                            tracing::warn!(%why, "stdio upstreams run without their view of Aether's files covered")
-                        });
-                        tokio::process::Command::new(command)
-                    }
+                    None => tokio::process::Command::new(command),
                 };
                 cmd.args(args)
                     .env_clear()
@@ -1535,6 +1553,18 @@ impl std::io::Write for Counter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_upstream_starts_covered_or_only_where_allowed_uncovered() {
+        let bwrap = PathBuf::from("/usr/bin/bwrap");
+        assert_eq!(launcher(Ok(bwrap.clone()), false, "fs"), Ok(Some(bwrap)));
+        assert_eq!(launcher(Err("no userns".into()), true, "fs"), Ok(None));
+        let refused = launcher(Err("no userns".into()), false, "fs").unwrap_err();
+        assert!(
+            refused.contains("upstreams.fs.uncovered") && refused.contains("no userns"),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn catalog_names_are_what_clients_accept_and_never_collide() {

@@ -157,6 +157,14 @@ impl Tool for Delegate {
         let outcome = start(&self.host, &cx, vec![(a.agent, a.task)])
             .await?
             .remove(0);
+        // Stopped because the run that made this call (or one above it) was stopped, which the
+        // delegated run may see before this call is cancelled: the call was cut short by that
+        // stop, as every call of a stopped run is.
+        if outcome.status == Status::Stopped
+            && (cx.cancel.is_cancelled() || caller_stopped(&self.host, &cx.session).await)
+        {
+            return Err(ToolError::Cancelled);
+        }
         let result = RunResult::of(&outcome);
         let text = match outcome.status {
             Status::Done => outcome.answer.clone().unwrap_or_default(),
@@ -173,6 +181,27 @@ impl Tool for Delegate {
             is_error: outcome.status != Status::Done,
         })
     }
+}
+
+/// Whether the run of `session` (`run:ID`), or one that started it, has been asked to stop.
+async fn caller_stopped(host: &Host, session: &str) -> bool {
+    let (Some(mut next), Some(pipeline)) = (
+        session.strip_prefix("run:").map(String::from),
+        host.pipeline(),
+    ) else {
+        return false;
+    };
+    for _ in 0..=MAX_DEPTH {
+        match pipeline.store().run(&next).await {
+            Ok(Some(run)) if run.stop_by.is_some() => return true,
+            Ok(Some(run)) => match run.parent {
+                Some(parent) => next = parent,
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
+    false
 }
 
 #[derive(Deserialize, JsonSchema)]

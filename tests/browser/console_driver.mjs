@@ -86,8 +86,13 @@ async function answer(r) {
       await page.waitForSelector("nav a.active[data-page=audit]");
       await page.fill("input[name=call_id]", r.call_id);
       await page.click("form.row button[type=submit]");
+      // The search has answered when the table holds that call's rows and no other (the
+      // unfiltered table may already show it: returning then would race the search).
+      await page.waitForFunction((id) => {
+        const rows = [...document.querySelectorAll("tr[data-call]")];
+        return rows.length > 0 && rows.every((row) => row.dataset.call === id);
+      }, r.call_id, { timeout: 30000 });
       const row = page.locator(`tr[data-call="${r.call_id}"]`);
-      await row.first().waitFor({ timeout: 30000 });
       return { rows: await row.count(), text: await row.first().innerText() };
     }
     case "export": {

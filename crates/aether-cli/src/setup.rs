@@ -255,14 +255,15 @@ pub async fn upstreams(
     loaded: &Loaded,
     store: &Store,
 ) -> (Arc<aether_server::upstream::Upstreams>, Vec<Arc<dyn Tool>>) {
+    let key_file = vault_key_file(loaded);
     let mut hidden = store.private_paths();
-    hidden.push(vault_key_file(loaded));
+    hidden.push(key_file.clone());
     hidden.extend(loaded.file.iter().cloned());
     // The rules file too: an upstream that could rewrite it would grant itself (hot reload).
     hidden.push(rules_path(loaded).0);
     let credentials = aether_server::upstream::Credentials {
         store: store.clone(),
-        key_file: vault_key_file(loaded),
+        key_file,
         hidden,
     };
     let (upstreams, tools, problems) =

@@ -201,15 +201,6 @@ fn launcher(
     }
 }
 
-/// Bubblewrap, if it can make a sandbox here (asked once).
-fn isolation() -> Result<PathBuf, String> {
-    static SANDBOX: std::sync::OnceLock<aether_tools::shell::Sandbox> = std::sync::OnceLock::new();
-    SANDBOX
-        .get_or_init(aether_tools::shell::Sandbox::detect)
-        .ready()
-        .map(Path::to_path_buf)
-}
-
 /// One upstream: its connection, and what it offered when last listed.
 pub struct Upstream {
     spec: UpstreamSpec,
@@ -278,7 +269,13 @@ impl Upstream {
                 // Run where Aether's own files are covered, when bubblewrap can make such a
                 // place: an upstream is a process of Aether's user, which could otherwise read
                 // the vault key and decrypt every credential in the store.
-                let mut cmd = match launcher(isolation(), *uncovered, &spec.name)? {
+                let mut cmd = match launcher(
+                    aether_tools::shell::Sandbox::shared()
+                        .ready()
+                        .map(Path::to_path_buf),
+                    *uncovered,
+                    &spec.name,
+                )? {
                     Some(bwrap) => {
                         let mut cmd = tokio::process::Command::new(bwrap);
                         cmd.args(aether_tools::shell::hiding(&self.credentials.hidden))

@@ -140,7 +140,8 @@ impl Tool for RunCommand {
             .iter()
             .map(|a| a.to_string())
             .collect();
-        if program_name(&rule.exe) == "git" {
+        let git = program_name(&rule.exe) == "git";
+        if git {
             // The repository git uses is the one Aether checked, inside the root: git would
             // otherwise keep looking upward, out of it.
             let git_dir = refuse_git_programs(&rule.exe, &cwd, &root.path).await?;
@@ -161,30 +162,32 @@ impl Tool for RunCommand {
         // The program runs on the filesystem as it is, but where bubblewrap can, with Aether's
         // own files and the credential files under the roots covered: a program that walks
         // folders (`grep -r`, `tar c .`) reads what no argument named.
-        let (exe, argv, covered): (String, Vec<std::ffi::OsString>, bool) = match sandbox().ready()
-        {
-            Ok(bwrap) => {
-                let roots = cx.roots.clone();
-                let git = program_name(&rule.exe) == "git";
-                let secrets = tokio::task::spawn_blocking(move || super::secrets_in(&roots, git))
-                    .await
-                    .map_err(|e| ToolError::failed(format!("checking the roots failed: {e}")))??;
-                let mut wrapped = super::hiding(&secrets);
-                wrapped.extend([
-                    "--chdir".into(),
-                    cwd.as_os_str().to_owned(),
-                    "--".into(),
-                    rule.exe.clone().into(),
-                ]);
-                wrapped.extend(argv.into_iter().map(Into::into));
-                (bwrap.to_string_lossy().into_owned(), wrapped, true)
-            }
-            Err(_) => (
-                rule.exe.clone(),
-                argv.into_iter().map(Into::into).collect(),
-                false,
-            ),
-        };
+        let (exe, argv, covered): (String, Vec<std::ffi::OsString>, bool) =
+            match super::Sandbox::shared().ready() {
+                Ok(bwrap) => {
+                    let roots = cx.roots.clone();
+                    let secrets =
+                        tokio::task::spawn_blocking(move || super::secrets_in(&roots, git))
+                            .await
+                            .map_err(|e| {
+                                ToolError::failed(format!("checking the roots failed: {e}"))
+                            })??;
+                    let mut wrapped = super::hiding(&secrets);
+                    wrapped.extend([
+                        "--chdir".into(),
+                        cwd.as_os_str().to_owned(),
+                        "--".into(),
+                        rule.exe.clone().into(),
+                    ]);
+                    wrapped.extend(argv.into_iter().map(Into::into));
+                    (bwrap.to_string_lossy().into_owned(), wrapped, true)
+                }
+                Err(_) => (
+                    rule.exe.clone(),
+                    argv.into_iter().map(Into::into).collect(),
+                    false,
+                ),
+            };
         let home = Home::new(&cx.call_id)?;
         let home_dir = home.dir.to_string_lossy().into_owned();
         let env = process::environment(&home_dir, &home_dir);
@@ -217,12 +220,6 @@ impl Tool for RunCommand {
         )
         .await
     }
-}
-
-/// Bubblewrap, found once.
-fn sandbox() -> &'static super::Sandbox {
-    static SANDBOX: std::sync::OnceLock<super::Sandbox> = std::sync::OnceLock::new();
-    SANDBOX.get_or_init(super::Sandbox::detect)
 }
 
 /// Refuses a caller's argument that names a path outside every root, a credential file, one

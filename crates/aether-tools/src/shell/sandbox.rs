@@ -88,6 +88,13 @@ impl Sandbox {
         }
     }
 
+    /// The one [`Sandbox::detect`] of this process, for callers without their own (its probe
+    /// runs once).
+    pub fn shared() -> &'static Sandbox {
+        static SHARED: OnceLock<Sandbox> = OnceLock::new();
+        SHARED.get_or_init(Sandbox::detect)
+    }
+
     /// Bubblewrap at `path` (tests; a path that is not there gives no sandbox).
     pub fn at(path: impl Into<PathBuf>) -> Sandbox {
         Sandbox {
@@ -110,6 +117,24 @@ impl Sandbox {
             .clone()
             .map(|()| bwrap.as_path())
     }
+}
+
+/// The covers to make of `masks` (path, whether a folder): sorted, once each, and none inside
+/// a covered folder — it is gone with the folder, and could not be covered again (the empty
+/// folder has no such path).
+fn outermost(mut masks: Vec<(PathBuf, bool)>) -> Vec<(PathBuf, bool)> {
+    masks.sort();
+    masks.dedup();
+    let mut kept: Vec<(PathBuf, bool)> = Vec::new();
+    for (path, is_dir) in masks {
+        if !kept
+            .iter()
+            .any(|(k, dir)| *dir && path.starts_with(k) && path != *k)
+        {
+            kept.push((path, is_dir));
+        }
+    }
+    kept
 }
 
 /// Bubblewrap's arguments (before `--` and the program) that run a program on the whole
@@ -135,25 +160,13 @@ pub fn hiding(hidden: &[PathBuf]) -> Vec<OsString> {
     // Each path by its real place, made absolute and with links resolved: bubblewrap follows
     // a link at a cover's destination (a dangling one would make it create the target), and
     // a relative path would be read from `/`. What does not exist is not covered.
-    let mut covers: Vec<(PathBuf, bool)> = hidden
+    let covers: Vec<(PathBuf, bool)> = hidden
         .iter()
         .filter_map(|path| std::path::absolute(path).ok())
         .filter_map(|path| std::fs::canonicalize(path).ok())
         .filter_map(|real| std::fs::metadata(&real).ok().map(|m| (real, m.is_dir())))
         .collect();
-    covers.sort();
-    covers.dedup();
-    // A folder covered whole hides what is inside it: covering those too would put a mount
-    // on a path the empty folder does not have.
-    let folders: Vec<PathBuf> = covers
-        .iter()
-        .filter(|(_, dir)| *dir)
-        .map(|(p, _)| p.clone())
-        .collect();
-    for (path, is_dir) in &covers {
-        if folders.iter().any(|f| path != f && path.starts_with(f)) {
-            continue;
-        }
+    for (path, is_dir) in &outermost(covers) {
         if *is_dir {
             args.extend([OsString::from("--tmpfs"), path.as_os_str().to_owned()]);
         } else {
@@ -504,20 +517,7 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
     }
     let empty = layout.scratch.join("empty");
     let empty_dir = layout.scratch.join("empty.d");
-    hide.masks.sort();
-    hide.masks.dedup();
-    // A path inside a covered folder is gone with it (and could not be covered again: the
-    // empty folder is read-only).
-    let mut kept: Vec<(PathBuf, bool)> = Vec::new();
-    for (path, is_dir) in std::mem::take(&mut hide.masks) {
-        if !kept
-            .iter()
-            .any(|(k, dir)| *dir && path.starts_with(k) && path != *k)
-        {
-            kept.push((path, is_dir));
-        }
-    }
-    for (path, is_dir) in &kept {
+    for (path, is_dir) in &outermost(std::mem::take(&mut hide.masks)) {
         let source = if *is_dir { &empty_dir } else { &empty };
         args.push("--ro-bind".into());
         args.push(source.as_os_str().to_owned());

@@ -51,6 +51,14 @@ fn out(result: &Result<ToolOutput, ToolError>) -> &Value {
         .unwrap()
 }
 
+/// Asserts that the call is refused before anything runs, with `want` in the error.
+async fn refused(cx: &CallContext, args: Value, want: &str) {
+    match run(cx, args.clone()).await {
+        Err(e) => assert!(e.to_string().contains(want), "{args}: {e}"),
+        Ok(o) => panic!("{args} ran: {o:?}"),
+    }
+}
+
 /// An executable script in the root.
 fn script(tree: &Tree, name: &str, body: &str) -> String {
     let path = tree.ws.join(name);
@@ -170,11 +178,7 @@ async fn only_the_allowlist_runs_with_only_its_options() {
             "more than one name",
         ),
     ] {
-        let r = run(&cx, args.clone()).await;
-        match (&r, want) {
-            (Err(e), want) => assert!(e.to_string().contains(want), "{args}: {e}"),
-            (Ok(o), _) => panic!("{args} ran: {o:?}"),
-        }
+        refused(&cx, args, want).await;
     }
     assert!(tree.ws.join("a.txt").exists(), "find -delete did not run");
     // The working folder stays inside the root.
@@ -289,11 +293,7 @@ async fn arguments_are_judged_where_the_kernel_would_take_them() {
             "outside every root",
         ),
     ] {
-        let r = run(&cx, args.clone()).await;
-        match (&r, want) {
-            (Err(e), want) => assert!(e.to_string().contains(want), "{args}: {e}"),
-            (Ok(o), _) => panic!("{args} ran: {o:?}"),
-        }
+        refused(&cx, args, want).await;
     }
     assert!(!tree.outside.join("new.txt").exists());
     assert!(!tree.outside.join("d1/made.txt").exists());

@@ -218,7 +218,7 @@ def main():
         "--target-dir", str(tools_target)])
     tools = tools_target / "release"
     sh(["cargo", "build", "--release", "-q", "--bin", "aether"], cwd=ROOT)
-    if not only or "floors" in only:
+    if not only or "floors" in only or "edit" in only:
         sh(["cargo", "build", "--release", "-q", "-p", "aether-store", "--example", "floor"], cwd=ROOT)
     aether = ROOT / "target" / "release" / "aether"
     ws = bench / "ws"
@@ -370,6 +370,23 @@ def main():
                     "--stdio", aether_stdio(), "--tool", "edit_file",
                     "--args", json.dumps({"root": "ed", "path": "e.txt", "search": "MARK", "replace": "y\nMARK"}),
                     "-n", str(n_edit), "-c", str(c)])))
+                # The floor: edits' durable steps alone (receipt, journal, the new content's
+                # fsync, rename, the folder's fsync, audit row; batched at c=16 as Aether
+                # batches them), no MCP, no edit algorithm.
+                floor_dir = bench / "floor"
+                shutil.rmtree(floor_dir, ignore_errors=True)
+                floor_dir.mkdir()
+                floor_bin = str(ROOT / "target/release/examples/floor")
+                out = subprocess.run([floor_bin, str(floor_dir), str(c), str(n_edit), "edit"],
+                                     capture_output=True, text=True, check=True)
+                runs.append(("edit floor c%d" % c, json.loads(out.stdout.strip().splitlines()[-1])))
+            # Whether the storage overlaps two fsyncs (if not, a call's durable writes cost
+            # their number, however they are spread over threads).
+            out = subprocess.run([floor_bin, str(floor_dir), "400", "fsyncs"], capture_output=True, text=True,
+                                 check=True)
+            two = json.loads(out.stdout.strip().splitlines()[-1])
+            runs.append(("fsync two in turn", {"p50_us": two["two_in_turn_us"]}))
+            runs.append(("fsync two at once", {"p50_us": two["two_at_once_us"]}))
         if want("tree"):
             # The whole tree as a tree: the filesystem server's directory_tree vs Aether's list_files
             # (every entry, hidden and ignored ones too, as find sees them) vs a bare find.
@@ -530,6 +547,12 @@ def main():
         ("regex AKIA[0-9A-Z]{16}, whole tree (p50 µs)", "rg regex", "aether regex", "p50_us", "≤ 1.5× rg's time"),
         ("edit_file 4 KiB, stdio, c=1 (calls/s)", "fs edit c1", "aether edit c1", "calls_per_s", "≥ 1.5×"),
         ("edit_file 4 KiB, stdio, c=16 (calls/s)", "fs edit c16", "aether edit c16", "calls_per_s", "≥ 4×"),
+        ("floor: an edit's durable steps alone, c=1 (calls/s)", "fs edit c1", "edit floor c1", "calls_per_s",
+         "≥ 1.5× for the edit target to be reachable"),
+        ("floor: edits' durable steps alone, c=16 (calls/s)", "fs edit c16", "edit floor c16", "calls_per_s",
+         "≥ 4× for the edit target to be reachable"),
+        ("storage: two fsyncs at once vs in turn (p50 µs)", "fsync two in turn", "fsync two at once", "p50_us",
+         "(reference)"),
         ("whole tree as a tree (p50 µs per call)", "fs tree", "aether tree", "p50_us", "≥ 5× faster"),
         ("whole tree: bare find vs list_files (p50 µs)", "find", "aether tree", "p50_us", "≤ 2.5× find's time"),
         ("server-filesystem read_text_file through Aether, c=1 (p50 µs)", "fs direct c1", "aether fed c1", "p50_us",
@@ -571,6 +594,8 @@ def main():
             ratio = f"{o / p:.2f}× the peer's time"
         elif ours == "store floor c1" and key == "p50_us":
             ratio = f"direct + store = {(p + o) / p:.2f}× the direct call's time"
+        elif peer == "fsync two in turn":
+            ratio = f"{o / p:.2f}× the time in turn"
         elif peer.startswith("fs direct"):
             ratio = f"{o / p:.2f}× the direct call's time"
         else:

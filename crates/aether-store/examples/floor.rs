@@ -10,14 +10,27 @@
 //! `bare` drops the audit's four search indexes (by tool, outcome, call id and time; they keep
 //! audit search flat at 10 million rows) first, to show what they cost each call.
 //!
-//! Prints one JSON line: calls per second, p50 and p99 of a call's two commits in µs, and the
-//! process's CPU time per call (user + system, all threads) in µs. `scripts/bench.py --only
-//! floors` runs it beside the peers whose targets it bounds.
+//! `edit` adds, between the receipt and the audit row, the durable steps an `edit_file` of a
+//! 4 KiB file takes, as Aether takes them: the edits queued for the file handed to a batcher
+//! thread, which commits their journal entries with the old contents, writes the new content
+//! to a temporary file and fsyncs it, renames it over the file and fsyncs the folder. No MCP,
+//! no edit algorithm, no diff, no checks: the least a journalled, receipted edit costs here.
+
+//! `floor DIR ROUNDS fsyncs` instead times one fsync, two in turn and two at once (whether
+//! the storage overlaps them; see [`two_fsyncs`]).
+//!
+//! Prints one JSON line: calls per second, p50 and p99 of a call (its commits and, for `edit`,
+//! its file steps) in µs, and the process's CPU time per call (user + system, all threads) in
+//! µs. `scripts/bench.py --only floors` runs it beside the peers whose targets it bounds.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use aether_store::{AdmissionReceipt, AuditEvent, Store};
+use std::io::Write;
+
+use aether_store::{
+    AdmissionReceipt, AuditEvent, JournalEntry, JournalOp, JournalWrite, Store, content_hash,
+};
 
 /// The process's CPU time (user + system, all threads) in µs, from `/proc/self/stat` (whose
 /// clock ticks are 10 ms: runs of a second or more keep that under 1 %).
@@ -34,7 +47,12 @@ fn cpu_us() -> i64 {
     ticks * 10_000
 }
 
-async fn one_call(store: &Store, n: u64, alone: bool) {
+async fn one_call(
+    store: &Store,
+    n: u64,
+    alone: bool,
+    edits: Option<&std::sync::mpsc::Sender<Queued>>,
+) {
     let call_id = format!("floor-{}-{n:012}", std::process::id());
     let at_us = n as i64;
     let receipt = AdmissionReceipt {
@@ -54,6 +72,11 @@ async fn one_call(store: &Store, n: u64, alone: bool) {
         store.admit(receipt).await
     };
     admitted.expect("receipt");
+    if let Some(edits) = edits {
+        let (done, edited) = tokio::sync::oneshot::channel();
+        edits.send((call_id.clone(), n, done)).expect("the batcher");
+        edited.await.expect("the edit");
+    }
     // A Standard-tier row of a 4 KiB read: the arguments whole, the result summarized.
     let event = AuditEvent {
         at_us,
@@ -83,17 +106,148 @@ async fn one_call(store: &Store, n: u64, alone: bool) {
     audited.expect("audit");
 }
 
+/// Whether this machine's storage overlaps two fsyncs: the p50 of one 4 KiB overwrite and
+/// fsync, of two (in two files) in turn, and of the same two on two threads at once. Where two
+/// at once take as long as two in turn, a call's durable writes cost their number, however
+/// they are spread over threads.
+fn two_fsyncs(dir: &std::path::Path, rounds: usize) {
+    use std::os::unix::fs::FileExt;
+    let open = |name: &str| {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.join(name))
+            .expect("a test file");
+        f.write_all_at(&[b'x'; 65536], 0).expect("write");
+        f.sync_all().expect("fsync");
+        f
+    };
+    let (a, b) = (Arc::new(open("fsync-a")), Arc::new(open("fsync-b")));
+    let one = |f: &std::fs::File, i: usize| {
+        f.write_all_at(&[b'y'; 4096], (i % 16) as u64 * 4096)
+            .expect("write");
+        f.sync_all().expect("fsync");
+    };
+    let p50 = |run: &dyn Fn(usize)| {
+        let mut times: Vec<u128> = (0..rounds)
+            .map(|i| {
+                let t = Instant::now();
+                run(i);
+                t.elapsed().as_micros()
+            })
+            .collect();
+        times.sort_unstable();
+        times[times.len() / 2]
+    };
+    let single = p50(&|i| one(&a, i));
+    let in_turn = p50(&|i| {
+        one(&a, i);
+        one(&b, i);
+    });
+    let at_once = p50(&|i| {
+        std::thread::scope(|s| {
+            s.spawn(|| one(&b, i));
+            one(&a, i);
+        })
+    });
+    println!(
+        "{}",
+        serde_json::json!({"one_us": single, "two_in_turn_us": in_turn, "two_at_once_us": at_once})
+    );
+}
+
+/// An edit waiting for the batcher: its call and number, and where to say it is done.
+type Queued = (String, u64, tokio::sync::oneshot::Sender<()>);
+
+/// The edit batcher, as Aether's: a thread of its own takes every edit queued for the file
+/// and makes them durable together (module docs): one journal commit (each edit's entry and
+/// old content), one temporary file fsynced, one rename, one folder fsync.
+fn edit_batcher(store: Arc<Store>, dir: std::path::PathBuf) -> std::sync::mpsc::Sender<Queued> {
+    let (tx, rx) = std::sync::mpsc::channel::<Queued>();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("the batcher's runtime");
+        let file = dir.join("e.txt");
+        while let Ok(first) = rx.recv() {
+            let batch: Vec<Queued> = std::iter::once(first).chain(rx.try_iter()).collect();
+            let mut text = std::fs::read(&file).expect("the edited file");
+            let (mut entries, mut blobs) = (Vec::new(), Vec::new());
+            for (call_id, n, _) in &batch {
+                let before = content_hash(&text);
+                let old = text.clone();
+                // Each edit adds a line and keeps the file about 4 KiB.
+                text.drain(..text.len().saturating_sub(4096));
+                text.extend_from_slice(format!("{n}\n").as_bytes());
+                entries.push(JournalEntry {
+                    id: 0,
+                    at_us: *n as i64,
+                    call_id: call_id.clone(),
+                    session: "floor".into(),
+                    agent: "default".into(),
+                    tool: "edit_file".into(),
+                    op: JournalOp::Write,
+                    root: "ed".into(),
+                    path: "e.txt".into(),
+                    dest: None,
+                    before_hash: Some(before.clone()),
+                    before_mode: Some(0o644),
+                    after_hash: Some(content_hash(&text)),
+                    undoes: None,
+                    reverted_by: None,
+                });
+                blobs.push((before, old));
+            }
+            let write = JournalWrite {
+                entries,
+                blobs,
+                reverts: Vec::new(),
+            };
+            runtime
+                .block_on(store.journal_alone(write))
+                .expect("journal");
+            let tmp = dir.join(".floor-tmp");
+            let mut f = std::fs::File::create(&tmp).expect("temporary file");
+            f.write_all(&text).expect("write");
+            f.sync_all().expect("fsync");
+            std::fs::rename(&tmp, &file).expect("rename");
+            std::fs::File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .expect("folder fsync");
+            for (_, _, done) in batch {
+                let _ = done.send(());
+            }
+        }
+    });
+    tx
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (dir, concurrency, calls, bare) = match &args[..] {
-        [dir, c, n] => (dir, c, n, false),
-        [dir, c, n, bare] if bare == "bare" => (dir, c, n, true),
+    let (dir, concurrency, calls, mode) = match &args[..] {
+        [dir, n, fsyncs] if fsyncs == "fsyncs" => {
+            two_fsyncs(
+                std::path::Path::new(dir),
+                n.parse().expect("ROUNDS is a number"),
+            );
+            return;
+        }
+        [dir, c, n] => (dir, c, n, ""),
+        [dir, c, n, mode] if mode == "bare" || mode == "edit" => (dir, c, n, mode.as_str()),
         _ => {
-            eprintln!("usage: floor DIR CONCURRENCY CALLS [bare]");
+            eprintln!("usage: floor DIR CONCURRENCY CALLS [bare|edit]  |  floor DIR ROUNDS fsyncs");
             std::process::exit(2);
         }
     };
+    let (bare, edit) = (mode == "bare", mode == "edit");
     let concurrency: u64 = concurrency.parse().expect("CONCURRENCY is a number");
+    let edit_dir = std::path::Path::new(dir).join("edit");
+    if edit {
+        std::fs::create_dir_all(&edit_dir).expect("the edit folder");
+        std::fs::write(edit_dir.join("e.txt"), "x".repeat(4096)).expect("the edited file");
+    }
     let calls: u64 = calls.parse().expect("CALLS is a number");
     let path = std::path::Path::new(dir).join("floor.db");
     if bare {
@@ -113,16 +267,18 @@ fn main() {
         .build()
         .expect("runtime");
     let store = Arc::new(store);
+    let edits = edit.then(|| edit_batcher(store.clone(), edit_dir));
     let (wall, cpu, mut times) = runtime.block_on(async {
         // Warm up: the statements prepared, the file grown.
         for n in 0..200 {
-            one_call(&store, u64::MAX / 2 + n, concurrency == 1).await;
+            one_call(&store, u64::MAX / 2 + n, concurrency == 1, edits.as_ref()).await;
         }
         let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (cpu0, start) = (cpu_us(), Instant::now());
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..concurrency {
             let (store, next) = (store.clone(), next.clone());
+            let edits = edits.clone();
             tasks.spawn(async move {
                 let mut times = Vec::new();
                 loop {
@@ -131,7 +287,7 @@ fn main() {
                         return times;
                     }
                     let t = Instant::now();
-                    one_call(&store, n, concurrency == 1).await;
+                    one_call(&store, n, concurrency == 1, edits.as_ref()).await;
                     times.push(t.elapsed().as_micros() as u64);
                 }
             });
@@ -150,6 +306,7 @@ fn main() {
             "calls": calls,
             "conc": concurrency,
             "bare": bare,
+            "edit": edit,
             "calls_per_s": (calls as f64 / wall.as_secs_f64()).round(),
             "p50_us": pick(0.5),
             "p99_us": pick(0.99),

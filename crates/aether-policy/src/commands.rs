@@ -33,6 +33,12 @@ pub struct CommandRule {
     /// Options allowed after the prefix (`--short`, `-n`, `--format`); none when unset.
     #[serde(default)]
     pub flags: Option<Vec<String>>,
+    /// Run this command even where bubblewrap cannot cover Aether's own files (vault key,
+    /// store, configuration) and the roots' credential files from it: the program then reads
+    /// whatever Aether's user can, whatever its arguments name. Off (the default), such a call
+    /// is refused.
+    #[serde(default)]
+    pub uncovered: bool,
 }
 
 /// Programs that run other programs: never an entry.
@@ -612,6 +618,7 @@ mod tests {
 
     fn rule(exe: &str, prefix: &[&str], flags: Option<&[&str]>) -> CommandRule {
         CommandRule {
+            uncovered: false,
             exe: exe.into(),
             prefix: prefix.iter().map(|s| s.to_string()).collect(),
             flags: flags.map(|f| f.iter().map(|s| s.to_string()).collect()),

@@ -8,8 +8,10 @@
 //! when the command ends or runs out of time. Output is captured and capped, keeping its head
 //! and its tail. `git` runs with overrides that switch off repository-defined programs, and is
 //! refused in a repository whose config defines any. Arguments that name paths or URLs are
-//! judged (`confine_arguments`, `confine_urls`); where bubblewrap runs, the program sees the
-//! filesystem with Aether's files and the roots' credential files covered (`hiding`).
+//! judged (`confine_arguments`, `confine_urls`). The program runs under bubblewrap, which
+//! shows it the filesystem with Aether's files and the roots' credential files covered
+//! (`hiding`) and the names of its URL arguments held to their vetted addresses
+//! (`pin_names`); where bubblewrap cannot, only a command whose entry says `uncovered` runs.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -157,38 +159,36 @@ impl Tool for RunCommand {
         }
         let rest = &args.args[rule.prefix.len().min(args.args.len())..];
         confine_arguments(&cx, &cwd, rest)?;
-        confine_urls(&cx, &cwd, rest).await?;
+        let pins = confine_urls(&cx, &cwd, rest).await?;
         argv.extend(args.args.iter().cloned());
         // The program runs on the filesystem as it is, but where bubblewrap can, with Aether's
         // own files and the credential files under the roots covered: a program that walks
         // folders (`grep -r`, `tar c .`) reads what no argument named.
-        let (exe, argv, covered): (String, Vec<std::ffi::OsString>, bool) =
-            match super::Sandbox::shared().ready() {
-                Ok(bwrap) => {
-                    let roots = cx.roots.clone();
-                    let secrets =
-                        tokio::task::spawn_blocking(move || super::secrets_in(&roots, git))
-                            .await
-                            .map_err(|e| {
-                                ToolError::failed(format!("checking the roots failed: {e}"))
-                            })??;
-                    let mut wrapped = super::hiding(&secrets);
-                    wrapped.extend([
-                        "--chdir".into(),
-                        cwd.as_os_str().to_owned(),
-                        "--".into(),
-                        rule.exe.clone().into(),
-                    ]);
-                    wrapped.extend(argv.into_iter().map(Into::into));
-                    (bwrap.to_string_lossy().into_owned(), wrapped, true)
-                }
-                Err(_) => (
-                    rule.exe.clone(),
-                    argv.into_iter().map(Into::into).collect(),
-                    false,
-                ),
-            };
+        let sandbox = cover(super::Sandbox::shared().ready(), rule)?;
         let home = Home::new(&cx.call_id)?;
+        let (exe, argv, covered): (String, Vec<std::ffi::OsString>, bool) = match sandbox {
+            Some(bwrap) => {
+                let roots = cx.roots.clone();
+                let secrets = tokio::task::spawn_blocking(move || super::secrets_in(&roots, git))
+                    .await
+                    .map_err(|e| ToolError::failed(format!("checking the roots failed: {e}")))??;
+                let mut wrapped = super::hiding(&secrets);
+                wrapped.extend(pin_names(&pins, &home.dir)?);
+                wrapped.extend([
+                    "--chdir".into(),
+                    cwd.as_os_str().to_owned(),
+                    "--".into(),
+                    rule.exe.clone().into(),
+                ]);
+                wrapped.extend(argv.into_iter().map(Into::into));
+                (bwrap.to_string_lossy().into_owned(), wrapped, true)
+            }
+            None => (
+                rule.exe.clone(),
+                argv.into_iter().map(Into::into).collect(),
+                false,
+            ),
+        };
         let home_dir = home.dir.to_string_lossy().into_owned();
         let env = process::environment(&home_dir, &home_dir);
         let shown: Vec<&str> = std::iter::once(rule.exe.as_str())
@@ -219,6 +219,80 @@ impl Tool for RunCommand {
             },
         )
         .await
+    }
+}
+
+/// The addresses the names in a call's URL arguments were vetted at, by name (lowercase,
+/// without a final dot).
+type Pins = std::collections::BTreeMap<String, Vec<std::net::IpAddr>>;
+
+/// The sandbox's arguments that make the program find each name of `pins` at the addresses it
+/// was vetted at: a hosts file (in the call's `home`) read before DNS, with those names first
+/// and then the machine's own entries, in place of `/etc/hosts`. Without it, a name that
+/// answered with a public address when Aether looked could answer with a private one when the
+/// program looks (DNS rebinding). Nothing where there is nothing to pin; refused where
+/// `/etc/hosts` is not a plain file that can be covered.
+fn pin_names(pins: &Pins, home: &Path) -> Result<Vec<std::ffi::OsString>, ToolError> {
+    if pins.is_empty() {
+        return Ok(Vec::new());
+    }
+    let system = Path::new("/etc/hosts");
+    if !std::fs::symlink_metadata(system).is_ok_and(|m| m.is_file()) {
+        return Err(ToolError::denied(
+            "egress:rebinding",
+            "a URL argument's name cannot be held to the address it was vetted at here (/etc/hosts \
+             is not a plain file to cover); nothing ran",
+        ));
+    }
+    let machine = std::fs::read_to_string(system).unwrap_or_default();
+    let file = home.join("hosts");
+    std::fs::write(&file, hosts_text(pins, &machine))
+        .map_err(|e| ToolError::failed(format!("cannot write the sandbox's hosts file: {e}")))?;
+    Ok(vec![
+        "--ro-bind".into(),
+        file.into_os_string(),
+        system.as_os_str().to_owned(),
+    ])
+}
+
+/// A hosts file naming each pinned name (also with a final dot) at its vetted addresses, ahead
+/// of `machine`'s own lines (the first line that names a host is the one read).
+fn hosts_text(pins: &Pins, machine: &str) -> String {
+    let mut text = String::from("# run_command: names held to the addresses Aether vetted\n");
+    for (name, addresses) in pins {
+        let mut seen = std::collections::BTreeSet::new();
+        for address in addresses.iter().filter(|a| seen.insert(**a)) {
+            text.push_str(&format!("{address} {name} {name}.\n"));
+        }
+    }
+    text.push_str(machine);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+/// The sandbox a command runs in (`Some`: bubblewrap, covering Aether's own files and the
+/// roots' credential files), none where its rule allows it uncovered, or a refusal.
+fn cover<'a>(
+    sandbox: Result<&'a Path, String>,
+    rule: &CommandRule,
+) -> Result<Option<&'a Path>, ToolError> {
+    match sandbox {
+        Ok(bwrap) => Ok(Some(bwrap)),
+        Err(why) if rule.uncovered => {
+            tracing::warn!(exe = %rule.exe, %why, "run_command runs uncovered: the program can read Aether's own files");
+            Ok(None)
+        }
+        Err(why) => Err(ToolError::denied(
+            "sandbox",
+            format!(
+                "{} was not run: Aether's own files and the roots' credential files cannot be \
+                 covered from it here ({why}). The operator can install bubblewrap, or set \
+                 uncovered = true on its rule in projects.NAME.commands to run it able to read them",
+                rule.exe
+            ),
+        )),
     }
 }
 
@@ -270,8 +344,9 @@ fn path_candidates(arg: &str) -> Vec<&str> {
 /// every address it has vetted (the program resolves again: a name whose answer changes in
 /// between is not caught); a `file` URL is judged as the path it names; any other scheme is
 /// refused. Names given otherwise (`git@host:repo`, a bare host) are not judged.
-async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(), ToolError> {
+async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<Pins, ToolError> {
     use aether_policy::egress::{EgressPolicy, Host, parse_destination};
+    let mut pins = Pins::new();
     let refused = |r: aether_policy::egress::EgressRefusal| ToolError::denied(r.rule(), r);
     for arg in args {
         let values = std::iter::once(arg.as_str()).chain(arg.split_once('=').map(|(_, v)| v));
@@ -359,6 +434,9 @@ async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(
                                 .map(|found| found.map(|a| a.ip()).collect())
                                 .unwrap_or_default();
                         policy.vet_addresses(name, &addresses).map_err(refused)?;
+                        pins.entry(name.trim_end_matches('.').to_ascii_lowercase())
+                            .or_default()
+                            .extend(addresses);
                     }
                 }
                 "file" => {
@@ -387,7 +465,7 @@ async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(
             }
         }
     }
-    Ok(())
+    Ok(pins)
 }
 
 /// The refusal of a path argument.
@@ -663,4 +741,74 @@ async fn git_config_keys(git_exe: &str, config: &Path) -> Result<Vec<String>, To
         .filter(|k| !k.is_empty())
         .map(|k| String::from_utf8_lossy(k).into_owned())
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_names_come_first_in_the_sandboxs_hosts_file() {
+        let mut pins = Pins::new();
+        pins.insert(
+            "repo.example".into(),
+            vec![
+                "93.184.216.34".parse().unwrap(),
+                "2606:2800:220:1::1".parse().unwrap(),
+                "93.184.216.34".parse().unwrap(),
+            ],
+        );
+        let text = hosts_text(&pins, "127.0.0.1 localhost\n10.0.0.5 repo.example");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[1..],
+            [
+                "93.184.216.34 repo.example repo.example.",
+                "2606:2800:220:1::1 repo.example repo.example.",
+                "127.0.0.1 localhost",
+                "10.0.0.5 repo.example",
+            ]
+        );
+        // The file is written into the call's home and bound over /etc/hosts.
+        let home = tempfile::tempdir().unwrap();
+        let args = pin_names(&pins, home.path()).unwrap();
+        assert_eq!(args[0], "--ro-bind");
+        assert_eq!(args[2], "/etc/hosts");
+        assert_eq!(
+            std::fs::read_to_string(&args[1]).unwrap().lines().nth(1),
+            Some(lines[1])
+        );
+        assert!(pin_names(&Pins::new(), home.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_command_runs_covered_or_only_where_its_rule_allows_it_uncovered() {
+        let bwrap = Path::new("/usr/bin/bwrap");
+        let mut rule = CommandRule {
+            exe: "/usr/bin/rg".into(),
+            prefix: Vec::new(),
+            flags: None,
+            uncovered: false,
+        };
+        assert_eq!(cover(Ok(bwrap), &rule).unwrap(), Some(bwrap));
+        match cover(Err("no userns".into()), &rule) {
+            Err(ToolError::Denied {
+                rule: "sandbox",
+                message,
+            }) => assert!(
+                message.contains("/usr/bin/rg")
+                    && message.contains("no userns")
+                    && message.contains("uncovered = true"),
+                "{message}"
+            ),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        rule.uncovered = true;
+        assert_eq!(cover(Err("no userns".into()), &rule).unwrap(), None);
+        assert_eq!(
+            cover(Ok(bwrap), &rule).unwrap(),
+            Some(bwrap),
+            "covered wherever it can be"
+        );
+    }
 }

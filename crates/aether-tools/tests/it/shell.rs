@@ -16,6 +16,7 @@ use crate::common::*;
 
 fn rule(exe: &str, prefix: &[&str], flags: Option<&[&str]>) -> CommandRule {
     CommandRule {
+        uncovered: false,
         exe: exe.into(),
         prefix: prefix.iter().map(|s| s.to_string()).collect(),
         flags: flags.map(|f| f.iter().map(|s| s.to_string()).collect()),
@@ -356,6 +357,40 @@ async fn a_program_walking_the_root_never_reads_its_credential_files() {
     assert!(
         !tree.outside.join("gone").exists(),
         "a cover made a file outside"
+    );
+}
+
+/// Where the program runs in the sandbox, the names of its URL arguments are held to the
+/// addresses Aether vetted: it reads a hosts file that names them first (against DNS
+/// rebinding between Aether's look-up and the program's).
+#[tokio::test]
+async fn a_url_arguments_name_is_held_to_its_vetted_address_in_the_sandbox() {
+    if aether_tools::shell::Sandbox::shared().ready().is_err() {
+        eprintln!("skipped: no sandbox here");
+        return;
+    }
+    let tree = Tree::new();
+    let mut agent = AgentProfile::with_groups("builder", &["shell"]);
+    agent.commands = vec![rule("/usr/bin/getent", &["hosts"], None)];
+    agent.allowed_domains = vec!["localhost".into()];
+    agent.allow_private_network = true;
+    let cx = CallContext {
+        agent: Arc::new(agent),
+        ..tree.cx()
+    };
+    let r = run(
+        &cx,
+        json!({"command": "/usr/bin/getent", "args": ["hosts", "localhost", "http://localhost:9/"]}),
+    )
+    .await;
+    // The machine's own hosts file has no "localhost." alias; the pinned line has.
+    let stdout = out(&r)["stdout"].as_str().unwrap_or_default().to_string();
+    assert!(
+        stdout
+            .lines()
+            .next()
+            .is_some_and(|l| l.ends_with("localhost localhost.")),
+        "{r:?}"
     );
 }
 

@@ -33,8 +33,8 @@ pub(crate) struct Output {
     pub duration_ms: u64,
     /// How its process tree was held: "cgroup" or "process-group".
     pub containment: String,
-    /// The sandbox it ran in: "bubblewrap" (`run_shell`), or "none" (`run_command`, which runs
-    /// only allowlisted programs).
+    /// The sandbox it ran in: "bubblewrap" (`run_shell`), "secrets-covered" (`run_command`
+    /// under bubblewrap), or "none" (`run_command` where its entry allows it uncovered).
     pub sandbox: String,
 }
 

@@ -104,6 +104,16 @@ impl Tool for RunCommand {
                 agent.name
             ));
         }
+        // Offered equals runnable: without a sandbox only `uncovered` entries run.
+        if let Err(why) = super::Sandbox::shared().ready()
+            && !agent.commands.iter().any(|r| r.uncovered)
+        {
+            return Err(format!(
+                "no command of agent {:?}'s project can run here: {why}, and none of its entries \
+                 says uncovered = true",
+                agent.name
+            ));
+        }
         Ok(())
     }
 
@@ -166,6 +176,8 @@ impl Tool for RunCommand {
         // folders (`grep -r`, `tar c .`) reads what no argument named.
         let sandbox = cover(super::Sandbox::shared().ready(), rule)?;
         let home = Home::new(&cx.call_id)?;
+        // Kept until the program has ended (see `pin_names`).
+        let mut pin_files = None;
         let (exe, argv, covered): (String, Vec<std::ffi::OsString>, bool) = match sandbox {
             Some(bwrap) => {
                 let roots = cx.roots.clone();
@@ -173,7 +185,11 @@ impl Tool for RunCommand {
                     .await
                     .map_err(|e| ToolError::failed(format!("checking the roots failed: {e}")))??;
                 let mut wrapped = super::hiding(&secrets);
-                wrapped.extend(pin_names(&pins, &home.dir)?);
+                let files = PinFiles::new()?;
+                wrapped.extend(pin_names(&pins, &files.0)?);
+                // Every run's pinned-name files out of sight (this run's are bound already).
+                wrapped.extend(["--tmpfs".into(), pins_folder().into_os_string()]);
+                pin_files = Some(files);
                 wrapped.extend([
                     "--chdir".into(),
                     cwd.as_os_str().to_owned(),
@@ -205,7 +221,7 @@ impl Tool for RunCommand {
             command: process::logged_text(&serde_json::to_string(&shown).unwrap_or_default()),
             sandbox: if covered { "secrets-covered" } else { "none" }.into(),
         };
-        process::run(
+        let ran = process::run(
             &cx,
             Spawn {
                 exe: &exe,
@@ -218,7 +234,9 @@ impl Tool for RunCommand {
                 log,
             },
         )
-        .await
+        .await;
+        drop(pin_files);
+        ran
     }
 }
 
@@ -226,50 +244,157 @@ impl Tool for RunCommand {
 /// without a final dot).
 type Pins = std::collections::BTreeMap<String, Vec<std::net::IpAddr>>;
 
+/// Where the pinned names' files of every run live: one folder per run in a folder of this
+/// process's, which every sandbox covers (no program sees or changes another's, or its own
+/// once bound).
+fn pins_folder() -> PathBuf {
+    std::env::temp_dir().join(format!("aether-pins-{}", std::process::id()))
+}
+
+/// A run's own folder in [`pins_folder`], removed with it.
+struct PinFiles(PathBuf);
+
+impl PinFiles {
+    fn new() -> Result<PinFiles, ToolError> {
+        use std::os::unix::fs::DirBuilderExt;
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let parent = pins_folder();
+        let failed = |e: std::io::Error| {
+            ToolError::failed(format!("cannot make the pinned names' folder: {e}"))
+        };
+        match std::fs::DirBuilder::new().mode(0o700).create(&parent) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(failed(e)),
+            _ => {}
+        }
+        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(n.to_string());
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(failed)?;
+        Ok(PinFiles(dir))
+    }
+}
+
+impl Drop for PinFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The sandbox's arguments that make the program find each name of `pins` at the addresses it
-/// was vetted at: a hosts file (in the call's `home`) read before DNS, with those names first
-/// and then the machine's own entries, in place of `/etc/hosts`. Without it, a name that
-/// answered with a public address when Aether looked could answer with a private one when the
-/// program looks (DNS rebinding). Nothing where there is nothing to pin; refused where
-/// `/etc/hosts` is not a plain file that can be covered.
-fn pin_names(pins: &Pins, home: &Path) -> Result<Vec<std::ffi::OsString>, ToolError> {
+/// was vetted at (against DNS rebinding: a name that answered with a public address when
+/// Aether looked could answer with a private one when the program looks):
+/// - a hosts file in place of `/etc/hosts` that names them, at those addresses only (an
+///   address family that had none gets an address that leads nowhere, so the program does not
+///   ask DNS for it), beside the machine's lines that do not name them;
+/// - an `/etc/nsswitch.conf` whose hosts line is `files dns`, so that file is read first;
+/// - nscd's socket folder covered (glibc asks nscd before any of that).
+///
+/// The files are written in `files`' folder; [`pins_folder`] is covered afterwards in every
+/// sandbox. Nothing where there is nothing to pin; refused where `/etc/hosts` or
+/// `/etc/nsswitch.conf` is not a plain file that can be covered.
+fn pin_names(pins: &Pins, files: &Path) -> Result<Vec<std::ffi::OsString>, ToolError> {
     if pins.is_empty() {
         return Ok(Vec::new());
     }
-    let system = Path::new("/etc/hosts");
-    if !std::fs::symlink_metadata(system).is_ok_and(|m| m.is_file()) {
-        return Err(ToolError::denied(
-            "egress:rebinding",
-            "a URL argument's name cannot be held to the address it was vetted at here (/etc/hosts \
-             is not a plain file to cover); nothing ran",
-        ));
+    let (hosts, nsswitch) = (Path::new("/etc/hosts"), Path::new("/etc/nsswitch.conf"));
+    for system in [hosts, nsswitch] {
+        if !std::fs::symlink_metadata(system).is_ok_and(|m| m.is_file()) {
+            return Err(ToolError::denied(
+                "egress:rebinding",
+                format!(
+                    "a URL argument's name cannot be held to the address it was vetted at here ({} \
+                     is not a plain file to cover); nothing ran",
+                    system.display()
+                ),
+            ));
+        }
     }
-    let machine = std::fs::read_to_string(system).unwrap_or_default();
-    let file = home.join("hosts");
-    std::fs::write(&file, hosts_text(pins, &machine))
-        .map_err(|e| ToolError::failed(format!("cannot write the sandbox's hosts file: {e}")))?;
-    Ok(vec![
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|e| ToolError::failed(format!("cannot read {}: {e}", p.display())))
+    };
+    let write = |name: &str, bytes: Vec<u8>| {
+        let path = files.join(name);
+        std::fs::write(&path, bytes)
+            .map(|()| path)
+            .map_err(|e| ToolError::failed(format!("cannot write the sandbox's {name}: {e}")))
+    };
+    let hosts_file = write("hosts", hosts_text(pins, &read(hosts)?))?;
+    let nsswitch_file = write("nsswitch.conf", files_first(&read(nsswitch)?))?;
+    let mut args: Vec<std::ffi::OsString> = vec![
         "--ro-bind".into(),
-        file.into_os_string(),
-        system.as_os_str().to_owned(),
-    ])
+        hosts_file.into_os_string(),
+        hosts.as_os_str().to_owned(),
+        "--ro-bind".into(),
+        nsswitch_file.into_os_string(),
+        nsswitch.as_os_str().to_owned(),
+    ];
+    if let Ok(nscd) = std::fs::canonicalize("/var/run/nscd")
+        && nscd.is_dir()
+    {
+        args.extend(["--tmpfs".into(), nscd.into_os_string()]);
+    }
+    Ok(args)
 }
 
-/// A hosts file naming each pinned name (also with a final dot) at its vetted addresses, ahead
-/// of `machine`'s own lines (the first line that names a host is the one read).
-fn hosts_text(pins: &Pins, machine: &str) -> String {
+/// A hosts file naming each pinned name (also with a final dot) at its vetted addresses, with
+/// an address that leads nowhere for a family it had none of, then `machine`'s lines that name
+/// none of them.
+fn hosts_text(pins: &Pins, machine: &[u8]) -> Vec<u8> {
     let mut text = String::from("# run_command: names held to the addresses Aether vetted\n");
     for (name, addresses) in pins {
         let mut seen = std::collections::BTreeSet::new();
-        for address in addresses.iter().filter(|a| seen.insert(**a)) {
+        let mut listed: Vec<std::net::IpAddr> = addresses
+            .iter()
+            .copied()
+            .filter(|a| seen.insert(*a))
+            .collect();
+        // 240.0.0.0/4 is reserved and 100::/64 discards: neither is reached.
+        if !listed.iter().any(std::net::IpAddr::is_ipv4) {
+            listed.push(std::net::Ipv4Addr::new(240, 0, 0, 1).into());
+        }
+        if !listed.iter().any(std::net::IpAddr::is_ipv6) {
+            listed.push(std::net::Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 1).into());
+        }
+        for address in listed {
             text.push_str(&format!("{address} {name} {name}.\n"));
         }
     }
-    text.push_str(machine);
-    if !text.ends_with('\n') {
-        text.push('\n');
+    let mut out = text.into_bytes();
+    for line in machine.split(|&b| b == b'\n') {
+        let data = line.split(|&b| b == b'#').next().unwrap_or_default();
+        let names_pinned = String::from_utf8_lossy(data)
+            .split_whitespace()
+            .skip(1)
+            .any(|n| pins.contains_key(&n.trim_end_matches('.').to_ascii_lowercase()));
+        if !names_pinned && !line.is_empty() {
+            out.extend_from_slice(line);
+            out.push(b'\n');
+        }
     }
-    text
+    out
+}
+
+/// `nsswitch` with its hosts line made `files dns` (added if it had none).
+fn files_first(nsswitch: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut replaced = false;
+    for line in nsswitch.split(|&b| b == b'\n') {
+        if line.trim_ascii_start().starts_with(b"hosts:") {
+            if !replaced {
+                out.extend_from_slice(b"hosts: files dns\n");
+            }
+            replaced = true;
+        } else if !line.is_empty() {
+            out.extend_from_slice(line);
+            out.push(b'\n');
+        }
+    }
+    if !replaced {
+        out.extend_from_slice(b"hosts: files dns\n");
+    }
+    out
 }
 
 /// The sandbox a command runs in (`Some`: bubblewrap, covering Aether's own files and the
@@ -339,18 +464,20 @@ fn path_candidates(arg: &str) -> Vec<&str> {
 
 /// Refuses a URL argument the agent may not reach: the program reaches it itself, past the
 /// egress step that judges network tools' `url` arguments. An `http`/`https` URL (the
-/// argument, or the value after its first `=`) must pass the agent's egress policy — its
-/// allowed domains, and no private, loopback or metadata address, the name resolved here and
-/// every address it has vetted (the program resolves again: a name whose answer changes in
-/// between is not caught); a `file` URL is judged as the path it names; any other scheme is
-/// refused. Names given otherwise (`git@host:repo`, a bare host) are not judged.
+/// argument, or the value after its first `=`, a leading `@` or a short option's letter) must
+/// pass the agent's egress policy — its allowed domains, and no private, loopback or metadata
+/// address, the name resolved here and every address it has vetted; returns those addresses
+/// by name, which the sandbox holds the program to (`pin_names`). A `file` URL is judged as
+/// the path it names; any other scheme is refused. Names given otherwise (`git@host:repo`, a
+/// bare host) are not judged.
 async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<Pins, ToolError> {
     use aether_policy::egress::{EgressPolicy, Host, parse_destination};
     let mut pins = Pins::new();
     let refused = |r: aether_policy::egress::EgressRefusal| ToolError::denied(r.rule(), r);
     for arg in args {
-        let values = std::iter::once(arg.as_str()).chain(arg.split_once('=').map(|(_, v)| v));
-        for value in values {
+        // As for paths: the argument, the value after `=`, after a leading `@`, and after a
+        // short option's letter (`-Uhttp://…`).
+        for value in path_candidates(arg) {
             // `scheme:/…`: programs take one, two or three slashes (`http:/host/x` is a URL
             // to curl).
             let Some((scheme, rest)) = value.split_once(':').filter(|(s, rest)| {
@@ -748,37 +875,64 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pinned_names_come_first_in_the_sandboxs_hosts_file() {
+    fn pinned_names_are_the_only_lines_naming_them_in_the_sandboxs_hosts_file() {
         let mut pins = Pins::new();
         pins.insert(
             "repo.example".into(),
             vec![
                 "93.184.216.34".parse().unwrap(),
-                "2606:2800:220:1::1".parse().unwrap(),
                 "93.184.216.34".parse().unwrap(),
             ],
         );
-        let text = hosts_text(&pins, "127.0.0.1 localhost\n10.0.0.5 repo.example");
+        pins.insert(
+            "v6.example".into(),
+            vec!["2606:2800:220:1::1".parse().unwrap()],
+        );
+        let machine = b"127.0.0.1 localhost\n10.0.0.5 Repo.Example. other # x\n\xff\xfe raw\n::1 ip6-localhost";
+        let text = String::from_utf8_lossy(&hosts_text(&pins, machine)).into_owned();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[1..],
             [
                 "93.184.216.34 repo.example repo.example.",
-                "2606:2800:220:1::1 repo.example repo.example.",
+                // No IPv6 address was vetted: the family leads nowhere rather than to DNS.
+                "100::1 repo.example repo.example.",
+                "2606:2800:220:1::1 v6.example v6.example.",
+                "240.0.0.1 v6.example v6.example.",
                 "127.0.0.1 localhost",
-                "10.0.0.5 repo.example",
+                // The machine's line for a pinned name is dropped; other bytes are kept as
+                // they are.
+                "\u{fffd}\u{fffd} raw",
+                "::1 ip6-localhost",
             ]
         );
-        // The file is written into the call's home and bound over /etc/hosts.
-        let home = tempfile::tempdir().unwrap();
-        let args = pin_names(&pins, home.path()).unwrap();
+        assert_eq!(
+            files_first(
+                b"passwd: files\nhosts:  resolve [!UNAVAIL=return] files dns\nhosts: dns\n"
+            ),
+            b"passwd: files\nhosts: files dns\n"
+        );
+        assert_eq!(
+            files_first(b"passwd: files"),
+            b"passwd: files\nhosts: files dns\n"
+        );
+        // The files are written into the run's folder and bound over the system's.
+        let files = tempfile::tempdir().unwrap();
+        let args = pin_names(&pins, files.path()).unwrap();
         assert_eq!(args[0], "--ro-bind");
         assert_eq!(args[2], "/etc/hosts");
-        assert_eq!(
-            std::fs::read_to_string(&args[1]).unwrap().lines().nth(1),
-            Some(lines[1])
+        assert_eq!(args[5], "/etc/nsswitch.conf");
+        assert!(
+            std::fs::read_to_string(&args[1])
+                .unwrap()
+                .contains("93.184.216.34 repo.example")
         );
-        assert!(pin_names(&Pins::new(), home.path()).unwrap().is_empty());
+        assert!(
+            std::fs::read_to_string(&args[4])
+                .unwrap()
+                .contains("hosts: files dns")
+        );
+        assert!(pin_names(&Pins::new(), files.path()).unwrap().is_empty());
     }
 
     #[test]

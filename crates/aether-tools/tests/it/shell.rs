@@ -383,15 +383,20 @@ async fn a_url_arguments_name_is_held_to_its_vetted_address_in_the_sandbox() {
         json!({"command": "/usr/bin/getent", "args": ["hosts", "localhost", "http://localhost:9/"]}),
     )
     .await;
-    // The machine's own hosts file has no "localhost." alias; the pinned line has.
+    // Only the pinned lines name localhost in the sandbox (with a "localhost." alias the
+    // machine's own file does not have), whichever address family getent asks for.
     let stdout = out(&r)["stdout"].as_str().unwrap_or_default().to_string();
     assert!(
         stdout
             .lines()
             .next()
-            .is_some_and(|l| l.ends_with("localhost localhost.")),
+            .is_some_and(|l| l.ends_with(" localhost localhost.")),
         "{r:?}"
     );
+    // Nothing of the run's pinned-name files is left behind.
+    let pins = std::env::temp_dir().join(format!("aether-pins-{}", std::process::id()));
+    let left = std::fs::read_dir(pins).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0);
 }
 
 /// A URL argument is reached by the program itself: judged by the agent's egress policy
@@ -439,6 +444,11 @@ async fn url_arguments_are_judged_by_the_agents_egress_policy() {
         ),
         (
             json!(["--", "url=https://evil.example/x"]),
+            "egress:domain-not-allowed",
+        ),
+        // Read from a file a program fetches (`@URL`), as for paths.
+        (
+            json!(["@http://169.254.169.254/latest"]),
             "egress:domain-not-allowed",
         ),
         // Allowed by name, but the name is this computer.

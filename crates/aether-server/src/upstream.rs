@@ -187,18 +187,14 @@ fn launcher(
     uncovered: bool,
     name: &str,
 ) -> Result<Option<PathBuf>, String> {
-    match isolation {
-        Ok(bwrap) => Ok(Some(bwrap)),
-        Err(why) if uncovered => {
-            tracing::warn!(upstream = name, %why, "started uncovered: it can read Aether's own files");
-            Ok(None)
-        }
-        Err(why) => Err(format!(
-            "Aether's own files (vault key, store, configuration) cannot be covered from it here \
-             ({why}), so it was not started; install bubblewrap, or set upstreams.{name}.uncovered \
-             = true to run it able to read them"
-        )),
-    }
+    aether_tools::shell::covered_or_allowed(isolation, uncovered, &format!("upstream {name}"))
+        .map_err(|why| {
+            format!(
+                "Aether's own files (vault key, store, configuration) cannot be covered from it \
+                 here ({why}), so it was not started; install bubblewrap, or set \
+                 upstreams.{name}.uncovered = true to run it able to read them"
+            )
+        })
 }
 
 /// One upstream: its connection, and what it offered when last listed.

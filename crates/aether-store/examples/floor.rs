@@ -15,7 +15,7 @@
 //! thread, which commits their journal entries with the old contents, writes the new content
 //! to a temporary file and fsyncs it, renames it over the file and fsyncs the folder. No MCP,
 //! no edit algorithm, no diff, no checks: the least a journalled, receipted edit costs here.
-
+//!
 //! `floor DIR ROUNDS fsyncs` instead times one fsync, two in turn and two at once (whether
 //! the storage overlaps them; see [`two_fsyncs`]).
 //!
@@ -23,10 +23,9 @@
 //! its file steps) in µs, and the process's CPU time per call (user + system, all threads) in
 //! µs. `scripts/bench.py --only floors` runs it beside the peers whose targets it bounds.
 
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
-
-use std::io::Write;
 
 use aether_store::{
     AdmissionReceipt, AuditEvent, JournalEntry, JournalOp, JournalWrite, Store, content_hash,

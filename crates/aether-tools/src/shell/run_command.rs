@@ -185,11 +185,14 @@ impl Tool for RunCommand {
                     .await
                     .map_err(|e| ToolError::failed(format!("checking the roots failed: {e}")))??;
                 let mut wrapped = super::hiding(&secrets);
-                let files = PinFiles::new()?;
-                wrapped.extend(pin_names(&pins, &files.0)?);
+                let pins_folder = pins_folder()?;
+                if !pins.is_empty() {
+                    let files = PinFiles::new(&pins_folder)?;
+                    wrapped.extend(pin_names(&pins, &files.0)?);
+                    pin_files = Some(files);
+                }
                 // Every run's pinned-name files out of sight (this run's are bound already).
-                wrapped.extend(["--tmpfs".into(), pins_folder().into_os_string()]);
-                pin_files = Some(files);
+                wrapped.extend(["--tmpfs".into(), pins_folder.into_os_string()]);
                 wrapped.extend([
                     "--chdir".into(),
                     cwd.as_os_str().to_owned(),
@@ -246,32 +249,46 @@ type Pins = std::collections::BTreeMap<String, Vec<std::net::IpAddr>>;
 
 /// Where the pinned names' files of every run live: one folder per run in a folder of this
 /// process's, which every sandbox covers (no program sees or changes another's, or its own
-/// once bound).
-fn pins_folder() -> PathBuf {
-    std::env::temp_dir().join(format!("aether-pins-{}", std::process::id()))
+/// once bound). Made private (0700) if missing; a folder of that name that is not this user's
+/// own private folder (made first by someone else) is refused.
+fn pins_folder() -> Result<PathBuf, ToolError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let folder = std::env::temp_dir().join(format!("aether-pins-{}", std::process::id()));
+    let refused = |why: String| {
+        ToolError::failed(format!(
+            "cannot use {} for the pinned names: {why}",
+            folder.display()
+        ))
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&folder) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(refused(e.to_string()));
+        }
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(&folder).map_err(|e| refused(e.to_string()))?;
+    if !meta.is_dir()
+        || meta.uid() != rustix::process::geteuid().as_raw()
+        || meta.mode() & 0o077 != 0
+    {
+        return Err(refused("it is not this user's private folder".into()));
+    }
+    Ok(folder)
 }
 
 /// A run's own folder in [`pins_folder`], removed with it.
 struct PinFiles(PathBuf);
 
 impl PinFiles {
-    fn new() -> Result<PinFiles, ToolError> {
+    fn new(parent: &Path) -> Result<PinFiles, ToolError> {
         use std::os::unix::fs::DirBuilderExt;
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let parent = pins_folder();
-        let failed = |e: std::io::Error| {
-            ToolError::failed(format!("cannot make the pinned names' folder: {e}"))
-        };
-        match std::fs::DirBuilder::new().mode(0o700).create(&parent) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(failed(e)),
-            _ => {}
-        }
         let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = parent.join(n.to_string());
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
-            .map_err(failed)?;
+            .map_err(|e| ToolError::failed(format!("cannot make the pinned names' folder: {e}")))?;
         Ok(PinFiles(dir))
     }
 }
@@ -403,13 +420,8 @@ fn cover<'a>(
     sandbox: Result<&'a Path, String>,
     rule: &CommandRule,
 ) -> Result<Option<&'a Path>, ToolError> {
-    match sandbox {
-        Ok(bwrap) => Ok(Some(bwrap)),
-        Err(why) if rule.uncovered => {
-            tracing::warn!(exe = %rule.exe, %why, "run_command runs uncovered: the program can read Aether's own files");
-            Ok(None)
-        }
-        Err(why) => Err(ToolError::denied(
+    super::covered_or_allowed(sandbox, rule.uncovered, &rule.exe).map_err(|why| {
+        ToolError::denied(
             "sandbox",
             format!(
                 "{} was not run: Aether's own files and the roots' credential files cannot be \
@@ -417,8 +429,8 @@ fn cover<'a>(
                  uncovered = true on its rule in projects.NAME.commands to run it able to read them",
                 rule.exe
             ),
-        )),
-    }
+        )
+    })
 }
 
 /// Refuses a caller's argument that names a path outside every root, a credential file, one
@@ -933,6 +945,22 @@ mod tests {
                 .contains("hosts: files dns")
         );
         assert!(pin_names(&Pins::new(), files.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_pins_folder_is_this_users_private_folder_or_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let folder = pins_folder().unwrap();
+        let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        // Made by someone else first (here: opened to others): not used.
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let refused = pins_folder().unwrap_err().to_string();
+        assert!(
+            refused.contains("not this user's private folder"),
+            "{refused}"
+        );
+        std::fs::remove_dir(&folder).unwrap();
     }
 
     #[test]

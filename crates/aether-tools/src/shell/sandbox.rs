@@ -119,6 +119,25 @@ impl Sandbox {
     }
 }
 
+/// Where a program that must not read Aether's own files runs: in the sandbox (`Some`, when
+/// `ready` says it can be made), as itself where it cannot and the operator allowed `what` to
+/// run `uncovered` (`None`, with a warning in the log), or not at all (`Err`: why the sandbox
+/// cannot be made, for the caller's refusal).
+pub fn covered_or_allowed<P>(
+    ready: Result<P, String>,
+    uncovered: bool,
+    what: &str,
+) -> Result<Option<P>, String> {
+    match ready {
+        Ok(sandbox) => Ok(Some(sandbox)),
+        Err(why) if uncovered => {
+            tracing::warn!(what, %why, "runs uncovered: it can read Aether's own files");
+            Ok(None)
+        }
+        Err(why) => Err(why),
+    }
+}
+
 /// The covers to make of `masks` (path, whether a folder): sorted, once each, and none inside
 /// a covered folder — it is gone with the folder, and could not be covered again (the empty
 /// folder has no such path).

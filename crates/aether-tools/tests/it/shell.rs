@@ -361,7 +361,7 @@ async fn a_program_walking_the_root_never_reads_its_credential_files() {
 }
 
 /// Where the program runs in the sandbox, the names of its URL arguments are held to the
-/// addresses Aether vetted: it reads a hosts file that names them first (against DNS
+/// addresses Aether vetted: its hosts file names them only there (against DNS
 /// rebinding between Aether's look-up and the program's).
 #[tokio::test]
 async fn a_url_arguments_name_is_held_to_its_vetted_address_in_the_sandbox() {

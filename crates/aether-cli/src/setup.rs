@@ -75,6 +75,23 @@ pub fn load(common: &Common) -> Result<Loaded> {
     }
 }
 
+/// The `aether.toml` files at the top of the roots that this process does not run with: a
+/// stdio session a host started elsewhere, beside a project it would otherwise govern.
+pub fn unused_configurations(loaded: &Loaded, roots: &[RootSpec]) -> Vec<PathBuf> {
+    let in_use = loaded
+        .file
+        .as_ref()
+        .and_then(|f| std::fs::canonicalize(f).ok());
+    let mut found: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(Path::new(&r.path).join("aether.toml")).ok())
+        .filter(|c| c.is_file() && Some(c) != in_use.as_ref())
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 /// The store URL: the flag, then the configuration, then `.aether/aether.db` under `base`.
 pub fn store_url(common: &Common, loaded: &Loaded, base: &Path) -> String {
     if let Some(url) = &common.store {
@@ -254,6 +271,7 @@ pub fn upstream_specs(loaded: &Loaded) -> Vec<aether_server::upstream::UpstreamS
 pub async fn upstreams(
     loaded: &Loaded,
     store: &Store,
+    roots: &[RootSpec],
 ) -> (Arc<aether_server::upstream::Upstreams>, Vec<Arc<dyn Tool>>) {
     let key_file = vault_key_file(loaded);
     let mut hidden = store.private_paths();
@@ -261,6 +279,15 @@ pub async fn upstreams(
     hidden.extend(loaded.file.iter().cloned());
     // The rules file too: an upstream that could rewrite it would grant itself (hot reload).
     hidden.push(rules_path(loaded).0);
+    // And every control file under the roots (another Aether's configuration or rules).
+    if loaded.raw.upstreams.values().any(|u| u.url.is_none()) {
+        let folders: Vec<PathBuf> = roots.iter().map(|r| PathBuf::from(&r.path)).collect();
+        hidden.extend(
+            tokio::task::spawn_blocking(move || aether_tools::shell::control_files_in(&folders))
+                .await
+                .unwrap_or_default(),
+        );
+    }
     let credentials = aether_server::upstream::Credentials {
         store: store.clone(),
         key_file,
@@ -379,7 +406,45 @@ pub fn rules_path(loaded: &Loaded) -> (PathBuf, bool) {
 
 pub fn rules(loaded: &Loaded) -> Result<Rules> {
     let (path, required) = rules_path(loaded);
+    ensure_rules_file(loaded, &path, required);
     Rules::load(&path, required).map_err(anyhow::Error::msg)
+}
+
+/// What Aether writes into a rules file it makes (see [`ensure_rules_file`]).
+pub const MADE_RULES: &str =
+    "# The operator's rules for Aether (docs/GOVERNANCE.md); `rules: []` is no rules.
+# Aether made this file because it starts programs (run_command, stdio upstreams) that
+# could otherwise create it: a rules file that exists is covered from every one of them.
+rules: []
+";
+
+/// Makes the default rules file (`rules: []`) when there is none and this configuration starts
+/// programs that can write where Aether's user can (`run_command` entries, stdio upstreams):
+/// a file that exists is covered from them, while a missing one could be created by them —
+/// and a running Aether would load it. Told on stderr; a folder Aether cannot write to is
+/// left as it is (no program it starts can write there either).
+fn ensure_rules_file(loaded: &Loaded, path: &Path, required: bool) {
+    let runs_programs = loaded.raw.upstreams.values().any(|u| u.url.is_none())
+        || loaded.raw.projects.values().any(|p| !p.commands.is_empty());
+    if required || !runs_programs || std::fs::symlink_metadata(path).is_ok() {
+        return;
+    }
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(MADE_RULES.as_bytes())?;
+            f.sync_all()
+        });
+    match made {
+        Ok(()) => tell!(
+            "aether: made {} (rules: []): this configuration starts programs, which must not be able to create it",
+            path.display()
+        ),
+        Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot make the rules file"),
+    }
 }
 
 /// Logs go to stderr (stdout may be the MCP transport). `RUST_LOG` overrides the default.

@@ -584,9 +584,16 @@ impl Pipeline {
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
             while rx.recv().await.is_some() {
-                // Debounce: an editor's save is several events.
-                tokio::time::sleep(rules::DEBOUNCE).await;
-                while rx.try_recv().is_ok() {}
+                // Debounce: an editor's save is several events, and a file being written is
+                // read only once it holds still for a whole debounce.
+                loop {
+                    let before = rules::stamp(&path);
+                    tokio::time::sleep(rules::DEBOUNCE).await;
+                    while rx.try_recv().is_ok() {}
+                    if rules::stamp(&path) == before {
+                        break;
+                    }
+                }
                 let Some(p) = me.upgrade() else { return };
                 match p.reload_rules() {
                     Ok(true) => tracing::info!(rules = p.rules.current().len(), "rules reloaded"),

@@ -21,6 +21,17 @@ fn need_why(why: &str, what: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Records something an operator should see that is not a change (a process that started
+/// beside a configuration it does not use, say) as its own audit row.
+pub async fn note(
+    store: &Store,
+    by: &str,
+    action: &str,
+    detail: serde_json::Value,
+) -> Result<i64, StoreError> {
+    store.audit(operator_event(by, action, detail)).await
+}
+
 /// Halts or resumes; a halt denies every call waiting for a person in the same commit.
 pub async fn set_halt(
     store: &Store,

@@ -3,6 +3,11 @@
 //! A reload that fails keeps the last good rules and records why, for the log, the admin API
 //! and `aether policy check`. At start there are no last good rules, so a broken file is an
 //! error and Aether does not start: it never runs with fewer rules than the operator wrote.
+//!
+//! Nothing but a whole file the operator wrote loosens the rules: an empty file, one without
+//! its `rules:` list (cut short, or caught half-written) and a removed file all keep the last
+//! good rules ("no rules" is `rules: []`), and the watcher reads the file only once its size
+//! and modification time held still for a whole [`DEBOUNCE`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -10,9 +15,17 @@ use std::time::Duration;
 
 use aether_policy::rules::RuleSet;
 
-/// How long the watcher waits after a change before reading the file (editors write a file in
-/// several steps).
+/// How long the file must hold still (same size and modification time) before the watcher
+/// reads it: editors and scripts write a file in several steps.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// What the watcher compares across a debounce: the file's identity, size and modification
+/// time (`None` while there is no file).
+pub fn stamp(path: &Path) -> Option<(u64, u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+}
 
 #[derive(Debug)]
 pub struct Rules {
@@ -90,9 +103,27 @@ impl Rules {
         };
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
-            // The default file removed by the operator: no rules. A file the configuration
-            // names must be there; its absence keeps the last good rules.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.required => String::new(),
+            // Never a file here: still no rules.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && !self.required
+                    && self
+                        .text
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .is_none() =>
+            {
+                *self.last_error.write().unwrap_or_else(|e| e.into_inner()) = None;
+                return Ok(false);
+            }
+            // A removed (or renamed) file keeps the rules it held: removing rules is writing
+            // `rules: []`, not losing the file.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return self.failed(format!(
+                    "{} is gone; the previous rules stay in force (write `rules: []` there to drop them)",
+                    path.display()
+                ));
+            }
             Err(e) => return self.failed(format!("cannot read {}: {e}", path.display())),
         };
         if self

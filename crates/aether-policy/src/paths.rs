@@ -118,6 +118,44 @@ pub fn protected_name(component: &str) -> Option<&'static str> {
     PROTECTED_NAMES.into_iter().find(|n| folded == *n)
 }
 
+/// Aether's own control files, known by name wherever they are: a configuration
+/// (`aether.toml`, read by an `aether` started in its folder) and a rules file
+/// (`permissions.yaml`, hot-reloaded by a running Aether). An agent that could create, change,
+/// move or delete one could configure Aether or drop an operator's rules — for this process or
+/// another sharing the folder — so no tool reads or writes them under any root, in any
+/// spelling a case-insensitive or normalising filesystem would take for the same file.
+pub const CONTROL_NAMES: [&str; 2] = ["aether.toml", "permissions.yaml"];
+
+/// The control file name `component` stands for, if any (see [`CONTROL_NAMES`]). Cheap for
+/// ASCII names (every walk asks it of every entry).
+pub fn control_name(component: &str) -> Option<&'static str> {
+    let matches = |folded: &str| {
+        let folded = folded.trim_end_matches(['.', ' ']);
+        CONTROL_NAMES.into_iter().find(|n| folded == *n)
+    };
+    if component.is_ascii() {
+        // Shorter than the shortest name, or longer than the longest with room for trailing
+        // dots and spaces: not one (no allocation for the common case).
+        if component.len() < 11 || component.len() > 64 {
+            return None;
+        }
+        return matches(&component.to_ascii_lowercase());
+    }
+    use unicode_normalization::UnicodeNormalization;
+    let folded: String = component
+        .nfkd()
+        .filter(|c| c.is_alphanumeric() || c.is_ascii_punctuation())
+        .flat_map(char::to_lowercase)
+        .collect();
+    matches(&folded)
+}
+
+/// Whether the last component of `path` names a control file (see [`CONTROL_NAMES`]).
+pub fn is_control_file(path: &str) -> bool {
+    let name = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    control_name(name).is_some()
+}
+
 /// The first protected component of a relative path, if any.
 pub fn protected_component(rel: &str) -> Option<(&str, &'static str)> {
     rel.split('/')
@@ -366,9 +404,10 @@ impl CredentialFilter {
         &self.private
     }
 
-    /// Whether `path` is at or under one of the private paths.
+    /// Whether `path` is at or under one of the private paths, or names a control file
+    /// ([`CONTROL_NAMES`]).
     pub fn is_private(&self, path: &str) -> bool {
-        self.private.iter().any(|p| at_or_under(path, p))
+        is_control_file(path) || self.private.iter().any(|p| at_or_under(path, p))
     }
 
     /// Whether `path` is a private path or a folder holding one: moving, deleting or replacing
@@ -456,6 +495,52 @@ mod tests {
             Some((".GIT", ".git"))
         );
         assert_eq!(protected_component("src/main.rs"), None);
+    }
+
+    #[test]
+    fn control_files_are_known_in_every_spelling_and_place() {
+        for name in [
+            "aether.toml",
+            "AETHER.TOML",
+            "Aether.Toml",
+            "aether.toml.",
+            "aether.toml ",
+            "permissions.yaml",
+            "Permissions.YAML",
+            "permissions.yaml..",
+            "aether\u{200B}.toml",
+            "\u{FF41}ether.toml",
+            "permi\u{0301}ssions.yaml",
+        ] {
+            assert!(control_name(name).is_some(), "{name:?}");
+            for place in [
+                name.to_string(),
+                format!("a/b/{name}"),
+                format!("/srv/p/{name}"),
+            ] {
+                assert!(is_control_file(&place), "{place:?}");
+                assert!(CredentialFilter::default().is_private(&place), "{place:?}");
+                assert!(
+                    CredentialFilter::default().is_credential(&place),
+                    "{place:?}"
+                );
+            }
+        }
+        for name in [
+            "aether.toml.bak",
+            "aether.tom",
+            "my-aether.toml",
+            "permissions.yml",
+            "permissions.yaml.example",
+            "aether",
+            "Cargo.toml",
+            "",
+        ] {
+            assert_eq!(control_name(name), None, "{name:?}");
+            assert!(!CredentialFilter::default().is_private(&format!("/srv/p/{name}")));
+        }
+        // A folder above is not the file.
+        assert!(!is_control_file("/srv/aether.toml/x"));
     }
 
     #[test]

@@ -541,11 +541,19 @@ fn raw_rules(text: &str, problems: &mut Vec<String>) -> Vec<Yaml> {
             return Vec::new();
         }
     };
+    // Nothing, or a `rules:` with nothing after it, is what a file cut short or caught
+    // half-written looks like: never read as "no rules" (that would drop every rule).
+    let missing = "the file has no `rules:` list (an empty or cut-short file keeps the last good rules; write `rules: []` for no rules)";
     if document.is_null() {
+        problems.push(missing.into());
         return Vec::new();
     }
     let rules = match RawFile::deserialize(document) {
-        Ok(file) => file.rules,
+        Ok(RawFile { rules: Some(r) }) if !r.is_null() => Some(r),
+        Ok(_) => {
+            problems.push(missing.into());
+            return Vec::new();
+        }
         Err(e) => {
             problems.push(format!("top level: {e}"));
             return Vec::new();
@@ -1468,12 +1476,35 @@ rules:
     }
 
     #[test]
-    fn an_empty_file_has_no_rules() {
-        for text in ["", "# nothing yet\n", "rules: []\n", "rules:\n"] {
+    fn only_an_explicit_empty_list_is_no_rules() {
+        for text in [
+            "rules: []\n",
+            "# none yet\nrules: []\n",
+            "rules: [] # none\n",
+        ] {
             let set = RuleSet::parse(text).unwrap();
             assert!(set.is_empty(), "{text:?}");
             assert_eq!(set.len(), 0);
         }
+        // What a file cut short, caught half-written or emptied looks like: an error (the
+        // last good rules stay), never "no rules".
+        for text in [
+            "",
+            " ",
+            "\n\n",
+            "# nothing yet\n",
+            "rules:\n",
+            "rules: ~\n",
+            "rules: null\n",
+            "{}\n",
+            "---\n",
+            "rules:\n  - name: no-sudo\n    match: { tool: run_shell }\n",
+            "rules:\n  - name: no-sudo\n    match: { tool: run_sh",
+        ] {
+            assert!(RuleSet::parse(text).is_err(), "{text:?} must not parse");
+        }
+        let text = problems("");
+        assert!(text.contains("write `rules: []`"), "{text}");
     }
 
     #[test]

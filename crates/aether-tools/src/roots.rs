@@ -313,6 +313,9 @@ impl Roots {
         };
         *rel = clean_relative(&relative).map_err(deny)?;
         if found.is_credential(&self.credentials, rel) {
+            if self.is_private(&found.path.join(rel.as_str())) {
+                return Err(private(&found.display(rel)));
+            }
             return Err(deny(PathRefusal::Credential(found.display(rel))));
         }
         found.check_present()?;
@@ -756,6 +759,9 @@ impl Root {
             .map_err(|_| self.io_error(rel, escape_error()))?
             .to_string_lossy()
             .into_owned();
+        if credentials.is_private(&real.to_string_lossy()) {
+            return Err(private(&self.display(rel)));
+        }
         if credentials.is_credential(&real.to_string_lossy()) {
             return Err(ToolError::denied(
                 "confinement",
@@ -957,8 +963,8 @@ fn private(shown: &str) -> ToolError {
     ToolError::denied(
         "protected-path",
         format!(
-            "{shown} is, or holds, one of Aether's own files (its store, its configuration, the \
-             operator's rules); tools cannot touch it"
+            "{shown} is, or holds, one of Aether's own files (a store, a configuration \
+             (aether.toml), the operator's rules (permissions.yaml)); tools cannot touch it"
         ),
     )
 }

@@ -66,7 +66,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         crate::cmd::models::client(&loaded, &args.common, &args.model, Some(&args.agent)).await?;
     let roots = setup::roots(&args.roots, &loaded, true)?;
     let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
-    let (upstreams, external) = setup::upstreams(&loaded, &store).await;
+    let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let (pipeline, host) =
         setup::pipeline_and_host(&loaded, &roots, store, false, external).await?;
     let _watch = pipeline.watch(Duration::from_millis(200));

@@ -27,21 +27,51 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<ExitCode> {
     setup::init_logging("warn");
-    let loaded = setup::load(&args.common)?;
+    let mut loaded = setup::load(&args.common)?;
     let roots = setup::roots(&args.roots, &loaded, false)?;
-    // Without a configured store, keep it beside the first root: hosts often start servers
-    // from `/` or their own folder, which is no place for Aether's records.
-    let first_root = std::path::PathBuf::from(&roots[0].path);
-    let base = if loaded.from_file {
-        loaded.base.clone()
-    } else {
-        first_root
-    };
-    let url = setup::store_url(&args.common, &loaded, &base);
+    // Without a configuration, the store and the rules file live beside the first root, as an
+    // `aether serve` run there without one keeps them: hosts often start servers from `/` or
+    // their own folder, which is no place for Aether's records.
+    if !loaded.from_file {
+        loaded.base = std::path::PathBuf::from(&roots[0].path);
+    }
+    let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
-    let (upstreams, external) = setup::upstreams(&loaded, &store).await;
+    let stray = setup::unused_configurations(&loaded, &roots);
+    let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let pipeline =
         setup::pipeline(&loaded, &roots, store, args.conformance_fixtures, external).await?;
+    // A root that holds a configuration this process does not use: say loudly which one it
+    // uses instead (on stderr, which hosts keep in their logs, and in the audit).
+    for config in &stray {
+        tell!(
+            "aether: root folder {} holds {}, but this process runs with {} and the store {}; \
+             that project's rules, agents and halt do not apply here. Start it with --config {} \
+             (the entry `aether serve` prints) to share them.",
+            config
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            config.display(),
+            loaded.source,
+            aether_store::redact_url(&url),
+            config.display(),
+        );
+        if let Err(e) = aether_pipeline::operator::note(
+            pipeline.store(),
+            "aether",
+            "start.unused_configuration",
+            serde_json::json!({
+                "found": config.display().to_string(),
+                "configuration": loaded.source,
+                "store": aether_store::redact_url(&url),
+            }),
+        )
+        .await
+        {
+            tell!("aether: cannot record it in the audit: {e}");
+        }
+    }
     let _watch = pipeline.watch(Duration::from_millis(50));
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();

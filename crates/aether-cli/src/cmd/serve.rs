@@ -35,7 +35,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let roots = setup::roots(&args.roots, &loaded, true)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
-    let (upstreams, external) = setup::upstreams(&loaded, &store).await;
+    let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let pipeline =
         setup::pipeline(&loaded, &roots, store, args.conformance_fixtures, external).await?;
     // A store that announces changes (PostgreSQL's NOTIFY) needs only a slow poll behind it.
@@ -104,6 +104,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         }
         _ => None,
     };
+    let stdio = stdio_arguments(&args, &loaded, &url, &roots);
     print_banner(
         addr,
         &loaded.source,
@@ -112,6 +113,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         tokens,
         &opts.agent,
         setup_link.as_deref(),
+        stdio,
     );
     let signal = shutdown.clone();
     tokio::spawn(async move {
@@ -124,6 +126,43 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The arguments of the stdio entry a host starts: this server's configuration (by its
+/// absolute path) and store, so the process the host starts — from whatever folder — runs by
+/// the same rules, agents and halt; and the roots when they did not come from the
+/// configuration.
+fn stdio_arguments(
+    args: &Args,
+    loaded: &setup::Loaded,
+    store_url: &str,
+    roots: &[aether_policy::paths::RootSpec],
+) -> Vec<String> {
+    let mut out = vec!["mcp-serve".to_string()];
+    if let Some(file) = &loaded.file {
+        let file = std::fs::canonicalize(file)
+            .or_else(|_| std::path::absolute(file))
+            .unwrap_or_else(|_| file.clone());
+        out.extend(["--config".to_string(), file.display().to_string()]);
+    }
+    // The store, unless the configuration names it (a URL with a password stays there).
+    if loaded.file.is_none() || args.common.store.is_some() || loaded.raw.store.url.is_none() {
+        // A password is not printed (the operator fills it in, or names the store in the
+        // configuration instead).
+        out.extend(["--store".to_string(), aether_store::redact_url(store_url)]);
+    }
+    let agent = &loaded.raw.server.http_agent;
+    if agent != aether_policy::config::DEFAULT_AGENT {
+        out.extend(["--agent".to_string(), agent.clone()]);
+    }
+    if !args.roots.is_empty() || loaded.raw.roots.is_empty() {
+        for r in roots {
+            out.push("--root".to_string());
+            out.push(format!("{}={}:{}", r.name, r.path, r.mode.as_str()));
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
 fn print_banner(
     addr: SocketAddr,
     config: &str,
@@ -132,11 +171,11 @@ fn print_banner(
     tokens: bool,
     agent: &str,
     setup_link: Option<&str>,
+    stdio_args: Vec<String>,
 ) {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "aether".into());
-    let mut root_args = Vec::new();
     say!("Aether {} is serving.", env!("CARGO_PKG_VERSION"));
     say!("  MCP (Streamable HTTP): http://{addr}/mcp");
     say!("  configuration:         {config}");
@@ -148,8 +187,6 @@ fn print_banner(
             r.path,
             r.mode.as_str()
         );
-        root_args.push("--root".to_string());
-        root_args.push(format!("{}={}:{}", r.name, r.path, r.mode.as_str()));
     }
     if tokens {
         say!("  callers:               bearer token per agent (aether tokens create --agent NAME)");
@@ -163,8 +200,6 @@ fn print_banner(
         http["mcpServers"]["aether"]["headers"] =
             json!({"Authorization": "Bearer <token from aether tokens create --agent NAME>"});
     }
-    let mut stdio_args = vec!["mcp-serve".to_string()];
-    stdio_args.extend(root_args);
     let stdio = json!({"mcpServers": {"aether": {"command": exe, "args": stdio_args}}});
     say!();
     say!("For an MCP host that connects by URL (LM Studio's mcp.json, Cursor, ...):");

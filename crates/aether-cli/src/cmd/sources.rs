@@ -400,7 +400,7 @@ async fn report(command: ReportCommand) -> Result<()> {
                 .find(|r| r.name == args.name)
                 .with_context(|| format!("no report named {:?}", args.name))?;
             let roots = setup::roots(&[], &loaded, true)?;
-            let (upstreams, external) = setup::upstreams(&loaded, &store).await;
+            let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
             let pipeline = setup::pipeline(&loaded, &roots, store.clone(), false, external).await?;
             let _upstreams = upstreams.run(pipeline.clone());
             let (call_id, outcome) = tables::run_report(&pipeline, &report, &setup::operator())

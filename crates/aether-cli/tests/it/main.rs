@@ -5,6 +5,7 @@
 mod browser;
 mod cli;
 mod console;
+mod control;
 mod crash;
 mod federation;
 mod governance;

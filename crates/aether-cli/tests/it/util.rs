@@ -104,15 +104,21 @@ impl StdioServer {
     }
 
     pub fn spawn_root(ws: &Ws, root: &str, extra: &[&str]) -> StdioServer {
-        let mut child = aether()
-            .arg("mcp-serve")
+        let mut cmd = aether();
+        cmd.arg("mcp-serve")
             .arg("--root")
             .arg(root)
             .args(extra)
             .current_dir(ws.path())
+            .stderr(Pipe::null());
+        StdioServer::from_command(cmd)
+    }
+
+    /// A server started by `cmd` as it is (its folder, arguments and stderr), on pipes.
+    pub fn from_command(mut cmd: Command) -> StdioServer {
+        let mut child = cmd
             .stdin(Pipe::piped())
             .stdout(Pipe::piped())
-            .stderr(Pipe::null())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();

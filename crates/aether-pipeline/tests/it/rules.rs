@@ -544,3 +544,250 @@ async fn a_path_rule_holds_through_a_root_that_nests_another() {
     }
     h.check().await;
 }
+
+/// Control files by name (`aether.toml`, `permissions.yaml`), in any folder of any root and in
+/// the spellings a case-insensitive or normalising filesystem takes for them, are out of every
+/// workspace tool's reach — even for a process that knows neither (started without a
+/// configuration, with no rules file of its own): they may be another Aether's.
+#[tokio::test]
+async fn control_files_of_any_aether_are_out_of_every_workspace_tools_reach() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(tmp.path()).unwrap();
+    fs::create_dir_all(base.join("proj/sub")).unwrap();
+    fs::create_dir_all(base.join("other")).unwrap();
+    let rules =
+        "rules:\n  - name: no-shell\n    match: { tool: run_shell }\n    action: always_deny\n";
+    for f in [
+        "proj/permissions.yaml",
+        "proj/sub/permissions.yaml",
+        "permissions.yaml",
+    ] {
+        fs::write(base.join(f), rules).unwrap();
+    }
+    for f in ["proj/aether.toml", "aether.toml"] {
+        fs::write(base.join(f), "[server]\nauth = \"token\"\n").unwrap();
+    }
+    let roots = Roots::open(&[RootSpec {
+        name: "ws".into(),
+        path: base.to_string_lossy().into_owned(),
+        mode: RootMode::ReadWrite,
+        writable: None,
+        allow_delete: true,
+    }])
+    .unwrap();
+    let h = Harness::new();
+    let mut settings = h.settings(
+        vec![default_agent_profile()],
+        Limits::default(),
+        aether_tools::builtin_tools(),
+        roots,
+    );
+    settings.rules = Rules::none();
+    settings.private = Vec::new();
+    let p = aether_pipeline::Pipeline::new(settings).await.unwrap();
+    let ctx = session(&p, "default", "s1");
+    let open = "rules:\n  - match: { tool: '*' }\n    action: always_allow\n";
+    let mut cases = Vec::new();
+    for existing in [
+        "proj/permissions.yaml",
+        "proj/sub/permissions.yaml",
+        "permissions.yaml",
+        "proj/aether.toml",
+        "aether.toml",
+    ] {
+        cases.extend([
+            ("write_file", json!({"path": existing, "content": open})),
+            (
+                "write_file",
+                json!({"path": format!("{base}/{existing}", base = base.display()), "content": open}),
+            ),
+            (
+                "write_file",
+                json!({"path": format!("proj/../{existing}"), "content": open}),
+            ),
+            (
+                "edit_file",
+                json!({"path": existing, "search": "always_deny", "replace": "always_allow"}),
+            ),
+            ("delete_file", json!({"path": existing})),
+            (
+                "move_file",
+                json!({"source": existing, "destination": "moved.yaml"}),
+            ),
+            ("read_file", json!({"path": existing})),
+            ("read_multiple_files", json!({"paths": [existing]})),
+            ("get_file_info", json!({"path": existing})),
+        ]);
+    }
+    for new in [
+        "other/permissions.yaml",
+        "other/aether.toml",
+        "other/PERMISSIONS.YAML",
+        "other/Aether.Toml",
+        "other/permissions.yaml.",
+        "other/aether.toml ",
+        "other/permi\u{200B}ssions.yaml",
+        "other/\u{FF41}ether.toml",
+        "new/deep/permissions.yaml",
+    ] {
+        cases.extend([
+            ("write_file", json!({"path": new, "content": open})),
+            ("create_directory", json!({"path": new})),
+            (
+                "edit_file",
+                json!({"path": new, "search": "", "replace": open}),
+            ),
+            (
+                "move_file",
+                json!({"source": "proj/sub/permissions.yaml", "destination": new}),
+            ),
+        ]);
+    }
+    // Folders that hold one: moving them moves the file.
+    cases.extend([
+        (
+            "move_file",
+            json!({"source": "proj", "destination": "proj2"}),
+        ),
+        (
+            "move_file",
+            json!({"source": "proj/sub", "destination": "sub2"}),
+        ),
+    ]);
+    fs::write(base.join("other/notes.txt"), "x").unwrap();
+    cases.push((
+        "move_file",
+        json!({"source": "other/notes.txt", "destination": "other/permissions.yaml"}),
+    ));
+    for (tool, args) in cases {
+        let result = call(&p, &ctx, tool, args.clone()).await;
+        match &result.outcome {
+            // read_multiple_files answers per file.
+            CallOutcome::Ran(out) if tool == "read_multiple_files" => {
+                let error = out.structured.as_ref().unwrap()["files"][0]["error"].clone();
+                assert!(
+                    error.as_str().unwrap_or("").contains("Aether's own files"),
+                    "{args}: {out:?}"
+                );
+            }
+            CallOutcome::Ran(out) => assert!(out.is_error, "{tool} {args}: {out:?}"),
+            CallOutcome::Refused(_) => {}
+            other => panic!("{tool} {args}: {other:?}"),
+        }
+    }
+    for f in [
+        "proj/permissions.yaml",
+        "proj/sub/permissions.yaml",
+        "permissions.yaml",
+    ] {
+        assert_eq!(fs::read_to_string(base.join(f)).unwrap(), rules, "{f}");
+    }
+    let mut left: Vec<String> = fs::read_dir(base.join("other"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["notes.txt"]);
+    assert!(!base.join("new").exists() || !base.join("new/deep/permissions.yaml").exists());
+    assert!(base.join("proj/sub").is_dir());
+    // Listed by name like a credential file, nothing more; never found by a walk.
+    let listed = ok_text(&call(&p, &ctx, "list_dir", json!({"path": "proj"})).await);
+    assert!(!listed.contains("permissions.yaml  ("), "{listed}");
+    assert!(!listed.contains("aether.toml  ("), "{listed}");
+    let found = ok_text(&call(&p, &ctx, "glob", json!({"pattern": "**/*.yaml"})).await);
+    assert!(!found.contains("permissions.yaml"), "{found}");
+    h.check().await;
+}
+
+/// A rules file emptied, removed, cut short or caught while it is being written never loosens
+/// the rules: the watcher reads it only once it holds still, and anything but a whole file
+/// with its `rules:` list keeps the last good rules.
+#[tokio::test]
+async fn an_emptied_removed_or_half_written_rules_file_never_loosens_the_rules() {
+    let h = Harness::new();
+    let dir = tempfile::tempdir().unwrap();
+    let full = "rules:\n  - name: a\n    match: { tool: a }\n    action: always_deny\n  - name: b\n    match: { tool: b }\n    action: always_deny\n  - name: c\n    match: { tool: c }\n    action: always_deny\n  - name: stop-echo\n    match: { tool: echo }\n    action: always_deny\n";
+    let path = rules_file(dir.path(), full);
+    let echo = Echo::new("echo", "alpha", Tier::Standard);
+    let p = h
+        .pipeline_with(vec![worker()], vec![echo.clone()], |s| {
+            s.rules = Rules::load(&path, false).unwrap()
+        })
+        .await;
+    let _watcher = p.watch_rules().expect("the rules file is watched");
+    let ctx = session(&p, "worker", "s1");
+    assert_eq!(p.rules().current().len(), 4);
+    let wait_error = |what: &'static str| {
+        let p = p.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while p.rules().last_error().is_none() {
+                assert!(Instant::now() < deadline, "{what}: never read");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            p.rules().last_error().unwrap()
+        }
+    };
+    for (what, text) in [
+        ("emptied", ""),
+        ("blank", "\n\n"),
+        ("comments only", "# rules\n"),
+        ("cut after the key", "rules:\n"),
+        ("null", "rules: ~\n"),
+    ] {
+        fs::write(&path, text).unwrap();
+        let error = wait_error(what).await;
+        assert!(error.contains("rules: []"), "{what}: {error}");
+        assert_eq!(p.rules().current().len(), 4, "{what}");
+        let result = call(&p, &ctx, "echo", valid()).await;
+        refused(&h.store, &result, Step::Rules, "rule:stop-echo").await;
+        // Back to whole (the error clears).
+        fs::write(&path, full).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.rules().last_error().is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: the whole file was never read"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    fs::remove_file(&path).unwrap();
+    let error = wait_error("removed").await;
+    assert!(error.contains("gone"), "{error}");
+    assert_eq!(p.rules().current().len(), 4);
+    fs::write(&path, full).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.rules().last_error().is_some() {
+        assert!(Instant::now() < deadline, "restored file never read");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Written in pieces, 120 ms apart (under the debounce): every prefix that ends on a rule
+    // is a valid file with fewer rules, and none of them may be read.
+    let pieces: Vec<&str> = full.split_inclusive("always_deny\n").collect();
+    assert_eq!(pieces.len(), 4);
+    let writer = {
+        let path = path.clone();
+        let pieces: Vec<String> = pieces.iter().map(|s| s.to_string()).collect();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = fs::File::create(&path).unwrap();
+            for piece in pieces {
+                f.write_all(piece.as_bytes()).unwrap();
+                f.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(120));
+            }
+        })
+    };
+    let mut fewest = usize::MAX;
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        fewest = fewest.min(p.rules().current().len());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    writer.join().unwrap();
+    assert_eq!(fewest, 4, "a half-written file was read");
+    assert!(p.rules().last_error().is_none());
+    h.check().await;
+}

@@ -22,7 +22,9 @@ pub use quality::{AnalyzeCode, RunTests};
 pub use read_logs::ReadLogs;
 pub use run_command::RunCommand;
 pub use run_shell::RunShell;
-pub use sandbox::{Sandbox, covered_or_allowed, hiding, secrets_in};
+pub use sandbox::{
+    ControlWatch, SET_ASIDE, Sandbox, control_files_in, covered_or_allowed, hiding, secrets_in,
+};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     // One sandbox (and so one probe of it) for every tool that runs in it.

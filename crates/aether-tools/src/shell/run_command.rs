@@ -224,6 +224,12 @@ impl Tool for RunCommand {
             command: process::logged_text(&serde_json::to_string(&shown).unwrap_or_default()),
             sandbox: if covered { "secrets-covered" } else { "none" }.into(),
         };
+        // The program can write wherever Aether's user can: a control file it makes under a
+        // root (another Aether's rules, say) is set aside when it ends.
+        let folders: Vec<PathBuf> = cx.roots.iter().map(|r| r.path.clone()).collect();
+        let watch = tokio::task::spawn_blocking(move || super::ControlWatch::start(folders))
+            .await
+            .map_err(|e| ToolError::failed(format!("checking the roots failed: {e}")))?;
         let ran = process::run(
             &cx,
             Spawn {
@@ -239,6 +245,19 @@ impl Tool for RunCommand {
         )
         .await;
         drop(pin_files);
+        let set_aside = crate::blocking(move || watch.finish()).await;
+        if !set_aside.is_empty() {
+            let shown: Vec<String> = set_aside.iter().map(|p| p.display().to_string()).collect();
+            return Err(ToolError::denied(
+                "protected-path",
+                format!(
+                    "the command made Aether control files ({}); each was renamed to \
+                     NAME{}-…, since no tool may create aether.toml or permissions.yaml",
+                    aether_policy::truncate::bound_text(&shown.join(", "), 500),
+                    super::SET_ASIDE
+                ),
+            ));
+        }
         ran
     }
 }

@@ -271,6 +271,104 @@ pub fn secrets_in(roots: &Roots, git: bool) -> Result<Vec<PathBuf>, ToolError> {
     Ok(found)
 }
 
+/// Every control file (`aether.toml`, `permissions.yaml` in any spelling:
+/// `aether_policy::paths::CONTROL_NAMES`) under `folders`, links not followed, `.git` folders
+/// not entered, at most [`MAX_MASKS`]: for a program run on the whole filesystem that must not
+/// change another Aether's configuration or rules (see [`hiding`]).
+pub fn control_files_in(folders: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for top in folders {
+        let mut it = walkdir::WalkDir::new(top)
+            .follow_links(false)
+            .min_depth(1)
+            .into_iter();
+        while let Some(entry) = it.next() {
+            let Ok(entry) = entry else { continue };
+            if entry.file_type().is_dir() && entry.file_name() == ".git" {
+                it.skip_current_dir();
+                continue;
+            }
+            if aether_policy::paths::is_control_file(&entry.path().to_string_lossy()) {
+                found.push(entry.path().to_path_buf());
+                if found.len() >= MAX_MASKS {
+                    return found;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Renames aside (see [`SET_ASIDE`]) every control file under `folders` that is not in
+/// `before`: one a program made while it ran, which no Aether must read. Returns their paths.
+pub fn set_aside_new_controls(folders: &[PathBuf], before: &BTreeSet<PathBuf>) -> Vec<PathBuf> {
+    let mut moved = Vec::new();
+    for control in control_files_in(folders) {
+        if before.contains(&control) {
+            continue;
+        }
+        let name = control
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let aside = control.with_file_name(format!("{name}{SET_ASIDE}-{stamp}"));
+        if std::fs::rename(&control, &aside).is_ok() || std::fs::remove_file(&control).is_ok() {
+            tracing::warn!(path = %control.display(), "a program made an Aether control file; set aside");
+            moved.push(control);
+        } else {
+            tracing::error!(path = %control.display(), "a program made an Aether control file that could not be set aside");
+        }
+    }
+    moved
+}
+
+/// The control files under some folders before a program ran, so that any it makes is set
+/// aside when it ends ([`ControlWatch::finish`]) — or, if the call is dropped first, from a
+/// thread of its own once the program has had a moment to die.
+pub struct ControlWatch {
+    folders: Vec<PathBuf>,
+    before: BTreeSet<PathBuf>,
+    done: bool,
+}
+
+impl ControlWatch {
+    /// Walks `folders` now (blocking).
+    pub fn start(folders: Vec<PathBuf>) -> ControlWatch {
+        let before = control_files_in(&folders).into_iter().collect();
+        ControlWatch {
+            folders,
+            before,
+            done: false,
+        }
+    }
+
+    /// Sets aside what the program made (blocking); returns their paths.
+    pub fn finish(mut self) -> Vec<PathBuf> {
+        self.done = true;
+        set_aside_new_controls(&self.folders, &self.before)
+    }
+}
+
+impl Drop for ControlWatch {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let (folders, before) = (
+            std::mem::take(&mut self.folders),
+            std::mem::take(&mut self.before),
+        );
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            set_aside_new_controls(&folders, &before);
+        });
+    }
+}
+
 /// The shell programs run: bash where there is one.
 pub fn shell() -> &'static str {
     if Path::new("/usr/bin/bash").is_file() || Path::new("/bin/bash").is_file() {
@@ -434,6 +532,10 @@ pub struct Plan {
     pub repositories: BTreeSet<Identity>,
 }
 
+/// Where [`after_writable_run`] puts a control file a command created: beside it, renamed so
+/// that no Aether reads it (and nothing is lost).
+pub const SET_ASIDE: &str = ".set-aside-by-aether";
+
 impl Plan {
     /// What [`after_writable_run`] needs, without the arguments.
     pub fn clone_for_after(&self) -> Plan {
@@ -459,6 +561,7 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
         git: Vec::new(),
         credentials,
         repositories: BTreeMap::new(),
+        controls: 0,
     };
     let bind = |args: &mut Vec<OsString>, how: &str, path: &Path| {
         args.push(how.into());
@@ -482,19 +585,21 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
             // program reading the folder directly would skip: it is not in the sandbox.
             continue;
         }
-        // A root that holds Aether's own files (its configuration, rules, store) is never
-        // writable in a shell: a file written there, or a folder renamed around one, would
-        // change what Aether itself runs by.
+        // A root that holds Aether's own files (its configuration, rules, store) or any
+        // Aether's control files (by name) is never writable in a shell: a file written
+        // there, or a folder renamed around one, would change what an Aether runs by.
+        let controls = hide.controls;
+        hide.walk(&root.path, None)?;
         let write = layout.settings.write
             && root.mode == RootMode::ReadWrite
             && root.gate.globs().is_none()
-            && !credentials.holds_private(&root.path.to_string_lossy());
+            && !credentials.holds_private(&root.path.to_string_lossy())
+            && hide.controls == controls;
         bind(
             &mut args,
             if write { "--bind" } else { "--ro-bind" },
             &root.path,
         );
-        hide.walk(&root.path, None)?;
         bound.push(root.path.clone());
         if write {
             writable.push(root.path.clone());
@@ -569,10 +674,12 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
 pub fn after_writable_run(plan: &Plan, credentials: &CredentialFilter) -> Vec<PathBuf> {
     let mut now = BTreeMap::new();
     let as_root = rustix::process::geteuid().is_root();
+    // A writable root held no control file when the command started (else it was bound
+    // read-only): any there now was made by the command.
+    let mut removed = set_aside_new_controls(&plan.writable, &BTreeSet::new());
     for root in &plan.writable {
         repositories_in(root, credentials, &mut now, as_root);
     }
-    let mut removed = Vec::new();
     for (path, id) in now {
         if plan.repositories.contains(&id) {
             continue;
@@ -663,6 +770,8 @@ struct Hide<'a> {
     credentials: &'a CredentialFilter,
     /// Every `.git` entry and bare repository met, by path, as [`repositories_in`] finds them.
     repositories: BTreeMap<PathBuf, Identity>,
+    /// How many control files (by name) the walk met.
+    controls: usize,
 }
 
 impl Hide<'_> {
@@ -737,6 +846,9 @@ impl Hide<'_> {
             let hard_linked = ft.is_file()
                 && std::fs::symlink_metadata(path)
                     .is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1);
+            if aether_policy::paths::is_control_file(&path.to_string_lossy()) {
+                self.controls += 1;
+            }
             if self.covers(path) || ft.is_socket() || hard_linked {
                 // A socket could reach a daemon outside the sandbox: covered like a secret.
                 self.masks.push((path.to_path_buf(), ft.is_dir()));

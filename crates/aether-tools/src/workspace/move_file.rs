@@ -143,8 +143,8 @@ impl Tool for MoveFile {
             return Err(ToolError::denied(
                 "confinement",
                 format!(
-                    "{} holds {}, a credential or Aether file, which would no longer be known as one \
-                     under another name; refused",
+                    "{} holds {}, an Aether control file or store, or a credential file that would \
+                     no longer be known as one under another name; refused",
                     from.shown(),
                     inside.display()
                 ),
@@ -243,6 +243,17 @@ async fn hidden_inside(
             let path = entry.path();
             let moved = path.strip_prefix(&from).map(|rest| to.join(rest));
             if known(path) && !moved.is_ok_and(|m| known(&m)) {
+                return Ok(Some(path.to_path_buf()));
+            }
+            // Aether's control files and stores are not moved at all, whatever they would be
+            // called after: a configuration or rules file moved away is one deleted.
+            if aether_policy::paths::is_control_file(&path.to_string_lossy())
+                || entry
+                    .file_name()
+                    .to_str()
+                    .and_then(aether_policy::paths::protected_name)
+                    == Some(".aether")
+            {
                 return Ok(Some(path.to_path_buf()));
             }
         }

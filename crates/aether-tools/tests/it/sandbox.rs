@@ -606,3 +606,59 @@ async fn a_sealed_root_is_not_in_the_sandbox() {
         Err(e) => assert!(!e.to_string().contains("sealed-text-9"), "{e}"),
     }
 }
+
+/// Any Aether's control files (`aether.toml`, `permissions.yaml`), not only this process's:
+/// a root holding one stays read-only with shell writes on, and in a writable root a control
+/// file a command makes — any folder, any spelling — is set aside when it ends.
+#[tokio::test]
+async fn control_files_keep_a_root_read_only_and_new_ones_are_set_aside() {
+    let write = || ShellSettings {
+        write: true,
+        ..Default::default()
+    };
+    let held = Tree::new();
+    held.file("sub/permissions.yaml", "rules: []\n");
+    let sh = shell(&held, write(), RootMode::ReadWrite);
+    let v = sh
+        .out("printf x > new.txt; printf 'rules: [x]' > sub/permissions.yaml; mv sub sub2")
+        .await;
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{v}"
+    );
+    assert!(!held.ws.join("new.txt").exists());
+    assert_eq!(
+        fs::read_to_string(held.ws.join("sub/permissions.yaml")).unwrap(),
+        "rules: []\n"
+    );
+
+    let open = Tree::new();
+    let sh = shell(&open, write(), RootMode::ReadWrite);
+    let v = sh
+        .out(
+            "printf x > new.txt; mkdir -p a/b; printf 'rules: []' > a/b/permissions.yaml; \
+             printf x > AETHER.TOML; printf x > 'aether.toml.'; printf x > a/Permissions.Yaml",
+        )
+        .await;
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert!(open.ws.join("new.txt").exists(), "writes still land: {v}");
+    for gone in [
+        "a/b/permissions.yaml",
+        "AETHER.TOML",
+        "aether.toml.",
+        "a/Permissions.Yaml",
+    ] {
+        assert!(!open.ws.join(gone).exists(), "{gone} is still there: {v}");
+    }
+    let aside: Vec<String> = fs::read_dir(open.ws.join("a/b"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        aside.len() == 1 && aside[0].starts_with("permissions.yaml.set-aside-by-aether-"),
+        "{aside:?}"
+    );
+}

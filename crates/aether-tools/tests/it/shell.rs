@@ -778,3 +778,40 @@ async fn sed_runs_sandboxed_and_a_dropped_call_kills_its_tree() {
     }
     assert!(gone(), "the child {pid} outlived the dropped call");
 }
+
+/// A program writes where Aether's user can: it cannot change, move or remove a control file
+/// under the roots (covered where bubblewrap runs), and one it makes — another Aether's rules,
+/// say — is set aside when it ends, the call reported as refused.
+#[tokio::test]
+async fn a_program_cannot_change_or_leave_behind_any_aethers_control_files() {
+    if aether_tools::shell::Sandbox::detect().ready().is_err() {
+        eprintln!("a_program_cannot_change_or_leave_behind_any_aethers_control_files: skipped");
+        return;
+    }
+    let tree = Tree::new();
+    fs::create_dir_all(tree.ws.join("proj")).unwrap();
+    fs::write(tree.ws.join("proj/permissions.yaml"), "rules: []\n").unwrap();
+    fs::write(tree.ws.join("proj/aether.toml"), "[server]\n").unwrap();
+    let evil = script(
+        &tree,
+        "evil.sh",
+        "printf 'rules: [x]' > proj/permissions.yaml; rm -f proj/aether.toml; \
+         mv proj/permissions.yaml proj/old.yaml; mkdir -p other; \
+         printf 'rules: []' > other/permissions.yaml; printf x > Aether.toml; true",
+    );
+    let cx = cx_with(&tree, vec![rule(&evil, &[], None)]);
+    let r = run(&cx, json!({"command": evil})).await;
+    let e = r.expect_err("the call is refused");
+    assert!(e.to_string().contains("set-aside"), "{e}");
+    assert_eq!(
+        fs::read_to_string(tree.ws.join("proj/permissions.yaml")).unwrap(),
+        "rules: []\n"
+    );
+    assert_eq!(
+        fs::read_to_string(tree.ws.join("proj/aether.toml")).unwrap(),
+        "[server]\n"
+    );
+    assert!(!tree.ws.join("proj/old.yaml").exists());
+    assert!(!tree.ws.join("other/permissions.yaml").exists());
+    assert!(!tree.ws.join("Aether.toml").exists());
+}

@@ -199,16 +199,26 @@ impl WriteGate {
     }
 }
 
-/// Why a requested path was refused before any IO.
+/// Why a requested path (or glob) was refused before any IO.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathRefusal {
     Empty,
     Nul,
+    /// A `..` that climbs above the root.
     ParentComponent,
     OutsideRoots(String),
-    NotUnderRoot { path: String, root: String },
+    NotUnderRoot {
+        path: String,
+        root: String,
+    },
     Credential(String),
     TooLong,
+    /// An absolute glob outside the root searched.
+    GlobOutside(String),
+    /// A `..` after a wildcard: where it leads depends on what the wildcard matched.
+    GlobClimbs(String),
+    /// A glob whose last part is `.` or `..`: it names a folder, not files.
+    GlobFolder(String),
 }
 
 impl fmt::Display for PathRefusal {
@@ -216,9 +226,22 @@ impl fmt::Display for PathRefusal {
         match self {
             PathRefusal::Empty => f.write_str("the path is empty"),
             PathRefusal::Nul => f.write_str("the path contains a NUL byte"),
-            PathRefusal::ParentComponent => {
-                f.write_str("'..' is not allowed in paths; give the path from the root")
-            }
+            PathRefusal::ParentComponent => f.write_str(
+                "the path climbs out of its root with '..'; give a path inside the root (list_roots shows them)",
+            ),
+            PathRefusal::GlobOutside(p) => write!(
+                f,
+                "the pattern {p:?} is outside the root searched; give a pattern relative to `path`, or an absolute one inside the root"
+            ),
+            PathRefusal::GlobClimbs(p) => write!(
+                f,
+                "the pattern {p:?} has '..' after a wildcard, which cannot be confined; put the folder in `path` instead"
+            ),
+            PathRefusal::GlobFolder(p) => write!(
+                f,
+                "the pattern {p:?} names a folder, not files; add a name pattern (e.g. {:?})",
+                format!("{}/*", p.trim_end_matches('/'))
+            ),
             PathRefusal::OutsideRoots(p) => {
                 write!(
                     f,
@@ -239,6 +262,12 @@ impl fmt::Display for PathRefusal {
 
 /// A clean path relative to a root: no leading `/`, no `.` or `..`, no empty components.
 /// The empty string is the root itself.
+///
+/// A `..` takes away the component before it, lexically (`src/../README.md` is
+/// `README.md`), as URLs and Go's `path.Clean` read it; one that would climb above the root is
+/// refused. Lexically, not through symlinks: `link/..` is the folder holding `link`, whatever
+/// `link` points at, and what is judged is exactly what is then opened — beneath the root's
+/// handle, so no link can lead out either.
 pub fn clean_relative(requested: &str) -> Result<String, PathRefusal> {
     if requested.len() > 4096 {
         return Err(PathRefusal::TooLong);
@@ -250,11 +279,110 @@ pub fn clean_relative(requested: &str) -> Result<String, PathRefusal> {
     for part in requested.split('/') {
         match part {
             "" | "." => {}
-            ".." => return Err(PathRefusal::ParentComponent),
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(PathRefusal::ParentComponent);
+                }
+            }
             other => parts.push(other),
         }
     }
     Ok(parts.join("/"))
+}
+
+/// Where a glob over a root looks, and what it matches there (see [`confine_glob`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobPlace {
+    /// The folder walked, relative to the root and clean.
+    pub folder: String,
+    /// The pattern matched under it.
+    pub pattern: String,
+    /// Whether the pattern matches file names anywhere below (it had no `/`), rather than
+    /// paths relative to `folder`.
+    pub by_name: bool,
+}
+
+/// Whether a path component holds a glob's special characters.
+fn is_wild(component: &str) -> bool {
+    component.contains(['*', '?', '[', ']', '{', '}', '\\'])
+}
+
+/// A glob confined like a path: `pattern`, given with the (clean, root-relative) folder
+/// `folder` to search under a root at `root_path`, becomes the folder really searched and the
+/// pattern matched there. The leading literal components are folded into the folder (a `..`
+/// among them taking one away, as in [`clean_relative`]), so `../docs/*.md` from `src` looks
+/// in `docs`; an absolute pattern must lie under the root (`folder` is then ignored). A `..`
+/// that climbs above the root, an absolute pattern outside it, a `..` after a wildcard
+/// (`*/../x`: where it leads depends on what matched) and a pattern that names a folder are
+/// refused — a glob never silently matches against nothing outside.
+pub fn confine_glob(
+    folder: &str,
+    pattern: &str,
+    root_path: &str,
+) -> Result<GlobPlace, PathRefusal> {
+    if pattern.len() > 4096 {
+        return Err(PathRefusal::TooLong);
+    }
+    if pattern.contains('\0') {
+        return Err(PathRefusal::Nul);
+    }
+    if pattern.trim().is_empty() {
+        return Err(PathRefusal::Empty);
+    }
+    let (base, rest) = if pattern.starts_with('/') {
+        let rest = strip_root(pattern, root_path)
+            .ok_or_else(|| PathRefusal::GlobOutside(pattern.to_string()))?;
+        (String::new(), rest)
+    } else {
+        (clean_relative(folder)?, pattern)
+    };
+    if !pattern.starts_with('/') && !pattern.contains('/') {
+        if matches!(pattern, "." | "..") {
+            return Err(PathRefusal::GlobFolder(pattern.to_string()));
+        }
+        return Ok(GlobPlace {
+            folder: base,
+            pattern: pattern.to_string(),
+            by_name: true,
+        });
+    }
+    let components: Vec<&str> = rest.split('/').collect();
+    let mut parts: Vec<&str> = base.split('/').filter(|c| !c.is_empty()).collect();
+    let mut at = 0;
+    while at + 1 < components.len() && !is_wild(components[at]) {
+        match components[at] {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(PathRefusal::ParentComponent);
+                }
+            }
+            literal => parts.push(literal),
+        }
+        at += 1;
+    }
+    let remaining: Vec<&str> = components[at..]
+        .iter()
+        .copied()
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if components[at..].contains(&"..") {
+        return Err(
+            if components.last() == Some(&"..") && at + 1 == components.len() {
+                PathRefusal::GlobFolder(pattern.to_string())
+            } else {
+                PathRefusal::GlobClimbs(pattern.to_string())
+            },
+        );
+    }
+    if remaining.is_empty() {
+        return Err(PathRefusal::GlobFolder(pattern.to_string()));
+    }
+    Ok(GlobPlace {
+        folder: parts.join("/"),
+        pattern: remaining.join("/"),
+        by_name: false,
+    })
 }
 
 /// Maps an absolute `requested` path onto `root_path` (itself absolute and canonical): the
@@ -556,14 +684,112 @@ mod tests {
     }
 
     #[test]
-    fn clean_relative_refuses_escapes() {
-        assert_eq!(clean_relative("a/./b//c/").unwrap(), "a/b/c");
-        assert_eq!(clean_relative("").unwrap(), "");
-        assert_eq!(clean_relative(".").unwrap(), "");
-        assert_eq!(clean_relative("a/../b"), Err(PathRefusal::ParentComponent));
-        assert_eq!(clean_relative(".."), Err(PathRefusal::ParentComponent));
+    fn clean_relative_folds_dots_and_refuses_only_escapes() {
+        for (path, clean) in [
+            ("a/./b//c/", "a/b/c"),
+            ("", ""),
+            (".", ""),
+            ("./", ""),
+            ("a/../b", "b"),
+            ("src/../README.md", "README.md"),
+            ("a/b/../../c", "c"),
+            ("a/b/../c/./d/..", "a/c"),
+            ("a/..", ""),
+            ("a/b/c/../../../", ""),
+            ("./a/.././b", "b"),
+            ("/a/../b", "b"),
+            ("a//..//b", "b"),
+            ("...", "..."),
+            ("..a/b..", "..a/b.."),
+        ] {
+            assert_eq!(clean_relative(path).unwrap(), clean, "{path:?}");
+        }
+        for path in [
+            "..",
+            "../",
+            "../a",
+            "a/../..",
+            "a/../../b",
+            "a/b/../../../c",
+            "./../a",
+            "a/./../../a",
+            "x/y/z/../../../../x/y",
+        ] {
+            assert_eq!(
+                clean_relative(path),
+                Err(PathRefusal::ParentComponent),
+                "{path:?}"
+            );
+        }
         assert_eq!(clean_relative("a\0b"), Err(PathRefusal::Nul));
         assert_eq!(clean_relative(&"a".repeat(5000)), Err(PathRefusal::TooLong));
+    }
+
+    #[test]
+    fn globs_are_confined_like_paths() {
+        let place = |folder: &str, pattern: &str| confine_glob(folder, pattern, "/srv/ws");
+        let ok = |folder: &str, pattern: &str, want: (&str, &str, bool)| {
+            let got = place(folder, pattern).unwrap_or_else(|e| panic!("{pattern:?}: {e}"));
+            assert_eq!(
+                (got.folder.as_str(), got.pattern.as_str(), got.by_name),
+                want,
+                "{folder:?} {pattern:?}"
+            );
+        };
+        ok("", "*.rs", ("", "*.rs", true));
+        ok("src", "*.rs", ("src", "*.rs", true));
+        ok("", "**/*.rs", ("", "**/*.rs", false));
+        ok("", "src/**/mod.rs", ("src", "**/mod.rs", false));
+        ok("src", "../docs/*.md", ("docs", "*.md", false));
+        ok("src/a", "../../README.md", ("", "README.md", false));
+        ok("", "./src/*.rs", ("src", "*.rs", false));
+        ok("", "src/../docs/*.md", ("docs", "*.md", false));
+        ok("", "/srv/ws/docs/*.md", ("docs", "*.md", false));
+        ok("src", "/srv/ws/**/*.md", ("", "**/*.md", false));
+        ok("", "src/*/mod.rs", ("src", "*/mod.rs", false));
+        ok("", "{a,b}/*.rs", ("", "{a,b}/*.rs", false));
+        for (folder, pattern) in [
+            ("", "../*"),
+            ("", "../**/*.rs"),
+            ("src", "../../etc/*"),
+            ("", "a/../../*"),
+            ("", "./../x/*"),
+        ] {
+            assert_eq!(
+                place(folder, pattern),
+                Err(PathRefusal::ParentComponent),
+                "{folder:?} {pattern:?}"
+            );
+        }
+        for pattern in ["/etc/*", "/srv/wsx/*", "/srv/*", "/", "/srv/ws_evil/**"] {
+            assert_eq!(
+                place("", pattern),
+                Err(PathRefusal::GlobOutside(pattern.into())),
+                "{pattern:?}"
+            );
+        }
+        for pattern in ["*/../x", "**/../../etc/*", "a/*/../../../b", "[a]/../*"] {
+            assert_eq!(
+                place("", pattern),
+                Err(PathRefusal::GlobClimbs(pattern.into())),
+                "{pattern:?}"
+            );
+        }
+        for pattern in ["..", ".", "src/..", "src/.", "src/", "*/.."] {
+            assert!(
+                matches!(
+                    place("", pattern),
+                    Err(PathRefusal::GlobFolder(_) | PathRefusal::GlobClimbs(_))
+                ),
+                "{pattern:?}: {:?}",
+                place("", pattern)
+            );
+        }
+        assert_eq!(place("", ""), Err(PathRefusal::Empty));
+        assert_eq!(place("", "a\0*"), Err(PathRefusal::Nul));
+        // The message says what to do.
+        let e = place("", "/etc/*").unwrap_err().to_string();
+        assert!(e.contains("outside the root"), "{e}");
     }
 
     #[test]

@@ -109,6 +109,21 @@ pub struct SealManifest {
     pub pins: HashMap<String, (String, u64)>,
 }
 
+impl SealManifest {
+    /// Whether a sealed root shows `rel` (root-relative, clean) at all — its name, size, time,
+    /// a match in a search: a pinned file, or a folder that holds one. What was added since
+    /// the seal is not there for the tools.
+    pub fn shows(&self, rel: &str, is_dir: bool) -> bool {
+        if !is_dir {
+            return self.pins.contains_key(rel);
+        }
+        rel.is_empty()
+            || self.pins.keys().any(|k| {
+                k.len() > rel.len() && k.starts_with(rel) && k.as_bytes()[rel.len()] == b'/'
+            })
+    }
+}
+
 /// A named folder the tools may work in.
 #[derive(Debug)]
 pub struct Root {
@@ -319,6 +334,7 @@ impl Roots {
             return Err(deny(PathRefusal::Credential(found.display(rel))));
         }
         found.check_present()?;
+        found.seal_in_force()?;
         Ok(Located { root: found, rel })
     }
 }
@@ -371,25 +387,22 @@ impl Root {
         *self.seal.write().unwrap_or_else(|e| e.into_inner()) = manifest.map(Arc::new);
     }
 
-    /// In a sealed root, refuses a file whose content no longer has its pinned hash, and
-    /// otherwise returns the content that was hashed: a copy taken while hashing (an anonymous
-    /// in-memory file), so what is then read is exactly what was checked, however the file on
-    /// disk changes meanwhile. `real_rel` is the file's real root-relative path. Outside a
-    /// sealed root, `file` itself.
-    pub fn verified(&self, real_rel: &str, file: File) -> Result<File, ToolError> {
+    /// For a sealed root, the seal in force; a sealed root without one on record (or sealed
+    /// at another folder) serves nothing at all — no name, size, time, match or count — and
+    /// is refused. `None` for a root that is not sealed.
+    pub fn seal_in_force(&self) -> Result<Option<Arc<SealManifest>>, ToolError> {
         if self.mode != RootMode::Sealed {
-            return Ok(file);
+            return Ok(None);
         }
-        let shown = self.display(real_rel);
         let reseal = format!(
-            "the operator re-seals it with `aether roots seal {}`",
+            "the operator seals it with `aether roots seal {}`",
             self.name
         );
         let Some(seal) = self.seal() else {
             return Err(ToolError::denied(
                 "sealed",
                 format!(
-                    "root {:?} is sealed but no seal is on record; nothing in it is read until {reseal}",
+                    "root {:?} is sealed but no seal is on record; nothing in it is served until {reseal}",
                     self.name
                 ),
             ));
@@ -398,13 +411,30 @@ impl Root {
             return Err(ToolError::denied(
                 "sealed",
                 format!(
-                    "root {:?} was sealed at {}, not {}; nothing in it is read until {reseal}",
+                    "root {:?} was sealed at {}, not {}; nothing in it is served until {reseal}",
                     self.name,
                     seal.root_path,
                     self.path.display()
                 ),
             ));
         }
+        Ok(Some(seal))
+    }
+
+    /// In a sealed root, refuses a file whose content no longer has its pinned hash, and
+    /// otherwise returns the content that was hashed: a copy taken while hashing (an anonymous
+    /// in-memory file), so what is then read is exactly what was checked, however the file on
+    /// disk changes meanwhile. `real_rel` is the file's real root-relative path. Outside a
+    /// sealed root, `file` itself.
+    pub fn verified(&self, real_rel: &str, file: File) -> Result<File, ToolError> {
+        let Some(seal) = self.seal_in_force()? else {
+            return Ok(file);
+        };
+        let shown = self.display(real_rel);
+        let reseal = format!(
+            "the operator re-seals it with `aether roots seal {}`",
+            self.name
+        );
         let Some((pinned, size)) = seal.pins.get(real_rel) else {
             return Err(ToolError::denied(
                 "sealed",

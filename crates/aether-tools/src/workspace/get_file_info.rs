@@ -106,6 +106,36 @@ impl Tool for GetFileInfo {
         }
         .map_err(|e| root.io_error(loc.rel, e))?;
         let ft = meta.file_type();
+        // A sealed root tells only of what its seal pinned, as it was pinned.
+        if let Some(seal) = root.seal_in_force()? {
+            let pinned = seal.pins.get(loc.rel).map(|(_, size)| *size);
+            let shown = if ft.is_dir() {
+                seal.shows(loc.rel, true)
+            } else {
+                ft.is_file() && pinned.is_some()
+            };
+            if !shown {
+                return Err(ToolError::denied(
+                    "sealed",
+                    format!(
+                        "{} was not pinned when root {:?} was sealed; it is not served",
+                        root.display(loc.rel),
+                        root.name
+                    ),
+                ));
+            }
+            if ft.is_file() && pinned != Some(meta.len()) {
+                return Err(ToolError::denied(
+                    "sealed",
+                    format!(
+                        "{} changed on disk since root {:?} was sealed; it is not served until \
+                         the operator re-seals it",
+                        root.display(loc.rel),
+                        root.name
+                    ),
+                ));
+            }
+        }
         if ft.is_file() && meta.nlink() > 1 {
             return Err(ToolError::denied(
                 "confinement",

@@ -65,12 +65,13 @@ impl GlobTool {
 
 /// Runs a name search; shared with `search_files` in name mode.
 pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String), ToolError> {
-    let glob = NameGlob::new(&args.pattern)?;
+    let (root, folder, glob) =
+        NameGlob::confined(cx, args.root.as_deref(), &args.path, &args.pattern)?;
     let opts = WalkOptions {
         include_hidden: args.include_hidden,
         respect_ignore: args.respect_ignore,
     };
-    let walk = Walk::prepare(cx, args.root.as_deref(), &args.path, opts, args.max_results)?;
+    let walk = Walk::prepare(cx, Some(&root), &folder, opts, args.max_results)?;
     let (max, root_name) = (walk.max, walk.root_name.clone());
     // The paths returned, together, stay within the result budget.
     let budget = cx.limits.result_chars;
@@ -86,9 +87,7 @@ pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String
                 if cancel.is_cancelled() {
                     return WalkState::Quit;
                 }
-                let Some((abs, rel)) =
-                    walk::regular_file(entry, &walk.root_path, &walk.credentials)
-                else {
+                let Some((abs, rel)) = walk::regular_file(entry, &walk) else {
                     return WalkState::Continue;
                 };
                 if glob.matches(&abs, &walk.base)

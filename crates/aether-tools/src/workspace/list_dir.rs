@@ -76,7 +76,9 @@ impl Tool for ListDir {
         let loc = cx
             .roots
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
+        let seal = loc.root.seal_in_force()?;
         let (dir, real) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+        let here = loc.rel.to_string();
         let root_name = loc.root.name.clone();
         let shown = loc.root.display(loc.rel);
         let credentials = cx.roots.credentials().clone();
@@ -92,6 +94,18 @@ impl Tool for ListDir {
                 let name = os_name.to_string_lossy().into_owned();
                 if name == ".aether" {
                     continue; // Aether's own store is not part of anyone's workspace.
+                }
+                // A sealed root shows only what its seal pinned.
+                if let Some(seal) = &seal {
+                    let rel = if here.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{here}/{name}")
+                    };
+                    let ft = item.file_type().map_err(|e| e.to_string())?;
+                    if ft.is_symlink() || !seal.shows(&rel, ft.is_dir()) {
+                        continue;
+                    }
                 }
                 if entries.len() >= MAX_ENTRIES || used + name.len() > budget {
                     omitted += 1;

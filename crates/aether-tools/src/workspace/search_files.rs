@@ -161,12 +161,20 @@ async fn search_lines(
         .dfa_size_limit(16 << 20)
         .build(&query)
         .map_err(|e| ToolError::InvalidArguments(format!("bad query: {e}")))?;
-    let name_glob = args.glob.as_deref().map(NameGlob::new).transpose()?;
+    // A glob narrows the folder searched as it would for file names (confined like a path).
+    let (root, folder, name_glob) = match args.glob.as_deref() {
+        Some(pattern) => {
+            let (root, folder, glob) =
+                NameGlob::confined(cx, args.root.as_deref(), &args.path, pattern)?;
+            (Some(root), folder, Some(glob))
+        }
+        None => (args.root.clone(), args.path.clone(), None),
+    };
     let opts = WalkOptions {
         include_hidden: args.include_hidden,
         respect_ignore: args.respect_ignore,
     };
-    let walk = Walk::prepare(cx, args.root.as_deref(), &args.path, opts, args.max_results)?;
+    let walk = Walk::prepare(cx, root.as_deref(), &folder, opts, args.max_results)?;
     let (max, root_name) = (walk.max, walk.root_name.clone());
     // The matches returned, together, stay within the result budget.
     let budget = cx.limits.result_chars;
@@ -186,11 +194,12 @@ async fn search_lines(
         let truncated = AtomicBool::new(false);
         let mut open = crate::roots::read_options();
         open.follow(FollowSymlinks::No);
-        let (root_dir, root_path, credentials, base) = (
+        let (root_dir, root_path, credentials, base, walked) = (
             &walk.root_dir,
             &walk.root_path,
             &walk.credentials,
             &walk.base,
+            &walk,
         );
         walk.builder().build_parallel().run(|| {
             let mut searcher = SearcherBuilder::new()
@@ -208,7 +217,7 @@ async fn search_lines(
                 if cancel.is_cancelled() || truncated.load(Ordering::Relaxed) {
                     return WalkState::Quit;
                 }
-                let Some((abs, rel)) = walk::regular_file(entry, root_path, credentials) else {
+                let Some((abs, rel)) = walk::regular_file(entry, walked) else {
                     return WalkState::Continue;
                 };
                 if name_glob.as_ref().is_some_and(|g| !g.matches(&abs, base)) {

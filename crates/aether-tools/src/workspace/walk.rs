@@ -47,6 +47,8 @@ pub(super) struct Walk {
     pub opts: WalkOptions,
     /// Results returned at most: the caller's wish within the operator's limit.
     pub max: usize,
+    /// The seal in force when the root is sealed: only what it pinned is walked into view.
+    pub seal: Option<Arc<crate::SealManifest>>,
 }
 
 impl Walk {
@@ -59,6 +61,7 @@ impl Walk {
     ) -> Result<Walk, ToolError> {
         let mut rel = String::new();
         let loc = cx.roots.locate(root, path, &mut rel)?;
+        let seal = loc.root.seal_in_force()?;
         let (folder, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
         let root_dir = loc
             .root
@@ -76,6 +79,7 @@ impl Walk {
             max: max_results
                 .unwrap_or(usize::MAX)
                 .min(cx.limits.search_results),
+            seal,
         })
     }
 
@@ -99,16 +103,45 @@ pub(super) struct NameGlob {
 }
 
 impl NameGlob {
-    pub fn new(pattern: &str) -> Result<NameGlob, ToolError> {
-        let matcher = GlobBuilder::new(pattern)
+    /// `pattern` as given with `path` under `root`, confined like a path
+    /// (`aether_policy::paths::confine_glob`): the root's name, the folder to walk (clean,
+    /// root-relative) and the glob to match there.
+    pub fn confined(
+        cx: &CallContext,
+        root: Option<&str>,
+        path: &str,
+        pattern: &str,
+    ) -> Result<(String, String, NameGlob), ToolError> {
+        let mut rel = String::new();
+        let loc = cx.roots.locate(root, path, &mut rel)?;
+        let place =
+            aether_policy::paths::confine_glob(loc.rel, pattern, &loc.root.path.to_string_lossy())
+                .map_err(|r| ToolError::denied("confinement", r))?;
+        // Walks never enter `.git` or `.aether`; a pattern that leads into one is refused, not
+        // answered with nothing.
+        if aether_policy::paths::protected_component(&place.folder).is_some()
+            && aether_policy::paths::protected_component(loc.rel).is_none()
+        {
+            return Err(ToolError::denied(
+                "confinement",
+                format!(
+                    "the pattern {pattern:?} looks inside a folder no walk enters (.git, .aether)"
+                ),
+            ));
+        }
+        let matcher = GlobBuilder::new(&place.pattern)
             .literal_separator(true)
             .build()
             .map_err(|e| ToolError::InvalidArguments(format!("bad glob {pattern:?}: {e}")))?
             .compile_matcher();
-        Ok(NameGlob {
-            matcher,
-            by_name: !pattern.contains('/'),
-        })
+        Ok((
+            loc.root.name.clone(),
+            place.folder,
+            NameGlob {
+                matcher,
+                by_name: place.by_name,
+            },
+        ))
     }
 
     /// Whether `abs`, found walking `base`, matches.
@@ -357,6 +390,12 @@ impl TreeWalk<'_> {
             if is_dir && closed_folder(&name, &child, &self.walk.credentials) {
                 continue;
             }
+            if let Some(seal) = &self.walk.seal
+                && !relative(&child, &self.walk.root_path)
+                    .is_some_and(|rel| seal.shows(&rel, is_dir))
+            {
+                continue;
+            }
             // Credential files are left out too (folders were judged just above).
             if (!is_dir
                 && self
@@ -410,20 +449,26 @@ fn ignored(chain: &[Gitignore], path: &Path, is_dir: bool) -> bool {
 }
 
 /// A regular file from the walk, as (absolute path, root-relative path), unless it is a
-/// credential file. Symlinks are not followed, so they are not yielded.
+/// credential file or, in a sealed root, a file the seal did not pin. Symlinks are not
+/// followed, so they are not yielded.
 pub(super) fn regular_file(
     entry: Result<DirEntry, ignore::Error>,
-    root_path: &Path,
-    credentials: &CredentialFilter,
+    walk: &Walk,
 ) -> Option<(std::path::PathBuf, String)> {
     let entry = entry.ok()?;
     if !entry.file_type()?.is_file() {
         return None;
     }
-    if credentials.is_credential(&entry.path().to_string_lossy()) {
+    if walk
+        .credentials
+        .is_credential(&entry.path().to_string_lossy())
+    {
         return None;
     }
-    let rel = relative(entry.path(), root_path)?;
+    let rel = relative(entry.path(), &walk.root_path)?;
+    if walk.seal.as_ref().is_some_and(|s| !s.shows(&rel, false)) {
+        return None;
+    }
     Some((entry.into_path(), rel))
 }
 

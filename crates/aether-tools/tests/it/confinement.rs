@@ -58,7 +58,7 @@ async fn check_refused(cx: &CallContext, path: &str, why: &str) {
 }
 
 #[tokio::test]
-async fn dot_dot_is_refused_in_every_position() {
+async fn dot_dot_is_refused_where_it_climbs_out_and_folded_where_it_stays_in() {
     let t = Tree::new();
     t.file("good.txt", "good");
     t.file("sub/a.txt", "inside");
@@ -66,20 +66,33 @@ async fn dot_dot_is_refused_in_every_position() {
     let ws = t.abs("");
     for path in [
         "..".to_string(),
+        "../".into(),
         "../outside/secret.txt".into(),
         "./../outside/secret.txt".into(),
         "sub/../../outside/secret.txt".into(),
         "sub/../../ws_evil/secret.txt".into(),
-        "sub/..".into(),
-        // Even a `..` that would stay inside is refused: paths are given from the root.
-        "sub/../sub/a.txt".into(),
-        "sub/a.txt/..".into(),
+        "sub/a.txt/../../../outside/secret.txt".into(),
+        "sub/./../sub/../../outside/secret.txt".into(),
         format!("{ws}/../outside/secret.txt"),
-        format!("{ws}/sub/../a.txt"),
         format!("{ws}/.."),
+        format!("{ws}/sub/../../outside/secret.txt"),
     ] {
-        check_refused(&cx, &path, "'..' is not allowed").await;
+        check_refused(&cx, &path, "climbs out of its root").await;
     }
+    // A `..` that stays inside after cleaning names what it cleans to.
+    for (path, text) in [
+        ("sub/../good.txt".to_string(), "good"),
+        ("sub/../sub/a.txt".into(), "inside"),
+        ("./sub/x/../a.txt".into(), "inside"),
+        (format!("{ws}/sub/../good.txt"), "good"),
+        ("sub/a.txt/../a.txt".into(), "inside"),
+    ] {
+        let (got, out) = ok(call(&cx, "read_file", json!({"path": path})).await);
+        assert_eq!(got, text, "{path}");
+        assert!(!out["path"].as_str().unwrap().contains(".."), "{out}");
+    }
+    let (_, out) = ok(call(&cx, "list_dir", json!({"path": "sub/.."})).await);
+    assert_eq!(out["path"], "");
 }
 
 #[tokio::test]

@@ -219,15 +219,12 @@ async fn search_and_glob_never_return_credential_files_or_their_content() {
         );
     }
 
-    for pattern in [
-        "*",
-        "**/*",
-        "**",
-        "**/.env",
-        "*.pem",
-        ".aether/**",
-        ".git/*",
-    ] {
+    // A pattern that leads into a credential folder or one no walk enters is refused.
+    for pattern in [".aether/**", ".git/*", ".ssh/*", "app/../.aws/*"] {
+        denied(call(&cx, "glob", with(json!({"pattern": pattern}))).await);
+        denied(call(&cx, "search_files", with(json!({"glob": pattern}))).await);
+    }
+    for pattern in ["*", "**/*", "**", "**/.env", "*.pem"] {
         let (_, out) = ok(call(&cx, "glob", with(json!({"pattern": pattern}))).await);
         let found = paths(&out);
         for rel in &found {

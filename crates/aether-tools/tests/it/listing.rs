@@ -11,7 +11,7 @@ use aether_policy::paths::{RootMode, RootSpec};
 use aether_tools::{CallContext, RootError, Roots};
 use serde_json::{Value, json};
 
-use crate::common::{Tree, call, context, failed, ok, paths, spec};
+use crate::common::{Tree, call, context, denied, failed, ok, paths, spec};
 
 /// Lists `path` and returns the entries as (name, kind, size).
 async fn check_listing(cx: &CallContext, path: &str) -> Vec<(String, String, Option<u64>)> {
@@ -462,4 +462,192 @@ async fn a_sealed_file_is_served_as_it_was_checked_whatever_happens_on_disk_afte
     // The next open sees the change and refuses it.
     let refusal = root.open_file("spec.md", roots.credentials()).unwrap_err();
     assert!(refusal.to_string().contains("changed on disk"), "{refusal}");
+}
+
+/// Glob patterns (glob, search_files in both modes) are confined like paths: `..` that climbs
+/// out, an absolute pattern outside the root and `..` after a wildcard are refused with a
+/// clear error; a `..` that stays inside, or an absolute pattern inside, finds what it names.
+#[tokio::test]
+async fn glob_patterns_are_confined_like_paths() {
+    let t = Tree::new();
+    t.file("src/a.rs", "fn a() {}\n");
+    t.file("src/b/c.rs", "fn c() {}\n");
+    t.file("docs/x.md", "needle\n");
+    let cx = t.cx();
+    let outside = format!("{}/*", t.outside.display());
+    let evil = format!("{}/*", t.evil.display());
+    for (path, pattern, why) in [
+        ("", "../*", "climbs out"),
+        ("", "../**/*.rs", "climbs out"),
+        ("src", "../../*", "climbs out"),
+        ("src/b", "../../../ws/*", "climbs out"),
+        ("", "./../*.md", "climbs out"),
+        ("", "/etc/*", "outside the root"),
+        ("", "/*", "outside the root"),
+        ("", outside.as_str(), "outside the root"),
+        ("", evil.as_str(), "outside the root"),
+        ("", "*/../../x", "after a wildcard"),
+        ("", "**/../../*", "after a wildcard"),
+        ("", "src/..", "names a folder"),
+    ] {
+        for (tool, args) in [
+            ("glob", json!({"pattern": pattern, "path": path})),
+            ("search_files", json!({"glob": pattern, "path": path})),
+            (
+                "search_files",
+                json!({"glob": pattern, "path": path, "query": "needle"}),
+            ),
+        ] {
+            let message = denied(call(&cx, tool, args.clone()).await);
+            assert!(message.contains(why), "{tool} {args}: {message}");
+        }
+    }
+    let docs = format!("{}/*.md", t.abs("docs"));
+    for (path, pattern, want) in [
+        ("src", "../docs/*.md", vec!["docs/x.md"]),
+        ("", docs.as_str(), vec!["docs/x.md"]),
+        ("src", "/**/*.md", vec![]),
+        ("", "src/../src/**/*.rs", vec!["src/a.rs", "src/b/c.rs"]),
+        ("src/b", "../*.rs", vec!["src/a.rs"]),
+        ("", "*.rs", vec!["src/a.rs", "src/b/c.rs"]),
+    ] {
+        // An absolute pattern outside names nothing ("/**/*.md" is the machine's root).
+        if pattern == "/**/*.md" {
+            denied(call(&cx, "glob", json!({"pattern": pattern, "path": path})).await);
+            continue;
+        }
+        let (_, out) = ok(call(&cx, "glob", json!({"pattern": pattern, "path": path})).await);
+        assert_eq!(paths(&out), want, "{path:?} {pattern:?}");
+    }
+    let (_, out) = ok(call(
+        &cx,
+        "search_files",
+        json!({"query": "needle", "glob": "../docs/*.md", "path": "src"}),
+    )
+    .await);
+    assert_eq!(paths(&out), ["docs/x.md"]);
+}
+
+/// A sealed root with no seal on record serves nothing — no names, sizes, times, globs or
+/// search counts; with a seal, only what it pinned is there (a file added since is not even
+/// named), and a pinned file changed since is refused everywhere it would be described.
+#[tokio::test]
+async fn a_sealed_root_serves_only_what_its_seal_pinned() {
+    let t = Tree::new();
+    let docs = t.base.join("sealed");
+    fs::create_dir_all(docs.join("guide")).unwrap();
+    fs::write(docs.join("spec.md"), "the pinned text\n").unwrap();
+    fs::write(docs.join("guide/intro.md"), "pinned intro\n").unwrap();
+    let roots = Arc::new(
+        Roots::open(&[RootSpec {
+            mode: RootMode::Sealed,
+            ..spec("docs", &docs)
+        }])
+        .unwrap(),
+    );
+    let cx = context(roots.clone(), Limits::default());
+    let every = |path: &'static str| {
+        [
+            ("read_file", json!({"root": "docs", "path": "spec.md"})),
+            ("get_file_info", json!({"root": "docs", "path": path})),
+            ("list_dir", json!({"root": "docs", "path": path})),
+            ("list_files", json!({"root": "docs", "path": path})),
+            ("glob", json!({"root": "docs", "pattern": "**/*"})),
+            ("search_files", json!({"root": "docs", "glob": "*.md"})),
+            ("search_files", json!({"root": "docs", "query": "pinned"})),
+            (
+                "read_multiple_files",
+                json!({"paths": ["docs:spec.md"], "root": "docs"}),
+            ),
+        ]
+    };
+    for (tool, args) in every("") {
+        let result = call(&cx, tool, args.clone()).await;
+        let shown = format!("{result:?}");
+        assert!(
+            !shown.contains("spec.md") || tool == "read_multiple_files",
+            "{tool} {args}: {shown}"
+        );
+        match result {
+            Err(aether_tools::ToolError::Denied { rule, message }) => {
+                assert_eq!(rule, "sealed", "{tool}");
+                assert!(
+                    message.contains("no seal is on record"),
+                    "{tool}: {message}"
+                );
+            }
+            Ok(out) if tool == "read_multiple_files" => {
+                let files = out.structured.unwrap();
+                assert!(files["files"][0]["content"].is_null(), "{files}");
+            }
+            other => panic!("{tool} {args}: served without a seal: {other:?}"),
+        }
+    }
+    // Sealed now; then a file is added and a pinned one changed.
+    let root = roots.get("docs").unwrap();
+    let pins = root.pins(roots.credentials()).unwrap();
+    root.set_seal(Some(aether_tools::SealManifest {
+        generation: 1,
+        root_path: root.path.to_string_lossy().into_owned(),
+        at_us: 0,
+        pins: pins
+            .into_iter()
+            .map(|(path, hash, size)| (path, (hash, size)))
+            .collect(),
+    }));
+    fs::write(docs.join("added-later.md"), "pinned? no, added\n").unwrap();
+    fs::create_dir_all(docs.join("new-folder")).unwrap();
+    fs::write(docs.join("new-folder/x.md"), "pinned x\n").unwrap();
+    fs::write(docs.join("guide/intro.md"), "pinned intro, changed!\n").unwrap();
+    let (text, _) = ok(call(&cx, "list_dir", json!({"root": "docs"})).await);
+    assert!(
+        text.contains("spec.md") && text.contains("guide/"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("added-later") && !text.contains("new-folder"),
+        "{text}"
+    );
+    let (text, _) = ok(call(&cx, "list_files", json!({"root": "docs"})).await);
+    assert!(
+        !text.contains("added-later") && !text.contains("new-folder"),
+        "{text}"
+    );
+    let (_, out) = ok(call(&cx, "glob", json!({"root": "docs", "pattern": "**/*.md"})).await);
+    assert_eq!(paths(&out), ["guide/intro.md", "spec.md"]);
+    let (text, out) = ok(call(
+        &cx,
+        "search_files",
+        json!({"root": "docs", "query": "pinned"}),
+    )
+    .await);
+    assert_eq!(paths(&out), ["spec.md"], "{text}");
+    assert!(text.contains("[1 file(s) not searched"), "{text}");
+    for path in [
+        "added-later.md",
+        "new-folder",
+        "new-folder/x.md",
+        "guide/intro.md",
+    ] {
+        let result = call(&cx, "get_file_info", json!({"root": "docs", "path": path})).await;
+        assert!(
+            matches!(
+                &result,
+                Err(aether_tools::ToolError::Denied { rule: "sealed", .. })
+            ),
+            "{path}: {result:?}"
+        );
+    }
+    ok(call(
+        &cx,
+        "get_file_info",
+        json!({"root": "docs", "path": "spec.md"}),
+    )
+    .await);
+    ok(call(
+        &cx,
+        "get_file_info",
+        json!({"root": "docs", "path": "guide"}),
+    )
+    .await);
 }

@@ -19,6 +19,7 @@ pub mod paths;
 pub mod registry;
 pub mod roles;
 pub mod rules;
+pub mod scripts;
 pub mod shell;
 pub mod tool;
 pub mod truncate;

@@ -7,6 +7,7 @@
 //! `aether-pipeline`, `aether-server`) depend on it; it depends on none of them.
 
 pub mod agent;
+pub mod argv;
 pub mod canon;
 pub mod commands;
 pub mod config;

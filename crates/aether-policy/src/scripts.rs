@@ -77,7 +77,11 @@ pub struct Unreadable {
 
 impl std::fmt::Display for Unreadable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot be read with certainty at character {}: {}", self.at, self.why)
+        write!(
+            f,
+            "cannot be read with certainty at character {}: {}",
+            self.at, self.why
+        )
     }
 }
 
@@ -135,7 +139,7 @@ impl SedReader {
         }
     }
 
-    fn to_line_end(&mut self) {
+    fn skip_line(&mut self) {
         while let Some(c) = self.peek() {
             self.i += 1;
             if c == '\n' {
@@ -152,7 +156,7 @@ impl SedReader {
             }
             let Some(first) = self.peek() else { break };
             if first == '#' {
-                self.to_line_end();
+                self.skip_line();
                 continue;
             }
             if self.address()? {
@@ -209,17 +213,17 @@ impl SedReader {
                 }
                 'e' => {
                     self.find(Effect::Runs, "e", at);
-                    self.to_line_end();
+                    self.skip_line();
                     continue;
                 }
                 'w' | 'W' => {
                     self.find(Effect::Writes, if cmd == 'w' { "w" } else { "W" }, at);
-                    self.to_line_end();
+                    self.skip_line();
                     continue;
                 }
                 'r' | 'R' => {
                     self.find(Effect::Reads, if cmd == 'r' { "r" } else { "R" }, at);
-                    self.to_line_end();
+                    self.skip_line();
                     continue;
                 }
                 's' => {
@@ -235,10 +239,12 @@ impl SedReader {
                     self.part(d, false)?;
                     self.part(d, false)?;
                 }
-                _ => return Err(Unreadable {
-                    at,
-                    why: "a command sed does not have (or Aether does not know)",
-                }),
+                _ => {
+                    return Err(Unreadable {
+                        at,
+                        why: "a command sed does not have (or Aether does not know)",
+                    });
+                }
             }
             self.end_of_command()?;
         }
@@ -384,7 +390,7 @@ impl SedReader {
                 }
                 Some('w') => {
                     self.find(Effect::Writes, "s///w", at);
-                    self.to_line_end();
+                    self.skip_line();
                     return Ok(true);
                 }
                 None | Some(';' | '\n' | '}' | '#') => return Ok(false),
@@ -534,7 +540,13 @@ fn awk_tokens(program: &str) -> Result<Vec<Token>, Unreadable> {
     while i < c.len() {
         let ch = c[i];
         let at = i;
-        let prev_is_division = matches!(out.last(), Some(Token { kind: Tok::Op("/" | "/="), .. }));
+        let prev_is_division = matches!(
+            out.last(),
+            Some(Token {
+                kind: Tok::Op("/" | "/="),
+                ..
+            })
+        );
         let head_closed = std::mem::take(&mut after_head);
         match ch {
             ' ' | '\t' | '\r' => {
@@ -674,7 +686,9 @@ fn awk_tokens(program: &str) -> Result<Vec<Token>, Unreadable> {
                     at,
                 });
             }
-            c0 if c0.is_ascii_digit() || (c0 == '.' && c.get(i + 1).is_some_and(char::is_ascii_digit)) => {
+            c0 if c0.is_ascii_digit()
+                || (c0 == '.' && c.get(i + 1).is_some_and(char::is_ascii_digit)) =>
+            {
                 while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '.') {
                     // An exponent's sign: `1e-5`.
                     if matches!(c[i], 'e' | 'E') && matches!(c.get(i + 1), Some('+' | '-')) {
@@ -881,8 +895,14 @@ mod tests {
             ("{ x = system; }", &["system"]),
             ("{print | \"sh\"}", &["| (a pipe to or from a command)"]),
             ("{print |& \"sh\"}", &["| (a pipe to or from a command)"]),
-            ("BEGIN{\"id\" | getline x}", &["| (a pipe to or from a command)"]),
-            ("BEGIN{c=\"sh\"; print \"id\" | c}", &["| (a pipe to or from a command)"]),
+            (
+                "BEGIN{\"id\" | getline x}",
+                &["| (a pipe to or from a command)"],
+            ),
+            (
+                "BEGIN{c=\"sh\"; print \"id\" | c}",
+                &["| (a pipe to or from a command)"],
+            ),
             ("{print > \"out\"}", &["print >"]),
             ("{print >> \"out\"}", &["print >>"]),
             ("{print $1 > \"out\"}", &["print >"]),
@@ -896,9 +916,18 @@ mod tests {
             ("BEGIN{getline line < \"/etc/passwd\"}", &["getline <"]),
             ("BEGIN{while ((getline l < f) > 0) n++}", &["getline <"]),
             ("BEGIN{getline < \"x\"}", &["getline <"]),
-            ("@load \"filefuncs\"", &["@ (a directive or an indirect call)"]),
-            ("@include \"x.awk\"", &["@ (a directive or an indirect call)"]),
-            ("BEGIN{f=\"system\"; @f(\"id\")}", &["@ (a directive or an indirect call)"]),
+            (
+                "@load \"filefuncs\"",
+                &["@ (a directive or an indirect call)"],
+            ),
+            (
+                "@include \"x.awk\"",
+                &["@ (a directive or an indirect call)"],
+            ),
+            (
+                "BEGIN{f=\"system\"; @f(\"id\")}",
+                &["@ (a directive or an indirect call)"],
+            ),
             // A regex where awk reads one; after an `if (…)` a statement may be a regex.
             ("/x/ {system(\"id\")}", &["system"]),
             ("{ if (x) /a/; system(\"id\") }", &["system"]),

@@ -822,8 +822,8 @@ const GIT_LOG_VALUES: &[(&str, Kind)] = &[
 /// `log`, `show`, `diff`, `whatchanged`.
 static GIT_LOG: Spec = Spec {
     flags: "puszwbaRmriEFPDWg",
-    valued: "nSGLO",
-    glued: "UMCBl",
+    valued: "nSGLOl",
+    glued: "UMCB",
     numbers: true,
     long: GIT_LOG_LONG,
     values: GIT_LOG_VALUES,

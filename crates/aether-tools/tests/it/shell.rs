@@ -1207,3 +1207,79 @@ fn every_options_arity_is_the_one_the_program_has() {
         "{checked}"
     );
 }
+
+/// The processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let cmdline = fs::read(e.path().join("cmdline")).ok()?;
+            let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (text.contains(marker) && !stat.contains(") Z ")).then_some(text)
+        })
+        .collect()
+}
+
+/// An output flood is cut at the cap: the producer and everything it started are killed
+/// when the cap is reached — the call returns long before its time limit, says why, keeps
+/// the head and tail, and nothing of the tree is left.
+#[tokio::test]
+async fn an_output_flood_is_cut_at_the_cap_and_its_tree_killed() {
+    let tree = Tree::new();
+    let marker = format!("aether-flood-{}", std::process::id());
+    // Two floods on both streams and a sleeper, started by a script that waits for them.
+    let flood = script(
+        &tree,
+        "flood.sh",
+        &format!(
+            "/usr/bin/yes {marker}-out &\n/usr/bin/yes {marker}-err >&2 &\n\
+             /bin/sh -c 'exec /bin/sleep 3599.75 {marker}-sleep' &\nwait"
+        ),
+    );
+    let cx = cx_with(
+        &tree,
+        vec![rule(&flood, &[], None), rule("/usr/bin/yes", &[], None)],
+    );
+    for (command, args) in [
+        (flood.as_str(), json!([])),
+        ("/usr/bin/yes", json!([marker])),
+    ] {
+        let started = Instant::now();
+        let r = run(
+            &cx,
+            json!({"command": command, "args": args, "timeout_seconds": 60}),
+        )
+        .await
+        .unwrap();
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(15), "{command}: took {took:?}");
+        let v = r.structured.as_ref().unwrap();
+        assert!(r.is_error, "a cut command is an error result");
+        assert_eq!(v["output_capped"], true, "{v}");
+        assert_eq!(v["timed_out"], false);
+        assert_eq!(v["exit_code"], Value::Null);
+        let written = v["stdout_bytes"].as_u64().unwrap() + v["stderr_bytes"].as_u64().unwrap();
+        assert!(written >= 16 << 20, "{written}");
+        let stdout = v["stdout"].as_str().unwrap();
+        assert!(stdout.starts_with(&marker), "{}", &stdout[..80]);
+        assert!(stdout.contains("bytes left out") && stdout.len() < 70_000);
+        let text = match &r.content[0] {
+            aether_tools::Content::Text(t) => t.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            text.contains("killed when its output reached 16 MiB"),
+            "{}",
+            &text[..200]
+        );
+    }
+    // Nothing of either tree is left: not the floods, not the sleeper.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !processes_with(&marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = processes_with(&marker);
+    assert!(left.is_empty(), "processes survived the cap: {left:?}");
+}

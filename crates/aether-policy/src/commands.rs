@@ -2,17 +2,22 @@
 //! options each may take after its prefix, and the options no allowlist can open.
 //!
 //! An entry names an absolute executable and the argv it must start with (`/usr/bin/git` with
-//! `["status"]`). After that prefix, positional arguments are free, but an option (anything
-//! starting with `-`, judged by its name before any `=`) must be listed in the entry's `flags`;
-//! with no `flags`, no option is allowed. Some options run code whatever the prefix (`git -c
-//! core.fsmonitor=…`, `git --output=…`, `rg --pre`, `find -exec`, `tar --to-command`, an
-//! interpreter's `-c`/`-e`): they are refused even when an entry lists them, and such an entry
-//! is a configuration error. Shells and launchers (`sh`, `env`, `xargs`, `sudo`, …) cannot be
-//! entries at all: `run_shell` is the tool for a shell, inside a sandbox; nor can `awk`, whose
-//! program is an argument. `sed` always runs with `--sandbox` (no `e`, `w`, `r`). Known limit:
-//! a program that reads code from its arguments or from files in the root (`make` and its
-//! Makefile, `cargo` and `.cargo/config.toml`, an interpreter and a script) runs that code;
-//! allow such programs only in modes that don't.
+//! `["status"]`). After that prefix the argv is read as the program reads it (`argv.rs`):
+//! an option must be listed in the entry's `flags` (judged by its name before any `=`, or each
+//! option of a cluster by name); with no `flags`, no option is allowed. After the `--` the
+//! program itself honours, arguments are operands, never options; a program Aether has no
+//! reading of honours none, and every argument of it that starts with `-` is an option. Some
+//! options run code or write where they like whatever the prefix (`git -c core.fsmonitor=…`,
+//! `git --output=…`, `rg --pre`, `find -exec`, `tar --to-command`, an interpreter's
+//! `-c`/`-e`, `--files0-from`): they are refused even when an entry lists them (such an entry
+//! is a configuration error), and so is any argument spelled as one, whatever its role.
+//! Shells and launchers (`sh`, `env`, `xargs`, `sudo`, …) cannot be entries at all:
+//! `run_shell` is the tool for a shell, inside a sandbox. The scripts of `sed` and `awk` are
+//! read at admission (`scripts.rs`) and refused when they run a program, write or read a file,
+//! or cannot be read for certain; behind that, `sed` and `gawk` run with `--sandbox`. Known
+//! limit: a program that reads code from files in the root (`make` and its Makefile, `cargo`
+//! and `.cargo/config.toml`, an interpreter and a script) runs that code; allow such programs
+//! only in modes that don't.
 //!
 //! Git also reads programs from the repository's own configuration (hooks, `core.fsmonitor`,
 //! `core.pager`, diff drivers, filters…). The runner passes overrides that switch these off
@@ -473,6 +478,14 @@ impl CommandRule {
                 ));
             }
         }
+        // A script in the prefix that no call could run.
+        if matches!(name, "sed" | "gsed" | "awk" | "gawk" | "mawk" | "nawk") {
+            let mut reading = argv::read(name, &self.prefix);
+            reading.script_unknown = None;
+            if let Err(why) = self.check_scripts(name, &self.prefix, &reading) {
+                problems.push(format!("prefix {why}"));
+            }
+        }
         for flag in self.flags.iter().flatten() {
             if !flag.starts_with('-') {
                 problems.push(format!(
@@ -929,8 +942,21 @@ mod tests {
                 .unwrap_err()
                 .contains("can run programs")
         );
-        // awk is allowed now that its program is read (and gawk runs with --sandbox).
+        // awk is allowed now that its program is read (and gawk runs with --sandbox); a
+        // script in a prefix is read when the configuration loads.
         assert!(rule("/usr/bin/gawk", &[], None).problems().is_empty());
+        assert!(
+            rule("/usr/bin/sed", &["-n", "p"], None)
+                .problems()
+                .is_empty()
+        );
+        let p = rule("/usr/bin/sed", &["-n", "1e id"], None).problems();
+        assert!(p.len() == 1 && p[0].contains("runs a program"), "{p:?}");
+        assert!(
+            !rule("/usr/bin/mawk", &["{print > \"x\"}"], None)
+                .problems()
+                .is_empty()
+        );
         assert_eq!(forced_arguments("/usr/bin/gawk"), ["--sandbox"]);
         assert!(
             !rule("/usr/bin/gawk", &[], Some(&["-f"]))

@@ -1,16 +1,19 @@
 //! `run_command`: an absolute executable and its argv, from the agent's project allowlist,
 //! without a shell.
 //!
-//! The argv must start with an allowlisted prefix, and every option after it must be one the
-//! entry lists (`aether_policy::commands`). The child gets exactly seven environment
-//! variables (no credentials, a fresh empty HOME), no stdin, a working folder inside a root
-//! (judged on its real path), a time limit of 1–300 s, and its whole process tree is killed
-//! when the command ends or runs out of time. Output is captured and capped, keeping its head
-//! and its tail. `git` runs with overrides that switch off repository-defined programs, and is
-//! refused in a repository whose config defines any. Arguments that name paths or URLs are
-//! judged (`confine_arguments`, `confine_urls`). The program runs under bubblewrap, which
-//! shows it the filesystem with Aether's files and the roots' credential files covered
-//! (`hiding`) and the names of its URL arguments held to their vetted addresses
+//! The argv must start with an allowlisted prefix, and is read as the program reads it:
+//! every option after the prefix must be one the entry lists, a sed or awk script must do
+//! nothing but read its input and write its output (`aether_policy::commands`, `argv`,
+//! `scripts`). The child gets exactly seven environment variables (no credentials, a fresh
+//! empty HOME), no stdin, a working folder inside a root (judged on its real path), a time
+//! limit of 1–300 s, and its whole process tree is killed when the command ends, runs out of
+//! time or floods its output past the cap. Output is captured and capped, keeping its head
+//! and its tail. `git` runs with overrides that switch off repository-defined programs, and
+//! is refused in a repository whose config defines any. Arguments that are paths or URLs to
+//! the program — operands and option values by the reading, not patterns or scripts — are
+//! judged (`judged_pieces`, `confine_arguments`, `confine_urls`). The program runs under
+//! bubblewrap, which shows it the filesystem with Aether's files and the roots' credential
+//! files covered (`hiding`) and the names of its URL arguments held to their vetted addresses
 //! (`pin_names`); where bubblewrap cannot, only a command whose entry says `uncovered` runs.
 
 use std::path::{Path, PathBuf};

@@ -86,21 +86,6 @@ impl Reading {
             .as_ref()
             .is_some_and(|(from, _)| at >= *from)
     }
-
-    /// The arguments that are scripts, with their language, in order.
-    pub fn scripts(&self) -> impl Iterator<Item = (usize, Language)> + '_ {
-        self.roles
-            .iter()
-            .enumerate()
-            .filter_map(|(at, role)| match role {
-                Role::Value(Kind::Script(l)) | Role::Operand(Kind::Script(l)) => Some((at, *l)),
-                Role::Option {
-                    glued: Some(Kind::Script(l)),
-                    ..
-                } => Some((at, *l)),
-                _ => None,
-            })
-    }
 }
 
 /// How an option takes its value.

@@ -2,17 +2,22 @@
 //! options each may take after its prefix, and the options no allowlist can open.
 //!
 //! An entry names an absolute executable and the argv it must start with (`/usr/bin/git` with
-//! `["status"]`). After that prefix, positional arguments are free, but an option (anything
-//! starting with `-`, judged by its name before any `=`) must be listed in the entry's `flags`;
-//! with no `flags`, no option is allowed. Some options run code whatever the prefix (`git -c
-//! core.fsmonitor=…`, `git --output=…`, `rg --pre`, `find -exec`, `tar --to-command`, an
-//! interpreter's `-c`/`-e`): they are refused even when an entry lists them, and such an entry
-//! is a configuration error. Shells and launchers (`sh`, `env`, `xargs`, `sudo`, …) cannot be
-//! entries at all: `run_shell` is the tool for a shell, inside a sandbox; nor can `awk`, whose
-//! program is an argument. `sed` always runs with `--sandbox` (no `e`, `w`, `r`). Known limit:
-//! a program that reads code from its arguments or from files in the root (`make` and its
-//! Makefile, `cargo` and `.cargo/config.toml`, an interpreter and a script) runs that code;
-//! allow such programs only in modes that don't.
+//! `["status"]`). After that prefix the argv is read as the program reads it (`argv.rs`):
+//! an option must be listed in the entry's `flags` (judged by its name before any `=`, or each
+//! option of a cluster by name); with no `flags`, no option is allowed. After the `--` the
+//! program itself honours, arguments are operands, never options; a program Aether has no
+//! reading of honours none, and every argument of it that starts with `-` is an option. Some
+//! options run code or write where they like whatever the prefix (`git -c core.fsmonitor=…`,
+//! `git --output=…`, `rg --pre`, `find -exec`, `tar --to-command`, an interpreter's
+//! `-c`/`-e`, `--files0-from`): they are refused even when an entry lists them (such an entry
+//! is a configuration error), and so is any argument spelled as one, whatever its role.
+//! Shells and launchers (`sh`, `env`, `xargs`, `sudo`, …) cannot be entries at all:
+//! `run_shell` is the tool for a shell, inside a sandbox. The scripts of `sed` and `awk` are
+//! read at admission (`scripts.rs`) and refused when they run a program, write or read a file,
+//! or cannot be read for certain; behind that, `sed` and `gawk` run with `--sandbox`. Known
+//! limit: a program that reads code from files in the root (`make` and its Makefile, `cargo`
+//! and `.cargo/config.toml`, an interpreter and a script) runs that code; allow such programs
+//! only in modes that don't.
 //!
 //! Git also reads programs from the repository's own configuration (hooks, `core.fsmonitor`,
 //! `core.pager`, diff drivers, filters…). The runner passes overrides that switch these off
@@ -89,10 +94,6 @@ const LAUNCHERS: &[&str] = &[
     "emacs",
     "ed",
     "ex",
-    "awk",
-    "gawk",
-    "mawk",
-    "nawk",
     "at",
     "batch",
     "crontab",
@@ -209,9 +210,18 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "--hostname-bin",
         ],
         "grep" | "egrep" | "fgrep" => &[],
+        // `-files0-from`: starting points read from a file, which no argument names.
         "find" => &[
-            "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
+            "-exec",
+            "-execdir",
+            "-ok",
+            "-okdir",
+            "-delete",
+            "-fprint",
+            "-fprint0",
+            "-fprintf",
             "-fls",
+            "-files0-from",
         ],
         // `-C`: each relative `-C` is taken from the one before, so `-C .. -C ..` climbs
         // from where the arguments were judged; `-P` extracts to absolute paths.
@@ -230,9 +240,50 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "--rsh-command",
             "--rmt-command",
             "--index-file",
+            // The names of the files to archive, read from a file: never judged.
+            "-T",
+            "--files-from",
         ],
-        "sed" | "gsed" => &["-i", "--in-place", "-f", "--file", "-s", "--separate"],
-        "sort" => &["--compress-program"],
+        // `-f`: a script in a file, not read at admission (and changeable until sed reads it).
+        // `-i` is allowed where listed: its files are operands, judged as paths, and its
+        // backup suffix is judged by `check_sed`.
+        "sed" | "gsed" => &["-f", "--file", "-s", "--separate"],
+        // Programs from files (`-f`, `-E`, `-i`/`--include`, `@include`), extensions
+        // (`-l`), and files written by the program itself (a profile, a dump, a pretty
+        // print); mawk's `-W` takes a program file too (`-W exec`).
+        "awk" | "gawk" | "mawk" | "nawk" => &[
+            "-f",
+            "--file",
+            "-E",
+            "--exec",
+            "-i",
+            "--include",
+            "-l",
+            "--load",
+            "-o",
+            "--pretty-print",
+            "-p",
+            "--profile",
+            "-d",
+            "--dump-variables",
+            "-D",
+            "--debug",
+            "-W",
+        ],
+        // `--files0-from`: the names of the files to read, from a file no argument names.
+        "sort" => &["--compress-program", "--files0-from"],
+        "wc" | "du" => &["--files0-from"],
+        // A log file written, a key file read; `+cmd` operands are judged by `check_rest`.
+        "less" | "more" => &[
+            "-o",
+            "-O",
+            "--log-file",
+            "--LOG-FILE",
+            "-k",
+            "--lesskey-file",
+            "--lesskey-src",
+            "--lesskey-content",
+        ],
         "fd" | "fdfind" => &["-x", "--exec", "-X", "--exec-batch"],
         "zip" => &["-TT", "--unzip-command"],
         "man" => &["-P", "--pager", "-H", "--html"],
@@ -348,17 +399,19 @@ pub fn program_name(exe: &str) -> &str {
     if base.is_empty() { file } else { base }
 }
 
-/// The option's name as judged: `--format=%H` is `--format`.
-fn option_name(arg: &str) -> &str {
-    arg.split_once('=').map(|(name, _)| name).unwrap_or(arg)
-}
+use crate::argv::{self, Kind, Language, Reading, Role, option_name};
+use crate::scripts;
 
-fn is_dangerous(exe: &str, arg: &str) -> bool {
+/// Whether `arg` is (or, read as an option, holds) an option that runs programs or writes
+/// anywhere. `as_option`: the argument is read as an option, so a cluster of short options
+/// (`-xvO`) or one with a value glued on (`-ofile`) counts; an operand or a value only
+/// counts when it is spelled as such an option (`--pre=x`, `-exec`).
+fn is_dangerous(exe: &str, arg: &str, as_option: bool) -> bool {
     let name = option_name(arg);
     let exe = program_name(exe);
     let list = dangerous_options(exe);
     // Programs that take single-dash long options (`-exec`) have no short-option clusters.
-    let clusters = !matches!(exe, "find");
+    let clusters = as_option && !matches!(exe, "find");
     list.iter().any(|d| {
         name == *d
             // An abbreviated long option (getopt_long and git accept any unambiguous prefix:
@@ -419,10 +472,18 @@ impl CommandRule {
             .map(|(at, arg)| as_option(&self.exe, at, arg));
         let flags = self.flags.iter().flatten().map(|f| f.as_str().into());
         for arg in prefix.chain(flags) {
-            if arg.starts_with('-') && is_dangerous(&self.exe, &arg) {
+            if arg.starts_with('-') && is_dangerous(&self.exe, &arg, true) {
                 problems.push(format!(
                     "{name} {arg}: this option can run programs or write anywhere; it cannot be allowed"
                 ));
+            }
+        }
+        // A script in the prefix that no call could run.
+        if matches!(name, "sed" | "gsed" | "awk" | "gawk" | "mawk" | "nawk") {
+            let mut reading = argv::read(name, &self.prefix);
+            reading.script_unknown = None;
+            if let Err(why) = self.check_scripts(name, &self.prefix, &reading) {
+                problems.push(format!("prefix {why}"));
             }
         }
         for flag in self.flags.iter().flatten() {
@@ -440,12 +501,23 @@ impl CommandRule {
         self.exe == exe && args.starts_with(&self.prefix)
     }
 
-    /// Checks the arguments after the prefix; the error names the argument and why. Every
-    /// argument that starts with `-` is judged as an option, also after `--`: whether `--`
-    /// ends the options depends on whether the option before it takes a value (`grep -e --
-    /// -r` searches for `--` recursively), which only the program knows. A path that starts
-    /// with `-` is written `./-name`.
-    pub fn check_rest(&self, args: &[String]) -> Result<(), String> {
+    /// Checks the arguments after the prefix and returns how the program reads them all
+    /// (`argv::read`); the error names the argument and why, the script quoted at most 80
+    /// characters long.
+    ///
+    /// - An option (by the reading) must be in the entry's `flags`: as written, by its name
+    ///   before any `=`, or — a cluster of short options, or one with a value glued — each
+    ///   of its options by name (`-qn5` with `-q` and `-n` listed).
+    /// - After the `--` the program itself honours (not one an option took as its value:
+    ///   `grep -e -- -r` searches for `--`, recursively), arguments are operands, never
+    ///   options; a program Aether has no reading of honours none (`echo`, `cargo test --
+    ///   ARGS`, whose `--` passes options on): there every argument that starts with `-` is
+    ///   an option.
+    /// - Whatever its role, an argument that names an option that runs programs or writes
+    ///   anywhere is refused: a table Aether got wrong can then only refuse too much.
+    /// - A sed script or an awk program is read and refused if it runs a program, writes a
+    ///   file or reads one (`scripts.rs`), or cannot be found or read for certain.
+    pub fn check_rest(&self, args: &[String]) -> Result<Reading, String> {
         let name = program_name(&self.exe);
         if name == "git"
             && let Some(what) = git_program_subcommand(args)
@@ -454,34 +526,52 @@ impl CommandRule {
                 "{what}: this subcommand can run programs named in its arguments, so Aether never runs it"
             ));
         }
+        if args.iter().any(|a| a.contains('\0')) {
+            return Err("an argument contains a NUL byte".into());
+        }
+        let reading = argv::read(name, args);
         let skip = self.prefix.len().min(args.len());
         for (at, arg) in args.iter().enumerate().skip(skip) {
-            if arg.contains('\0') {
-                return Err("an argument contains a NUL byte".into());
+            let judged = as_option(&self.exe, at, arg);
+            let option = matches!(reading.roles[at], Role::Option { .. });
+            if judged.starts_with('-')
+                && judged.len() > 1
+                && is_dangerous(&self.exe, &judged, option)
+            {
+                return Err(format!(
+                    "{name} {}: this option can run programs or write anywhere, so Aether never \
+                     passes it (nor an argument spelled like it)",
+                    argv::bounded(option_name(&judged))
+                ));
             }
+            if matches!(name, "less" | "more") && arg.starts_with('+') {
+                return Err(format!(
+                    "{name} {}: a +command runs {name}'s commands (`!` runs a program)",
+                    argv::bounded(arg)
+                ));
+            }
+            let Role::Option { names, .. } = &reading.roles[at] else {
+                continue;
+            };
             if arg == "--" {
                 continue;
             }
-            let judged = as_option(&self.exe, at, arg);
-            if !judged.starts_with('-') || judged.len() < 2 {
-                continue;
-            }
-            if is_dangerous(&self.exe, &judged) {
-                return Err(format!(
-                    "{name} {}: this option can run programs or write anywhere, so Aether never passes it",
-                    option_name(&judged)
-                ));
-            }
-            let allowed = self
-                .flags
-                .iter()
-                .flatten()
-                .any(|f| f == option_name(&judged) || f == &*judged || f == arg);
+            let flags = self.flags.as_deref().unwrap_or_default();
+            let listed = |f: &str| flags.iter().any(|l| l == f);
+            let allowed = listed(arg)
+                || listed(option_name(&judged))
+                || listed(&judged)
+                || (!names.is_empty() && names.iter().all(|n| listed(n)));
             if !allowed {
+                let unlisted = names
+                    .iter()
+                    .find(|n| !listed(n))
+                    .map(String::as_str)
+                    .unwrap_or(option_name(&judged));
                 return Err(format!(
                     "{name} {}: not an allowed option after `{}` (allowed: {}; a path that starts \
-                     with - is written ./{arg})",
-                    option_name(&judged),
+                     with - is written ./{})",
+                    argv::bounded(unlisted),
                     std::iter::once(self.exe.as_str())
                         .chain(self.prefix.iter().map(String::as_str))
                         .collect::<Vec<_>>()
@@ -489,11 +579,77 @@ impl CommandRule {
                     match &self.flags {
                         Some(f) if !f.is_empty() => f.join(", "),
                         _ => "none".into(),
-                    }
+                    },
+                    argv::bounded(arg)
                 ));
             }
         }
-        Ok(())
+        self.check_scripts(name, args, &reading)?;
+        Ok(reading)
+    }
+
+    /// The scripts of a sed or awk call, judged whole (the pieces joined by newlines, as the
+    /// programs join them), and sed's backup suffix.
+    fn check_scripts(&self, name: &str, args: &[String], reading: &Reading) -> Result<(), String> {
+        let language = match name {
+            "sed" | "gsed" => Language::Sed,
+            "awk" | "gawk" | "mawk" | "nawk" => Language::Awk,
+            _ => return Ok(()),
+        };
+        if let Some(why) = &reading.script_unknown {
+            return Err(format!(
+                "{name}: Aether reads a {name} script before it runs, and cannot here: {why}"
+            ));
+        }
+        let mut pieces: Vec<&str> = Vec::new();
+        for (at, role) in reading.roles.iter().enumerate() {
+            let arg = args[at].as_str();
+            match role {
+                Role::Value(Kind::Script(_)) | Role::Operand(Kind::Script(_)) => pieces.push(arg),
+                Role::Option {
+                    names,
+                    glued: Some(kind),
+                } => {
+                    let value = argv::glued_value(arg, names);
+                    match kind {
+                        Kind::Script(_) => pieces.push(value),
+                        // `-i.bak`: the backup's name; with a `/` or `*` it is put elsewhere
+                        // (`-i'../../x/*'`), where no argument was judged.
+                        _ if language == Language::Sed
+                            && names.last().is_some_and(|n| n == "-i" || n == "--in-place")
+                            && value.contains(['/', '*']) =>
+                        {
+                            return Err(format!(
+                                "{name} {}: a backup suffix with / or * puts the backup in \
+                                 another folder, which Aether does not judge",
+                                argv::bounded(arg)
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        let script = pieces.join("\n");
+        let read = match language {
+            Language::Sed => scripts::sed(&script),
+            Language::Awk => scripts::awk(&script),
+        };
+        let refused = |what: String| {
+            format!(
+                "{name} script {}: {what}; Aether runs only {name} scripts that read their \
+                 input and write their output",
+                scripts::shown(&script)
+            )
+        };
+        match read {
+            Err(unreadable) => Err(refused(unreadable.to_string())),
+            Ok(found) => match found.first() {
+                Some(finding) => Err(refused(finding.to_string())),
+                None => Ok(()),
+            },
+        }
     }
 }
 
@@ -512,12 +668,14 @@ fn as_option<'a>(exe: &str, at: usize, arg: &'a str) -> std::borrow::Cow<'a, str
     }
 }
 
-/// Arguments Aether puts before the caller's for some programs: GNU `sed --sandbox` refuses
-/// the `e`, `w` and `r` commands and flags (scripts that run programs or touch files), which
-/// no reading of a script by Aether could do as well.
+/// Arguments Aether puts before the caller's for some programs, behind the reading of their
+/// scripts at admission (`check_rest`): GNU `sed --sandbox` refuses the `e`, `w` and `r`
+/// commands and flags, `gawk --sandbox` refuses `system()`, redirections and extensions.
+/// (mawk and the one true awk have no such switch: for them the reading is all.)
 pub fn forced_arguments(exe: &str) -> &'static [&'static str] {
     match program_name(exe) {
         "sed" | "gsed" => &["--sandbox"],
+        "gawk" => &["--sandbox"],
         _ => &[],
     }
 }
@@ -653,14 +811,11 @@ mod tests {
             err.contains("--stat") && err.contains("allowed: --oneline"),
             "{err}"
         );
-        // `--` passes, and what follows it is still judged: whether it ends the options
-        // depends on whether the option before takes a value (`grep -e -- -r`).
+        // `--` passes; after it git reads pathspecs, never options.
         git.check_rest(&args(&["log", "--oneline", "--", "src"]))
             .unwrap();
-        let err = git
-            .check_rest(&args(&["log", "--", "-weird-file"]))
-            .unwrap_err();
-        assert!(err.contains("./-weird-file"), "{err}");
+        git.check_rest(&args(&["log", "--", "-weird-file"]))
+            .unwrap();
         let grep = rule("/usr/bin/grep", &[], Some(&["-e"]));
         let err = grep
             .check_rest(&args(&["-e", "--", "-r", "."]))
@@ -787,8 +942,629 @@ mod tests {
                 .unwrap_err()
                 .contains("can run programs")
         );
-        assert!(!rule("/usr/bin/gawk", &[], None).problems().is_empty());
+        // awk is allowed now that its program is read (and gawk runs with --sandbox); a
+        // script in a prefix is read when the configuration loads.
+        assert!(rule("/usr/bin/gawk", &[], None).problems().is_empty());
+        assert!(
+            rule("/usr/bin/sed", &["-n", "p"], None)
+                .problems()
+                .is_empty()
+        );
+        let p = rule("/usr/bin/sed", &["-n", "1e id"], None).problems();
+        assert!(p.len() == 1 && p[0].contains("runs a program"), "{p:?}");
+        assert!(
+            !rule("/usr/bin/mawk", &["{print > \"x\"}"], None)
+                .problems()
+                .is_empty()
+        );
+        assert_eq!(forced_arguments("/usr/bin/gawk"), ["--sandbox"]);
+        assert!(
+            !rule("/usr/bin/gawk", &[], Some(&["-f"]))
+                .problems()
+                .is_empty()
+        );
         assert!(!rule("/usr/bin/mksh", &[], None).problems().is_empty());
+    }
+
+    /// A call and what must come of it: the entry's exe, prefix and flags, the argv, and
+    /// `Ok(())` or a text the refusal contains.
+    type Case = (
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static [&'static str],
+        Result<(), &'static str>,
+    );
+
+    /// One call judged: the entry (`exe`, `prefix`, `flags`) and the argv after the
+    /// executable; `want` is `Ok(())`, or a text the refusal must contain.
+    fn check(exe: &str, prefix: &[&str], flags: &[&str], argv: &[&str], want: Result<(), &str>) {
+        let r = rule(exe, prefix, Some(flags));
+        let got = r.check_rest(&args(argv));
+        match (want, got) {
+            (Ok(()), Ok(_)) => {}
+            (Err(want), Err(got)) => assert!(got.contains(want), "{exe} {argv:?}: {got}"),
+            (want, got) => panic!("{exe} {argv:?}: wanted {want:?}, got {got:?}"),
+        }
+    }
+
+    #[test]
+    fn end_of_options_is_where_each_program_puts_it() {
+        let cases: &[Case] = &[
+            // After git's own `--`: pathspecs, however they are spelled.
+            ("/usr/bin/git", &["log"], &[], &["log", "--", "-p"], Ok(())),
+            (
+                "/usr/bin/git",
+                &["log"],
+                &["--oneline"],
+                &["log", "--oneline", "--", "-y", "--stat"],
+                Ok(()),
+            ),
+            ("/usr/bin/git", &["log"], &[], &["log", "--", "-xO"], Ok(())),
+            (
+                "/usr/bin/git",
+                &[],
+                &["--no-pager"],
+                &["--no-pager", "log", "--", "-y"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/git",
+                &["grep"],
+                &["-n"],
+                &["grep", "-n", "x", "--", "-y"],
+                Ok(()),
+            ),
+            // A `--` an option takes as its value ends nothing.
+            (
+                "/usr/bin/git",
+                &["log"],
+                &["--author"],
+                &["log", "--author", "--", "-p"],
+                Err("git -p: not an allowed option"),
+            ),
+            (
+                "/usr/bin/git",
+                &["log"],
+                &["-S"],
+                &["log", "-S", "--", "-p"],
+                Err("git -p: not an allowed option"),
+            ),
+            (
+                "/usr/bin/git",
+                &["log"],
+                &["-n"],
+                &["log", "-n", "--", "-p"],
+                Err("git -p: not an allowed option"),
+            ),
+            (
+                "/usr/bin/git",
+                &["grep"],
+                &["-e"],
+                &["grep", "-e", "--", "-p"],
+                Err("git -p: not an allowed option"),
+            ),
+            // --format takes its value only after `=`: the `--` after it is git's.
+            (
+                "/usr/bin/git",
+                &["log"],
+                &["--format"],
+                &["log", "--format", "--", "-p"],
+                Ok(()),
+            ),
+            // A subcommand or an option Aether has no reading of: every `-x` is an option.
+            (
+                "/usr/bin/git",
+                &["blame"],
+                &[],
+                &["blame", "--", "-p"],
+                Err("git -p: not an allowed option"),
+            ),
+            (
+                "/usr/bin/git",
+                &["log"],
+                &["--frobnicate"],
+                &["log", "--frobnicate", "--", "-p"],
+                Err("git -p: not an allowed option"),
+            ),
+            // An abbreviation is read carefully too (git and getopt accept them).
+            (
+                "/usr/bin/git",
+                &["log"],
+                &["--auth"],
+                &["log", "--auth", "--", "-p"],
+                Err("git -p: not an allowed option"),
+            ),
+            // grep: the pattern or a file after `--`, an option before.
+            ("/usr/bin/grep", &[], &[], &["--", "-r", "."], Ok(())),
+            (
+                "/usr/bin/grep",
+                &[],
+                &["-e"],
+                &["-e", "x", "--", "-r"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/grep",
+                &[],
+                &["-e"],
+                &["-e", "--", "-r", "."],
+                Err("grep -r: not an allowed option"),
+            ),
+            (
+                "/usr/bin/grep",
+                &[],
+                &["-C"],
+                &["-C", "--", "-r", "."],
+                Err("grep -r: not an allowed option"),
+            ),
+            (
+                "/usr/bin/grep",
+                &[],
+                &["--regexp"],
+                &["--regexp", "--", "-r"],
+                Err("grep -r: not an allowed option"),
+            ),
+            (
+                "/usr/bin/grep",
+                &[],
+                &["--regexp"],
+                &["--regexp=--", "--", "-r"],
+                Ok(()),
+            ),
+            ("/usr/bin/grep", &[], &["-i"], &["x", "-i", "f"], Ok(())),
+            (
+                "/usr/bin/grep",
+                &[],
+                &[],
+                &["x", "-r", "f"],
+                Err("grep -r: not an allowed option"),
+            ),
+            (
+                "/usr/bin/egrep",
+                &[],
+                &["-i", "-e"],
+                &["-ie", "--", "-r"],
+                Err("egrep -r"),
+            ),
+            // head and friends: a value taken whole, glued or not.
+            (
+                "/usr/bin/head",
+                &["-n", "1"],
+                &[],
+                &["-n", "1", "--", "-v", "a.txt"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/head",
+                &[],
+                &["-n"],
+                &["-n", "--", "-v"],
+                Err("head -v: not an allowed option"),
+            ),
+            (
+                "/usr/bin/head",
+                &[],
+                &["-n", "-q"],
+                &["-qn", "--", "-v"],
+                Err("head -v: not an allowed option"),
+            ),
+            ("/usr/bin/head", &[], &["-n"], &["-n1", "--", "-v"], Ok(())),
+            ("/usr/bin/head", &[], &["-n"], &["-n", "-5", "f"], Ok(())),
+            (
+                "/usr/bin/tail",
+                &[],
+                &["-n"],
+                &["-n", "+2", "--", "-f"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/sort",
+                &[],
+                &["-t", "-k"],
+                &["-t", "-", "-k", "2", "--", "-o"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/sort",
+                &[],
+                &["-t"],
+                &["-t", "--", "-o", "x"],
+                Err("sort -o: not an allowed option"),
+            ),
+            // Clusters: as written, or each option by name.
+            ("/usr/bin/ls", &[], &["-l", "-a"], &["-la"], Ok(())),
+            ("/usr/bin/ls", &[], &["-la"], &["-la"], Ok(())),
+            (
+                "/usr/bin/ls",
+                &[],
+                &["-l"],
+                &["-lR"],
+                Err("ls -R: not an allowed option"),
+            ),
+            ("/usr/bin/ls", &[], &["-l"], &["--", "-R"], Ok(())),
+            // Programs that honour no `--` (or pass what follows on) are read carefully.
+            (
+                "/usr/bin/echo",
+                &[],
+                &[],
+                &["--", "-n"],
+                Err("echo -n: not an allowed option"),
+            ),
+            (
+                "/usr/bin/cargo",
+                &["test"],
+                &[],
+                &["test", "--", "--nocapture"],
+                Err("cargo --nocapture"),
+            ),
+            (
+                "/usr/bin/cargo",
+                &["test"],
+                &["--nocapture"],
+                &["test", "--", "--nocapture"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/cargo",
+                &["test"],
+                &[],
+                &["test", "--", "--logfile=/tmp/x"],
+                Err("cargo --logfile"),
+            ),
+            (
+                "/usr/bin/make",
+                &[],
+                &[],
+                &["--", "-f", "x"],
+                Err("can run programs"),
+            ),
+            // find's `--` ends only its leading options: the expression is read as ever.
+            (
+                "/usr/bin/find",
+                &[],
+                &["-name"],
+                &["--", ".", "-name", "x"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/find",
+                &[],
+                &[],
+                &["--", ".", "-delete"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/find",
+                &[],
+                &["-name"],
+                &[".", "-name", "-delete"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/find",
+                &[],
+                &[],
+                &[".", "-files0-from", "list"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/find",
+                &[],
+                &["-name"],
+                &[".", "-print"],
+                Err("find -print: not an allowed option"),
+            ),
+            // Whatever the role, an argument spelled like an option that runs programs.
+            (
+                "/usr/bin/rg",
+                &[],
+                &["-e"],
+                &["-e", "--", "--pre=/tmp/evil", "x"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/rg",
+                &[],
+                &[],
+                &["--", "--pre=/tmp/evil", "x"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/git",
+                &["log"],
+                &[],
+                &["log", "--", "--output=/tmp/x"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/tar",
+                &[],
+                &["-c", "-f"],
+                &["-c", "-f", "x.tar", "--", "-T"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/sort",
+                &[],
+                &[],
+                &["--files0-from=list"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/wc",
+                &[],
+                &["-l"],
+                &["-l", "--files0-from", "list"],
+                Err("can run programs"),
+            ),
+            ("/usr/bin/less", &[], &[], &["+!id", "f"], Err("+command")),
+            (
+                "/usr/bin/less",
+                &[],
+                &["-o"],
+                &["-o", "/tmp/log", "f"],
+                Err("can run programs"),
+            ),
+        ];
+        for (exe, prefix, flags, argv, want) in cases {
+            check(exe, prefix, flags, argv, *want);
+        }
+    }
+
+    #[test]
+    fn sed_and_awk_scripts_are_judged_at_admission() {
+        const SCRIPT: &str = "script";
+        #[allow(clippy::type_complexity)]
+        let cases: &[(&str, &[&str], &[&str], Result<(), &str>)] = &[
+            ("/usr/bin/sed", &["-n"], &["-n", "p", "README.md"], Ok(())),
+            ("/usr/bin/sed", &[], &["s/a/b/g", "f"], Ok(())),
+            (
+                "/usr/bin/sed",
+                &["-e"],
+                &["-e", "s/a/b/", "-e", "p", "f"],
+                Ok(()),
+            ),
+            ("/usr/bin/sed", &[], &["--", "p", "-file"], Ok(())),
+            ("/usr/bin/sed", &[], &["s|x|../../../../y|", "f"], Ok(())),
+            // A file name starting with e, w or r is a file, not a script.
+            (
+                "/usr/bin/sed",
+                &["-e"],
+                &["-e", "p", "w.txt", "e", "r"],
+                Ok(()),
+            ),
+            // Every way to give a script, every command that runs, writes or reads.
+            (
+                "/usr/bin/sed",
+                &["-n"],
+                &["-n", "1s/.*/id/e", "f"],
+                Err("s///e"),
+            ),
+            ("/usr/bin/sed", &[], &["1e id", "f"], Err("`e`")),
+            (
+                "/usr/bin/sed",
+                &[],
+                &["w /tmp/x", "f"],
+                Err("writes a file"),
+            ),
+            ("/usr/bin/sed", &[], &["s/a/b/w /tmp/x", "f"], Err("s///w")),
+            (
+                "/usr/bin/sed",
+                &[],
+                &["1r /etc/passwd", "f"],
+                Err("reads a file"),
+            ),
+            (
+                "/usr/bin/sed",
+                &[],
+                &["R /etc/passwd", "f"],
+                Err("reads a file"),
+            ),
+            (
+                "/usr/bin/sed",
+                &["-e"],
+                &["-e", "p", "-e", "W out", "f"],
+                Err("writes a file"),
+            ),
+            (
+                "/usr/bin/sed",
+                &["-e"],
+                &["-e", "a\\", "-e", "x", "-e", "e id"],
+                Err("`e`"),
+            ),
+            ("/usr/bin/sed", &["-e"], &["-ee id", "f"], Err("`e`")),
+            (
+                "/usr/bin/sed",
+                &["-n", "-e"],
+                &["-ne", "e id", "f"],
+                Err("`e`"),
+            ),
+            (
+                "/usr/bin/sed",
+                &["-n", "-e"],
+                &["-ne1e id", "f"],
+                Err("`e`"),
+            ),
+            (
+                "/usr/bin/sed",
+                &["--expression"],
+                &["--expression=1e id", "f"],
+                Err("`e`"),
+            ),
+            (
+                "/usr/bin/sed",
+                &["--expression"],
+                &["--expression", "s/a/b/e", "f"],
+                Err("s///e"),
+            ),
+            ("/usr/bin/sed", &[], &["--", "e id", "f"], Err("`e`")),
+            ("/usr/bin/sed", &[], &["1{\ns/a/b/e\n}", "f"], Err("s///e")),
+            // Not readable for certain: refused.
+            (
+                "/usr/bin/sed",
+                &[],
+                &["s/[/]/x/", "f"],
+                Err("cannot be read"),
+            ),
+            ("/usr/bin/sed", &[], &["k", "f"], Err("cannot be read")),
+            ("/usr/bin/sed", &[], &[], Err("no script")),
+            (
+                "/usr/bin/sed",
+                &["-e"],
+                &["p", "-e", "w x", "f"],
+                Err("put the options first"),
+            ),
+            (
+                "/usr/bin/sed",
+                &["--frob"],
+                &["--frob", "p", "f"],
+                Err("cannot be found for certain"),
+            ),
+            (
+                "/usr/bin/sed",
+                &["--exp"],
+                &["--exp=w x", "f"],
+                Err("cannot be found for certain"),
+            ),
+            (
+                "/usr/bin/sed",
+                &[],
+                &["-f", "script.sed", "f"],
+                Err("can run programs"),
+            ),
+            // In place: the files are operands (judged as paths); the backup stays beside them.
+            ("/usr/bin/sed", &["-i"], &["-i", "s/a/b/", "f"], Ok(())),
+            ("/usr/bin/sed", &["-i"], &["-i.bak", "s/a/b/", "f"], Ok(())),
+            (
+                "/usr/bin/sed",
+                &["--in-place"],
+                &["--in-place=.orig", "s/a/b/", "f"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/sed",
+                &["-i"],
+                &["-i../../tmp/*", "s/a/b/", "f"],
+                Err("backup suffix"),
+            ),
+            (
+                "/usr/bin/sed",
+                &["--in-place"],
+                &["--in-place=bak/*", "s/a/b/", "f"],
+                Err("backup suffix"),
+            ),
+            // awk: the program, or every -e piece.
+            ("/usr/bin/awk", &[], &["{print $1}", "f"], Ok(())),
+            (
+                "/usr/bin/mawk",
+                &["-F"],
+                &["-F", ":", "$3 > 100 {print $1}", "f"],
+                Ok(()),
+            ),
+            (
+                "/usr/bin/gawk",
+                &["-v"],
+                &["-v", "x=1", "--", "{print x}", "f"],
+                Ok(()),
+            ),
+            ("/usr/bin/awk", &[], &["{print $1}", "x=1", "f"], Ok(())),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["BEGIN{system(\"id\")}"],
+                Err("runs a program"),
+            ),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["{print | \"sh\"}"],
+                Err("runs a program"),
+            ),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["{print > \"/tmp/x\"}"],
+                Err("writes a file"),
+            ),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["{print $1 >> $2}"],
+                Err("writes a file"),
+            ),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["BEGIN{getline l < \"/etc/passwd\"}"],
+                Err("reads a file"),
+            ),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["@include \"x.awk\""],
+                Err("runs a program"),
+            ),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["--", "BEGIN{system(\"id\")}"],
+                Err("runs a program"),
+            ),
+            (
+                "/usr/bin/gawk",
+                &["-e"],
+                &["-e", "BEGIN{}", "-e", "{print > \"x\"}"],
+                Err("writes a file"),
+            ),
+            (
+                "/usr/bin/gawk",
+                &["--source"],
+                &["--source={print|\"sh\"}"],
+                Err("runs a program"),
+            ),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["-f", "prog.awk"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/mawk",
+                &[],
+                &["-W", "exec", "prog.awk"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/gawk",
+                &[],
+                &["--load", "x.so"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/awk",
+                &[],
+                &["{print}", "-f", "x"],
+                Err("can run programs"),
+            ),
+            (
+                "/usr/bin/gawk",
+                &["-e"],
+                &["{print}", "-e", "BEGIN{system(\"id\")}"],
+                Err(SCRIPT),
+            ),
+            ("/usr/bin/awk", &[], &["/[/]/"], Err("cannot be read")),
+            ("/usr/bin/awk", &[], &[], Err("no script")),
+        ];
+        for (exe, flags, argv, want) in cases {
+            check(exe, &[], flags, argv, *want);
+        }
+        // A refusal quotes a long script bounded.
+        let long = format!("{}w /tmp/x", "p;".repeat(100_000));
+        let err = rule("/usr/bin/sed", &[], Some(&[]))
+            .check_rest(&args(&[&long, "f"]))
+            .unwrap_err();
+        assert!(err.len() < 600, "{} bytes", err.len());
     }
 
     #[test]

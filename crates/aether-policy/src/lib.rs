@@ -7,6 +7,7 @@
 //! `aether-pipeline`, `aether-server`) depend on it; it depends on none of them.
 
 pub mod agent;
+pub mod argv;
 pub mod canon;
 pub mod commands;
 pub mod config;
@@ -19,6 +20,7 @@ pub mod paths;
 pub mod registry;
 pub mod roles;
 pub mod rules;
+pub mod scripts;
 pub mod shell;
 pub mod tool;
 pub mod truncate;

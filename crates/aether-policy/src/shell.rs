@@ -1702,91 +1702,28 @@ fn judge_sed(args: &[Word], written: &[String]) -> Option<Escalation> {
             ));
         }
     }
-    scripts.into_iter().find_map(|script| {
-        sed_runs(script).map(|what| {
-            esc(
-                "program-option",
-                format!("the sed script {script:?} {what}"),
-            )
-        })
-    })
-}
-
-/// What in a sed script runs a command or writes a file, read command by command.
-fn sed_runs(script: &str) -> Option<&'static str> {
-    let c: Vec<char> = script.chars().collect();
-    let mut i = 0;
-    // Skips a delimited part (`/re/`, or with any other delimiter), from just after the
-    // opening delimiter; returns the index after the closing one.
-    let delimited = |mut i: usize, d: char| {
-        while i < c.len() && c[i] != d {
-            if c[i] == '\\' {
-                i += 1;
-            }
-            i += 1;
-        }
-        i + 1
-    };
-    let to_line_end = |mut i: usize| {
-        while i < c.len() && c[i] != '\n' {
-            i += 1;
-        }
-        i
-    };
-    while i < c.len() {
-        // Separators, then an address (numbers, `$`, `/re/`, `\cREc`, ranges, steps, `!`).
-        while i < c.len() && (c[i].is_whitespace() || matches!(c[i], ';' | '{' | '}' | '!')) {
-            i += 1;
-        }
-        loop {
-            if i < c.len() && (c[i].is_ascii_digit() || matches!(c[i], '$' | ',' | '~' | '+')) {
-                i += 1;
-            } else if i < c.len() && c[i] == '/' {
-                i = delimited(i + 1, '/');
-            } else if i + 1 < c.len() && c[i] == '\\' {
-                let d = c[i + 1];
-                i = delimited(i + 2, d);
-            } else if i < c.len()
-                && (c[i] == '!' || c[i] == ' ' || c[i] == 'I' && i > 0 && c[i - 1] == '/')
-            {
-                i += 1;
-            } else {
-                break;
-            }
-        }
-        let Some(&cmd) = c.get(i) else { break };
-        i += 1;
-        match cmd {
-            's' | 'y' => {
-                let Some(&d) = c.get(i) else { break };
-                i = delimited(i + 1, d);
-                i = delimited(i, d);
-                if cmd == 's' {
-                    let start = i;
-                    while i < c.len() && (c[i].is_ascii_alphanumeric()) {
-                        i += 1;
-                    }
-                    let flags: String = c[start..i].iter().collect();
-                    if flags.contains('e') {
-                        return Some("runs its result as a command (s///e)");
-                    }
-                    if flags.contains('w') {
-                        return Some("writes a file (s///w)");
-                    }
-                }
-            }
-            'e' => return Some("runs a command (e)"),
-            'w' | 'W' => return Some("writes a file (w)"),
-            'r' | 'R' | 'a' | 'i' | 'c' | '#' => i = to_line_end(i),
-            ':' | 'b' | 't' | 'T' => {
-                while i < c.len() && !matches!(c[i], ';' | '\n') {
-                    i += 1;
-                }
-            }
-            _ => {}
-        }
+    // The pieces joined by newlines, as sed joins them, and read as GNU sed reads them
+    // (`scripts::sed`): a command that runs a program or writes a file asks, and so does a
+    // script that cannot be read for certain. Reading a file (`r`) stays in the sandbox.
+    let script = scripts.join("\n");
+    match crate::scripts::sed(&script) {
+        Err(unreadable) => Some(esc(
+            "unreadable",
+            format!(
+                "the sed script {} {unreadable}",
+                crate::scripts::shown(&script)
+            ),
+        )),
+        Ok(found) => found
+            .into_iter()
+            .find(|f| f.effect != crate::scripts::Effect::Reads)
+            .map(|f| {
+                esc(
+                    "program-option",
+                    format!("the sed script {}: {f}", crate::scripts::shown(&script)),
+                )
+            }),
     }
-    None
 }
 
 /// `env -S` text with its escapes read (`\_` is a space).
@@ -2384,11 +2321,29 @@ fn judge_interpreter(
         });
     }
     let code = codes.join("\n");
-    if family == "awk" && code.replace("||", "").contains('|') {
-        return Some(esc(
-            "inline-code",
-            "inline awk code that pipes to or from a command (|)".into(),
-        ));
+    // awk read as awk reads it (`scripts::awk`): a `|` outside strings and regexes pipes
+    // (`/error|warn/` does not), `print $1 > f` redirects as surely as `print > f`; a
+    // program that cannot be read for certain asks too.
+    if family == "awk" {
+        match crate::scripts::awk(&code) {
+            Err(unreadable) => {
+                return Some(esc(
+                    "inline-code",
+                    format!(
+                        "inline awk code {} {unreadable}",
+                        crate::scripts::shown(&code)
+                    ),
+                ));
+            }
+            Ok(found) => {
+                if let Some(f) = found
+                    .into_iter()
+                    .find(|f| f.effect != crate::scripts::Effect::Reads)
+                {
+                    return Some(esc("inline-code", format!("inline awk code: {f}")));
+                }
+            }
+        }
     }
     let lower = code.to_ascii_lowercase();
     const REACH: &[&str] = &[
@@ -3218,6 +3173,69 @@ mod tests {
         // Fork bombs in quotes.
         asks("f(){ \"f\"|\"f\" & }; f", "self-calling-function");
         asks("f(){ \\f|\\f & }; f", "self-calling-function");
+    }
+
+    /// The script classes of issue 23 §4, as run_shell's review sees them: every shape of
+    /// a sed command that runs or writes, of awk code that runs, pipes or redirects, of a
+    /// find primary that runs, deletes or writes, asks; the ordinary forms run.
+    #[test]
+    fn script_classes_ask_in_every_shape() {
+        let asking: &[(&str, &str)] = &[
+            ("sed 'e id' f", "program-option"),
+            ("sed -n '1e id' f", "program-option"),
+            ("sed '$!e id' f", "program-option"),
+            ("sed '/x/I,+2 e id' f", "program-option"),
+            ("sed 's/a/b/e' f", "program-option"),
+            ("sed 's/a/b/ e' f", "program-option"),
+            ("sed 's/a/b/3ge' f", "program-option"),
+            ("sed 'sxaxbxe' f", "program-option"),
+            ("sed -e p -e 'w out' f", "program-option"),
+            ("sed --expression='1W out' f", "program-option"),
+            ("sed -ne 's/a/b/w out' f", "program-option"),
+            ("sed 's/a/b/ w out' f", "program-option"),
+            ("sed 'a foo\ne id' f", "program-option"),
+            ("sed -e 'a\\' -e foo -e 'e id' f", "program-option"),
+            ("sed '1{\ns/a/b/e\n}' f", "program-option"),
+            ("sed 's/[/]/x/' f", "unreadable"),
+            ("sed 'k' f", "unreadable"),
+            ("awk '{print $1 > \"out\"}' f", "inline-code"),
+            ("awk '{printf(\"%s\", $1) >> \"out\"}' f", "inline-code"),
+            ("awk '{print a,\n b > \"out\"}' f", "inline-code"),
+            ("awk 'BEGIN { system (\"id\") }'", "inline-code"),
+            ("awk '{print | \"sh\"}'", "inline-code"),
+            ("awk 'BEGIN{\"id\" | getline}'", "inline-code"),
+            ("gawk '@load \"x\"'", "inline-code"),
+            ("gawk 'BEGIN{f=\"system\"; @f(\"id\")}'", "inline-code"),
+            ("mawk -F: '{ if ($1) print > $2 }' f", "inline-code"),
+            ("awk '/[/]/'", "inline-code"),
+            ("find . -exec rm {} +", "find-delete"),
+            ("find . -execdir id ';'", "find-delete"),
+            ("find . -ok rm {} ';'", "find-delete"),
+            ("find . -okdir rm {} ';'", "find-delete"),
+            ("find . -name x -delete", "find-delete"),
+            ("find . -fprint out", "find-delete"),
+            ("find . -fprint0 out", "find-delete"),
+            ("find . -fprintf out '%p'", "find-delete"),
+            ("find . -fls out", "find-delete"),
+        ];
+        for (command, pattern) in asking {
+            asks(command, pattern);
+        }
+        for command in [
+            "sed -n 's/a/b/p' f",
+            "sed -i.bak 's/foo/bar/g' notes.txt",
+            "sed -e :a -e '$!N;s/\\n//;ta' f",
+            "sed '1r header.txt' f",
+            "sed --sandbox 's/a/b/e' f",
+            "awk '$3 > 100 {print $1}' f",
+            "awk '{ print ($1 > $2) }' f",
+            "awk '/error|warn/' log",
+            "awk -F, '{s += $2} END {print s / NR}' f",
+            "find . -name '*.rs' -print",
+            "find . -type f -newer x",
+        ] {
+            runs(command);
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Running one command for a tool: logged before it starts, a clean environment, no stdin, a
 //! time limit, its whole process tree killed however the call ends, and its output captured
-//! with head and tail kept. `run_command` and `run_shell` differ only in what they run.
+//! with head and tail kept — up to a cap: a command that writes more than [`OUTPUT_CAP`]
+//! bytes (both streams together) is killed with its whole tree as soon as it does, not read
+//! until it stops. `run_command` and `run_shell` differ only in what they run.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,6 +20,10 @@ use crate::{CallContext, ToolError, ToolOutput, now_us};
 /// Bytes kept from the start and from the end of each stream.
 const KEEP: usize = 32 << 10;
 
+/// Bytes a command may write to stdout and stderr together. Past this its output is a flood
+/// no caller reads whole: the command and everything it started are killed at once.
+pub(crate) const OUTPUT_CAP: u64 = 16 << 20;
+
 /// What both command tools return.
 #[derive(Serialize, JsonSchema)]
 pub(crate) struct Output {
@@ -25,6 +31,9 @@ pub(crate) struct Output {
     pub exit_code: Option<i32>,
     /// It ran out of time and was killed, with everything it started.
     pub timed_out: bool,
+    /// Its output reached the cap (16 MiB, stdout and stderr together) and it was killed
+    /// there, with everything it started; the text keeps the head and the tail read by then.
+    pub output_capped: bool,
     pub stdout: String,
     pub stderr: String,
     /// Bytes the command wrote to each stream (the text keeps the head and tail).
@@ -140,6 +149,11 @@ pub(crate) async fn run<A: AsRef<std::ffi::OsStr>>(
             "killed after {} s (with everything it started)",
             spawn.timeout.as_secs()
         )
+    } else if output.output_capped {
+        format!(
+            "killed when its output reached {} MiB (with everything it started)",
+            OUTPUT_CAP >> 20
+        )
     } else {
         match output.exit_code {
             Some(code) => format!("exit code {code}"),
@@ -150,7 +164,7 @@ pub(crate) async fn run<A: AsRef<std::ffi::OsStr>>(
         "{}: {status}\n--- stdout ({} bytes) ---\n{}\n--- stderr ({} bytes) ---\n{}",
         spawn.label, output.stdout_bytes, output.stdout, output.stderr_bytes, output.stderr
     );
-    let failed = output.timed_out || output.exit_code != Some(0);
+    let failed = output.timed_out || output.output_capped || output.exit_code != Some(0);
     let structured = serde_json::to_value(&output).unwrap_or(Value::Null);
     let mut result = ToolOutput::with_structured(text, structured);
     result.is_error = failed;
@@ -196,12 +210,14 @@ async fn execute<A: AsRef<std::ffi::OsStr>>(spawn: &Spawn<'_, A>) -> Result<Outp
         containment: Some(containment),
         leader: child.id(),
     };
-    let out = tokio::spawn(capture(child.stdout.take().expect("piped")));
-    let err = tokio::spawn(capture(child.stderr.take().expect("piped")));
-    let waited = tokio::time::timeout(spawn.timeout, child.wait()).await;
-    let (timed_out, exit_code) = match waited {
-        Ok(status) => (false, status.ok().and_then(|s| s.code())),
-        Err(_) => (true, None),
+    let flood = std::sync::Arc::new(Flood::default());
+    let out = tokio::spawn(capture(child.stdout.take().expect("piped"), flood.clone()));
+    let err = tokio::spawn(capture(child.stderr.take().expect("piped"), flood.clone()));
+    // Whichever comes first: the command ends, its time runs out, its output reaches the cap.
+    let (timed_out, output_capped, exit_code) = tokio::select! {
+        status = child.wait() => (false, false, status.ok().and_then(|s| s.code())),
+        () = tokio::time::sleep(spawn.timeout) => (true, false, None),
+        () = flood.capped.notified() => (false, true, None),
     };
     let name = tree.kill().await;
     let _ = child.kill().await;
@@ -217,6 +233,7 @@ async fn execute<A: AsRef<std::ffi::OsStr>>(spawn: &Spawn<'_, A>) -> Result<Outp
     Ok(Output {
         exit_code,
         timed_out,
+        output_capped,
         stdout,
         stderr,
         stdout_bytes,
@@ -255,8 +272,22 @@ impl Drop for Tree {
     }
 }
 
-/// Reads a stream to its end, keeping its first and last [`KEEP`] bytes.
-async fn capture<R: tokio::io::AsyncRead + Unpin>(mut stream: R) -> (String, u64) {
+/// The bytes a command's streams have written, together, and the signal that they reached
+/// [`OUTPUT_CAP`].
+#[derive(Default)]
+struct Flood {
+    written: std::sync::atomic::AtomicU64,
+    capped: tokio::sync::Notify,
+}
+
+/// Reads a stream to its end, keeping its first and last [`KEEP`] bytes — or until the
+/// command's streams together reach [`OUTPUT_CAP`]: then it says so (the command is killed)
+/// and stops reading, so that a writer the kill missed meets a closed pipe.
+async fn capture<R: tokio::io::AsyncRead + Unpin>(
+    mut stream: R,
+    flood: std::sync::Arc<Flood>,
+) -> (String, u64) {
+    use std::sync::atomic::Ordering;
     let mut head = Vec::new();
     let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
     let mut total = 0u64;
@@ -276,6 +307,11 @@ async fn capture<R: tokio::io::AsyncRead + Unpin>(mut stream: R) -> (String, u64
         tail.extend(chunk);
         while tail.len() > KEEP {
             tail.pop_front();
+        }
+        if flood.written.fetch_add(n as u64, Ordering::Relaxed) + n as u64 >= OUTPUT_CAP {
+            // A permit is kept if the command's waiter is not listening yet.
+            flood.capped.notify_one();
+            break;
         }
     }
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();

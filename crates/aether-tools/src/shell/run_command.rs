@@ -1,21 +1,25 @@
 //! `run_command`: an absolute executable and its argv, from the agent's project allowlist,
 //! without a shell.
 //!
-//! The argv must start with an allowlisted prefix, and every option after it must be one the
-//! entry lists (`aether_policy::commands`). The child gets exactly seven environment
-//! variables (no credentials, a fresh empty HOME), no stdin, a working folder inside a root
-//! (judged on its real path), a time limit of 1–300 s, and its whole process tree is killed
-//! when the command ends or runs out of time. Output is captured and capped, keeping its head
-//! and its tail. `git` runs with overrides that switch off repository-defined programs, and is
-//! refused in a repository whose config defines any. Arguments that name paths or URLs are
-//! judged (`confine_arguments`, `confine_urls`). The program runs under bubblewrap, which
-//! shows it the filesystem with Aether's files and the roots' credential files covered
-//! (`hiding`) and the names of its URL arguments held to their vetted addresses
+//! The argv must start with an allowlisted prefix, and is read as the program reads it:
+//! every option after the prefix must be one the entry lists, a sed or awk script must do
+//! nothing but read its input and write its output (`aether_policy::commands`, `argv`,
+//! `scripts`). The child gets exactly seven environment variables (no credentials, a fresh
+//! empty HOME), no stdin, a working folder inside a root (judged on its real path), a time
+//! limit of 1–300 s, and its whole process tree is killed when the command ends, runs out of
+//! time or floods its output past the cap. Output is captured and capped, keeping its head
+//! and its tail. `git` runs with overrides that switch off repository-defined programs, and
+//! is refused in a repository whose config defines any. Arguments that are paths or URLs to
+//! the program — operands and option values by the reading, not patterns or scripts — are
+//! judged (`judged_pieces`, `confine_arguments`, `confine_urls`). The program runs under
+//! bubblewrap, which shows it the filesystem with Aether's files and the roots' credential
+//! files covered (`hiding`) and the names of its URL arguments held to their vetted addresses
 //! (`pin_names`); where bubblewrap cannot, only a command whose entry says `uncovered` runs.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use aether_policy::argv::{Kind, Reading, Role};
 use aether_policy::commands::{
     CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs, git_program_key,
     program_name,
@@ -119,7 +123,7 @@ impl Tool for RunCommand {
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
-        let rule = allowed(&cx.agent.commands, &args.command, &args.args)?;
+        let (rule, reading) = allowed(&cx.agent.commands, &args.command, &args.args)?;
         // Within the pipeline's own limit for a call, so that this tool, not the pipeline
         // dropping it, is what stops the command (a drop kills the tree too, but says less).
         let ceiling = cx.limits.tool_seconds.saturating_sub(1).max(1);
@@ -167,9 +171,9 @@ impl Tool for RunCommand {
                 argv.push(o.to_string());
             }
         }
-        let rest = &args.args[rule.prefix.len().min(args.args.len())..];
-        confine_arguments(&cx, &cwd, rest)?;
-        let pins = confine_urls(&cx, &cwd, rest).await?;
+        let judged = judged_pieces(&args.args, &reading, rule.prefix.len());
+        confine_arguments(&cx, &cwd, &judged)?;
+        let pins = confine_urls(&cx, &cwd, &judged).await?;
         argv.extend(args.args.iter().cloned());
         // The program runs on the filesystem as it is, but where bubblewrap can, with Aether's
         // own files and the credential files under the roots covered: a program that walks
@@ -452,18 +456,65 @@ fn cover<'a>(
     })
 }
 
+/// The arguments after the prefix that could name a path or a URL, each with those pieces
+/// of it, by what it is to the program (`argv::read`): an operand or a value that is a path
+/// (whole, also when it starts with `-`: after `--` it is a file), an option's glued value
+/// unless it is text, and — where the program was read carefully — an option word whole
+/// too (it may be an operand there). Text the program never opens (a pattern, a format) and
+/// scripts (judged by `check_rest`) are not paths.
+fn judged_pieces<'a>(
+    args: &'a [String],
+    reading: &Reading,
+    prefix: usize,
+) -> Vec<(&'a str, Vec<&'a str>)> {
+    let mut out = Vec::new();
+    for (at, arg) in args.iter().enumerate().skip(prefix) {
+        let careful = reading.careful_at(at);
+        let mut pieces = match &reading.roles[at] {
+            Role::Operand(Kind::Path) | Role::Value(Kind::Path) => {
+                let mut p = path_candidates(arg);
+                if arg.starts_with('-') {
+                    p.insert(0, arg.as_str());
+                }
+                p
+            }
+            Role::Option {
+                glued: Some(Kind::Text | Kind::Script(_)),
+                ..
+            } if !careful => Vec::new(),
+            Role::Option { .. } => {
+                let mut p = path_candidates(arg);
+                if careful && arg != "--" {
+                    p.insert(0, arg.as_str());
+                }
+                p
+            }
+            Role::Operand(_) | Role::Value(_) | Role::End => Vec::new(),
+        };
+        pieces.dedup();
+        if !pieces.is_empty() {
+            out.push((arg.as_str(), pieces));
+        }
+    }
+    out
+}
+
 /// Refuses a caller's argument that names a path outside every root, a credential file, one
 /// of Aether's own files, or a place inside a git repository's own folder: the program runs
 /// without a sandbox, so an allowed `rg` or `cp` would otherwise read or write whatever it is
-/// pointed at. What counts as a path: an argument that is absolute, climbs with `..`, has a
-/// `/` in it or names something that exists (relative to the working folder); the same for
-/// the value after an argument's first `=` (`--file=PATH`, dd's `of=PATH`), after a leading
-/// `@` (`@FILE`) and after a short option's letter (a value glued on: `-o/abs`). Other
-/// arguments (patterns, words) pass. Programs that take paths in other forms (git's `REV:PATH`) are the
+/// pointed at. What counts as a path: a piece (see [`judged_pieces`]) that is absolute,
+/// climbs with `..`, has a `/` in it or names something that exists (relative to the working
+/// folder); for an operand, the value after its first `=` (dd's `of=PATH`), after a leading
+/// `@` (`@FILE`) and after a short option's letter (a value glued on: `-o/abs`) too. Other
+/// pieces (words) pass. Programs that take paths in other forms (git's `REV:PATH`) are the
 /// operator's to allow or not.
-fn confine_arguments(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<(), ToolError> {
-    for arg in args {
-        for value in path_candidates(arg) {
+fn confine_arguments(
+    cx: &CallContext,
+    cwd: &Path,
+    judged: &[(&str, Vec<&str>)],
+) -> Result<(), ToolError> {
+    for (arg, pieces) in judged {
+        for value in pieces {
             if let Some((real, why)) = judge_path(cx, cwd, value) {
                 return Err(path_refusal(arg, &real, &why));
             }
@@ -501,14 +552,18 @@ fn path_candidates(arg: &str) -> Vec<&str> {
 /// by name, which the sandbox holds the program to (`pin_names`). A `file` URL is judged as
 /// the path it names; any other scheme is refused. Names given otherwise (`git@host:repo`, a
 /// bare host) are not judged.
-async fn confine_urls(cx: &CallContext, cwd: &Path, args: &[String]) -> Result<Pins, ToolError> {
+async fn confine_urls(
+    cx: &CallContext,
+    cwd: &Path,
+    judged: &[(&str, Vec<&str>)],
+) -> Result<Pins, ToolError> {
     use aether_policy::egress::{EgressPolicy, Host, parse_destination};
     let mut pins = Pins::new();
     let refused = |r: aether_policy::egress::EgressRefusal| ToolError::denied(r.rule(), r);
-    for arg in args {
+    for (arg, pieces) in judged {
         // As for paths: the argument, the value after `=`, after a leading `@`, and after a
         // short option's letter (`-Uhttp://…`).
-        for value in path_candidates(arg) {
+        for value in pieces.iter().copied() {
             // `scheme:/…`: programs take one, two or three slashes (`http:/host/x` is a URL
             // to curl).
             let Some((scheme, rest)) = value.split_once(':').filter(|(s, rest)| {
@@ -753,7 +808,7 @@ fn allowed<'a>(
     rules: &'a [CommandRule],
     exe: &str,
     args: &[String],
-) -> Result<&'a CommandRule, ToolError> {
+) -> Result<(&'a CommandRule, Reading), ToolError> {
     if !exe.starts_with('/') {
         return Err(ToolError::InvalidArguments(format!(
             "command {exe:?} must be an absolute path (there is no PATH lookup)"
@@ -777,7 +832,8 @@ fn allowed<'a>(
             ),
         ));
     };
-    rule.check_rest(args)
+    let reading = rule
+        .check_rest(args)
         .map_err(|why| ToolError::denied("command-flags", why))?;
     // Judged on the file itself: the path must be the program, not a link to another.
     let meta =
@@ -787,7 +843,7 @@ fn allowed<'a>(
             "{exe} is not a regular file (a link or folder); allow the program's real path"
         )));
     }
-    Ok(rule)
+    Ok((rule, reading))
 }
 
 /// The repository for `cwd`: the nearest `.git` folder from `cwd` up to the root, whose

@@ -382,6 +382,43 @@ async fn a_timeout_kills_everything_the_shell_started() {
 }
 
 #[tokio::test]
+async fn an_output_flood_in_the_shell_is_cut_at_the_cap_with_its_tree() {
+    let tree = Tree::new();
+    let sh = shell(&tree, ShellSettings::default(), RootMode::ReadOnly);
+    let marker = "aether-shell-flood-4242";
+    let started = std::time::Instant::now();
+    let r = sh
+        .run(json!({
+            "command": format!("(setsid yes {marker} >&2 &); yes {marker} & sleep 3599.5; wait"),
+            "timeout_seconds": 60
+        }))
+        .await
+        .unwrap();
+    let v = r.structured.unwrap();
+    assert_eq!(v["output_capped"], true, "{v}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let left: Vec<PathBuf> = fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("cmdline"))
+        .filter(|p| {
+            fs::read(p)
+                .map(|c| {
+                    let c = String::from_utf8_lossy(&c);
+                    c.contains(marker) || c.contains("3599.5")
+                })
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(left.is_empty(), "processes survived: {left:?}");
+}
+
+#[tokio::test]
 async fn every_command_is_in_the_command_log_without_secrets() {
     let tree = Tree::new();
     tree.dir("sub");

@@ -1,0 +1,3 @@
+//! aether-policy's integration tests: properties of the pure judges over generated input.
+
+mod command_judge;

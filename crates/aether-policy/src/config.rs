@@ -54,6 +54,20 @@ pub struct RawConfig {
     /// Model connections for the agent runner (`aether agent run --model NAME`).
     #[serde(default)]
     pub models: BTreeMap<String, crate::models::RawModel>,
+    #[serde(default)]
+    pub registry: RegistrySection,
+}
+
+/// The tool registry (`[registry]`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrySection {
+    /// What the definition screen's findings (hidden text, instructions to the model, other
+    /// tools or credential files named, oversized schemas; `definition_screen`) do to an
+    /// approval: "warn" (the default: they are shown beside the definition and the operator
+    /// decides) or "block" (a definition with any finding cannot be approved).
+    #[serde(default)]
+    pub screen: crate::definition_screen::ScreenMode,
 }
 
 /// An upstream MCP server (`[upstreams.NAME]`): a program Aether starts (`command`, over
@@ -748,6 +762,7 @@ pub fn default_agent_profile() -> AgentProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::definition_screen::ScreenMode;
 
     #[test]
     fn empty_file_is_the_embedded_default() {
@@ -886,6 +901,29 @@ mod tests {
             "limits.tool_seconds",
         ] {
             assert!(text.contains(needle), "{needle} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn the_registry_screen_is_warn_or_block() {
+        assert_eq!(
+            RawConfig::parse("").unwrap().registry.screen,
+            ScreenMode::Warn
+        );
+        for (text, mode) in [("warn", ScreenMode::Warn), ("block", ScreenMode::Block)] {
+            let c = RawConfig::parse(&format!("[registry]\nscreen = \"{text}\"\n")).unwrap();
+            assert_eq!(c.registry.screen, mode);
+        }
+        for (bad, says) in [
+            ("screen = \"blok\"", "blok"),
+            ("screen = \"Block\"", "`warn` or `block`"),
+            ("screen = true", "screen"),
+            ("scren = \"block\"", "scren"),
+        ] {
+            let err = RawConfig::parse(&format!("[registry]\n{bad}\n"))
+                .err()
+                .unwrap_or_else(|| panic!("accepted: {bad}"));
+            assert!(err.to_string().contains(says), "{bad}: {err}");
         }
     }
 

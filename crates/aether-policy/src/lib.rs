@@ -12,6 +12,7 @@ pub mod canon;
 pub mod commands;
 pub mod config;
 pub mod decision;
+pub mod definition_screen;
 pub mod dlp;
 pub mod egress;
 pub mod journal;

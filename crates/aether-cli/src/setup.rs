@@ -373,6 +373,7 @@ pub async fn pipeline_and_host(
         journal: loaded.raw.journal.clone(),
         approval_window: std::time::Duration::from_secs(loaded.raw.approvals.window_seconds),
         rules: rules(loaded)?,
+        screen: loaded.raw.registry.screen,
         // The configuration read, and the one a start here without --config would read: an
         // agent that could write either would configure Aether (or the CLI run here).
         private: loaded

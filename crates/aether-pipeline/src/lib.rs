@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod operator;
 pub mod replay;
 pub mod rules;
+pub mod screening;
 mod session;
 pub mod tables;
 pub mod tokens;
@@ -70,6 +71,8 @@ pub struct Settings {
     /// How long a call waits for a person before it is denied.
     pub approval_window: Duration,
     pub rules: Rules,
+    /// Whether a finding of the definition screen blocks an approval (`[registry] screen`).
+    pub screen: aether_policy::definition_screen::ScreenMode,
     /// Files of the operator's (the configuration) that no tool may read or write, whatever
     /// root they lie in. The rules file and the store are added to these.
     pub private: Vec<std::path::PathBuf>,
@@ -124,6 +127,7 @@ pub struct Pipeline {
     /// Cancelled by [`Pipeline::shut_down`]: stops running tools, refuses new calls.
     shutdown: CancellationToken,
     rules: Rules,
+    screen: aether_policy::definition_screen::ScreenMode,
     approval_window: Duration,
     /// Bumped whenever the store's approvals change (a call waiting for a person re-reads).
     approvals_changed: tokio::sync::watch::Sender<i64>,
@@ -194,6 +198,7 @@ impl Pipeline {
             in_flight: AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
             rules: settings.rules,
+            screen: settings.screen,
             approval_window: settings.approval_window,
             approvals_changed: tokio::sync::watch::channel(revisions.approvals).0,
             catalog_changed: tokio::sync::watch::channel(0).0,
@@ -406,6 +411,7 @@ impl Pipeline {
             .collect();
         if !seen.is_empty() {
             self.store.record_seen(seen, "external").await?;
+            self.warn_of_findings(source).await;
         }
         {
             let mut catalog = self.catalog.write().unwrap_or_else(|e| e.into_inner());
@@ -415,6 +421,31 @@ impl Pipeline {
         self.reload_registry().await?;
         self.catalog_changed.send_modify(|n| *n += 1);
         Ok(())
+    }
+
+    /// Says in the log which of `source`'s tools waiting for approval the definition screen
+    /// found something in (the operator sees the findings in `aether registry show`, the
+    /// registry diff and the console).
+    async fn warn_of_findings(&self, source: &str) {
+        let Ok(rows) = self.store.registry().await else {
+            return;
+        };
+        let screen = screening::screen_for(&rows);
+        let prefix = format!("{source}__");
+        for row in rows.iter().filter(|r| r.name.starts_with(&prefix)) {
+            if row.approved_digest.is_some() && row.approved_digest == row.seen_digest {
+                continue;
+            }
+            let found = screening::screen_row(&screen, row).findings;
+            if !found.is_empty() {
+                let rules: Vec<&str> = found.iter().map(|f| f.rule.as_str()).collect();
+                tracing::warn!(
+                    tool = %row.name,
+                    findings = %rules.join(", "),
+                    "the definition screen found something in a tool waiting for approval; review it with `aether registry show`"
+                );
+            }
+        }
     }
 
     pub fn agents(&self) -> impl Iterator<Item = &AgentProfile> {
@@ -679,9 +710,14 @@ impl Pipeline {
         &self,
         change: RegistryChange,
     ) -> Result<RegistryRow, PipelineError> {
-        let row = operator::change_registry(&self.store, change).await?;
+        let row = operator::change_registry(&self.store, change, self.screen).await?;
         self.sync().await?;
         Ok(row)
+    }
+
+    /// Whether a finding of the definition screen blocks an approval here.
+    pub fn screen(&self) -> aether_policy::definition_screen::ScreenMode {
+        self.screen
     }
 
     pub fn has_agent(&self, name: &str) -> bool {

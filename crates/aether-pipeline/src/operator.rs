@@ -10,6 +10,8 @@ use aether_store::{
 };
 use serde_json::json;
 
+use aether_policy::definition_screen::ScreenMode;
+
 use crate::audit::operator_event;
 
 fn need_why(why: &str, what: &str) -> Result<(), StoreError> {
@@ -67,11 +69,23 @@ pub async fn decide(
 }
 
 /// Approves, withdraws or undoes a registry row, recorded in its history with who and why.
+/// An approval binds the definition the screen looked at (its digest), and is refused when
+/// `screen` blocks approval and the definition screen found something in it.
 pub async fn change_registry(
     store: &Store,
-    change: RegistryChange,
+    mut change: RegistryChange,
+    screen: ScreenMode,
 ) -> Result<RegistryRow, StoreError> {
     need_why(&change.why, "change")?;
+    if let RegistryAction::Approve { digest } = &mut change.action {
+        let rows = store.registry().await?;
+        if let Some(row) = rows.iter().find(|r| r.name == change.name) {
+            crate::screening::check_approval(screen, &crate::screening::screen_for(&rows), row)?;
+            if digest.is_none() {
+                digest.clone_from(&row.seen_digest);
+            }
+        }
+    }
     let (action, digest) = match &change.action {
         RegistryAction::Approve { digest } => ("registry.approve", digest.clone()),
         RegistryAction::Withdraw => ("registry.withdraw", None),
@@ -96,6 +110,7 @@ pub async fn approve_source(
     fingerprint: Option<&str>,
     by: &str,
     why: &str,
+    screen: ScreenMode,
 ) -> Result<Vec<RegistryRow>, StoreError> {
     need_why(why, "approval")?;
     if let Some(expected) = fingerprint {
@@ -113,15 +128,20 @@ pub async fn approve_source(
         }
     }
     let prefix = format!("{source}__");
-    let waiting: Vec<RegistryRow> = store
-        .registry()
-        .await?
-        .into_iter()
+    let rows = store.registry().await?;
+    let waiting: Vec<RegistryRow> = rows
+        .iter()
         .filter(|r| r.origin == "external" && r.name.starts_with(&prefix))
         .filter(|r| {
             r.state == "unapproved" || (r.state == "approved" && r.approved_digest != r.seen_digest)
         })
+        .cloned()
         .collect();
+    // All or none: an upstream is not half approved because some of its tools were blocked.
+    let screen_all = crate::screening::screen_for(&rows);
+    for row in &waiting {
+        crate::screening::check_approval(screen, &screen_all, row)?;
+    }
     let mut approved = Vec::new();
     for row in waiting {
         approved.push(
@@ -135,6 +155,7 @@ pub async fn approve_source(
                     by: by.to_string(),
                     why: why.to_string(),
                 },
+                screen,
             )
             .await?,
         );

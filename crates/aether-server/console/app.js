@@ -382,7 +382,16 @@ async function registry() {
       for (const line of (r.diff || "").split("\n")) {
         diff.append(el("span", { class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "", text: line + "\n" }));
       }
-      detail.replaceChildren(el("h3", { text: name }),
+      const isNew = (f) => (r.new_findings || []).some((n) => n.rule === f.rule && n.place === f.place && n.subject === f.subject);
+      const findings = (r.findings || []).length === 0 ? null : el("div", { class: "findings" },
+        el("h3", { text: `The definition screen found ${r.findings.length} thing(s): review before approving` }),
+        table(["", "Finding", "Where", "What"], r.findings.map((f) =>
+          el("tr", { "data-finding": f.rule },
+            el("td", { class: isNew(f) ? "error" : "muted", text: isNew(f) ? "new" : "" }),
+            el("td", { text: `${f.rule} (${f.class})` }),
+            el("td", { text: f.place }),
+            el("td", { text: f.excerpt })))));
+      detail.replaceChildren(el("h3", { text: name }), findings || "",
         r.diff ? el("div", {}, el("p", { text: "The definition changed since it was approved:" }), diff) : el("p", { class: "muted", text: "No change against the approved definition." }),
         el("h3", { text: "Definition now" }), el("pre", { text: JSON.stringify(JSON.parse(r.definition || "{}"), null, 2) }));
     } catch (err) { status(err.message, true); }
@@ -397,7 +406,8 @@ async function registry() {
     return el("tr", { "data-tool": r.name },
       el("td", {}, el("a", { href: "#registry", onclick: showDetail(r.name) }, r.name)),
       el("td", { text: r.origin }),
-      el("td", { class: changed || r.state !== "approved" ? "error" : "ok", text: changed ? "changed since approval: held back" : r.state }),
+      el("td", { class: changed || r.state !== "approved" ? "error" : "ok", text: changed ? "changed since approval: held back" : r.state },
+        (r.findings || []).length ? el("span", { class: "error", "data-findings": String(r.findings.length), text: ` · ${r.findings.length} screen finding(s)` }) : null),
       el("td", { text: `${when(r.updated_at_us)} by ${r.updated_by}: ${r.why}` }),
       el("td", {},
         (r.state !== "approved" || changed) ? el("button", { type: "button", onclick: act(r.name, "approve"), disabled: !can }, "Approve") : null, " ",

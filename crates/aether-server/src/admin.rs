@@ -136,17 +136,36 @@ fn why_with(
 
 async fn registry_list(State(p): State<Arc<Pipeline>>) -> Response {
     match p.store().registry().await {
-        Ok(rows) => Json(rows).into_response(),
+        Ok(rows) => {
+            // Each row with what the definition screen found in it.
+            let screen = aether_pipeline::screening::screen_for(&rows);
+            let listed: Vec<Value> = rows
+                .iter()
+                .map(|row| {
+                    let mut v = serde_json::to_value(row).unwrap_or_default();
+                    v["findings"] =
+                        json!(aether_pipeline::screening::screen_row(&screen, row).findings);
+                    v
+                })
+                .collect();
+            Json(listed).into_response()
+        }
         Err(e) => failed(e),
     }
 }
 
 async fn registry_show(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Response {
     match p.store().registry().await {
-        Ok(rows) => match rows.into_iter().find(|r| r.name == name) {
+        Ok(rows) => match rows.iter().find(|r| r.name == name) {
             Some(row) => {
-                let mut v = serde_json::to_value(&row).unwrap_or_default();
-                v["diff"] = json!(definition_diff(&row));
+                let screened = aether_pipeline::screening::screen_row(
+                    &aether_pipeline::screening::screen_for(&rows),
+                    row,
+                );
+                let mut v = serde_json::to_value(row).unwrap_or_default();
+                v["diff"] = json!(definition_diff(row));
+                v["findings"] = json!(screened.findings);
+                v["new_findings"] = json!(screened.new_since_approval);
                 Json(v).into_response()
             }
             None => error(
@@ -416,6 +435,7 @@ async fn source_approve(
         body.fingerprint.as_deref(),
         &by,
         &body.why,
+        p.screen(),
     )
     .await
     {

@@ -402,7 +402,7 @@ impl Root {
             return Err(ToolError::denied(
                 "sealed",
                 format!(
-                    "root {:?} is sealed but no seal is on record; nothing in it is served until {reseal}",
+                    "root {:?} is sealed but no seal is on record; nothing in it is served (and nothing can be changed) until {reseal}",
                     self.name
                 ),
             ));
@@ -411,7 +411,7 @@ impl Root {
             return Err(ToolError::denied(
                 "sealed",
                 format!(
-                    "root {:?} was sealed at {}, not {}; nothing in it is served until {reseal}",
+                    "root {:?} was sealed at {}, not {}; nothing in it is served (and nothing can be changed) until {reseal}",
                     self.name,
                     seal.root_path,
                     self.path.display()

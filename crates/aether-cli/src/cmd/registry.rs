@@ -97,30 +97,53 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 say!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            for row in rows {
+            let screen = aether_pipeline::screening::screen_for(&rows);
+            for row in &rows {
+                let found = aether_pipeline::screening::screen_row(&screen, row)
+                    .findings
+                    .len();
                 say!(
-                    "{:<24} {:<9} {:<50} {} by {}",
+                    "{:<24} {:<9} {:<50} {} by {}{}",
                     row.name,
                     row.origin,
-                    state_of(&row),
+                    state_of(row),
                     when(row.updated_at_us),
-                    row.updated_by
+                    row.updated_by,
+                    if found > 0 {
+                        format!(
+                            "  [{found} screen finding(s): aether registry show {}]",
+                            row.name
+                        )
+                    } else {
+                        String::new()
+                    }
                 );
             }
         }
         Command::Show(args) => {
             let rows = store(&args.common)?.registry().await?;
-            let Some(row) = rows.into_iter().find(|r| r.name == args.name) else {
+            let Some(row) = rows.iter().find(|r| r.name == args.name).cloned() else {
                 bail!(
                     "the registry has no tool named {:?} (`aether registry list` shows them)",
                     args.name
                 );
             };
+            let screened = aether_pipeline::screening::screen_row(
+                &aether_pipeline::screening::screen_for(&rows),
+                &row,
+            );
             if args.json {
-                say!("{}", serde_json::to_string_pretty(&row)?);
+                let mut v = serde_json::to_value(&row)?;
+                v["findings"] = serde_json::to_value(&screened.findings)?;
+                v["new_findings"] = serde_json::to_value(&screened.new_since_approval)?;
+                say!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(ExitCode::SUCCESS);
             }
             show(&row);
+            if !screened.findings.is_empty() {
+                say!("\nThe definition screen found (review before approving):");
+                print_findings(&screened, "  ");
+            }
         }
         Command::Approve(args) => {
             let c = args.change;
@@ -166,6 +189,7 @@ async fn change(c: &ChangeArgs, action: RegistryAction) -> Result<()> {
         bail!("--why must say why");
     }
     let store = store(&c.common)?;
+    let screen = setup::load(&c.common)?.raw.registry.screen;
     let row = aether_pipeline::operator::change_registry(
         &store,
         RegistryChange {
@@ -174,6 +198,7 @@ async fn change(c: &ChangeArgs, action: RegistryAction) -> Result<()> {
             by: setup::operator(),
             why: c.why.clone(),
         },
+        screen,
     )
     .await?;
     say!(
@@ -183,6 +208,25 @@ async fn change(c: &ChangeArgs, action: RegistryAction) -> Result<()> {
         row.approved_digest.as_deref().unwrap_or("none")
     );
     Ok(())
+}
+
+/// The definition screen's findings, one a line (with why each matters), those new since the
+/// approved definition marked `new`.
+pub fn print_findings(screened: &aether_pipeline::screening::Screened, indent: &str) {
+    for f in &screened.findings {
+        let new = screened
+            .new_since_approval
+            .iter()
+            .any(|n| n.key() == f.key());
+        say!(
+            "{indent}{}{} at {}: {} — {}",
+            if new { "new " } else { "" },
+            f.rule.as_str(),
+            f.place,
+            f.excerpt,
+            f.rule.explain()
+        );
+    }
 }
 
 fn show(row: &RegistryRow) {

@@ -182,8 +182,29 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 })?;
             let listing: Value = serde_json::from_str(&status.listing).unwrap_or_default();
             let registry = store.registry().await?;
+            let screen = aether_pipeline::screening::screen_for(&registry);
+            let findings = |name: &str| {
+                registry
+                    .iter()
+                    .find(|r| r.name == name)
+                    .map(|r| aether_pipeline::screening::screen_row(&screen, r))
+                    .unwrap_or_default()
+            };
             if args.json {
                 let mut v = serde_json::to_value(&status)?;
+                v["findings"] = listing["tools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| t["name"].as_str())
+                    .map(|name| {
+                        (
+                            name.to_string(),
+                            serde_json::to_value(findings(name).findings).unwrap_or_default(),
+                        )
+                    })
+                    .collect::<serde_json::Map<String, Value>>()
+                    .into();
                 v["listing"] = listing;
                 say!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(ExitCode::SUCCESS);
@@ -225,6 +246,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                     })
                     .unwrap_or_else(|| "unknown".into());
                 say!("  {name:<40} {state}");
+                crate::cmd::registry::print_findings(&findings(name), "      ");
             }
             for (what, key) in [
                 ("resources", "resources"),
@@ -258,6 +280,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 args.fingerprint.as_deref(),
                 &setup::operator(),
                 &args.why,
+                setup::load(&args.common)?.raw.registry.screen,
             )
             .await?;
             if approved.is_empty() {

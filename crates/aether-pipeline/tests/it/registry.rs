@@ -26,6 +26,7 @@ async fn approve(store: &Store, name: &str, digest: Option<String>) -> Result<()
     operator::change_registry(
         store,
         change(name, RegistryAction::Approve { digest }, "reviewed"),
+        Default::default(),
     )
     .await
     .map(|_| ())

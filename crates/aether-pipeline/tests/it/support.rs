@@ -372,6 +372,7 @@ impl Harness {
             journal: Default::default(),
             approval_window: Duration::from_secs(300),
             rules: aether_pipeline::Rules::none(),
+            screen: Default::default(),
             private: Vec::new(),
         }
     }

@@ -21,6 +21,7 @@ async fn pipeline(dir: &tempfile::TempDir) -> Arc<Pipeline> {
         journal: Default::default(),
         approval_window: std::time::Duration::from_secs(300),
         rules: aether_pipeline::Rules::none(),
+        screen: Default::default(),
         private: Vec::new(),
     })
     .await

@@ -72,7 +72,7 @@ impl RunCommand {
                      operator allowed for this project run, with only the options listed for them. Runs \
                      in a folder of a root with a clean environment; stdout and stderr come back \
                      (long output keeps its head and tail); it is killed, with everything it started, \
-                     after timeout_seconds."
+                     after timeout_seconds or once its output reaches 16 MiB."
                     .into(),
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Output>(),

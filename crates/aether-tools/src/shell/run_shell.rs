@@ -60,7 +60,8 @@ impl RunShell {
                      that destroy or hide what they run (rm -rf, chmod, sudo, dd, forced pushes, \
                      sh -c of computed text, ...) wait for a person's approval. Prefer read_file, \
                      search_files and edit_file for files, and run_command for allowlisted programs. \
-                     Killed, with everything it started, after timeout_seconds."
+                     Killed, with everything it started, after timeout_seconds or once its output \
+                     reaches 16 MiB."
                     .into(),
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Output>(),

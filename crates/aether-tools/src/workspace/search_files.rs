@@ -324,7 +324,7 @@ async fn search_lines(
     }
     if unsealed > 0 {
         text.push_str(&format!(
-            "[{unsealed} file(s) not searched: they changed since the root was sealed, or were added after]\n"
+            "[{unsealed} file(s) not searched: they changed since the root was sealed]\n"
         ));
     }
     let output = Output {

@@ -531,3 +531,33 @@ fn a_database_killed_mid_load_runs_nothing_unreceipted_and_reports_nothing_unaud
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("audit chain intact"), "{out}");
 }
+
+/// The CPU time (user + system) a process has used, from `/proc/PID/stat`, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// An idle replica on PostgreSQL waits for notifications; it does not spin (its change
+/// listener once armed its one-second wait only once, then returned at once forever).
+#[test]
+fn an_idle_replica_on_postgresql_stays_near_zero_cpu() {
+    let pg = PgSchema::new("idle");
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &["--store", &pg.url]);
+    // Past start-up, and past the listener's first quiet second.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = cpu_ticks(srv.child.id());
+    let window = Duration::from_secs(4);
+    std::thread::sleep(window);
+    let used = cpu_ticks(srv.child.id()) - before;
+    // Clock ticks are 1/100 s here: 40 ticks would be 10 % of one core; a spinning listener
+    // uses about 400.
+    assert!(
+        used <= 40,
+        "an idle replica used {used} ticks of CPU in {window:?}"
+    );
+}

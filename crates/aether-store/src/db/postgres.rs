@@ -411,10 +411,15 @@ pub(crate) fn listen(config: Config, changes: tokio::sync::watch::Sender<u64>) {
             }
         };
         bump(&changes);
-        let mut notifications = client.notifications();
-        let mut iter = notifications.timeout_iter(Duration::from_secs(1));
         loop {
-            match iter.next() {
+            // A new wait each time: the `postgres` crate arms a timeout iterator's delay once,
+            // so one kept across waits returns at once after its first quiet second and the
+            // loop spins a whole core.
+            match client
+                .notifications()
+                .timeout_iter(Duration::from_secs(1))
+                .next()
+            {
                 Ok(Some(n)) if n.payload() == schema => bump(&changes),
                 Ok(Some(_)) => {}
                 Ok(None) if changes.is_closed() => return,

@@ -80,11 +80,13 @@ impl Draft {
         self.event.definition = Some(digest.to_string());
     }
 
-    pub fn arguments(&mut self, args: &Value, tier: Tier) {
+    /// Keeps the arguments' digest and (bounded) text; returns their size as JSON, in bytes.
+    pub fn arguments(&mut self, args: &Value, tier: Tier) -> usize {
         let text = canonical_json(args);
         self.arguments_digest = sha256(text.as_bytes());
         self.event.arguments_digest = self.arguments_digest.to_string();
         self.event.arguments = keep(&text, tier);
+        text.len()
     }
 
     pub fn arguments_digest(&self) -> Digest {
@@ -249,7 +251,8 @@ pub(crate) fn operator_event(by: &str, action: &str, detail: Value) -> AuditEven
     }
 }
 
-/// `text` whole for Elevated and Restricted tools, its head for Standard ones.
+/// `text` whole for Elevated and Restricted tools (bounded like a result), its head for
+/// Standard ones.
 fn keep(text: &str, tier: Tier) -> String {
     match tier {
         // Characters, not bytes: a short non-ASCII text is kept whole, not marked as cut.
@@ -257,7 +260,8 @@ fn keep(text: &str, tier: Tier) -> String {
             let head: String = text.chars().take(SUMMARY_CHARS).collect();
             format!("{head}… [{} characters]", text.chars().count())
         }
-        _ => text.to_string(),
+        _ => aether_policy::truncate::bound_text(text, aether_policy::truncate::RESULT_CHARS)
+            .into_owned(),
     }
 }
 

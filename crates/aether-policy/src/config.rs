@@ -413,6 +413,10 @@ pub struct Limits {
     /// replace (its old content goes to the journal).
     #[serde(default = "default_read_bytes")]
     pub write_file_bytes: u64,
+    /// Bytes a call's arguments may take together (as JSON); a larger call is refused before
+    /// its receipt.
+    #[serde(default = "default_argument_bytes")]
+    pub argument_bytes: u64,
 }
 
 /// How long the journal keeps what it needs for undo.
@@ -451,6 +455,7 @@ impl Default for Limits {
             search_results: default_search_results(),
             tool_seconds: default_tool_seconds(),
             write_file_bytes: default_read_bytes(),
+            argument_bytes: default_argument_bytes(),
             knowledge_score_floor: 0.0,
         }
     }
@@ -470,6 +475,10 @@ fn default_result_chars() -> usize {
 }
 fn default_read_bytes() -> u64 {
     8 << 20
+}
+/// Room for a whole `write_file` of the default size, escaped, and its other arguments.
+fn default_argument_bytes() -> u64 {
+    10 << 20
 }
 fn default_search_results() -> usize {
     200

@@ -58,12 +58,19 @@ pub struct Refusal {
     pub reason: String,
 }
 
+/// Characters of a refusal's reason kept: enough to say what and why, never a caller's
+/// megabyte.
+pub const REASON_CHARS: usize = 2_000;
+
 impl Refusal {
+    /// A refusal; its reason is bounded ([`REASON_CHARS`]) whatever went into it, so a
+    /// refusal never echoes a megabyte of the caller's argument back.
     pub fn new(step: Step, rule: impl Into<String>, reason: impl Into<String>) -> Refusal {
+        let reason = reason.into();
         Refusal {
             step,
-            rule: rule.into(),
-            reason: reason.into(),
+            rule: crate::truncate::bound_text(&rule.into(), 200).into_owned(),
+            reason: crate::truncate::bound_text(&reason, REASON_CHARS).into_owned(),
         }
     }
 }

@@ -1,7 +1,10 @@
 //! The gate in front of every HTTP handler: the exact `Host` this listener answers to, and,
 //! when a request carries an `Origin`, this listener's own origin. A page on another site that
 //! resolves its name to 127.0.0.1 (DNS rebinding) sends its own `Host` and `Origin`, and is
-//! turned away here, before MCP or the admin API sees anything.
+//! turned away here, before MCP or the admin API sees anything. So is whatever a browser
+//! marks as sent for another site (`Sec-Fetch-Site: cross-site`, or `same-site` without this
+//! listener's own `Origin`): a link, form or image on a sibling subdomain carries no `Origin`
+//! to check.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,6 +75,35 @@ impl HostGate {
         &self.origins
     }
 
+    /// Why a request with these headers is refused, if it is. `fetch_site`: the browser's
+    /// `Sec-Fetch-Site` (absent from clients that are not browsers).
+    pub fn refuse_fetch(
+        &self,
+        host: Option<&str>,
+        origin: Option<&str>,
+        fetch_site: Option<&str>,
+    ) -> Option<String> {
+        match fetch_site.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("same-origin") | Some("none") => {}
+            // A sibling site's page: only with this server's own Origin (checked below).
+            Some("same-site") if origin.is_some() => {}
+            Some("same-site") => {
+                return Some(
+                    "the browser says another page of this site sent the request \
+                     (Sec-Fetch-Site: same-site) without this server's Origin"
+                        .into(),
+                );
+            }
+            Some(other) => {
+                return Some(format!(
+                    "the browser says a page of another site sent the request (Sec-Fetch-Site: {})",
+                    other.chars().take(32).collect::<String>()
+                ));
+            }
+        }
+        self.refuse(host, origin)
+    }
+
     /// Why a request with these headers is refused, if it is.
     pub fn refuse(&self, host: Option<&str>, origin: Option<&str>) -> Option<String> {
         let Some(host) = host else {
@@ -109,6 +141,8 @@ pub async fn guard(State(gate): State<HostGate>, request: Request, next: Next) -
             Some("the request carries more than one Host header".to_string())
         } else if headers.get_all(ORIGIN).iter().count() > 1 {
             Some("the request carries more than one Origin header".to_string())
+        } else if headers.get_all("sec-fetch-site").iter().count() > 1 {
+            Some("the request carries more than one Sec-Fetch-Site header".to_string())
         } else if let Some(target) = request.uri().authority()
             && header(HOST).is_none_or(|h| !h.eq_ignore_ascii_case(target.as_str()))
         {
@@ -117,7 +151,11 @@ pub async fn guard(State(gate): State<HostGate>, request: Request, next: Next) -
                 "the request target names {target}, not this server"
             ))
         } else {
-            gate.refuse(header(HOST), header(ORIGIN))
+            gate.refuse_fetch(
+                header(HOST),
+                header(ORIGIN),
+                headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()),
+            )
         }
     };
     if let Some(why) = refusal {
@@ -165,5 +203,34 @@ mod tests {
             "scheme"
         );
         assert!(gate.refuse(Some("127.0.0.1:8484"), Some("null")).is_some());
+    }
+
+    #[test]
+    fn what_a_browser_marks_as_another_sites_is_refused() {
+        let gate = HostGate::for_addr("127.0.0.1:8484".parse().unwrap());
+        let host = Some("127.0.0.1:8484");
+        let own = Some("http://127.0.0.1:8484");
+        for (origin, site, refused) in [
+            (None, None, false),
+            (None, Some("none"), false),
+            (None, Some("same-origin"), false),
+            (own, Some("same-origin"), false),
+            (own, Some("Same-Origin"), false),
+            (own, Some("same-site"), false),
+            (None, Some("same-site"), true),
+            (Some("http://app.localhost:8484"), Some("same-site"), true),
+            (None, Some("cross-site"), true),
+            (own, Some("cross-site"), true),
+            (Some("https://evil.example"), Some("cross-site"), true),
+            (None, Some("CROSS-SITE"), true),
+            (None, Some("something-new"), true),
+            (None, Some(""), true),
+        ] {
+            assert_eq!(
+                gate.refuse_fetch(host, origin, site).is_some(),
+                refused,
+                "{origin:?} {site:?}"
+            );
+        }
     }
 }

@@ -96,6 +96,7 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
     };
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(json_rpc_errors))
         .layer(axum::middleware::from_fn_with_state(auth, authenticate));
     let api = admin::routes().layer(axum::middleware::from_fn_with_state(
         pipeline.clone(),
@@ -218,15 +219,16 @@ async fn authenticate(
                 ..
             }) => subject,
             Some(_) => {
-                return admin::error(
+                return mcp_error(
                     StatusCode::FORBIDDEN,
+                    -32001,
                     "an operator's token cannot call tools; use an agent's token",
                 );
             }
-            None => return admin::unauthorized("the bearer token is unknown or revoked"),
+            None => return mcp_unauthorized("the bearer token is unknown or revoked"),
         },
         None if auth.required() => {
-            return admin::unauthorized(
+            return mcp_unauthorized(
                 "this server needs a bearer token (Authorization: Bearer …); an operator makes one with `aether tokens create --agent NAME`",
             );
         }
@@ -278,6 +280,75 @@ async fn authenticate(
     }
     request.extensions_mut().insert(Caller { agent });
     next.run(request).await
+}
+
+/// A JSON-RPC error as the answer to an `/mcp` request (`id` null: the request was not read).
+fn mcp_error(status: StatusCode, code: i64, message: &str) -> axum::response::Response {
+    (
+        status,
+        Json(json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": code, "message": message},
+        })),
+    )
+        .into_response()
+}
+
+/// The answer to an `/mcp` caller without a valid token: 401, a JSON-RPC body, and
+/// `WWW-Authenticate: Bearer` (RFC 6750).
+fn mcp_unauthorized(message: &str) -> axum::response::Response {
+    let mut response = mcp_error(StatusCode::UNAUTHORIZED, -32001, message);
+    let challenge = if message.contains("unknown or revoked") {
+        "Bearer error=\"invalid_token\""
+    } else {
+        "Bearer"
+    };
+    response.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static(challenge),
+    );
+    response
+}
+
+/// Answers a POSTed `/mcp` body that is not a JSON-RPC message Aether takes with the
+/// JSON-RPC error clients expect (`protocol::check`), before rmcp reads it; any other
+/// request goes on as it came.
+async fn json_rpc_errors(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let json = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if request.method() != http::Method::POST || !json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return mcp_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                &format!("Invalid request: a message is at most {MAX_BODY_BYTES} bytes"),
+            );
+        }
+    };
+    if let Err(problem) = crate::protocol::check(&bytes) {
+        return (problem.status(), Json(problem.to_json())).into_response();
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 async fn health(State(pipeline): State<Arc<Pipeline>>) -> impl IntoResponse {

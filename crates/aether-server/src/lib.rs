@@ -15,6 +15,7 @@ mod gate;
 mod handler;
 mod http;
 mod link;
+pub mod protocol;
 pub mod upstream;
 
 pub use gate::HostGate;
@@ -24,14 +25,35 @@ pub use http::{HttpOptions, router, serve_http, serve_http_with};
 /// Serves one MCP session over this process's stdin and stdout until the client leaves.
 pub async fn serve_stdio(handler: AetherMcp) -> std::io::Result<()> {
     use rmcp::ServiceExt;
-    let transport = rmcp::transport::io::stdio_pipes();
-    let running = handler
-        .serve(transport)
-        .await
-        .map_err(|e| std::io::Error::other(format!("MCP session did not start: {e}")))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| std::io::Error::other(format!("MCP session ended badly: {e}")))?;
-    Ok(())
+    // rmcp reads and writes through pipes of ours: every line from the client is checked
+    // first (a line that is not a message Aether takes is answered with its JSON-RPC error:
+    // `protocol`), and rmcp's answers and those share stdout a whole line at a time.
+    let (rmcp_in, to_rmcp) = tokio::io::duplex(1 << 16);
+    let (from_rmcp, rmcp_out) = tokio::io::duplex(1 << 16);
+    let mut lines = tokio::spawn(protocol::serve_stdio_lines(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        to_rmcp,
+        from_rmcp,
+    ));
+    let served = async {
+        let running = handler
+            .serve((rmcp_in, rmcp_out))
+            .await
+            .map_err(|e| std::io::Error::other(format!("MCP session did not start: {e}")))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| std::io::Error::other(format!("MCP session ended badly: {e}")))?;
+        Ok::<(), std::io::Error>(())
+    }
+    .await;
+    // rmcp's end closed its output: the line pump writes what is left and ends (at once when
+    // the client left; a moment's grace when rmcp ended with the client still there).
+    match tokio::time::timeout(std::time::Duration::from_secs(2), &mut lines).await {
+        Ok(Ok(Err(e))) if served.is_ok() => return Err(e),
+        Ok(_) => {}
+        Err(_) => lines.abort(),
+    }
+    served
 }

@@ -203,3 +203,168 @@ fn listening_beyond_loopback_without_tokens_is_refused() {
     assert_eq!(code, 1);
     assert!(err.contains("needs a loopback server.listen"), "{err}");
 }
+
+/// The JSON-RPC body of a reply (a JSON body, or the first `data:` of an event stream).
+fn rpc(r: &crate::util::HttpReply) -> Value {
+    let text = r
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("data: ").filter(|d| d.starts_with('{')))
+        .unwrap_or(r.body.trim());
+    // A chunked body carries its chunk sizes: take the JSON object itself.
+    let start = text.find('{').unwrap_or(0);
+    let end = text.rfind('}').map_or(text.len(), |i| i + 1);
+    serde_json::from_str(&text[start..end]).unwrap_or_else(|e| panic!("{e}: {}", r.body))
+}
+
+/// Protocol errors as clients expect them: malformed JSON is 400 with `-32700`, a body that
+/// is not one JSON-RPC message 400 with `-32600`, a `tools/call` whose params do not fit
+/// `-32602` with the request's id; a missing token 401 with a JSON-RPC body and
+/// `WWW-Authenticate: Bearer`.
+#[test]
+fn protocol_errors_come_back_as_json_rpc_errors() {
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let host = srv.addr.clone();
+    for (body, status, code, id) in [
+        ("{not json", 400, -32700, Value::Null),
+        ("", 400, -32700, Value::Null),
+        ("[1, 2]", 400, -32600, Value::Null),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            400,
+            -32600,
+            Value::Null,
+        ),
+        ("42", 400, -32600, Value::Null),
+        (
+            r#"{"jsonrpc":"2.0","id":7}"#,
+            400,
+            -32600,
+            serde_json::json!(7),
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":8,"method":"ping"}"#,
+            400,
+            -32600,
+            serde_json::json!(8),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"method":7}"#,
+            400,
+            -32600,
+            serde_json::json!(9),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":5}}"#,
+            200,
+            -32602,
+            serde_json::json!(10),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":"x"}"#,
+            200,
+            -32602,
+            serde_json::json!("s"),
+        ),
+    ] {
+        let r = http(
+            &srv.addr,
+            "POST",
+            "/mcp",
+            &init_headers(&host, None),
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, status, "{body}: {}", r.head);
+        let v = rpc(&r);
+        assert_eq!(v["jsonrpc"], "2.0", "{body}: {v}");
+        assert_eq!(v["error"]["code"], code, "{body}: {v}");
+        assert_eq!(v["id"], id, "{body}: {v}");
+    }
+    // The server still serves.
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &init_headers(&host, None),
+        INIT.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+
+    // With tokens on: 401 with a JSON-RPC body and the Bearer challenge.
+    let (code, _, err) = ws.run(&["tokens", "create", "--agent", "default"]);
+    assert_eq!(code, 0, "{err}");
+    let mut unknown = init_headers(&host, None);
+    unknown.push(("Authorization", "Bearer aether_not-a-real-token"));
+    for headers in [init_headers(&host, None), unknown] {
+        let mut r = crate::util::HttpReply {
+            status: 0,
+            head: String::new(),
+            body: String::new(),
+        };
+        for _ in 0..50 {
+            r = http(&srv.addr, "POST", "/mcp", &headers, INIT.as_bytes());
+            if r.status == 401 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert_eq!(r.status, 401, "{}", r.head);
+        assert!(
+            r.head
+                .to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{}",
+            r.head
+        );
+        let v = rpc(&r);
+        assert_eq!(v["jsonrpc"], "2.0");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("token"),
+            "{v}"
+        );
+    }
+}
+
+/// What a browser marks as sent for another site never reaches `/mcp`, `/api` or the console.
+#[test]
+fn requests_a_browser_marks_as_cross_site_are_refused_everywhere() {
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let host = srv.addr.clone();
+    let own = format!("http://{host}");
+    for (method, path) in [
+        ("POST", "/mcp"),
+        ("GET", "/api/health"),
+        ("GET", "/api/halt"),
+        ("GET", "/console"),
+        ("GET", "/"),
+    ] {
+        for (site, origin, refused) in [
+            ("cross-site", None, true),
+            ("cross-site", Some(own.as_str()), true),
+            ("same-site", None, true),
+            ("same-site", Some("http://other.localhost"), true),
+            ("same-origin", None, false),
+            ("none", None, false),
+        ] {
+            let mut headers = init_headers(&host, origin);
+            headers.push(("Sec-Fetch-Site", site));
+            let body = if method == "POST" {
+                INIT.as_bytes()
+            } else {
+                b""
+            };
+            let r = http(&srv.addr, method, path, &headers, body);
+            if refused {
+                assert_eq!(
+                    r.status, 403,
+                    "{method} {path} {site} {origin:?}: {}",
+                    r.head
+                );
+            } else {
+                assert_ne!(r.status, 403, "{method} {path} {site}: {}", r.head);
+            }
+        }
+    }
+}

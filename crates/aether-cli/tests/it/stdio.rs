@@ -1,6 +1,6 @@
 //! MCP over stdio, spoken in raw JSON-RPC: what a client sees, bad input included.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::util::{StdioServer, Ws};
 
@@ -53,17 +53,38 @@ fn tools_list_is_the_agents_catalog_and_read_file_reads() {
 }
 
 #[test]
-fn garbage_lines_are_ignored_and_invalid_messages_answered_while_the_session_goes_on() {
+fn bad_lines_are_answered_with_their_json_rpc_errors_while_the_session_goes_on() {
     let ws = Ws::new();
     let mut s = StdioServer::start(&ws, &[]);
-    // Not JSON at all: ignored (as the official SDKs do; answering could start an error storm).
-    s.send_raw("this is not json");
-    s.send_raw("{\"jsonrpc\":\"2.0\",\"id\":");
-    // JSON, but not a JSON-RPC message: answered with "Invalid request".
-    s.send_raw(r#"{"hello":"world"}"#);
-    s.send_raw(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
-    assert_eq!(s.recv(7)["result"], json!({}));
-    let r = s.call(8, "read_file", json!({"path": "README.md"}));
+    // Each answered (id null where the line had none to answer with), in order.
+    for (line, code, id) in [
+        ("this is not json", -32700, Value::Null),
+        ("{\"jsonrpc\":\"2.0\",\"id\":", -32700, Value::Null),
+        (r#"{"hello":"world"}"#, -32600, Value::Null),
+        (
+            r#"[{"jsonrpc":"2.0","id":5,"method":"ping"}]"#,
+            -32600,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":5}}"#,
+            -32602,
+            json!(6),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{}}"#,
+            -32602,
+            json!(7),
+        ),
+    ] {
+        s.send_raw(line);
+        let answer = s.next_message();
+        assert_eq!(answer["error"]["code"], code, "{line}: {answer}");
+        assert_eq!(answer["id"], id, "{line}: {answer}");
+    }
+    s.send_raw(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#);
+    assert_eq!(s.recv(8)["result"], json!({}));
+    let r = s.call(9, "read_file", json!({"path": "README.md"}));
     assert_eq!(r["result"]["content"][0]["text"], "# demo\n");
 }
 

@@ -293,3 +293,83 @@ fn error_text(result: &aether_pipeline::CallResult) -> String {
     }
     text(result)
 }
+
+/// Limits checked before anything reads the arguments further (and before the receipt): the
+/// arguments' total size, a URL's length, the request headers' count, size and shape (a name
+/// that is not an HTTP token, a value with a control character that would inject a header).
+/// Nothing runs; the refusal and the audit row stay small whatever the call carried.
+#[tokio::test]
+async fn oversized_arguments_long_urls_and_bad_headers_are_refused_up_front() {
+    let h = Harness::new();
+    let tool = fetcher();
+    let p = h
+        .pipeline_with(vec![researcher()], vec![tool.clone()], |s| {
+            s.limits.argument_bytes = 256 << 10;
+        })
+        .await;
+    let ctx = session(&p, "researcher", "s1");
+    let url = "https://docs.example.com/page";
+    let long = format!("{url}?q={}", "a".repeat(100 << 10));
+    let just = format!("{url}?q={}", "a".repeat(8192 - url.len() - 3));
+    let many: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("X-H{i}"), json!("v"))).collect();
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"url": url, "body": "b".repeat(300 << 10)}),
+            "limits:arguments",
+        ),
+        (json!({"url": long}), "limits:url"),
+        (json!({"url": format!("{just}aa")}), "limits:url"),
+        (json!({"url": url, "headers": many}), "limits:headers"),
+        (
+            json!({"url": url, "headers": {"X-Big": "v".repeat(9000)}}),
+            "limits:headers",
+        ),
+        (
+            json!({"url": url, "headers": {"X-A": "ok\r\nX-Injected: 1"}}),
+            "headers:value",
+        ),
+        (
+            json!({"url": url, "headers": {"X-A": "ok\nHost: evil"}}),
+            "headers:value",
+        ),
+        (
+            json!({"url": url, "headers": {"X-A": "nul\u{0}"}}),
+            "headers:value",
+        ),
+        (
+            json!({"url": url, "headers": {"X-A": "bell\u{7}"}}),
+            "headers:value",
+        ),
+        (json!({"url": url, "headers": {"X A": "v"}}), "headers:name"),
+        (
+            json!({"url": url, "headers": {"X-A:": "v"}}),
+            "headers:name",
+        ),
+        (json!({"url": url, "headers": {"": "v"}}), "headers:name"),
+        (json!({"url": url, "headers": {"X-Ä": "v"}}), "headers:name"),
+        (
+            json!({"url": url, "headers": {"X-A\r\nEvil": "v"}}),
+            "headers:name",
+        ),
+    ];
+    for (args, rule) in cases {
+        let result = call(&p, &ctx, "fetch", args.clone()).await;
+        let (reason, row) = refused(&h.store, &result, Step::Arguments, rule).await;
+        assert!(reason.len() <= 2_100, "{rule}: {} chars", reason.len());
+        assert!(
+            row.event.arguments.len() <= 25_000,
+            "{rule}: the audit kept {} bytes",
+            row.event.arguments.len()
+        );
+    }
+    assert_eq!(tool.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // At the limits, and with ordinary headers, it runs.
+    for args in [
+        json!({"url": just}),
+        json!({"url": url, "headers": {"Accept": "text/html", "X-Trace": "a\tb", "If-None-Match": "\"x\""}}),
+    ] {
+        ok_text(&call(&p, &ctx, "fetch", args).await);
+    }
+    h.check().await;
+}

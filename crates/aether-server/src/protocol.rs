@@ -1,0 +1,433 @@
+//! JSON-RPC errors as clients expect them, answered before rmcp sees a message.
+//!
+//! rmcp answers a body it cannot read with `415` and plain text over HTTP, drops a line that
+//! is not JSON over stdio, and treats a known method whose parameters do not fit (say
+//! `tools/call` with a numeric `name`) as an unknown one (`-32601`). Clients and the
+//! conformance suite expect JSON-RPC's own codes instead, so every message is looked at here
+//! first ([`check`]):
+//!
+//! | what | code | over HTTP |
+//! | --- | --- | --- |
+//! | not JSON | `-32700` parse error, `id` null | 400 |
+//! | JSON but not one JSON-RPC 2.0 message (a batch, no `jsonrpc: "2.0"`, a `method` that is not a string, an `id` that is neither a string nor a number, a message that is neither a request, a notification nor a response) | `-32600` invalid request | 400 |
+//! | a known method whose `params` do not fit it | `-32602` invalid params, with the request's `id` | 200, JSON |
+//!
+//! Every message text is bounded; a message is never echoed back.
+
+use aether_policy::truncate::bound_text;
+use serde_json::{Value, json};
+
+/// Methods rmcp reads into typed requests: parameters that do not fit one of these are the
+/// caller's mistake (`-32602`), not an unknown method.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "tools/call",
+    "tools/list",
+];
+
+/// What is wrong with a message, as the JSON-RPC error a client gets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Problem {
+    /// Not JSON at all.
+    Parse(String),
+    /// JSON, but not a JSON-RPC 2.0 message Aether takes.
+    Invalid { id: Value, why: String },
+    /// A known method with parameters that do not fit it.
+    Params { id: Value, why: String },
+}
+
+impl Problem {
+    pub fn code(&self) -> i64 {
+        match self {
+            Problem::Parse(_) => -32700,
+            Problem::Invalid { .. } => -32600,
+            Problem::Params { .. } => -32602,
+        }
+    }
+
+    /// The JSON-RPC error response.
+    pub fn to_json(&self) -> Value {
+        let (id, message) = match self {
+            Problem::Parse(why) => (Value::Null, format!("Parse error: {why}")),
+            Problem::Invalid { id, why } => (id.clone(), format!("Invalid request: {why}")),
+            Problem::Params { id, why } => (id.clone(), format!("Invalid params: {why}")),
+        };
+        json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": self.code(), "message": bound_text(&message, 500)},
+        })
+    }
+
+    /// The HTTP status its answer goes with: 400 for a message that is not one, 200 for a
+    /// request answered with an error.
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            Problem::Params { .. } => http::StatusCode::OK,
+            _ => http::StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// Checks one message (a line over stdio, a body over HTTP).
+pub fn check(bytes: &[u8]) -> Result<(), Problem> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| Problem::Parse(e.to_string()))?;
+    let invalid = |id: &Value, why: &str| Problem::Invalid {
+        id: id.clone(),
+        why: why.into(),
+    };
+    let object = match &value {
+        Value::Object(o) => o,
+        Value::Array(_) => {
+            return Err(invalid(
+                &Value::Null,
+                "batches are not supported; send one message at a time",
+            ));
+        }
+        _ => return Err(invalid(&Value::Null, "a message is a JSON object")),
+    };
+    // The id to answer with: the request's own, when it is one an answer can carry.
+    let id = match object.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        Some(Value::Null) | None => Value::Null,
+        Some(_) => {
+            return Err(invalid(&Value::Null, "an id is a string or a number"));
+        }
+    };
+    if object.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err(invalid(&id, "\"jsonrpc\" must be \"2.0\""));
+    }
+    match object.get("method") {
+        Some(Value::String(method)) => {
+            if object.get("id").is_some_and(Value::is_null) {
+                return Err(invalid(&Value::Null, "a request's id is not null"));
+            }
+            let known = KNOWN_METHODS.contains(&method.as_str());
+            match object.get("params") {
+                None | Some(Value::Object(_)) => {}
+                Some(_) if known && !id.is_null() => {
+                    return Err(Problem::Params {
+                        id,
+                        why: format!("{method}'s params are an object"),
+                    });
+                }
+                Some(_) => return Err(invalid(&id, "params are an object or an array")),
+            }
+            // A request (it has an id) to a method rmcp knows: its parameters must fit the
+            // method's, or rmcp would take it for an unknown method.
+            if known && !id.is_null() {
+                let typed =
+                    serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(value.clone());
+                let fits = matches!(
+                    &typed,
+                    Ok(rmcp::model::ClientJsonRpcMessage::Request(r))
+                        if !matches!(r.request, rmcp::model::ClientRequest::CustomRequest(_))
+                );
+                if !fits {
+                    let why = match typed {
+                        Err(e) => e.to_string(),
+                        Ok(_) => params_problem(method, object.get("params"))
+                            .unwrap_or_else(|| format!("they do not fit {method}'s")),
+                    };
+                    return Err(Problem::Params {
+                        id,
+                        why: format!("{method}: {why}"),
+                    });
+                }
+            }
+            Ok(())
+        }
+        Some(_) => Err(invalid(&id, "\"method\" must be a string")),
+        None if object.contains_key("result") || object.contains_key("error") => {
+            if id.is_null() && !object.contains_key("error") {
+                return Err(invalid(&Value::Null, "a response carries its request's id"));
+            }
+            Ok(())
+        }
+        None => Err(invalid(
+            &id,
+            "a message is a request or notification (with a method) or a response (with a result or an error)",
+        )),
+    }
+}
+
+/// What serde says is wrong with `params` for `method`, where Aether knows the method's
+/// parameter type.
+fn params_problem(method: &str, params: Option<&Value>) -> Option<String> {
+    use rmcp::model as m;
+    fn why<T: serde::de::DeserializeOwned>(params: &Value) -> Option<String> {
+        serde_json::from_value::<T>(params.clone())
+            .err()
+            .map(|e| e.to_string())
+    }
+    let params = params.cloned().unwrap_or(Value::Null);
+    match method {
+        "tools/call" => why::<m::CallToolRequestParams>(&params),
+        "resources/read" => why::<m::ReadResourceRequestParams>(&params),
+        "resources/subscribe" => why::<m::SubscribeRequestParams>(&params),
+        "resources/unsubscribe" => why::<m::UnsubscribeRequestParams>(&params),
+        "prompts/get" => why::<m::GetPromptRequestParams>(&params),
+        "initialize" => why::<m::InitializeRequestParams>(&params),
+        "completion/complete" => why::<m::CompleteRequestParams>(&params),
+        "logging/setLevel" => why::<m::SetLevelRequestParams>(&params),
+        _ => None,
+    }
+}
+
+/// One message over stdio: each line of the client's is checked before rmcp reads it, and a
+/// line that is not a message Aether takes is answered here, on the same output as rmcp's own
+/// answers (whole lines, never interleaved).
+pub async fn serve_stdio_lines<R, W>(
+    input: R,
+    output: W,
+    to_rmcp: tokio::io::DuplexStream,
+    from_rmcp: tokio::io::DuplexStream,
+) -> std::io::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let reading = tokio::spawn(async move {
+        let mut to_rmcp = to_rmcp;
+        let mut input = BufReader::new(input);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let read = (&mut input)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .await?;
+            if read == 0 {
+                break;
+            }
+            if line.len() > MAX_LINE && !line.ends_with(b"\n") {
+                // The rest of an oversized line is read and dropped; the client hears why.
+                let mut rest = Vec::new();
+                loop {
+                    rest.clear();
+                    let n = (&mut input)
+                        .take(1 << 20)
+                        .read_until(b'\n', &mut rest)
+                        .await?;
+                    if n == 0 || rest.ends_with(b"\n") {
+                        break;
+                    }
+                }
+                let problem = Problem::Invalid {
+                    id: Value::Null,
+                    why: format!("a message is at most {MAX_LINE} bytes"),
+                };
+                let _ = answers.send(line_of(&problem.to_json()));
+                continue;
+            }
+            let message = line.trim_ascii();
+            if message.is_empty() {
+                continue;
+            }
+            match check(message) {
+                Ok(()) => {
+                    to_rmcp.write_all(message).await?;
+                    to_rmcp.write_all(b"\n").await?;
+                }
+                Err(problem) => {
+                    let _ = answers.send(line_of(&problem.to_json()));
+                }
+            }
+        }
+        // The client is gone: rmcp sees the end of its input and ends the session.
+        to_rmcp.shutdown().await?;
+        Ok::<(), std::io::Error>(())
+    });
+    let mut output = output;
+    let mut from_rmcp = BufReader::new(from_rmcp);
+    let mut line = Vec::new();
+    let mut rmcp_open = true;
+    loop {
+        tokio::select! {
+            read = from_rmcp.read_until(b'\n', &mut line), if rmcp_open => {
+                if read? == 0 {
+                    rmcp_open = false;
+                } else {
+                    output.write_all(&line).await?;
+                    output.flush().await?;
+                    line.clear();
+                }
+            }
+            answer = answered.recv() => match answer {
+                Some(answer) => {
+                    output.write_all(&answer).await?;
+                    output.flush().await?;
+                }
+                None if !rmcp_open => break,
+                None => {}
+            },
+            else => break,
+        }
+        if !rmcp_open && answered.is_closed() && answered.is_empty() {
+            break;
+        }
+    }
+    match reading.await {
+        Ok(result) => result,
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+/// The longest line (message) read over stdio.
+pub const MAX_LINE: usize = 16 << 20;
+
+fn line_of(value: &Value) -> Vec<u8> {
+    let mut line = value.to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(text: &str) -> Option<(i64, Value)> {
+        check(text.as_bytes())
+            .err()
+            .map(|p| (p.code(), p.to_json()["id"].clone()))
+    }
+
+    #[test]
+    fn each_kind_of_bad_message_gets_its_json_rpc_code() {
+        for (text, want) in [
+            ("{not json", Some((-32700, Value::Null))),
+            ("", Some((-32700, Value::Null))),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"",
+                Some((-32700, Value::Null)),
+            ),
+            ("[]", Some((-32600, Value::Null))),
+            (
+                "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+                Some((-32600, Value::Null)),
+            ),
+            ("42", Some((-32600, Value::Null))),
+            ("\"x\"", Some((-32600, Value::Null))),
+            ("null", Some((-32600, Value::Null))),
+            ("{}", Some((-32600, Value::Null))),
+            (
+                "{\"jsonrpc\":\"1.0\",\"id\":3,\"method\":\"ping\"}",
+                Some((-32600, json!(3))),
+            ),
+            ("{\"id\":3,\"method\":\"ping\"}", Some((-32600, json!(3)))),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":5}",
+                Some((-32600, json!(4))),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}",
+                Some((-32600, Value::Null)),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}",
+                Some((-32600, Value::Null)),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":\"a\"}",
+                Some((-32600, json!("a"))),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"result\":{}}",
+                Some((-32600, Value::Null)),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"x/y\",\"params\":7}",
+                Some((-32600, json!(5))),
+            ),
+            // Known methods with parameters that do not fit.
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":\"x\"}",
+                Some((-32602, json!(6))),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":5}}",
+                Some((-32602, json!(7))),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{}}",
+                Some((-32602, json!(8))),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":\"n\",\"method\":\"tools/call\",\"params\":{\"name\":\"a\",\"arguments\":[1]}}",
+                Some((-32602, json!("n"))),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/read\",\"params\":{}}",
+                Some((-32602, json!(9))),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"prompts/get\",\"params\":{\"name\":[]}}",
+                Some((-32602, json!(10))),
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"initialize\",\"params\":{}}",
+                Some((-32602, json!(11))),
+            ),
+            // Fine.
+            ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", None),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"tools/list\"}",
+                None,
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}}",
+                None,
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"read_file\"}}",
+                None,
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
+                None,
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"vendor/custom\",\"params\":{\"a\":1}}",
+                None,
+            ),
+            ("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", None),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":1,\"message\":\"m\"}}",
+                None,
+            ),
+            (
+                "  {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}  ",
+                None,
+            ),
+        ] {
+            assert_eq!(code(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_answer_never_echoes_the_message() {
+        let huge = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":{}}}",
+            "9".repeat(100_000)
+        );
+        let answer = check(huge.as_bytes()).unwrap_err().to_json().to_string();
+        assert!(answer.len() < 1_000, "{}", answer.len());
+        let huge = format!("{{\"x\": \"{}", "a".repeat(100_000));
+        let answer = check(huge.as_bytes()).unwrap_err().to_json().to_string();
+        assert!(answer.len() < 1_000, "{}", answer.len());
+    }
+}

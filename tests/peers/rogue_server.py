@@ -4,6 +4,9 @@ protocol): it initializes and lists its tools properly, then each tool breaks so
   garbage  - answers with a line that is not JSON, then nothing
   wrong_id - answers with the result under another request id, then nothing
   oversize - answers with a 5 MiB text (over Aether's 4 MiB cap)
+  huge     - answers with a 20 MiB line (over rmcp's own 16 MiB line limit)
+  huge_tail_id - the same, with its id at the end of the line
+  wedge    - never answers, and answers nothing else either until it is killed
   flood    - sends 20,000 log notifications, then answers
   ok       - answers "fine" (to show the server still serves, or was started again)
 """
@@ -11,7 +14,7 @@ import json
 import os
 import sys
 
-TOOLS = ["garbage", "wrong_id", "oversize", "flood", "ok"]
+TOOLS = ["garbage", "wrong_id", "oversize", "huge", "huge_tail_id", "wedge", "flood", "ok"]
 
 
 def send(message):
@@ -49,6 +52,16 @@ for line in sys.stdin:
             result(987654, "for someone else")
         elif tool == "oversize":
             result(id, "x" * (5 << 20))
+        elif tool == "huge":
+            result(id, "x" * (20 << 20))
+        elif tool == "huge_tail_id":
+            sys.stdout.write('{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "'
+                             + "x" * (20 << 20) + '"}]}, "id": ' + json.dumps(id) + "}\n")
+            sys.stdout.flush()
+        elif tool == "wedge":
+            import time
+            while True:
+                time.sleep(3600)
         elif tool == "flood":
             for i in range(20000):
                 send({"jsonrpc": "2.0", "method": "notifications/message",

@@ -1343,7 +1343,11 @@ impl Pipeline {
                 Ok(Err(ToolError::Cancelled)) => CallOutcome::Cancelled { timed_out: false },
                 Ok(Err(e)) => {
                     draft.tool_error(&e);
-                    CallOutcome::Ran(ToolOutput { content: vec![Content::Text(e.to_string())], structured: None, is_error: true })
+                    // A tool's error text is bounded like its results (it may quote input).
+                    CallOutcome::Ran(bound(
+                        ToolOutput { content: vec![Content::Text(e.to_string())], structured: None, is_error: true },
+                        self.limits.result_chars,
+                    ))
                 }
                 Err(panic) => {
                     draft.panicked();

@@ -41,6 +41,109 @@ use tokio::sync::Notify;
 /// The largest reply taken from an upstream.
 pub const MAX_REPLY: usize = 4 << 20;
 
+/// The longest line read from a stdio upstream: a reply past [`MAX_REPLY`] is refused
+/// anyway, so a longer line is cut off here (see [`bounded_replies`]).
+const MAX_STDIO_LINE: usize = MAX_REPLY + (64 << 10);
+
+/// The error code of the answer [`bounded_replies`] puts in place of a reply too large.
+const TOO_LARGE: i64 = -32099;
+
+/// A stdio upstream's output as rmcp reads it, a line (message) at a time, each at most
+/// [`MAX_STDIO_LINE`] bytes. rmcp itself drops a line over its own limit silently, and the
+/// call it answered would wait for its time limit; here a line past the limit is answered at
+/// once, in its place, with a JSON-RPC error for the request it answers ([`TOO_LARGE`]), its
+/// id read from the line's head; where no id can be read, the connection is closed (every
+/// call in flight fails at once and the upstream is started again). The rest of the line is
+/// read and dropped.
+fn bounded_replies(
+    stdout: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+) -> tokio::io::DuplexStream {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let (rmcp_side, mut ours) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        let mut stdout = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let Ok(read) = (&mut stdout)
+                .take(MAX_STDIO_LINE as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .await
+            else {
+                return;
+            };
+            if read == 0 {
+                return;
+            }
+            if line.len() <= MAX_STDIO_LINE || line.ends_with(b"\n") {
+                if ours.write_all(&line).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            let Some(id) = reply_id(&line[..line.len().min(64 << 10)]) else {
+                tracing::warn!(
+                    "an upstream sent a message over {MAX_STDIO_LINE} bytes without a readable id; closing its connection"
+                );
+                return;
+            };
+            let answer = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {
+                    "code": TOO_LARGE,
+                    "message": format!("the reply is over {MAX_STDIO_LINE} bytes"),
+                    "data": {"aether/tooLarge": MAX_STDIO_LINE},
+                },
+            });
+            let mut answer = answer.to_string().into_bytes();
+            answer.push(b'\n');
+            if ours.write_all(&answer).await.is_err() {
+                return;
+            }
+            // The rest of the line, dropped.
+            loop {
+                line.clear();
+                match (&mut stdout)
+                    .take(1 << 20)
+                    .read_until(b'\n', &mut line)
+                    .await
+                {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) if line.ends_with(b"\n") => break,
+                    Ok(_) => {}
+                }
+            }
+        }
+    });
+    rmcp_side
+}
+
+/// A time limit as said to a caller: `4 s`, or `1.8 s` when it is not whole seconds.
+fn seconds(limit: Duration) -> String {
+    if limit.subsec_millis() == 0 {
+        format!("{} s", limit.as_secs())
+    } else {
+        format!("{:.1} s", limit.as_secs_f64())
+    }
+}
+
+/// The `id` of a JSON-RPC reply, read from the head of its text (`"id": 7` or `"id": "a"`).
+fn reply_id(head: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(head);
+    let at = text.find("\"id\"")?;
+    let rest = text[at + 4..].trim_start().strip_prefix(':')?.trim_start();
+    if let Some(quoted) = rest.strip_prefix('"') {
+        let end = quoted.find('"')?;
+        return Some(Value::String(quoted[..end].to_string()));
+    }
+    let digits: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
+    digits.parse::<i64>().ok().map(Value::from)
+}
+
 /// Where resources of upstreams live in Aether's namespace.
 pub const RESOURCE_PREFIX: &str = "aether://upstream/";
 
@@ -211,6 +314,9 @@ pub struct Upstream {
     connections: std::sync::atomic::AtomicU64,
     /// The last failure to list it (None once a listing succeeds).
     list_error: std::sync::Mutex<Option<String>>,
+    /// Why and when its connection was last dropped to be started again (a call that broke
+    /// it, a wedged upstream): its status says so even once it is back.
+    dropped: std::sync::Mutex<Option<String>>,
     /// The credentials last sent to it: withheld from everything it replies.
     secrets: std::sync::Mutex<Vec<String>>,
 }
@@ -299,6 +405,7 @@ impl Upstream {
                     .map_err(|e| format!("{command} did not start: {e}"))?;
                 let stdout = child.stdout.take().ok_or("no stdout")?;
                 let stdin = child.stdin.take().ok_or("no stdin")?;
+                let stdout = bounded_replies(stdout);
                 let service = tokio::time::timeout(
                     spec.timeout,
                     self.link(persistent).serve((stdout, stdin)),
@@ -530,6 +637,8 @@ impl Upstream {
     async fn reset(&self, generation: u64, why: String) {
         let mut state = self.state.lock().await;
         if matches!(&*state, State::Up { generation: g, .. } if *g == generation) {
+            *self.dropped.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(format!("dropped and started again after: {why}"));
             *state = State::Down {
                 why,
                 since: Instant::now(),
@@ -754,8 +863,13 @@ impl Upstream {
         if self.spec.fresh {
             return (list_error.is_none(), list_error);
         }
+        let dropped = self
+            .dropped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         match &*self.state.lock().await {
-            State::Up { service, .. } if !service.is_closed() => (true, list_error),
+            State::Up { service, .. } if !service.is_closed() => (true, list_error.or(dropped)),
             State::Up { .. } => (false, Some("it stopped".into())),
             State::Down { why, .. } => (false, Some(why.clone())),
             State::Idle => (false, Some("not started yet".into())),
@@ -854,6 +968,7 @@ impl Upstreams {
                     wake: Arc::new(Notify::new()),
                     connections: std::sync::atomic::AtomicU64::new(0),
                     list_error: std::sync::Mutex::new(None),
+                    dropped: std::sync::Mutex::new(None),
                     secrets: std::sync::Mutex::default(),
                 })
             })
@@ -1324,7 +1439,13 @@ impl Tool for UpstreamTool {
         let fresh = upstream.spec.fresh;
         let mut params = CallToolRequestParams::new(self.remote.clone());
         params.arguments = args.as_object().cloned();
-        let timeout = upstream.spec.timeout;
+        // The shorter of the upstream's own limit and the pipeline's for any tool, ending a
+        // little before the pipeline's: a call that runs out of either is this tool's timeout,
+        // so a wedged upstream is dropped and started again (the pipeline's own limit would
+        // only drop the call, and leave the upstream wedged for the next one).
+        let ceiling =
+            Duration::from_millis((cx.limits.tool_seconds * 1000).saturating_sub(250).max(500));
+        let timeout = upstream.spec.timeout.min(ceiling);
         let (remote, approved) = (self.remote.clone(), self.def.digest());
         // Broken: the connection is gone or in an unknown state, and a fresh one serves the
         // next call.
@@ -1352,6 +1473,15 @@ impl Tool for UpstreamTool {
                     }
                 }
                 match peer.call_tool(params).await {
+                    Err(rmcp::service::ServiceError::McpError(e))
+                        if e.code.0 as i64 == TOO_LARGE
+                            && e.data.as_ref().is_some_and(|d| d.get("aether/tooLarge").is_some()) =>
+                    {
+                        Err(Failure::Answered(format!(
+                            "upstream {name} replied with more than {MAX_STDIO_LINE} bytes, more than Aether takes ({} MiB)",
+                            MAX_REPLY >> 20
+                        )))
+                    }
                     Err(rmcp::service::ServiceError::McpError(e)) => Err(Failure::Answered(
                         format!("upstream {name} refused the call: {}", e.message),
                     )),
@@ -1365,8 +1495,8 @@ impl Tool for UpstreamTool {
                 _ = cx.cancel.cancelled() => Err(Failure::Cancelled),
                 r = tokio::time::timeout(timeout, work) => match r {
                     Err(_) => Err(Failure::Broken(format!(
-                        "upstream {name} did not answer within {} s",
-                        timeout.as_secs()
+                        "upstream {name} did not answer within {}",
+                        seconds(timeout)
                     ))),
                     Ok(r) => r,
                 },

@@ -786,7 +786,7 @@ fn a_rogue_upstream_gets_clear_errors_and_never_takes_aether_down() {
         &cfg,
     ]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.matches(" approved").count(), 5, "{out}");
+    assert_eq!(out.matches(" approved").count(), 8, "{out}");
 
     let mut s = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "builder"]);
     s.initialize("2025-11-25");
@@ -801,6 +801,22 @@ fn a_rogue_upstream_gets_clear_errors_and_never_takes_aether_down() {
     let (r, _) = call(&mut s, "rogue__oversize");
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(text(&r).contains("more than Aether takes (4 MiB)"), "{r}");
+    // Over any transport's line limit: the same error at once, not at the time limit; with
+    // the id at the line's end (unreadable from its head), the connection is closed at once.
+    for tool in ["rogue__huge", "rogue__huge_tail_id"] {
+        let (r, took) = call(&mut s, tool);
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert!(took < Duration::from_millis(2500), "{tool} took {took:?}");
+        if tool == "rogue__huge" {
+            assert!(text(&r).contains("more than Aether takes (4 MiB)"), "{r}");
+        }
+    }
+    // (The closed connection's upstream is started again.)
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while call(&mut s, "rogue__ok").0["result"]["isError"] != false {
+        assert!(Instant::now() < deadline, "the upstream never came back");
+        sleep(Duration::from_millis(300));
+    }
     // Flood: 20,000 notifications, then the answer.
     let (r, took) = call(&mut s, "rogue__flood");
     assert_eq!(r["result"]["isError"], false, "{r}");
@@ -834,6 +850,41 @@ fn a_rogue_upstream_gets_clear_errors_and_never_takes_aether_down() {
     drop(s);
     let (code, out, err) = ws.run(&["audit", "verify", "--config", &cfg]);
     assert_eq!(code, 0, "{out}{err}");
+
+    // A wedged upstream whose own limit is longer than the pipeline's: the shorter limit ends
+    // the call, and the upstream is dropped and started again (its status says so).
+    let cfg_text = std::fs::read_to_string(ws.path().join("aether.toml"))
+        .unwrap()
+        .replace("timeout_seconds = 3", "timeout_seconds = 60")
+        + "[limits]\ntool_seconds = 2\n";
+    ws.write("aether.toml", &cfg_text);
+    let mut s = StdioServer::spawn(&ws, &["--config", &cfg, "--agent", "builder"]);
+    s.initialize("2025-11-25");
+    let (r, _) = call(&mut s, "rogue__ok");
+    let before = text(&r);
+    let (r, took) = call(&mut s, "rogue__wedge");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(text(&r).contains("did not answer within 1.8 s"), "{r}");
+    assert!(text(&r).contains("starts the upstream again"), "{r}");
+    // (The status is recorded within a second.)
+    within(5, "the status says why the upstream was dropped", || {
+        let (_, out, _) = ws.run(&["sources", "show", "rogue", "--config", &cfg]);
+        out.contains("did not answer within 1.8 s")
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (r, _) = call(&mut s, "rogue__ok");
+        if r["result"]["isError"] == false {
+            assert_ne!(text(&r), before, "a new process");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the upstream never came back: {r}"
+        );
+        sleep(Duration::from_millis(300));
+    }
 }
 
 /// A poisoned definition (instructions to the model, a credential file, a bidi override) is

@@ -373,6 +373,150 @@ async fn not_found() -> impl IntoResponse {
 /// tools, upstreams and store need too).
 pub const MAX_CONNECTIONS: usize = 512;
 
+/// Connections one client (an IPv4 address, or an IPv6 /64) may hold once the server is half
+/// full: below half, anyone may open more; above it, a client past its share is turned away,
+/// so one client's hundreds of connections cannot turn the next client away. (Behind a proxy
+/// every client is the proxy: give it a limit of its own there.)
+pub const CLIENT_SHARE: usize = 64;
+
+/// How long a new connection may take to start its first request before it is closed.
+pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection may go without a byte either way before it is closed (after the
+/// request in flight, if any: an event stream sends a keep-alive every 15 s).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Who a connection counts against: its IPv4 address, or its IPv6 /64 (one host usually holds
+/// a whole /64).
+fn client_of(addr: &SocketAddr) -> std::net::IpAddr {
+    match addr.ip() {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => std::net::IpAddr::V4(v4),
+            None => {
+                let mut octets = v6.octets();
+                octets[8..].fill(0);
+                std::net::IpAddr::V6(std::net::Ipv6Addr::from(octets))
+            }
+        },
+        v4 => v4,
+    }
+}
+
+/// The connections open now, in all and by client.
+#[derive(Default)]
+struct Connections {
+    by_client: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+    total: std::sync::atomic::AtomicUsize,
+}
+
+/// A connection counted in [`Connections`]; uncounted when dropped.
+struct Counted {
+    connections: Arc<Connections>,
+    client: std::net::IpAddr,
+}
+
+impl Connections {
+    /// Counts a new connection from `client`, or says why it is turned away.
+    fn admit(self: &Arc<Self>, client: std::net::IpAddr) -> Result<Counted, &'static str> {
+        use std::sync::atomic::Ordering;
+        let mut by_client = self.by_client.lock().unwrap_or_else(|e| e.into_inner());
+        let total = self.total.load(Ordering::SeqCst);
+        if total >= MAX_CONNECTIONS {
+            return Err("the server holds as many connections as it serves");
+        }
+        let own = by_client.get(&client).copied().unwrap_or(0);
+        if own >= CLIENT_SHARE && total >= MAX_CONNECTIONS / 2 {
+            return Err("this client holds more than its share of connections");
+        }
+        by_client.insert(client, own + 1);
+        self.total.store(total + 1, Ordering::SeqCst);
+        Ok(Counted {
+            connections: self.clone(),
+            client,
+        })
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        let mut by_client = self
+            .connections
+            .by_client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match by_client.get_mut(&self.client) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                by_client.remove(&self.client);
+            }
+        }
+        self.connections.total.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A connection's stream, noting when a byte last went either way (milliseconds since
+/// `epoch`) and whether the client has sent any.
+struct Watched<S> {
+    inner: S,
+    epoch: std::time::Instant,
+    last: Arc<std::sync::atomic::AtomicU64>,
+    spoke: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<S> Watched<S> {
+    fn touch(&self) {
+        self.last.store(
+            self.epoch.elapsed().as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.spoke.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.touch();
+        }
+        polled
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 /// How long a client may take to send a request's headers (a connection kept alive between
 /// requests counts from the next request's first byte): a client that trickles them
 /// (slowloris) is cut off.
@@ -398,7 +542,7 @@ pub async fn serve_http_with(
     header_timeout: Duration,
 ) -> std::io::Result<()> {
     use tower::ServiceExt;
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let counted = Arc::new(Connections::default());
     let connections = tokio_util::task::TaskTracker::new();
     loop {
         let (tcp, addr) = tokio::select! {
@@ -414,9 +558,12 @@ pub async fn serve_http_with(
                 }
             },
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::warn!(client = %addr, "too many connections ({MAX_CONNECTIONS}); closing a new one");
-            continue;
+        let permit = match counted.admit(client_of(&addr)) {
+            Ok(permit) => permit,
+            Err(why) => {
+                tracing::warn!(client = %addr, "{why}; closing a new connection");
+                continue;
+            }
         };
         // An SSE reply is written in several small pieces; with Nagle's algorithm on, the
         // last piece of a reply on a kept-alive connection waits for the client's delayed
@@ -440,17 +587,46 @@ pub async fn serve_http_with(
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(header_timeout);
-            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let epoch = std::time::Instant::now();
+            let (last, spoke) = (Arc::default(), Arc::default());
+            let watched = Watched {
+                inner: tcp,
+                epoch,
+                last: Arc::clone(&last),
+                spoke: Arc::clone(&spoke),
+            };
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(watched), service);
             let mut connection = std::pin::pin!(connection);
-            tokio::select! {
-                served = connection.as_mut() => {
-                    if let Err(e) = served {
-                        tracing::debug!(client = %addr, error = %e, "connection ended");
+            let mut closing = false;
+            loop {
+                // When this connection would have been quiet too long: its first request
+                // has a short while to start, any later one the idle limit.
+                let quiet_until = if spoke.load(std::sync::atomic::Ordering::Relaxed) {
+                    Duration::from_millis(last.load(std::sync::atomic::Ordering::Relaxed))
+                        + IDLE_TIMEOUT
+                } else {
+                    FIRST_REQUEST_TIMEOUT
+                };
+                let wake = tokio::time::Instant::from_std(epoch + quiet_until);
+                tokio::select! {
+                    served = connection.as_mut() => {
+                        if let Err(e) = served {
+                            tracing::debug!(client = %addr, error = %e, "connection ended");
+                        }
+                        break;
                     }
-                }
-                _ = stop.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
+                    _ = stop.cancelled(), if !closing => {
+                        closing = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    _ = tokio::time::sleep_until(wake), if !closing => {
+                        // Quiet that long (not just since the last check): closed after the
+                        // request in flight, if any.
+                        if epoch.elapsed() >= quiet_until {
+                            closing = true;
+                            connection.as_mut().graceful_shutdown();
+                        }
+                    }
                 }
             }
             drop(permit);

@@ -368,3 +368,81 @@ fn requests_a_browser_marks_as_cross_site_are_refused_everywhere() {
         }
     }
 }
+
+/// One client holding hundreds of idle connections cannot turn the next client away: past
+/// half the server's connections, a client beyond its share is refused, not a newcomer; and a
+/// connection that never starts a request is closed after a short while.
+#[test]
+fn one_client_holding_idle_connections_cannot_turn_others_away() {
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let addr: std::net::SocketAddr = srv.addr.parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let connect_from = |source: &str| {
+        let source: std::net::SocketAddr = format!("{source}:0").parse().unwrap();
+        runtime.block_on(async move {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(source).unwrap();
+            socket.connect(addr).await.map(|s| s.into_std().unwrap())
+        })
+    };
+    // Client A: 600 connections, none sending anything (more than the server's 512).
+    let mut held = Vec::new();
+    for _ in 0..600 {
+        if let Ok(s) = connect_from("127.0.0.1") {
+            held.push(s);
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Client B, from another address: served.
+    let ok = |source: &str| -> bool {
+        let Ok(mut s) = connect_from(source) else {
+            return false;
+        };
+        use std::io::{Read, Write};
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let req = format!(
+            "GET /api/health HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            srv.addr
+        );
+        if s.write_all(req.as_bytes()).is_err() {
+            return false;
+        }
+        let mut reply = String::new();
+        let _ = s.read_to_string(&mut reply);
+        reply.starts_with("HTTP/1.1 200")
+    };
+    for source in ["127.0.0.2", "127.0.0.3"] {
+        assert!(ok(source), "a new client from {source} was turned away");
+    }
+    // A's connections past its share were closed by the server (they read end of stream).
+    let mut closed = 0;
+    for s in &mut held {
+        use std::io::Read;
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(20)))
+            .unwrap();
+        if matches!(s.read(&mut [0u8; 1]), Ok(0)) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 600 - 256, "only {closed} of A's connections were refused");
+    // A connection that never starts a request is closed after the first-request limit.
+    let mut idle = connect_from("127.0.0.4").unwrap();
+    idle.set_nonblocking(false).unwrap();
+    idle.set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    use std::io::Read;
+    assert!(matches!(idle.read(&mut [0u8; 1]), Ok(0)), "the idle connection stayed open");
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(9) && waited < std::time::Duration::from_secs(14),
+        "closed after {waited:?}"
+    );
+}

@@ -301,11 +301,26 @@ pub struct ServerSection {
     /// by. Every other Host is refused (DNS rebinding).
     #[serde(default)]
     pub public_hosts: Vec<String>,
+    /// MCP sessions held at once, in all; a new one past it is refused (503) until one ends.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// MCP sessions one caller (a token, or an agent reached without one) may hold at once.
+    #[serde(default = "default_max_sessions_per_caller")]
+    pub max_sessions_per_caller: usize,
+}
+
+fn default_max_sessions() -> usize {
+    8_192
+}
+fn default_max_sessions_per_caller() -> usize {
+    1_024
 }
 
 impl Default for ServerSection {
     fn default() -> Self {
         ServerSection {
+            max_sessions: default_max_sessions(),
+            max_sessions_per_caller: default_max_sessions_per_caller(),
             listen: default_listen(),
             http_agent: default_agent(),
             sessions: true,

@@ -46,6 +46,10 @@ pub struct HttpOptions {
     pub upstreams: Arc<crate::upstream::Upstreams>,
     /// More Host names accepted: a load balancer's (`[server] public_hosts`).
     pub public_hosts: Vec<String>,
+    /// MCP sessions held at once in all, and by one caller (`[server] max_sessions`,
+    /// `max_sessions_per_caller`).
+    pub max_sessions: usize,
+    pub max_sessions_per_caller: usize,
 }
 
 /// The whole HTTP application, ready to serve or to drive in tests.
@@ -55,6 +59,7 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
     let gate = HostGate::for_addr(opts.addr).with_public_hosts(&opts.public_hosts);
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(opts.session_idle);
+    let sessions = Arc::new(sessions);
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gate.hosts().to_vec())
         .with_allowed_origins(gate.origins().to_vec())
@@ -73,6 +78,14 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         opts.sessions,
     );
     let upstreams = opts.upstreams.clone();
+    let book = Arc::new(SessionBook {
+        sessions: sessions.clone(),
+        idle: opts.session_idle,
+        max: opts.max_sessions,
+        max_per_caller: opts.max_sessions_per_caller,
+        lasting: opts.sessions,
+        inner: std::sync::Mutex::default(),
+    });
     let mcp = StreamableHttpService::new(
         move || {
             let session = p
@@ -82,10 +95,11 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
                 AetherMcp::new(p.clone(), session, mode).with_upstreams(upstreams.clone());
             Ok(if lasting { handler } else { handler.one_shot() })
         },
-        Arc::new(sessions),
+        sessions,
         config,
     );
     let auth = McpAuth {
+        book,
         bindings: Arc::default(),
         pipeline: pipeline.clone(),
         mode: opts.auth,
@@ -179,9 +193,128 @@ impl SessionStore for StoredSessions {
     }
 }
 
+/// The MCP sessions this server holds, by id: whose they are and when a request last named
+/// them, so that a caller cannot open more than its share (`max_per_caller`, and `max` in
+/// all), and a session whose worker rmcp let go after its idle time is dropped from rmcp's
+/// own table too (which keeps its handle otherwise).
+struct SessionBook {
+    sessions: Arc<LocalSessionManager>,
+    idle: Duration,
+    max: usize,
+    max_per_caller: usize,
+    /// Whether sessions are kept at all (`[server] sessions`).
+    lasting: bool,
+    inner: std::sync::Mutex<Book>,
+}
+
+#[derive(Default)]
+struct Book {
+    /// Session id → (caller, last named).
+    live: std::collections::HashMap<String, (String, std::time::Instant)>,
+    /// Sessions being opened now, by caller.
+    opening: std::collections::HashMap<String, usize>,
+    pruned: Option<std::time::Instant>,
+}
+
+impl SessionBook {
+    /// Makes room for `caller` to open a session, or says why it may not.
+    fn reserve(&self, caller: &str) -> Result<(), String> {
+        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        self.prune(&mut book);
+        let opening: usize = book.opening.values().sum();
+        if book.live.len() + opening >= self.max {
+            return Err(format!(
+                "this server holds {} MCP sessions, as many as it keeps ([server] max_sessions); try again later",
+                self.max
+            ));
+        }
+        let own = book.live.values().filter(|(c, _)| c == caller).count()
+            + book.opening.get(caller).copied().unwrap_or(0);
+        if own >= self.max_per_caller {
+            return Err(format!(
+                "this caller holds {} MCP sessions, as many as one caller may ([server] \
+                 max_sessions_per_caller); close some (DELETE /mcp with their Mcp-Session-Id) or reuse one",
+                self.max_per_caller
+            ));
+        }
+        *book.opening.entry(caller.to_string()).or_default() += 1;
+        Ok(())
+    }
+
+    /// The session `caller` was opening is open (as `id`), or was not opened (`None`).
+    fn opened(&self, caller: &str, id: Option<&str>) {
+        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = book.opening.get_mut(caller) {
+            *n -= 1;
+            if *n == 0 {
+                book.opening.remove(caller);
+            }
+        }
+        if let Some(id) = id {
+            book.live.insert(
+                id.to_string(),
+                (caller.to_string(), std::time::Instant::now()),
+            );
+        }
+    }
+
+    /// A request named session `id` and was served: it is alive here (also one another
+    /// replica opened, which rmcp now holds here too).
+    fn seen(&self, id: &str, caller: &str) {
+        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        book.live
+            .entry(id.to_string())
+            .and_modify(|(_, seen)| *seen = now)
+            .or_insert_with(|| (caller.to_string(), now));
+    }
+
+    fn forget(&self, id: &str) {
+        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        book.live.remove(id);
+    }
+
+    /// Drops sessions no request named for longer than rmcp keeps an idle one (its worker is
+    /// gone; its handle would stay in rmcp's table for good), at most once a second.
+    fn prune(&self, book: &mut Book) {
+        let now = std::time::Instant::now();
+        if book
+            .pruned
+            .is_some_and(|at| now - at < Duration::from_secs(1))
+        {
+            return;
+        }
+        book.pruned = Some(now);
+        let limit = self.idle + Duration::from_secs(60);
+        let stale: Vec<String> = book
+            .live
+            .iter()
+            .filter(|(_, (_, seen))| now - *seen > limit)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if stale.is_empty() {
+            return;
+        }
+        for id in &stale {
+            book.live.remove(id);
+        }
+        let sessions = self.sessions.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                use rmcp::transport::streamable_http_server::session::SessionManager;
+                for id in stale {
+                    let _ = sessions.close_session(&id.into()).await;
+                }
+            });
+        }
+    }
+}
+
 /// How `/mcp` requests are authenticated.
 #[derive(Clone)]
 struct McpAuth {
+    /// The sessions held, by caller.
+    book: Arc<SessionBook>,
     /// MCP sessions seen here, by id, and the agent each is bound to.
     bindings: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
     pipeline: Arc<Pipeline>,
@@ -211,13 +344,17 @@ async fn authenticate(
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
+    let mut token_id = None;
     let agent = match admin::bearer(request.headers()) {
         Some(token) => match auth.pipeline.authenticate(token) {
             Some(Principal {
                 kind: TokenKind::Agent,
                 subject,
-                ..
-            }) => subject,
+                token_id: id,
+            }) => {
+                token_id = Some(id);
+                subject
+            }
             Some(_) => {
                 return mcp_error(
                     StatusCode::FORBIDDEN,
@@ -278,8 +415,39 @@ async fn authenticate(
             }
         }
     }
+    // Sessions: one named is seen now; a new one (a POST without one) is counted against its
+    // caller's share before rmcp opens it; a closed one is forgotten.
+    let named = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let opening = auth.book.lasting && named.is_none() && request.method() == http::Method::POST;
+    let deleting = request.method() == http::Method::DELETE;
+    let caller = match &token_id {
+        Some(id) => format!("token:{id}"),
+        None => format!("agent:{agent}"),
+    };
+    if opening && let Err(why) = auth.book.reserve(&caller) {
+        return mcp_error(StatusCode::SERVICE_UNAVAILABLE, -32000, &why);
+    }
     request.extensions_mut().insert(Caller { agent });
-    next.run(request).await
+    let response = next.run(request).await;
+    if opening {
+        let id = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok());
+        auth.book.opened(&caller, id);
+    }
+    if let Some(id) = &named {
+        if deleting {
+            auth.book.forget(id);
+        } else if response.status().is_success() {
+            auth.book.seen(id, &caller);
+        }
+    }
+    response
 }
 
 /// A JSON-RPC error as the answer to an `/mcp` request (`id` null: the request was not read).

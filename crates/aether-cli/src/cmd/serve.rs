@@ -79,6 +79,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         shutdown: shutdown.clone(),
         upstreams,
         public_hosts: loaded.raw.server.public_hosts.clone(),
+        max_sessions: loaded.raw.server.max_sessions,
+        max_sessions_per_caller: loaded.raw.server.max_sessions_per_caller,
     };
     let app = router(pipeline.clone(), &opts)?;
     let tokens = match auth {

@@ -431,7 +431,10 @@ fn one_client_holding_idle_connections_cannot_turn_others_away() {
             closed += 1;
         }
     }
-    assert!(closed >= 600 - 256, "only {closed} of A's connections were refused");
+    assert!(
+        closed >= 600 - 256,
+        "only {closed} of A's connections were refused"
+    );
     // A connection that never starts a request is closed after the first-request limit.
     let mut idle = connect_from("127.0.0.4").unwrap();
     idle.set_nonblocking(false).unwrap();
@@ -439,10 +442,90 @@ fn one_client_holding_idle_connections_cannot_turn_others_away() {
         .unwrap();
     let started = std::time::Instant::now();
     use std::io::Read;
-    assert!(matches!(idle.read(&mut [0u8; 1]), Ok(0)), "the idle connection stayed open");
+    assert!(
+        matches!(idle.read(&mut [0u8; 1]), Ok(0)),
+        "the idle connection stayed open"
+    );
     let waited = started.elapsed();
     assert!(
         waited >= std::time::Duration::from_secs(9) && waited < std::time::Duration::from_secs(14),
         "closed after {waited:?}"
+    );
+}
+
+/// MCP sessions are bounded per caller (a token, or the agent reached without one) and in
+/// all: past either, a new session is refused with a JSON-RPC error (503); one closed makes
+/// room again.
+#[test]
+fn mcp_sessions_are_bounded_per_caller_and_in_all() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[server]\nmax_sessions_per_caller = 3\nmax_sessions = 5\n[roots.ws]\npath = \".\"\n",
+    );
+    let srv = HttpServer::start(&ws, &[]);
+    let host = srv.addr.clone();
+    let open = |bearer: Option<&str>| -> (u16, Option<String>, Value) {
+        let mut headers = init_headers(&host, None);
+        if let Some(b) = bearer {
+            headers.push(("Authorization", b));
+        }
+        let r = http(&srv.addr, "POST", "/mcp", &headers, INIT.as_bytes());
+        let id = r.head.lines().find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id: ")
+                .map(|v| v.trim().to_string())
+        });
+        (r.status, id, rpc(&r))
+    };
+    let mut mine = Vec::new();
+    for _ in 0..3 {
+        let (status, id, _) = open(None);
+        assert_eq!(status, 200);
+        mine.push(id.expect("a session id"));
+    }
+    let (status, id, v) = open(None);
+    assert_eq!(status, 503, "{v}");
+    assert!(id.is_none());
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_sessions_per_caller"),
+        "{v}"
+    );
+    // Closing one makes room.
+    let mut headers = init_headers(&host, None);
+    headers.push(("Mcp-Session-Id", &mine[0]));
+    let r = http(&srv.addr, "DELETE", "/mcp", &headers, b"");
+    assert!(r.status < 300, "{}", r.head);
+    let (status, _, v) = open(None);
+    assert_eq!(status, 200, "{v}");
+
+    // Another caller (a token): its own share, until the server's total.
+    let (code, token, err) = ws.run(&["tokens", "create", "--agent", "default"]);
+    assert_eq!(code, 0, "{err}");
+    let bearer = format!("Bearer {}", token.trim());
+    // (The server learns of the new token within its poll of the store.)
+    let mut first = open(Some(&bearer)).0;
+    for _ in 0..50 {
+        if first != 401 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        first = open(Some(&bearer)).0;
+    }
+    let mut statuses = vec![first];
+    for _ in 0..2 {
+        statuses.push(open(Some(&bearer)).0);
+    }
+    assert_eq!(statuses, [200, 200, 503], "3 + 2 = the server's 5");
+    let (_, _, v) = open(Some(&bearer));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_sessions"),
+        "{v}"
     );
 }

@@ -40,6 +40,8 @@ fn options(agent: &str) -> HttpOptions {
         shutdown: CancellationToken::new(),
         upstreams: aether_server::upstream::Upstreams::none(),
         public_hosts: vec!["aether.example.com".into()],
+        max_sessions: 8_192,
+        max_sessions_per_caller: 1_024,
     }
 }
 

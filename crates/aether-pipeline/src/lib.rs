@@ -247,6 +247,16 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Removes, in the background, the temporary files of writes a crash interrupted (older
+    /// than a minute: another process's write in progress keeps its own). Tools never list or
+    /// read them meanwhile.
+    pub fn remove_write_leftovers(&self) {
+        let roots = self.roots.clone();
+        tokio::task::spawn_blocking(move || {
+            roots.remove_write_leftovers(Duration::from_secs(60))
+        });
+    }
+
     /// Drops journal entries past the configured retention.
     pub async fn prune_journal(&self) -> Result<usize, PipelineError> {
         let days = self.journal.keep_days.min(100_000) as i64;

@@ -150,6 +150,16 @@ pub fn control_name(component: &str) -> Option<&'static str> {
     matches(&folded)
 }
 
+/// How the temporary file of a write in progress is named (`.aether-tmp-` and 16 hex digits):
+/// never listed or read by a tool, and removed at start if a crash left one.
+pub const WRITE_TEMP_PREFIX: &str = ".aether-tmp-";
+
+/// Whether `name` (a file name) is a write's temporary file.
+pub fn is_write_temp(name: &str) -> bool {
+    name.strip_prefix(WRITE_TEMP_PREFIX)
+        .is_some_and(|rest| rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Whether the last component of `path` names a control file (see [`CONTROL_NAMES`]).
 pub fn is_control_file(path: &str) -> bool {
     let name = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
@@ -533,9 +543,11 @@ impl CredentialFilter {
     }
 
     /// Whether `path` is at or under one of the private paths, or names a control file
-    /// ([`CONTROL_NAMES`]).
+    /// ([`CONTROL_NAMES`]) or a write's temporary file ([`is_write_temp`]).
     pub fn is_private(&self, path: &str) -> bool {
-        is_control_file(path) || self.private.iter().any(|p| at_or_under(path, p))
+        is_control_file(path)
+            || is_write_temp(path.trim_end_matches('/').rsplit('/').next().unwrap_or(""))
+            || self.private.iter().any(|p| at_or_under(path, p))
     }
 
     /// Whether `path` is a private path or a folder holding one: moving, deleting or replacing

@@ -267,6 +267,46 @@ impl Roots {
         &self.credentials
     }
 
+    /// Removes the temporary files of writes a crash interrupted (`.aether-tmp-…`, see
+    /// `aether_policy::paths::is_write_temp`) from the read-write roots: regular files older
+    /// than `older_than`, so that a write another process is making right now keeps its own.
+    /// Walked without following links, never into `.git`; blocking. Returns how many.
+    pub fn remove_write_leftovers(&self, older_than: std::time::Duration) -> usize {
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for root in self.roots.iter().filter(|r| r.mode == RootMode::ReadWrite) {
+            let mut it = walkdir::WalkDir::new(&root.path)
+                .follow_links(false)
+                .min_depth(1)
+                .into_iter();
+            while let Some(entry) = it.next() {
+                let Ok(entry) = entry else { continue };
+                if entry.file_type().is_dir() && entry.file_name() == ".git" {
+                    it.skip_current_dir();
+                    continue;
+                }
+                let old = entry
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| now.duration_since(t).ok())
+                    .is_some_and(|age| age >= older_than);
+                if entry.file_type().is_file()
+                    && entry
+                        .file_name()
+                        .to_str()
+                        .is_some_and(aether_policy::paths::is_write_temp)
+                    && old
+                    && std::fs::remove_file(entry.path()).is_ok()
+                {
+                    tracing::info!(path = %entry.path().display(), "removed the temporary file of an interrupted write");
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
     fn names(&self) -> String {
         let names: Vec<&str> = self.roots.iter().map(|r| r.name.as_str()).collect();
         if names.is_empty() {

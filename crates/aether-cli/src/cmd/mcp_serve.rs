@@ -75,6 +75,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _watch = pipeline.watch(Duration::from_millis(50));
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
+    pipeline.remove_write_leftovers();
     let session = pipeline
         .session(
             &args.agent,

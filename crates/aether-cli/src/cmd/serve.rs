@@ -47,6 +47,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _watch = pipeline.watch(every);
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
+    pipeline.remove_write_leftovers();
     let addr = match args.listen {
         Some(a) => a,
         None => loaded.raw.server.listen.parse().context("server.listen")?,

@@ -92,8 +92,10 @@ impl Tool for ListDir {
                 let item = item.map_err(|e| e.to_string())?;
                 let os_name = item.file_name();
                 let name = os_name.to_string_lossy().into_owned();
-                if name == ".aether" {
-                    continue; // Aether's own store is not part of anyone's workspace.
+                if name == ".aether" || aether_policy::paths::is_write_temp(&name) {
+                    // Aether's own store, and a write in progress: not part of anyone's
+                    // workspace.
+                    continue;
                 }
                 // A sealed root shows only what its seal pinned.
                 if let Some(seal) = &seal {

@@ -425,7 +425,11 @@ fn temp_name() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     COUNTER.fetch_add(1, Ordering::Relaxed).hash(&mut h);
     std::process::id().hash(&mut h);
-    format!(".aether-tmp-{:016x}", h.finish())
+    format!(
+        "{}{:016x}",
+        aether_policy::paths::WRITE_TEMP_PREFIX,
+        h.finish()
+    )
 }
 
 /// A journal entry for a change by this call.

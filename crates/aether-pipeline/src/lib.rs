@@ -252,9 +252,7 @@ impl Pipeline {
     /// read them meanwhile.
     pub fn remove_write_leftovers(&self) {
         let roots = self.roots.clone();
-        tokio::task::spawn_blocking(move || {
-            roots.remove_write_leftovers(Duration::from_secs(60))
-        });
+        tokio::task::spawn_blocking(move || roots.remove_write_leftovers(Duration::from_secs(60)));
     }
 
     /// Drops journal entries past the configured retention.

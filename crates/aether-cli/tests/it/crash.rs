@@ -67,9 +67,17 @@ fn temporary_files_of_interrupted_writes_are_removed_at_start_and_never_served()
     for (id, tool, args) in [
         (1, "list_dir", json!({"path": "src"})),
         (2, "list_dir", json!({})),
-        (3, "glob", json!({"pattern": "**/*", "include_hidden": true})),
+        (
+            3,
+            "glob",
+            json!({"pattern": "**/*", "include_hidden": true}),
+        ),
         (4, "list_files", json!({"include_hidden": true})),
-        (5, "search_files", json!({"query": "write", "include_hidden": true})),
+        (
+            5,
+            "search_files",
+            json!({"query": "write", "include_hidden": true}),
+        ),
     ] {
         let r = s.call(id, tool, args);
         assert!(!r.to_string().contains(".aether-tmp-"), "{tool}: {r}");
@@ -80,8 +88,14 @@ fn temporary_files_of_interrupted_writes_are_removed_at_start_and_never_served()
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while old.exists() {
-        assert!(std::time::Instant::now() < deadline, "the leftover was not removed");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the leftover was not removed"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    assert!(fresh.exists(), "a write in progress keeps its temporary file");
+    assert!(
+        fresh.exists(),
+        "a write in progress keeps its temporary file"
+    );
 }

@@ -1,0 +1,838 @@
+//! The credential shapes the screen knows, one row each, and the checks a regex cannot express:
+//! whether a match is a documented placeholder, a JWT, a generated key.
+//!
+//! A row names its rule (`dlp:github-token`), the literals a match starts with (the prefilter's
+//! patterns), the regex tried where one is found, and the part of the match that must be
+//! random (`(?P<s>…)`): that part is what the placeholder check reads, and its alphabet and
+//! length are what a secret split into pieces is reassembled against ([`Shape::body`],
+//! [`Shape::len`]).
+
+/// What the byte before a match may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Before {
+    /// Anything: the literal is distinctive on its own (`-----BEGIN `, a webhook host).
+    Any,
+    /// Not an ASCII letter or digit, so `task-list` is not an `sk-` key.
+    Word,
+    /// As `Word`, or right after this text (`bot` in a Telegram Bot API URL).
+    WordOr(&'static str),
+}
+
+impl Before {
+    pub(super) fn allows(self, hay: &[u8], start: usize) -> bool {
+        let Some(&b) = start.checked_sub(1).map(|i| &hay[i]) else {
+            return true;
+        };
+        match self {
+            Before::Any => true,
+            Before::Word => !b.is_ascii_alphanumeric(),
+            Before::WordOr(text) => {
+                !b.is_ascii_alphanumeric() || hay[..start].ends_with(text.as_bytes())
+            }
+        }
+    }
+}
+
+/// Where a match starts, given the text and where its literal was found.
+pub(super) type Back = fn(&[u8], usize) -> Option<usize>;
+
+/// One credential shape.
+pub(super) struct Shape {
+    pub rule: &'static str,
+    /// Literals a match holds: the prefilter's patterns. A match starts with one, unless
+    /// `back` says where it starts.
+    pub starts: &'static [&'static str],
+    /// The shape from its start, matched anchored there. `(?P<s>…)` is the part that must be
+    /// random. A shape of fixed length ends with a word-end class, which consumes a byte.
+    pub pattern: &'static str,
+    pub before: Before,
+    /// What the matched bytes must also satisfy.
+    pub check: Option<fn(&[u8]) -> bool>,
+    /// Where the match starts, given where its literal was found, for a shape whose
+    /// distinctive literal is inside it (Azure's `Q~`, Telegram's `:AA`); `None`: at the
+    /// literal.
+    pub back: Option<Back>,
+    /// The characters that may follow the literal, as a class (`A-Za-z0-9_-`): the alphabet a
+    /// split secret's pieces are drawn from.
+    pub body: &'static str,
+    /// How long the random part (`s`) is, at least and at most.
+    pub len: (usize, usize),
+}
+
+const DEFAULT: Shape = Shape {
+    rule: "",
+    starts: &[],
+    pattern: "",
+    before: Before::Word,
+    check: None,
+    back: None,
+    body: "A-Za-z0-9",
+    len: (16, 255),
+};
+
+/// The AWS secret key's names as they are spelt in env files, config, JSON and headers. The
+/// regex accepts any case; these literals decide where it is tried.
+const AWS_SECRET_NAMES: &[&str] = &[
+    "aws_secret",
+    "AWS_SECRET",
+    "Aws_Secret",
+    "aws-secret",
+    "AWS-SECRET",
+    "Aws-Secret",
+    "awsSecret",
+    "AwsSecret",
+    "secret_access_key",
+    "SECRET_ACCESS_KEY",
+    "Secret_Access_Key",
+    "secret-access-key",
+    "SECRET-ACCESS-KEY",
+    "Secret-Access-Key",
+    "secretAccessKey",
+    "SecretAccessKey",
+];
+
+/// Datadog's API and application keys (32 and 40 hex digits) have no shape of their own: they
+/// are found next to their names (`DD_API_KEY`, the `DD-API-KEY` header).
+const DATADOG_NAMES: &[&str] = &[
+    "dd_api_key",
+    "DD_API_KEY",
+    "dd-api-key",
+    "DD-API-KEY",
+    "Dd-Api-Key",
+    "dd_app_key",
+    "DD_APP_KEY",
+    "dd-application-key",
+    "DD-APPLICATION-KEY",
+    "Dd-Application-Key",
+    "datadog_api_key",
+    "DATADOG_API_KEY",
+    "datadog_app_key",
+    "DATADOG_APP_KEY",
+];
+
+/// `SK` and a hex digit: three bytes, so that the prefilter is not woken by every `SK` in
+/// upper-case text.
+const TWILIO_STARTS: &[&str] = &[
+    "SK0", "SK1", "SK2", "SK3", "SK4", "SK5", "SK6", "SK7", "SK8", "SK9", "SKa", "SKb", "SKc",
+    "SKd", "SKe", "SKf",
+];
+
+/// Every shape, most specific first: where two can match at one place (`sk-ant-` and `sk-`),
+/// the first one names the finding. A rule may have several rows.
+pub(super) const SHAPES: &[Shape] = &[
+    Shape {
+        rule: "dlp:private-key",
+        starts: &["-----BEGIN "],
+        pattern: r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----",
+        before: Before::Any,
+        body: "A-Z0-9 -",
+        len: (0, 40),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:aws-access-key",
+        starts: &["AKIA", "ASIA", "ABIA", "ACCA"],
+        pattern: r"(?:AKIA|ASIA|ABIA|ACCA)(?P<s>[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)",
+        body: "A-Z0-9",
+        len: (16, 16),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:aws-secret-key",
+        starts: AWS_SECRET_NAMES,
+        pattern: r#"(?i:aws[_-]?secret(?:[_-]?access)?(?:[_-]?key)?|secret[_-]?access[_-]?key)[ \t\r\n"':=>]{0,8}(?P<s>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+]|$)"#,
+        before: Before::Any,
+        body: "A-Za-z0-9/+ \"':=>_-",
+        len: (40, 40),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:datadog-key",
+        starts: DATADOG_NAMES,
+        pattern: r#"(?i:dd[_-]?(?:api|app|application)[_-]?key|datadog[_-]?(?:api|app)[_-]?key)[ \t\r\n"':=>]{0,8}(?P<s>[a-f0-9]{40}|[a-f0-9]{32})(?:[^A-Za-z0-9]|$)"#,
+        before: Before::Any,
+        body: "a-f0-9 \"':=>_-",
+        len: (32, 40),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:google-api-key",
+        starts: &["AIza"],
+        pattern: r"AIza(?P<s>[0-9A-Za-z_-]{35})(?:[^0-9A-Za-z_-]|$)",
+        body: "A-Za-z0-9_-",
+        len: (35, 35),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:google-oauth-token",
+        starts: &["ya29."],
+        pattern: r"ya29\.(?P<s>[0-9A-Za-z_-]{20,})",
+        body: "A-Za-z0-9_-",
+        len: (20, 2048),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:github-token",
+        starts: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+        pattern: r"gh[pousr]_(?P<s>[A-Za-z0-9]{36,255})(?:[^A-Za-z0-9]|$)",
+        len: (36, 255),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:github-token",
+        starts: &["github_pat_"],
+        pattern: r"github_pat_(?P<s>[A-Za-z0-9_]{22,255})(?:[^A-Za-z0-9_]|$)",
+        body: "A-Za-z0-9_",
+        len: (22, 255),
+        ..DEFAULT
+    },
+    Shape {
+        // Aether's own bearer tokens (agents' and operators'): 32 random bytes, base64url.
+        rule: "dlp:aether-token",
+        starts: &["aether_"],
+        pattern: r"aether_(?P<s>[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|$)",
+        body: "A-Za-z0-9_-",
+        len: (43, 43),
+        ..DEFAULT
+    },
+    Shape {
+        // Personal, runner (`glrt-`, and the older registration token `GR1348941`), deploy,
+        // pipeline-trigger, feed, incoming-mail, agent, CI job, SCIM, OAuth-application and
+        // feature-flag tokens.
+        rule: "dlp:gitlab-token",
+        starts: &[
+            "glpat-",
+            "glrt-",
+            "gldt-",
+            "glptt-",
+            "glft-",
+            "glimt-",
+            "glagent-",
+            "glcbt-",
+            "glsoat-",
+            "gloas-",
+            "glffct-",
+            "GR1348941",
+        ],
+        pattern: r"(?:gl(?:pat|rt|dt|ptt|ft|imt|agent|cbt|soat|oas|ffct)-|GR1348941)(?P<s>[0-9A-Za-z_-]{20,300})",
+        body: "A-Za-z0-9_.-",
+        len: (20, 300),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:slack-webhook",
+        starts: &["hooks.slack.com/"],
+        pattern: r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Za-z0-9_]{6,}/[A-Za-z0-9_]{6,}/(?:[0-9]+/)?(?P<s>[A-Za-z0-9]{16,})",
+        before: Before::Any,
+        body: "A-Za-z0-9_/",
+        len: (16, 64),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:slack-token",
+        starts: &["xox"],
+        pattern: r"xox[bapres]-(?P<s>[0-9A-Za-z-]{10,})",
+        // Slack tokens carry numeric team and user ids; `xoxs-and-hugs-forever` does not.
+        check: Some(|m| m[5..].iter().any(u8::is_ascii_digit)),
+        body: "A-Za-z0-9-",
+        len: (10, 255),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:slack-token",
+        starts: &["xapp-"],
+        pattern: r"xapp-[0-9]-(?P<s>[A-Z0-9]+-[0-9]+-[A-Za-z0-9]{16,})",
+        body: "A-Za-z0-9-",
+        len: (20, 255),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:anthropic-key",
+        starts: &["sk-ant-"],
+        pattern: r"sk-ant-(?P<s>[A-Za-z0-9_-]{20,})",
+        body: "A-Za-z0-9_-",
+        len: (20, 255),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:openai-key",
+        starts: &["sk-"],
+        pattern: r"sk-(?P<s>[A-Za-z0-9_-]{20,})",
+        // A generated key mixes cases and digits; a kebab-case name after `sk-` does not.
+        check: Some(|m| {
+            let body = &m[3..];
+            let body = ["proj-", "svcacct-", "admin-"]
+                .iter()
+                .find_map(|p| body.strip_prefix(p.as_bytes()))
+                .unwrap_or(body);
+            looks_generated(body)
+        }),
+        body: "A-Za-z0-9_-",
+        len: (20, 255),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:ai-provider-key",
+        starts: &["gsk_", "xai-", "r8_", "pplx-"],
+        pattern: r"(?:gsk_|xai-|r8_|pplx-)(?P<s>[A-Za-z0-9]{32,})(?:[^A-Za-z0-9]|$)",
+        check: Some(|m| looks_generated(&m[3..])),
+        len: (32, 255),
+        ..DEFAULT
+    },
+    Shape {
+        // Secret and restricted keys, live and test; webhook signing secrets.
+        rule: "dlp:stripe-key",
+        starts: &[
+            "sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_",
+        ],
+        pattern: r"[sr]k_(?:live|test|prod)_(?P<s>[0-9A-Za-z]{16,247})(?:[^A-Za-z0-9]|$)",
+        len: (16, 247),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:stripe-key",
+        starts: &["whsec_"],
+        pattern: r"whsec_(?P<s>[A-Za-z0-9+/]{32,})",
+        body: "A-Za-z0-9+/",
+        len: (32, 255),
+        ..DEFAULT
+    },
+    Shape {
+        // OAuth access tokens and application secrets; access tokens (`EAAA`).
+        rule: "dlp:square-token",
+        starts: &["sq0atp-", "sq0csp-"],
+        pattern: r"sq0(?:atp|csp)-(?P<s>[0-9A-Za-z_-]{22,60})",
+        body: "A-Za-z0-9_-",
+        len: (22, 60),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:square-token",
+        starts: &["EAAA"],
+        pattern: r"EAAA(?P<s>[0-9A-Za-z_-]{60})(?:[^0-9A-Za-z_-]|$)",
+        body: "A-Za-z0-9_-",
+        len: (60, 60),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:shopify-token",
+        starts: &["shpat_", "shpca_", "shppa_", "shpss_"],
+        pattern: r"shp(?:at|ca|pa|ss)_(?P<s>[a-fA-F0-9]{32})(?:[^A-Za-z0-9]|$)",
+        body: "a-fA-F0-9",
+        len: (32, 32),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:npm-token",
+        starts: &["npm_"],
+        pattern: r"npm_(?P<s>[A-Za-z0-9]{36})(?:[^A-Za-z0-9]|$)",
+        len: (36, 36),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:pypi-token",
+        starts: &["pypi-AgE"],
+        pattern: r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)(?P<s>[A-Za-z0-9_-]{50,})",
+        body: "A-Za-z0-9_-",
+        len: (50, 4096),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:docker-token",
+        starts: &["dckr_pat_", "dckr_oat_"],
+        pattern: r"dckr_(?:pat|oat)_(?P<s>[A-Za-z0-9_-]{27,})",
+        body: "A-Za-z0-9_-",
+        len: (27, 255),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:huggingface-token",
+        starts: &["hf_", "api_org_"],
+        pattern: r"(?:hf_|api_org_)(?P<s>[A-Za-z]{30,})",
+        // Tokens mix cases; a long snake-case word after `hf_` is all lower case.
+        check: Some(|m| {
+            m.iter().any(u8::is_ascii_uppercase) && m[3..].iter().any(u8::is_ascii_lowercase)
+        }),
+        body: "A-Za-z",
+        len: (30, 255),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:sendgrid-key",
+        starts: &["SG."],
+        pattern: r"SG\.(?P<s>[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|$)",
+        body: "A-Za-z0-9_.-",
+        len: (66, 66),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:sendinblue-key",
+        starts: &["xkeysib-", "xsmtpsib-"],
+        pattern: r"x(?:keysib|smtpsib)-(?P<s>[a-f0-9]{64}-[A-Za-z0-9]{16})",
+        body: "A-Za-z0-9-",
+        len: (81, 81),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:twilio-key",
+        starts: TWILIO_STARTS,
+        pattern: r"SK(?P<s>[0-9a-f]{32})(?:[^A-Za-z0-9]|$)",
+        body: "a-f0-9",
+        len: (32, 32),
+        ..DEFAULT
+    },
+    Shape {
+        // Private API keys and public validation keys.
+        rule: "dlp:mailgun-key",
+        starts: &["key-", "pubkey-"],
+        pattern: r"(?:pub)?key-(?P<s>[a-f0-9]{32})(?:[^A-Za-z0-9]|$)",
+        body: "a-f0-9",
+        len: (32, 32),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:mailchimp-key",
+        starts: &["-us"],
+        pattern: r"(?P<s>[a-f0-9]{32})-us[0-9]{1,2}(?:[^A-Za-z0-9]|$)",
+        back: Some(|_, at| at.checked_sub(32)),
+        body: "a-f0-9",
+        len: (32, 32),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:databricks-token",
+        starts: &["dapi"],
+        pattern: r"dapi(?P<s>[a-f0-9]{32})(?:-[0-9])?(?:[^A-Za-z0-9]|$)",
+        body: "a-f0-9",
+        len: (32, 32),
+        ..DEFAULT
+    },
+    Shape {
+        // Storage account keys and Service Bus / Event Hubs keys in connection strings.
+        rule: "dlp:azure-key",
+        starts: &["AccountKey=", "SharedAccessKey="],
+        pattern: r"(?:AccountKey|SharedAccessKey)=(?P<s>[A-Za-z0-9+/]{42,86})={0,2}",
+        before: Before::Any,
+        body: "A-Za-z0-9+/=",
+        len: (42, 88),
+        ..DEFAULT
+    },
+    Shape {
+        // Entra ID (Azure AD) client secrets: three characters, a digit, `Q~`, and 31-34 more.
+        rule: "dlp:azure-key",
+        starts: &["Q~"],
+        pattern: r"[A-Za-z0-9_~.]{3}[0-9]Q~(?P<s>[A-Za-z0-9_~.-]{31,34})\.?(?:[^A-Za-z0-9_~.-]|$)",
+        back: Some(|hay, at| {
+            let start = at.checked_sub(4)?;
+            let before = start.checked_sub(1).map(|i| hay[i]);
+            before
+                .is_none_or(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'~' | b'.')))
+                .then_some(start)
+        }),
+        before: Before::Any,
+        body: "A-Za-z0-9_~.-",
+        len: (31, 34),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:alibaba-key",
+        starts: &["LTAI"],
+        pattern: r"LTAI(?P<s>[A-Za-z0-9]{12,20})(?:[^A-Za-z0-9]|$)",
+        len: (12, 20),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:digitalocean-token",
+        starts: &["dop_v1_", "doo_v1_", "dor_v1_"],
+        pattern: r"do[opr]_v1_(?P<s>[a-f0-9]{64})(?:[^A-Za-z0-9]|$)",
+        body: "a-f0-9",
+        len: (64, 64),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:heroku-key",
+        starts: &["HRKU-AA"],
+        pattern: r"HRKU-AA(?P<s>[0-9A-Za-z_-]{58})(?:[^0-9A-Za-z_-]|$)",
+        body: "A-Za-z0-9_-",
+        len: (58, 58),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:doppler-token",
+        starts: &[
+            "dp.pt.",
+            "dp.st.",
+            "dp.sa.",
+            "dp.ct.",
+            "dp.scim.",
+            "dp.audit.",
+        ],
+        pattern: r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?P<s>[A-Za-z0-9]{40,44})(?:[^A-Za-z0-9]|$)",
+        len: (40, 44),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:pulumi-token",
+        starts: &["pul-"],
+        pattern: r"pul-(?P<s>[a-f0-9]{40})(?:[^A-Za-z0-9]|$)",
+        body: "a-f0-9",
+        len: (40, 40),
+        ..DEFAULT
+    },
+    Shape {
+        // Service, batch and recovery tokens.
+        rule: "dlp:vault-token",
+        starts: &["hvs.", "hvb.", "hvr."],
+        pattern: r"hv[sbr]\.(?P<s>[A-Za-z0-9_-]{24,})",
+        body: "A-Za-z0-9_-",
+        len: (24, 1024),
+        ..DEFAULT
+    },
+    Shape {
+        // Cloud access policy tokens, service account tokens, and the older API keys (base64
+        // of `{"k":"…`).
+        rule: "dlp:grafana-token",
+        starts: &["glc_", "glsa_", "eyJrIjoi"],
+        pattern: r"(?:glc_(?P<s>[A-Za-z0-9+/]{32,}={0,2})|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}(?:[^A-Za-z0-9]|$)|eyJrIjoi[A-Za-z0-9]{40,}={0,2})",
+        body: "A-Za-z0-9+/=_",
+        len: (32, 1024),
+        ..DEFAULT
+    },
+    Shape {
+        // Atlassian API tokens and Bitbucket app passwords.
+        rule: "dlp:atlassian-token",
+        starts: &["ATATT3", "ATBB"],
+        pattern: r"(?:ATATT3(?P<s>[A-Za-z0-9_=-]{150,})|ATBB[A-Za-z0-9_=.-]{32,})",
+        body: "A-Za-z0-9_=.-",
+        len: (150, 300),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:linear-key",
+        starts: &["lin_api_", "lin_oauth_"],
+        pattern: r"lin_(?:api|oauth)_(?P<s>[A-Za-z0-9]{40,64})(?:[^A-Za-z0-9]|$)",
+        len: (40, 64),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:notion-token",
+        starts: &["ntn_", "secret_"],
+        pattern: r"(?:ntn_(?P<s>[0-9]{11}[A-Za-z0-9]{35})|secret_[A-Za-z0-9]{43})(?:[^A-Za-z0-9]|$)",
+        check: Some(|m| looks_generated(&m[4..])),
+        len: (43, 46),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:postman-key",
+        starts: &["PMAK-"],
+        pattern: r"PMAK-(?P<s>[a-f0-9]{24}-[a-f0-9]{34})(?:[^A-Za-z0-9]|$)",
+        body: "a-f0-9-",
+        len: (59, 59),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:sentry-token",
+        starts: &["sntryu_", "sntrys_"],
+        pattern: r"(?:sntryu_(?P<s>[a-f0-9]{64})|sntrys_eyJ[A-Za-z0-9+/=_]{60,})",
+        body: "A-Za-z0-9+/=_",
+        len: (64, 1024),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:new-relic-key",
+        starts: &["NRAK-", "NRAA-", "NRJS-", "NRII-"],
+        pattern: r"NR(?:AK|AA|JS|II)-(?P<s>[A-Za-z0-9-]{19,40})(?:[^A-Za-z0-9-]|$)",
+        body: "A-Za-z0-9-",
+        len: (19, 40),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:discord-webhook",
+        starts: &["discord.com/api/webhooks/", "discordapp.com/api/webhooks/"],
+        pattern: r"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/(?P<s>[A-Za-z0-9_-]{60,68})",
+        before: Before::Any,
+        body: "A-Za-z0-9_/-",
+        len: (60, 68),
+        ..DEFAULT
+    },
+    Shape {
+        // `123456789:AA…`, bare or in a Bot API URL (`/bot123456789:AA…/`).
+        rule: "dlp:telegram-bot-token",
+        starts: &[":AA"],
+        pattern: r"[0-9]{8,10}:(?P<s>AA[A-Za-z0-9_-]{33})(?:[^A-Za-z0-9_-]|$)",
+        back: Some(|hay, at| {
+            let digits = hay[..at]
+                .iter()
+                .rev()
+                .take(11)
+                .take_while(|b| b.is_ascii_digit());
+            Some(at - digits.count())
+        }),
+        before: Before::WordOr("bot"),
+        body: "A-Za-z0-9_-",
+        len: (35, 35),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:age-secret-key",
+        starts: &["AGE-SECRET-KEY-1"],
+        pattern: r"AGE-SECRET-KEY-1(?P<s>[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})",
+        body: "A-Z0-9",
+        len: (58, 58),
+        ..DEFAULT
+    },
+    Shape {
+        // Developer-platform tokens with a distinctive prefix, one row each below.
+        rule: "dlp:1password-token",
+        starts: &["ops_eyJ"],
+        pattern: r"ops_(?P<s>eyJ[A-Za-z0-9+/]{100,}={0,3})",
+        body: "A-Za-z0-9+/=",
+        len: (100, 4096),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:artifactory-key",
+        starts: &["AKCp"],
+        pattern: r"AKCp(?P<s>[A-Za-z0-9]{69})(?:[^A-Za-z0-9]|$)",
+        len: (69, 69),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:ci-token",
+        // CircleCI personal tokens, Buildkite, Travis-less Drone-less: the shaped ones.
+        starts: &["CCIPAT_", "bkua_", "CLOJARS_"],
+        pattern: r"(?:CCIPAT_[A-Za-z0-9]{22}_(?P<s>[a-f0-9]{40})|bkua_[a-f0-9]{40}|CLOJARS_[a-z0-9]{60})(?:[^A-Za-z0-9]|$)",
+        body: "A-Za-z0-9_",
+        len: (40, 60),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:dynatrace-token",
+        starts: &["dt0c01."],
+        pattern: r"dt0c01\.(?P<s>[A-Z0-9]{24}\.[A-Z0-9]{64})(?:[^A-Za-z0-9]|$)",
+        body: "A-Z0-9.",
+        len: (89, 89),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:easypost-key",
+        starts: &["EZAK", "EZTK"],
+        pattern: r"EZ[AT]K(?P<s>[A-Za-z0-9]{54})(?:[^A-Za-z0-9]|$)",
+        len: (54, 54),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:flutterwave-key",
+        starts: &["FLWSECK-", "FLWSECK_TEST-"],
+        pattern: r"FLWSECK(?:_TEST)?-(?P<s>[a-h0-9]{32})-X",
+        body: "a-h0-9X-",
+        len: (32, 32),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:flyio-token",
+        starts: &["fo1_", "fm1a_", "fm1r_", "fm2_"],
+        pattern: r"(?:fo1_(?P<s>[A-Za-z0-9_-]{43})|fm(?:1[ar]|2)_[A-Za-z0-9+/]{100,}={0,3})",
+        body: "A-Za-z0-9_+/=-",
+        len: (43, 4096),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:mapbox-token",
+        starts: &["sk.eyJ"],
+        pattern: r"sk\.(?P<s>eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,})",
+        body: "A-Za-z0-9_.-",
+        len: (44, 1024),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:openshift-token",
+        starts: &["sha256~"],
+        pattern: r"sha256~(?P<s>[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|$)",
+        body: "A-Za-z0-9_-",
+        len: (43, 43),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:planetscale-token",
+        starts: &["pscale_tkn_", "pscale_pw_", "pscale_oauth_"],
+        pattern: r"pscale_(?:tkn|pw|oauth)_(?P<s>[A-Za-z0-9_.=-]{32,64})",
+        body: "A-Za-z0-9_.=-",
+        len: (32, 64),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:prefect-key",
+        starts: &["pnu_"],
+        pattern: r"pnu_(?P<s>[A-Za-z0-9]{36})(?:[^A-Za-z0-9]|$)",
+        len: (36, 36),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:rubygems-key",
+        starts: &["rubygems_"],
+        pattern: r"rubygems_(?P<s>[a-f0-9]{48})(?:[^A-Za-z0-9]|$)",
+        body: "a-f0-9",
+        len: (48, 48),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:shippo-key",
+        starts: &["shippo_live_", "shippo_test_"],
+        pattern: r"shippo_(?:live|test)_(?P<s>[a-fA-F0-9]{40})(?:[^A-Za-z0-9]|$)",
+        body: "a-fA-F0-9",
+        len: (40, 40),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:sourcegraph-token",
+        starts: &["sgp_"],
+        pattern: r"sgp_(?:[a-fA-F0-9]{16}_|local_)?(?P<s>[a-fA-F0-9]{40})(?:[^A-Za-z0-9]|$)",
+        body: "a-fA-F0-9_",
+        len: (40, 40),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:terraform-token",
+        starts: &[".atlasv1."],
+        pattern: r"[A-Za-z0-9]{14}\.atlasv1\.(?P<s>[A-Za-z0-9_=-]{60,70})",
+        back: Some(|_, at| at.checked_sub(14)),
+        body: "A-Za-z0-9_=-",
+        len: (60, 70),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:typeform-token",
+        starts: &["tfp_"],
+        pattern: r"tfp_(?P<s>[A-Za-z0-9_.=-]{59})",
+        body: "A-Za-z0-9_.=-",
+        len: (59, 59),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:jwt",
+        starts: &["eyJ"],
+        pattern: r"eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*",
+        check: Some(is_jwt),
+        body: "A-Za-z0-9_.-",
+        len: (8, 8192),
+        ..DEFAULT
+    },
+];
+
+/// Mixed case and a digit: what a generated key has and a name does not.
+pub(super) fn looks_generated(s: &[u8]) -> bool {
+    s.iter().any(u8::is_ascii_uppercase)
+        && s.iter().any(u8::is_ascii_lowercase)
+        && s.iter().any(u8::is_ascii_digit)
+}
+
+/// A JWS: a header that decodes to a JSON object with `alg`, a payload that decodes to a JSON
+/// object. `eyJ` is only `{"` in base64, which many things start with.
+fn is_jwt(token: &[u8]) -> bool {
+    let mut segments = token.split(|&b| b == b'.');
+    let (Some(header), Some(payload)) = (segments.next(), segments.next()) else {
+        return false;
+    };
+    let object = |segment: &[u8]| {
+        let mut json = Vec::with_capacity(segment.len());
+        super::base64_into(segment, &mut json);
+        match serde_json::from_slice::<serde_json::Value>(&json) {
+            Ok(serde_json::Value::Object(members)) => Some(members),
+            _ => None,
+        }
+    };
+    object(header).is_some_and(|h| h.contains_key("alg")) && object(payload).is_some()
+}
+
+/// Words that documentation puts in place of a secret (`AKIAIOSFODNN7EXAMPLE`,
+/// `sk_test_your_key_here`), matched in any case.
+const PLACEHOLDER_WORDS: &[&str] = &[
+    "example",
+    "sample",
+    "placeholder",
+    "dummy",
+    "changeme",
+    "redacted",
+    "replace",
+    "insert",
+    "your",
+    "here",
+];
+
+/// Whether the random part of a match (`s`, at least `min` long) is a documented placeholder
+/// rather than a secret: once the placeholder words are taken out, what is left is shorter than
+/// the shape's secret, or its first `min` characters carry little information (one or a few
+/// characters repeated, a run like `1234567890abcdef`, a short pattern over and over).
+///
+/// Only the first `min` characters are judged, so junk appended to a real secret does not make
+/// it a placeholder; and words are taken out before the length is compared, so a real secret
+/// with `EXAMPLE` glued after it is still one.
+pub(super) fn is_placeholder(s: &[u8], min: usize) -> bool {
+    let mut rest = s.to_vec();
+    for word in PLACEHOLDER_WORDS {
+        let mut i = 0;
+        while i + word.len() <= rest.len() {
+            if rest[i..i + word.len()].eq_ignore_ascii_case(word.as_bytes()) {
+                rest.drain(i..i + word.len());
+            } else {
+                i += 1;
+            }
+        }
+    }
+    let min = min.max(1);
+    if rest.len() < min {
+        return true;
+    }
+    low_information(&rest[..min])
+}
+
+/// Few distinct characters, mostly consecutive ones, or a short period.
+pub(super) fn low_information(w: &[u8]) -> bool {
+    let n = w.len();
+    if n < 8 {
+        return false;
+    }
+    let mut seen = [false; 256];
+    let mut distinct = 0;
+    for &b in w {
+        if !seen[usize::from(b)] {
+            seen[usize::from(b)] = true;
+            distinct += 1;
+        }
+    }
+    if distinct * 5 <= n || distinct <= 2 {
+        return true;
+    }
+    let steps = w
+        .windows(2)
+        .filter(|p| p[1].wrapping_sub(p[0]) == 1 || p[0].wrapping_sub(p[1]) == 1)
+        .count();
+    if steps * 2 >= n - 1 {
+        return true;
+    }
+    (1..=n / 3).any(|p| {
+        let same = (0..n - p).filter(|&i| w[i] == w[i + p]).count();
+        same * 10 >= (n - p) * 9
+    })
+}
+
+/// A class as written in a shape's `body` (`A-Za-z0-9_-`): ranges and single characters; a
+/// `-` last is itself.
+pub(super) fn class(spec: &str) -> [bool; 256] {
+    let mut set = [false; 256];
+    let bytes = spec.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if i + 2 < bytes.len() && bytes[i + 1] == b'-' {
+            for b in bytes[i]..=bytes[i + 2] {
+                set[usize::from(b)] = true;
+            }
+            i += 3;
+        } else {
+            set[usize::from(bytes[i])] = true;
+            i += 1;
+        }
+    }
+    set
+}

@@ -47,7 +47,7 @@ impl fmt::Debug for SessionFragments {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SessionFragments")
             .field("window", &self.window)
-            .field("pieces", &self.kept.len())
+            .field("kept", &self.kept.len())
             .field("bytes", &self.bytes)
             .finish_non_exhaustive()
     }

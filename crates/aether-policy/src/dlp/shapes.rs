@@ -249,7 +249,7 @@ pub(super) const SHAPES: &[Shape] = &[
     Shape {
         rule: "dlp:anthropic-key",
         starts: &["sk-ant-"],
-        pattern: r"sk-ant-(?P<s>[A-Za-z0-9_-]{20,})",
+        pattern: r"sk-ant-(?:[a-z]+[0-9]{2}-)?(?P<s>[A-Za-z0-9_-]{20,})",
         body: "A-Za-z0-9_-",
         len: (20, 255),
         ..DEFAULT
@@ -808,7 +808,7 @@ pub(super) fn low_information(w: &[u8]) -> bool {
         .windows(2)
         .filter(|p| p[1].wrapping_sub(p[0]) == 1 || p[0].wrapping_sub(p[1]) == 1)
         .count();
-    if steps * 2 >= n - 1 {
+    if steps * 3 >= (n - 1) * 2 {
         return true;
     }
     (1..=n / 3).any(|p| {

@@ -52,6 +52,8 @@ const MAX_FILLERS: usize = 64;
 const MAX_LENGTHS: usize = 12;
 /// How many pieces a split literal may be spread over.
 const MAX_CHAIN: usize = 4;
+/// Up to how many fillers every order is tried.
+const MAX_PERMUTED: usize = 4;
 /// The longest assembled candidate.
 const MAX_ASSEMBLED: usize = 2048;
 /// How much of one source the join takes from each end.
@@ -601,17 +603,51 @@ fn try_candidate(
     if raws.windows(2).any(|w| w[0] == w[1]) {
         return None;
     }
-    let mut candidate = head.text.clone();
-    for &q in chosen {
-        candidate.extend_from_slice(&pieces.pieces[q].text);
+    // In the call's order; then, for a few pieces, in every other (a shape with inner
+    // structure, a JWT's segments, needs them in its own).
+    let mut order = chosen.to_vec();
+    let mut found = false;
+    for _ in 0..permutations(order.len()) {
+        let mut candidate = head.text.clone();
+        for &q in &order {
+            candidate.extend_from_slice(&pieces.pieces[q].text);
+        }
+        if candidate.len() <= MAX_ASSEMBLED && check_split(shape, &candidate) {
+            found = true;
+            break;
+        }
+        next_permutation(&mut order);
     }
-    if candidate.len() > MAX_ASSEMBLED || !check_split(shape, &candidate) {
+    if !found {
         return None;
     }
     let mut used = head.parts.clone();
     used.extend_from_slice(chosen);
     used.sort_unstable();
     Some(used)
+}
+
+/// How many orders of `n` pieces are tried: all of them up to [`MAX_PERMUTED`] pieces.
+fn permutations(n: usize) -> usize {
+    if n > MAX_PERMUTED {
+        1
+    } else {
+        (1..=n).product()
+    }
+}
+
+/// The next lexicographic order of `items` (wrapping to the first).
+fn next_permutation(items: &mut [usize]) {
+    let Some(i) = items.windows(2).rposition(|w| w[0] < w[1]) else {
+        items.reverse();
+        return;
+    };
+    let j = items
+        .iter()
+        .rposition(|&x| x > items[i])
+        .expect("a larger item after i");
+    items.swap(i, j);
+    items[i + 1..].reverse();
 }
 
 /// What an assembled candidate's random part must also look like: pieces of ordinary words
@@ -625,7 +661,16 @@ fn check_split(shape: &super::CompiledShape, candidate: &[u8]) -> bool {
     if secret.len() < 16 || !shape.body[usize::from(b'z')] {
         return true;
     }
-    alnum_changes(secret) * 7 >= secret.len()
+    let lower = secret.iter().any(u8::is_ascii_lowercase);
+    let upper = secret.iter().any(u8::is_ascii_uppercase);
+    let digit = secret.iter().any(u8::is_ascii_digit);
+    if shape.body[usize::from(b'Z')] && lower {
+        // Both cases allowed, lower case used: a generated key mixes in upper case or digits
+        // and changes class about every other character; words do not.
+        (upper || digit) && alnum_changes(secret) * 4 >= secret.len()
+    } else {
+        alnum_changes(secret) * 7 >= secret.len()
+    }
 }
 
 /// All sources end to end, for a value encoded whole and then cut.

@@ -1,0 +1,3 @@
+//! aether-policy's integration tests: what the crate's public API does, end to end.
+
+mod dlp;

@@ -233,7 +233,11 @@ impl CompiledShape {
         if self.check.is_some_and(|check| !check(matched)) {
             return None;
         }
-        let secret = caps.name("s").map_or(0..whole.end(), |s| s.range());
+        // The random part: `s`, or `t` or `u` in a shape whose branches name it apart.
+        let secret = ["s", "t", "u"]
+            .iter()
+            .find_map(|n| caps.name(n))
+            .map_or(0..whole.end(), |s| s.range());
         let min = self.len.0.min(secret.len());
         if shapes::is_placeholder(&matched[secret.clone()], min) {
             return None;

@@ -261,6 +261,9 @@ pub(super) const SHAPES: &[Shape] = &[
         // A generated key mixes cases and digits; a kebab-case name after `sk-` does not.
         check: Some(|m| {
             let body = &m[3..];
+            if body.starts_with(b"ant-") {
+                return false;
+            }
             let body = ["proj-", "svcacct-", "admin-"]
                 .iter()
                 .find_map(|p| body.strip_prefix(p.as_bytes()))
@@ -422,14 +425,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:azure-key",
         starts: &["Q~"],
         pattern: r"[A-Za-z0-9_~.]{3}[0-9]Q~(?P<s>[A-Za-z0-9_~.-]{31,34})\.?(?:[^A-Za-z0-9_~.-]|$)",
-        back: Some(|hay, at| {
-            let start = at.checked_sub(4)?;
-            let before = start.checked_sub(1).map(|i| hay[i]);
-            before
-                .is_none_or(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'~' | b'.')))
-                .then_some(start)
-        }),
-        before: Before::Any,
+        back: Some(|_, at| at.checked_sub(4)),
         body: "A-Za-z0-9_~.-",
         len: (31, 34),
         ..DEFAULT
@@ -492,19 +488,27 @@ pub(super) const SHAPES: &[Shape] = &[
         // Cloud access policy tokens, service account tokens, and the older API keys (base64
         // of `{"k":"…`).
         rule: "dlp:grafana-token",
-        starts: &["glc_", "glsa_", "eyJrIjoi"],
-        pattern: r"(?:glc_(?P<s>[A-Za-z0-9+/]{32,}={0,2})|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}(?:[^A-Za-z0-9]|$)|eyJrIjoi[A-Za-z0-9]{40,}={0,2})",
-        body: "A-Za-z0-9+/=_",
+        starts: &["glc_", "eyJrIjoi"],
+        pattern: r"(?:glc_|eyJrIjoi)(?P<s>[A-Za-z0-9+/]{32,}={0,2})",
+        body: "A-Za-z0-9+/=",
         len: (32, 1024),
+        ..DEFAULT
+    },
+    Shape {
+        rule: "dlp:grafana-token",
+        starts: &["glsa_"],
+        pattern: r"glsa_(?P<s>[A-Za-z0-9]{32})_[A-Fa-f0-9]{8}(?:[^A-Za-z0-9]|$)",
+        body: "A-Za-z0-9_",
+        len: (32, 32),
         ..DEFAULT
     },
     Shape {
         // Atlassian API tokens and Bitbucket app passwords.
         rule: "dlp:atlassian-token",
         starts: &["ATATT3", "ATBB"],
-        pattern: r"(?:ATATT3(?P<s>[A-Za-z0-9_=-]{150,})|ATBB[A-Za-z0-9_=.-]{32,})",
+        pattern: r"(?:ATATT3|ATBB)(?P<s>[A-Za-z0-9_=.-]{32,})",
         body: "A-Za-z0-9_=.-",
-        len: (150, 300),
+        len: (32, 300),
         ..DEFAULT
     },
     Shape {
@@ -517,9 +521,9 @@ pub(super) const SHAPES: &[Shape] = &[
     Shape {
         rule: "dlp:notion-token",
         starts: &["ntn_", "secret_"],
-        pattern: r"(?:ntn_(?P<s>[0-9]{11}[A-Za-z0-9]{35})|secret_[A-Za-z0-9]{43})(?:[^A-Za-z0-9]|$)",
+        pattern: r"(?:ntn_[0-9]{11}(?P<s>[A-Za-z0-9]{35})|secret_(?P<t>[A-Za-z0-9]{43}))(?:[^A-Za-z0-9]|$)",
         check: Some(|m| looks_generated(&m[4..])),
-        len: (43, 46),
+        len: (35, 43),
         ..DEFAULT
     },
     Shape {
@@ -533,7 +537,7 @@ pub(super) const SHAPES: &[Shape] = &[
     Shape {
         rule: "dlp:sentry-token",
         starts: &["sntryu_", "sntrys_"],
-        pattern: r"(?:sntryu_(?P<s>[a-f0-9]{64})|sntrys_eyJ[A-Za-z0-9+/=_]{60,})",
+        pattern: r"(?:sntryu_(?P<s>[a-f0-9]{64})|sntrys_(?P<t>eyJ[A-Za-z0-9+/=_]{60,}))",
         body: "A-Za-z0-9+/=_",
         len: (64, 1024),
         ..DEFAULT
@@ -601,7 +605,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:ci-token",
         // CircleCI personal tokens, Buildkite, Travis-less Drone-less: the shaped ones.
         starts: &["CCIPAT_", "bkua_", "CLOJARS_"],
-        pattern: r"(?:CCIPAT_[A-Za-z0-9]{22}_(?P<s>[a-f0-9]{40})|bkua_[a-f0-9]{40}|CLOJARS_[a-z0-9]{60})(?:[^A-Za-z0-9]|$)",
+        pattern: r"(?:CCIPAT_[A-Za-z0-9]{22}_(?P<s>[a-f0-9]{40})|bkua_(?P<t>[a-f0-9]{40})|CLOJARS_(?P<u>[a-z0-9]{60}))(?:[^A-Za-z0-9]|$)",
         body: "A-Za-z0-9_",
         len: (40, 60),
         ..DEFAULT
@@ -632,7 +636,7 @@ pub(super) const SHAPES: &[Shape] = &[
     Shape {
         rule: "dlp:flyio-token",
         starts: &["fo1_", "fm1a_", "fm1r_", "fm2_"],
-        pattern: r"(?:fo1_(?P<s>[A-Za-z0-9_-]{43})|fm(?:1[ar]|2)_[A-Za-z0-9+/]{100,}={0,3})",
+        pattern: r"(?:fo1_(?P<s>[A-Za-z0-9_-]{43})|fm(?:1[ar]|2)_(?P<t>[A-Za-z0-9+/]{100,}={0,3}))",
         body: "A-Za-z0-9_+/=-",
         len: (43, 4096),
         ..DEFAULT

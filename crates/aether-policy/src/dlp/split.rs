@@ -52,6 +52,8 @@ const MAX_FILLERS: usize = 64;
 const MAX_LENGTHS: usize = 12;
 /// How many pieces a split literal may be spread over.
 const MAX_CHAIN: usize = 4;
+/// The shortest filler: one- and two-character fields are everywhere.
+const MIN_FILLER: usize = 3;
 /// Up to how many fillers every order is tried.
 const MAX_PERMUTED: usize = 4;
 /// The longest assembled candidate.
@@ -338,6 +340,23 @@ fn alnum_changes(s: &[u8]) -> usize {
     classes.windows(2).filter(|p| p[0] != p[1]).count()
 }
 
+/// Whether a filler could be a piece of a generated secret rather than ordinary text: at
+/// least [`MIN_FILLER`] characters; not a word or identifier (lower case with few class
+/// changes); not a digest of a standard length unless the shape is hex itself.
+fn could_be_a_piece(text: &[u8], shape: &super::CompiledShape) -> bool {
+    if text.len() < MIN_FILLER {
+        return false;
+    }
+    if text.len() >= 6
+        && text.iter().any(u8::is_ascii_lowercase)
+        && alnum_changes(text) * 4 < text.len()
+    {
+        return false;
+    }
+    let digest = matches!(text.len(), 32 | 40 | 64) && text.iter().all(u8::is_ascii_hexdigit);
+    !digest || !shape.body[usize::from(b'z')]
+}
+
 /// A head: a shape, the pieces that start it (in order) and their text from the match start.
 struct Head {
     shape: usize,
@@ -518,6 +537,7 @@ fn complete(scanner: &Scanner, pieces: &Pieces, head: &Head) -> Option<Vec<usize
                 && !used_origins.contains(&p.origin)
                 && p.text.len() <= MAX_PIECE
                 && p.text.iter().all(|&b| shape.body[usize::from(b)])
+                && could_be_a_piece(&p.text, shape)
         })
         .collect();
     if fillers.is_empty() {

@@ -181,7 +181,9 @@ fn cut(secret: &str, n: usize, rng: &mut Rng) -> Vec<String> {
     let mut at: Vec<usize> = Vec::new();
     while at.len() < n - 1 {
         let i = 1 + rng.below(secret.len() - 1);
-        if !at.contains(&i) && secret.is_char_boundary(i) {
+        // Pieces of three characters at least (shorter fillers are not assembled).
+        let apart = at.iter().all(|&j: &usize| j.abs_diff(i) >= 3);
+        if apart && i >= 3 && secret.len() - i >= 3 && secret.is_char_boundary(i) {
             at.push(i);
         }
     }

@@ -204,15 +204,25 @@ struct CompiledShape {
     before: Before,
     check: Option<fn(&[u8]) -> bool>,
     back: Option<shapes::Back>,
-    /// The characters that may follow the literal.
-    body: Vec<bool>,
     len: (usize, usize),
+    marker: Option<&'static str>,
+    viable: Option<fn(&[u8]) -> bool>,
+    hex_ok: bool,
+    goes_on_after: &'static [u8],
+    /// The class of each named random part (`s`, `t`, `u`), as written first in it.
+    random: Vec<Option<Vec<bool>>>,
+    /// What pieces are put together to, in any order ([`split`]); `None`: only in order.
+    split: Option<regex_automata::hybrid::dfa::DFA>,
 }
 
 /// A match of a shape: where it ends, and where its random part lies.
 #[derive(Debug)]
 struct Matched {
+    /// The whole match, with the byte after it when the shape reads one to end a word.
+    end: usize,
     secret: std::ops::Range<usize>,
+    /// Which named random part matched (`s`, `t`, `u`), if the shape has them.
+    group: Option<usize>,
 }
 
 impl CompiledShape {
@@ -234,17 +244,68 @@ impl CompiledShape {
             return None;
         }
         // The random part: `s`, or `t` or `u` in a shape whose branches name it apart.
-        let secret = ["s", "t", "u"]
-            .iter()
-            .find_map(|n| caps.name(n))
+        let group = RANDOM_GROUPS.iter().position(|n| caps.name(n).is_some());
+        let secret = group
+            .and_then(|g| caps.name(RANDOM_GROUPS[g]))
             .map_or(0..whole.end(), |s| s.range());
-        let min = self.len.0.min(secret.len());
-        if shapes::is_placeholder(&matched[secret.clone()], min) {
+        if self.is_placeholder(&matched[secret.clone()]) {
             return None;
         }
+        // Joined pieces: the last one ends with the match (a field holding more after it,
+        // `https` of `https://…`, is not a secret's piece), unless the shape says a piece may
+        // go on; none may bring a placeholder's share (`…_YOUR_TOKEN_XX` glued to the next
+        // field's text is not a secret).
+        let end = start + whole.end();
+        if !inner_boundaries(junctions, start, end).is_empty() {
+            let next = junctions[junctions.partition_point(|&j| j < end)..]
+                .first()
+                .copied()
+                .unwrap_or(hay.len());
+            let rest = &hay[end..next.max(end)];
+            // What comes after it in the field must be another token (a PEM body after its
+            // header line), or the shape says a piece may go on there.
+            let apart = |b: &u8| split::cuts(*b) || self.goes_on_after.contains(b);
+            let goes_on = apart(&hay[end - 1]) || rest.first().is_some_and(apart);
+            if !goes_on && rest.iter().any(u8::is_ascii_alphanumeric) {
+                return None;
+            }
+        }
+        let (lo, hi) = (start + secret.start, start + secret.end);
+        let inner = inner_boundaries(junctions, lo, hi);
+        if !inner.is_empty() {
+            let cuts: Vec<usize> = [lo]
+                .into_iter()
+                .chain(inner.iter().copied())
+                .chain([hi])
+                .collect();
+            if cuts
+                .windows(2)
+                .any(|w| shapes::holds_placeholder(&hay[w[0]..w[1]]))
+            {
+                return None;
+            }
+        }
         Some(Matched {
+            end: start + whole.end(),
             secret: start + secret.start..start + secret.end,
+            group,
         })
+    }
+
+    /// Whether a random part is a documented placeholder; around the shape's fixed marker,
+    /// either side being one is enough (a real key is random on both).
+    fn is_placeholder(&self, secret: &[u8]) -> bool {
+        let judge = |part: &[u8]| shapes::is_placeholder(part, self.len.0.min(part.len()));
+        match self
+            .marker
+            .and_then(|m| memchr::memmem::find(secret, m.as_bytes()))
+        {
+            Some(at) => {
+                let after = at + self.marker.map_or(0, str::len);
+                judge(&secret[..at]) || judge(&secret[after..])
+            }
+            None => judge(secret),
+        }
     }
 
     /// The shape's match around the literal found at `at`.
@@ -273,8 +334,22 @@ impl Scanner {
                 before: s.before,
                 check: s.check,
                 back: s.back,
-                body: shapes::class(s.body).to_vec(),
                 len: s.len,
+                marker: s.marker,
+                viable: s.viable,
+                hex_ok: s.hex_ok,
+                goes_on_after: s.goes_on_after,
+                random: RANDOM_GROUPS
+                    .iter()
+                    .map(|g| random_class(s.pattern, g))
+                    .collect(),
+                split: match s.assemble {
+                    shapes::Assemble::AsMatched => {
+                        Some(split::automaton(without_word_end(s.pattern)))
+                    }
+                    shapes::Assemble::Strict(pattern) => Some(split::automaton(pattern)),
+                    shapes::Assemble::InOrder => None,
+                },
             })
             .collect();
         let mut literals: Vec<&'static str> = Vec::new();
@@ -359,9 +434,10 @@ impl Scanner {
     /// Scans every string and key of a tool call's arguments, each named by its JSON pointer,
     /// and then all of them together for a secret split into pieces ([`split`]).
     pub fn scan_json(&self, value: &Value) -> Option<Finding> {
-        let mut pieces = Pieces::default();
-        self.scan_json_in("", value, &mut pieces)
-            .or_else(|| split::find(self, &pieces))
+        let mut gathered = Gathered::default();
+        self.scan_json_in("", value, &mut gathered)
+            .or_else(|| split::find(self, &gathered.pieces))
+            .or(gathered.bare)
     }
 
     /// Scans an outgoing HTTP request: each query parameter, the URL, each header, the body;
@@ -373,9 +449,10 @@ impl Scanner {
         body: &[u8],
     ) -> Option<Finding> {
         let parsed = parse_body(headers, body);
-        let mut pieces = Pieces::default();
-        self.scan_request_in(url, headers, body, &parsed, &mut pieces)
-            .or_else(|| split::find(self, &pieces))
+        let mut gathered = Gathered::default();
+        self.scan_request_in(url, headers, body, &parsed, &mut gathered)
+            .or_else(|| split::find(self, &gathered.pieces))
+            .or(gathered.bare)
     }
 
     /// The per-part scans of a request, gathering its pieces.
@@ -385,11 +462,11 @@ impl Scanner {
         headers: &'a [(String, String)],
         body: &'a [u8],
         parsed: &'a Body,
-        pieces: &mut Pieces<'a>,
+        gathered: &mut Gathered<'a>,
     ) -> Option<Finding> {
-        self.scan_url(url, pieces)
-            .or_else(|| self.scan_headers(headers, pieces))
-            .or_else(|| self.scan_body(body, parsed, pieces))
+        self.scan_url(url, gathered)
+            .or_else(|| self.scan_headers(headers, gathered))
+            .or_else(|| self.scan_body(body, parsed, gathered))
     }
 
     fn scan_bytes(&self, place: &str, hay: &[u8]) -> Option<Finding> {
@@ -466,33 +543,35 @@ impl Scanner {
         }
     }
 
-    fn scan_url<'a>(&self, url: &'a str, pieces: &mut Pieces<'a>) -> Option<Finding> {
+    fn scan_url<'a>(&self, url: &'a str, gathered: &mut Gathered<'a>) -> Option<Finding> {
         let before_fragment = url.split('#').next().unwrap_or(url);
         if let Some((_, query)) = before_fragment.split_once('?') {
             let params = form_pairs(query.as_bytes());
-            if let Some(found) = self.scan_pairs("query", &params) {
+            if let Some(found) = self.scan_pairs("query", &params, gathered) {
                 return Some(found);
             }
         }
-        split::url_pieces(url, pieces);
+        split::url_pieces(url, &mut gathered.pieces);
         // The path, user info, host and fragment; the query again, undivided.
-        self.scan_text("url", url)
+        gathered.settle(self.scan_text("url", url))
     }
 
     fn scan_headers<'a>(
         &self,
         headers: &'a [(String, String)],
-        pieces: &mut Pieces<'a>,
+        gathered: &mut Gathered<'a>,
     ) -> Option<Finding> {
         for (name, value) in headers {
             let line = format!("{name}: {value}");
-            if let Some((rule, decoded)) = self.find(line.as_bytes()) {
-                return Some(Finding {
-                    rule,
-                    place: format!("header:{}", self.label(name.as_bytes())),
-                    decoded,
-                });
+            let found = self.find(line.as_bytes()).map(|(rule, decoded)| Finding {
+                rule,
+                place: format!("header:{}", self.label(name.as_bytes())),
+                decoded,
+            });
+            if let Some(found) = gathered.settle(found) {
+                return Some(found);
             }
+            let pieces = &mut gathered.pieces;
             pieces.name(Origin::Header(name), Cow::Borrowed(name.as_bytes()));
             pieces.source(Origin::Header(name), Cow::Borrowed(value.as_bytes()));
         }
@@ -503,38 +582,45 @@ impl Scanner {
         &self,
         body: &'a [u8],
         parsed: &'a Body,
-        pieces: &mut Pieces<'a>,
+        gathered: &mut Gathered<'a>,
     ) -> Option<Finding> {
         match parsed {
             Body::Empty => None,
             Body::Form(params) => {
                 for (name, value) in params {
+                    let pieces = &mut gathered.pieces;
                     pieces.name(Origin::Form(name), Cow::Borrowed(name));
                     pieces.source(Origin::Form(name), Cow::Borrowed(value));
                 }
-                self.scan_pairs("body", params)
+                self.scan_pairs("body", params, gathered)
             }
-            Body::Json(value) => self.scan_json_in("body", value, pieces),
+            Body::Json(value) => self.scan_json_in("body", value, gathered),
             Body::Bytes => {
-                pieces.source(Origin::Body, Cow::Borrowed(body));
-                self.scan_bytes("body", body)
+                gathered.pieces.source(Origin::Body, Cow::Borrowed(body));
+                gathered.settle(self.scan_bytes("body", body))
             }
         }
     }
 
     /// Query or form parameters: each `name=value`.
-    fn scan_pairs(&self, kind: &str, params: &[(Vec<u8>, Vec<u8>)]) -> Option<Finding> {
+    fn scan_pairs(
+        &self,
+        kind: &str,
+        params: &[(Vec<u8>, Vec<u8>)],
+        gathered: &mut Gathered,
+    ) -> Option<Finding> {
         for (name, value) in params {
             let mut text = Vec::with_capacity(name.len() + 1 + value.len());
             text.extend_from_slice(name);
             text.push(b'=');
             text.extend_from_slice(value);
-            if let Some((rule, decoded)) = self.find(&text) {
-                return Some(Finding {
-                    rule,
-                    place: format!("{kind}:{}", self.label(name)),
-                    decoded,
-                });
+            let found = self.find(&text).map(|(rule, decoded)| Finding {
+                rule,
+                place: format!("{kind}:{}", self.label(name)),
+                decoded,
+            });
+            if let Some(found) = gathered.settle(found) {
+                return Some(found);
             }
         }
         None
@@ -544,7 +630,7 @@ impl Scanner {
         &self,
         prefix: &'v str,
         value: &'v Value,
-        pieces: &mut Pieces<'v>,
+        gathered: &mut Gathered<'v>,
     ) -> Option<Finding> {
         let mut scan = JsonScan {
             scanner: self,
@@ -552,9 +638,31 @@ impl Scanner {
             root: value,
             path: Vec::new(),
             ordinal: 0,
-            pieces,
+            gathered,
         };
         scan.visit(value)
+    }
+}
+
+/// What the per-part scans of one call gather: its pieces, for a secret split between them,
+/// and the first bare secret key seen, which is reported only if nothing more specific is
+/// found (a fragment of a longer secret's encoding can look like one).
+#[derive(Default)]
+struct Gathered<'a> {
+    pieces: Pieces<'a>,
+    bare: Option<Finding>,
+}
+
+impl Gathered<'_> {
+    /// `found`, unless it is a bare secret key: that is kept aside.
+    fn settle(&mut self, found: Option<Finding>) -> Option<Finding> {
+        match found {
+            Some(f) if f.rule == BARE_SECRET_RULE => {
+                self.bare.get_or_insert(f);
+                None
+            }
+            other => other,
+        }
     }
 }
 
@@ -589,6 +697,27 @@ fn parse_body(headers: &[(String, String)], body: &[u8]) -> Body {
         return Body::Json(value);
     }
     Body::Bytes
+}
+
+/// The names of a shape's random parts, in the order its branches use them.
+const RANDOM_GROUPS: [&str; 3] = ["s", "t", "u"];
+
+/// The class first written in the named group `name` of `pattern` (`(?P<s>[A-Za-z0-9]{36})`
+/// gives `A-Za-z0-9`): what that random part is drawn from.
+fn random_class(pattern: &str, name: &str) -> Option<Vec<bool>> {
+    let at = pattern.find(&format!("(?P<{name}>"))?;
+    let open = at + pattern[at..].find('[')?;
+    let close = open + pattern[open..].find(']')?;
+    Some(shapes::class(&pattern[open + 1..close]).to_vec())
+}
+
+/// A pattern without the class that ends it at a word end (`(?:[^A-Za-z0-9]|$)`), which
+/// reads one byte past the match.
+fn without_word_end(pattern: &str) -> &str {
+    match pattern.rfind("(?:[^") {
+        Some(at) if pattern.ends_with("|$)") => &pattern[..at],
+        _ => pattern,
+    }
 }
 
 fn compile(pattern: &str) -> Regex {
@@ -640,11 +769,11 @@ impl Walk<'_> {
             return Some(rule);
         }
         let encoded = encoded_views(hay, junctions);
-        if encoded.bare_secret {
-            return Some(BARE_SECRET_RULE);
-        }
+        // A more specific rule first: a piece of a longer secret's base64 can look like a bare
+        // key.
         self.descend(Layer::Base64, encoded.base64)
             .or_else(|| self.descend(Layer::Hex, encoded.hex))
+            .or(encoded.bare_secret.then_some(BARE_SECRET_RULE))
     }
 
     fn descend(&mut self, layer: Layer, decoded: Option<Vec<u8>>) -> Option<&'static str> {
@@ -673,7 +802,7 @@ struct JsonScan<'s, 'v, 'p> {
     path: Vec<Step<'v>>,
     /// How many strings and keys have been visited: each is a piece, named by this number.
     ordinal: usize,
-    pieces: &'p mut Pieces<'v>,
+    gathered: &'p mut Gathered<'v>,
 }
 
 impl<'v> JsonScan<'_, 'v, '_> {
@@ -715,19 +844,21 @@ impl<'v> JsonScan<'_, 'v, '_> {
             ordinal: self.ordinal,
         };
         self.ordinal += 1;
+        let pieces = &mut self.gathered.pieces;
         if key {
-            self.pieces.name(origin, Cow::Borrowed(text.as_bytes()));
+            pieces.name(origin, Cow::Borrowed(text.as_bytes()));
         } else {
-            self.pieces.source(origin, Cow::Borrowed(text.as_bytes()));
+            pieces.source(origin, Cow::Borrowed(text.as_bytes()));
         }
     }
 
-    fn hit(&self, text: &[u8]) -> Option<Finding> {
-        self.scanner.find(text).map(|(rule, decoded)| Finding {
+    fn hit(&mut self, text: &[u8]) -> Option<Finding> {
+        let found = self.scanner.find(text).map(|(rule, decoded)| Finding {
             rule,
             place: json_place(self.scanner, self.prefix, &self.path),
             decoded,
-        })
+        });
+        self.gathered.settle(found)
     }
 }
 
@@ -1431,6 +1562,12 @@ fn is_bare_secret(hay: &[u8], start: usize, end: usize) -> bool {
         return false;
     }
     if hay.get(end) == Some(&b'.') && hay.get(end + 1).is_some_and(u8::is_ascii_alphanumeric) {
+        return false;
+    }
+    // The end of a longer padded base64 value (a window of a run, `=` after it), not a key
+    // (after which `=` is an assignment).
+    let inside_a_run = start > 0 && CLASSES[usize::from(hay[start - 1])] & BASE64_CHAR != 0;
+    if inside_a_run && hay.get(end) == Some(&b'=') {
         return false;
     }
     if !shapes::looks_generated(run) || !run.iter().any(|b| matches!(b, b'g'..=b'z' | b'G'..=b'Z'))

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::split::{self, Origin, Pieces};
-use super::{Finding, Scanner, parse_body};
+use super::{Finding, Gathered, Scanner, parse_body};
 
 /// The longest piece kept.
 const KEEP_PIECE: usize = 256;
@@ -100,11 +100,11 @@ impl SessionFragments {
     /// its earlier calls sent within the window; keeps this call's pieces if it is let through.
     pub fn scan_json(&mut self, scanner: &Scanner, now: Instant, args: &Value) -> Option<Finding> {
         self.expire(now);
-        let mut pieces = Pieces::default();
-        if let Some(found) = scanner.scan_json_in("", args, &mut pieces) {
+        let mut gathered = Gathered::default();
+        if let Some(found) = scanner.scan_json_in("", args, &mut gathered) {
             return Some(found);
         }
-        self.scan_with_earlier(scanner, now, &pieces)
+        self.scan_with_earlier(scanner, now, gathered)
     }
 
     /// [`Scanner::scan_request`] for a request of this session at `now`, together with the
@@ -120,11 +120,11 @@ impl SessionFragments {
     ) -> Option<Finding> {
         self.expire(now);
         let parsed = parse_body(headers, body);
-        let mut pieces = Pieces::default();
-        if let Some(found) = scanner.scan_request_in(url, headers, body, &parsed, &mut pieces) {
+        let mut gathered = Gathered::default();
+        if let Some(found) = scanner.scan_request_in(url, headers, body, &parsed, &mut gathered) {
             return Some(found);
         }
-        self.scan_with_earlier(scanner, now, &pieces)
+        self.scan_with_earlier(scanner, now, gathered)
     }
 
     fn expire(&mut self, now: Instant) {
@@ -141,8 +141,9 @@ impl SessionFragments {
         &mut self,
         scanner: &Scanner,
         now: Instant,
-        current: &Pieces,
+        gathered: Gathered,
     ) -> Option<Finding> {
+        let current = &gathered.pieces;
         let mut all = Pieces::default();
         for kept in &self.kept {
             all.source(Origin::Earlier(&kept.place), Cow::Borrowed(&kept.text));
@@ -154,17 +155,21 @@ impl SessionFragments {
                 all.name(current.origins[*o].clone(), text.clone());
             }
         }
-        if let Some(found) = split::find(scanner, &all) {
+        if let Some(found) = split::find(scanner, &all).or(gathered.bare) {
             return Some(found);
         }
         let keep: Vec<(String, Vec<u8>)> = current
             .pieces
             .iter()
-            .enumerate()
-            .filter(|(_, p)| p.layer.is_none() && p.text.len() <= KEEP_PIECE)
-            .filter(|(_, p)| p.text.iter().all(|&b| could_be_secret(b)))
+            .filter(|p| p.layer.is_none() && p.text.len() <= KEEP_PIECE)
+            .filter(|p| p.text.iter().all(|&b| could_be_secret(b)))
             .take(self.max_pieces)
-            .map(|(i, p)| (current.place(scanner, &[i]), p.text.to_vec()))
+            .map(|p| {
+                (
+                    current.place_of(scanner, &[p.origin], &[&p.text]),
+                    p.text.to_vec(),
+                )
+            })
             .collect();
         drop(all);
         for (place, text) in keep {

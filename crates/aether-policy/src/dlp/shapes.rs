@@ -3,9 +3,10 @@
 //!
 //! A row names its rule (`dlp:github-token`), the literals a match starts with (the prefilter's
 //! patterns), the regex tried where one is found, and the part of the match that must be
-//! random (`(?P<s>…)`): that part is what the placeholder check reads, and its alphabet and
-//! length are what a secret split into pieces is reassembled against ([`Shape::body`],
-//! [`Shape::len`]).
+//! random (`(?P<s>…)`): that part is what the placeholder check reads, and the class written
+//! first in it is what an assembled secret's randomness is judged against. A row may also give
+//! a stricter *assembly form* ([`Assemble`]): the documented structure and length that pieces
+//! given in any order are put together to.
 
 /// What the byte before a match may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +32,14 @@ impl Before {
             }
         }
     }
+
+    /// As [`Before::allows`], or, for a piece of a split secret, where what comes before in the
+    /// piece is the end of the allowed text (`t` of `bot`, its `bo` in another piece).
+    pub(super) fn allows_in_piece(self, piece: &[u8], start: usize) -> bool {
+        start == 0
+            || self.allows(piece, start)
+            || matches!(self, Before::WordOr(text) if text.as_bytes().ends_with(&piece[..start]))
+    }
 }
 
 /// Where a match starts, given the text and where its literal was found.
@@ -52,11 +61,37 @@ pub(super) struct Shape {
     /// distinctive literal is inside it (Azure's `Q~`, Telegram's `:AA`); `None`: at the
     /// literal.
     pub back: Option<Back>,
-    /// The characters that may follow the literal, as a class (`A-Za-z0-9_-`): the alphabet a
-    /// split secret's pieces are drawn from.
-    pub body: &'static str,
     /// How long the random part (`s`) is, at least and at most.
     pub len: (usize, usize),
+    /// How pieces are assembled into this shape in any order ([`super::split`]).
+    pub assemble: Assemble,
+    /// Fixed text inside the random part (OpenAI's `T3BlbkFJ`): the parts on either side are
+    /// judged as placeholders each.
+    pub marker: Option<&'static str>,
+    /// What a beginning of this shape must satisfy while pieces are put together (a JWT's
+    /// header must decode to text), so that orders that cannot succeed are dropped early.
+    pub viable: Option<fn(&[u8]) -> bool>,
+    /// Whether the random part may be hex digits alone although its class is wider (Slack's
+    /// user tokens end in hex): otherwise hex where letters beyond `f` are expected is a digest,
+    /// not this secret, when pieces are put together.
+    pub hex_ok: bool,
+    /// Bytes after which the last piece of an assembled secret may go on past it (`/` for a
+    /// bot token in a Bot API URL, `…/getMe`). Otherwise a piece ends where the secret does:
+    /// a field holding anything else beside its piece (`https` of `https://…`) is not one.
+    pub goes_on_after: &'static [u8],
+}
+
+/// How a shape is put together from pieces given in any order.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Assemble {
+    /// To the shape's own pattern (without its word-end class).
+    AsMatched,
+    /// To a stricter pattern: the documented structure and length, so that a literal in one
+    /// field is not completed by whatever random-looking fields a call happens to hold.
+    Strict(&'static str),
+    /// Not in any order: its literal holds a character fields are not cut at (`-----BEGIN `,
+    /// `AccountKey=`), or it is found by a name beside a value. Found split only in order.
+    InOrder,
 }
 
 const DEFAULT: Shape = Shape {
@@ -66,8 +101,12 @@ const DEFAULT: Shape = Shape {
     before: Before::Word,
     check: None,
     back: None,
-    body: "A-Za-z0-9",
     len: (16, 255),
+    assemble: Assemble::AsMatched,
+    marker: None,
+    viable: None,
+    hex_ok: false,
+    goes_on_after: b"",
 };
 
 /// The AWS secret key's names as they are spelt in env files, config, JSON and headers. The
@@ -124,8 +163,8 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:private-key",
         starts: &["-----BEGIN "],
         pattern: r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----",
+        assemble: Assemble::InOrder,
         before: Before::Any,
-        body: "A-Z0-9 -",
         len: (0, 40),
         ..DEFAULT
     },
@@ -133,7 +172,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:aws-access-key",
         starts: &["AKIA", "ASIA", "ABIA", "ACCA"],
         pattern: r"(?:AKIA|ASIA|ABIA|ACCA)(?P<s>[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)",
-        body: "A-Z0-9",
         len: (16, 16),
         ..DEFAULT
     },
@@ -141,8 +179,8 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:aws-secret-key",
         starts: AWS_SECRET_NAMES,
         pattern: r#"(?i:aws[_-]?secret(?:[_-]?access)?(?:[_-]?key)?|secret[_-]?access[_-]?key)[ \t\r\n"':=>]{0,8}(?P<s>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+]|$)"#,
+        assemble: Assemble::InOrder,
         before: Before::Any,
-        body: "A-Za-z0-9/+ \"':=>_-",
         len: (40, 40),
         ..DEFAULT
     },
@@ -150,8 +188,8 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:datadog-key",
         starts: DATADOG_NAMES,
         pattern: r#"(?i:dd[_-]?(?:api|app|application)[_-]?key|datadog[_-]?(?:api|app)[_-]?key)[ \t\r\n"':=>]{0,8}(?P<s>[a-f0-9]{40}|[a-f0-9]{32})(?:[^A-Za-z0-9]|$)"#,
+        assemble: Assemble::InOrder,
         before: Before::Any,
-        body: "a-f0-9 \"':=>_-",
         len: (32, 40),
         ..DEFAULT
     },
@@ -159,7 +197,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:google-api-key",
         starts: &["AIza"],
         pattern: r"AIza(?P<s>[0-9A-Za-z_-]{35})(?:[^0-9A-Za-z_-]|$)",
-        body: "A-Za-z0-9_-",
         len: (35, 35),
         ..DEFAULT
     },
@@ -167,7 +204,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:google-oauth-token",
         starts: &["ya29."],
         pattern: r"ya29\.(?P<s>[0-9A-Za-z_-]{20,})",
-        body: "A-Za-z0-9_-",
+        assemble: Assemble::Strict(r"ya29\.[0-9A-Za-z_-]{20,1024}"),
         len: (20, 2048),
         ..DEFAULT
     },
@@ -175,6 +212,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:github-token",
         starts: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
         pattern: r"gh[pousr]_(?P<s>[A-Za-z0-9]{36,255})(?:[^A-Za-z0-9]|$)",
+        assemble: Assemble::Strict(r"gh[pousr]_[A-Za-z0-9]{36}"),
         len: (36, 255),
         ..DEFAULT
     },
@@ -182,7 +220,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:github-token",
         starts: &["github_pat_"],
         pattern: r"github_pat_(?P<s>[A-Za-z0-9_]{22,255})(?:[^A-Za-z0-9_]|$)",
-        body: "A-Za-z0-9_",
+        assemble: Assemble::Strict(r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}"),
         len: (22, 255),
         ..DEFAULT
     },
@@ -191,7 +229,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:aether-token",
         starts: &["aether_"],
         pattern: r"aether_(?P<s>[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|$)",
-        body: "A-Za-z0-9_-",
         len: (43, 43),
         ..DEFAULT
     },
@@ -215,7 +252,15 @@ pub(super) const SHAPES: &[Shape] = &[
             "GR1348941",
         ],
         pattern: r"(?:gl(?:pat|rt|dt|ptt|ft|imt|agent|cbt|soat|oas|ffct)-|GR1348941)(?P<s>[0-9A-Za-z_-]{20,300})",
-        body: "A-Za-z0-9_.-",
+        hex_ok: true,
+        // The documented lengths: twenty characters, or the routable personal tokens' longer
+        // form, hex pipeline-trigger tokens, CI job tokens with a partition, OAuth secrets.
+        assemble: Assemble::Strict(concat!(
+            r"(?:gl(?:pat|rt|dt|ft|imt|agent|soat|ffct)-|GR1348941)[0-9A-Za-z_-]{20}",
+            r"|glpat-[0-9A-Za-z_-]{27,300}\.[0-9a-z]{2}\.[0-9a-z]{7,9}",
+            r"|glptt-[0-9a-f]{40}|glcbt-(?:[0-9A-Za-z]{1,5}_)?[0-9A-Za-z_-]{20}",
+            r"|gloas-[0-9A-Za-z_-]{64}",
+        )),
         len: (20, 300),
         ..DEFAULT
     },
@@ -224,7 +269,6 @@ pub(super) const SHAPES: &[Shape] = &[
         starts: &["hooks.slack.com/"],
         pattern: r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Za-z0-9_]{6,}/[A-Za-z0-9_]{6,}/(?:[0-9]+/)?(?P<s>[A-Za-z0-9]{16,})",
         before: Before::Any,
-        body: "A-Za-z0-9_/",
         len: (16, 64),
         ..DEFAULT
     },
@@ -232,9 +276,12 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:slack-token",
         starts: &["xox"],
         pattern: r"xox[bapres]-(?P<s>[0-9A-Za-z-]{10,})",
+        hex_ok: true,
+        assemble: Assemble::Strict(
+            r"xox[bapres]-[0-9]{8,14}(?:-[0-9]{8,14}){1,2}-[0-9A-Za-z]{24,34}",
+        ),
         // Slack tokens carry numeric team and user ids; `xoxs-and-hugs-forever` does not.
         check: Some(|m| m[5..].iter().any(u8::is_ascii_digit)),
-        body: "A-Za-z0-9-",
         len: (10, 255),
         ..DEFAULT
     },
@@ -242,7 +289,8 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:slack-token",
         starts: &["xapp-"],
         pattern: r"xapp-[0-9]-(?P<s>[A-Z0-9]+-[0-9]+-[A-Za-z0-9]{16,})",
-        body: "A-Za-z0-9-",
+        hex_ok: true,
+        assemble: Assemble::Strict(r"xapp-[0-9]-[A-Z0-9]{9,13}-[0-9]{10,14}-[A-Za-z0-9]{32,64}"),
         len: (20, 255),
         ..DEFAULT
     },
@@ -250,14 +298,14 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:anthropic-key",
         starts: &["sk-ant-"],
         pattern: r"sk-ant-(?:[a-z]+[0-9]{2}-)?(?P<s>[A-Za-z0-9_-]{20,})",
-        body: "A-Za-z0-9_-",
+        assemble: Assemble::Strict(r"sk-ant-[a-z]{3,6}[0-9]{2}-[A-Za-z0-9_-]{90,100}"),
         len: (20, 255),
         ..DEFAULT
     },
     Shape {
         rule: "dlp:openai-key",
         starts: &["sk-"],
-        pattern: r"sk-(?P<s>[A-Za-z0-9_-]{20,})",
+        pattern: r"sk-(?:(?:proj|svcacct|admin)-)?(?P<s>[A-Za-z0-9_-]{20,})",
         // A generated key mixes cases and digits; a kebab-case name after `sk-` does not.
         check: Some(|m| {
             let body = &m[3..];
@@ -270,14 +318,21 @@ pub(super) const SHAPES: &[Shape] = &[
                 .unwrap_or(body);
             looks_generated(body)
         }),
-        body: "A-Za-z0-9_-",
         len: (20, 255),
+        // Project, service-account and admin keys, and the older ones, all hold it.
+        marker: Some("T3BlbkFJ"),
+        assemble: Assemble::Strict(
+            r"sk-(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{20,160}T3BlbkFJ[A-Za-z0-9_-]{20,160}",
+        ),
         ..DEFAULT
     },
     Shape {
         rule: "dlp:ai-provider-key",
         starts: &["gsk_", "xai-", "r8_", "pplx-"],
         pattern: r"(?:gsk_|xai-|r8_|pplx-)(?P<s>[A-Za-z0-9]{32,})(?:[^A-Za-z0-9]|$)",
+        assemble: Assemble::Strict(
+            r"gsk_[A-Za-z0-9]{52}|xai-[A-Za-z0-9]{80}|r8_[A-Za-z0-9]{37}|pplx-[A-Za-z0-9]{48}",
+        ),
         check: Some(|m| looks_generated(&m[3..])),
         len: (32, 255),
         ..DEFAULT
@@ -289,6 +344,7 @@ pub(super) const SHAPES: &[Shape] = &[
             "sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_",
         ],
         pattern: r"[sr]k_(?:live|test|prod)_(?P<s>[0-9A-Za-z]{16,247})(?:[^A-Za-z0-9]|$)",
+        assemble: Assemble::Strict(r"[sr]k_(?:live|test|prod)_(?:[0-9A-Za-z]{24}|[0-9A-Za-z]{99})"),
         len: (16, 247),
         ..DEFAULT
     },
@@ -296,7 +352,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:stripe-key",
         starts: &["whsec_"],
         pattern: r"whsec_(?P<s>[A-Za-z0-9+/]{32,})",
-        body: "A-Za-z0-9+/",
+        assemble: Assemble::Strict(r"whsec_[A-Za-z0-9+/]{32}"),
         len: (32, 255),
         ..DEFAULT
     },
@@ -305,7 +361,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:square-token",
         starts: &["sq0atp-", "sq0csp-"],
         pattern: r"sq0(?:atp|csp)-(?P<s>[0-9A-Za-z_-]{22,60})",
-        body: "A-Za-z0-9_-",
+        assemble: Assemble::Strict(r"sq0atp-[0-9A-Za-z_-]{22}|sq0csp-[0-9A-Za-z_-]{43}"),
         len: (22, 60),
         ..DEFAULT
     },
@@ -313,7 +369,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:square-token",
         starts: &["EAAA"],
         pattern: r"EAAA(?P<s>[0-9A-Za-z_-]{60})(?:[^0-9A-Za-z_-]|$)",
-        body: "A-Za-z0-9_-",
         len: (60, 60),
         ..DEFAULT
     },
@@ -321,7 +376,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:shopify-token",
         starts: &["shpat_", "shpca_", "shppa_", "shpss_"],
         pattern: r"shp(?:at|ca|pa|ss)_(?P<s>[a-fA-F0-9]{32})(?:[^A-Za-z0-9]|$)",
-        body: "a-fA-F0-9",
         len: (32, 32),
         ..DEFAULT
     },
@@ -336,7 +390,9 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:pypi-token",
         starts: &["pypi-AgE"],
         pattern: r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)(?P<s>[A-Za-z0-9_-]{50,})",
-        body: "A-Za-z0-9_-",
+        assemble: Assemble::Strict(
+            r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{50,300}",
+        ),
         len: (50, 4096),
         ..DEFAULT
     },
@@ -344,7 +400,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:docker-token",
         starts: &["dckr_pat_", "dckr_oat_"],
         pattern: r"dckr_(?:pat|oat)_(?P<s>[A-Za-z0-9_-]{27,})",
-        body: "A-Za-z0-9_-",
+        assemble: Assemble::Strict(r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,36}"),
         len: (27, 255),
         ..DEFAULT
     },
@@ -352,11 +408,11 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:huggingface-token",
         starts: &["hf_", "api_org_"],
         pattern: r"(?:hf_|api_org_)(?P<s>[A-Za-z]{30,})",
+        assemble: Assemble::Strict(r"(?:hf_|api_org_)[A-Za-z]{34}"),
         // Tokens mix cases; a long snake-case word after `hf_` is all lower case.
         check: Some(|m| {
             m.iter().any(u8::is_ascii_uppercase) && m[3..].iter().any(u8::is_ascii_lowercase)
         }),
-        body: "A-Za-z",
         len: (30, 255),
         ..DEFAULT
     },
@@ -364,7 +420,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:sendgrid-key",
         starts: &["SG."],
         pattern: r"SG\.(?P<s>[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|$)",
-        body: "A-Za-z0-9_.-",
         len: (66, 66),
         ..DEFAULT
     },
@@ -372,7 +427,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:sendinblue-key",
         starts: &["xkeysib-", "xsmtpsib-"],
         pattern: r"x(?:keysib|smtpsib)-(?P<s>[a-f0-9]{64}-[A-Za-z0-9]{16})",
-        body: "A-Za-z0-9-",
         len: (81, 81),
         ..DEFAULT
     },
@@ -380,7 +434,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:twilio-key",
         starts: TWILIO_STARTS,
         pattern: r"SK(?P<s>[0-9a-f]{32})(?:[^A-Za-z0-9]|$)",
-        body: "a-f0-9",
         len: (32, 32),
         ..DEFAULT
     },
@@ -389,7 +442,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:mailgun-key",
         starts: &["key-", "pubkey-"],
         pattern: r"(?:pub)?key-(?P<s>[a-f0-9]{32})(?:[^A-Za-z0-9]|$)",
-        body: "a-f0-9",
         len: (32, 32),
         ..DEFAULT
     },
@@ -398,7 +450,6 @@ pub(super) const SHAPES: &[Shape] = &[
         starts: &["-us"],
         pattern: r"(?P<s>[a-f0-9]{32})-us[0-9]{1,2}(?:[^A-Za-z0-9]|$)",
         back: Some(|_, at| at.checked_sub(32)),
-        body: "a-f0-9",
         len: (32, 32),
         ..DEFAULT
     },
@@ -406,7 +457,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:databricks-token",
         starts: &["dapi"],
         pattern: r"dapi(?P<s>[a-f0-9]{32})(?:-[0-9])?(?:[^A-Za-z0-9]|$)",
-        body: "a-f0-9",
         len: (32, 32),
         ..DEFAULT
     },
@@ -415,8 +465,8 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:azure-key",
         starts: &["AccountKey=", "SharedAccessKey="],
         pattern: r"(?:AccountKey|SharedAccessKey)=(?P<s>[A-Za-z0-9+/]{42,86})={0,2}",
+        assemble: Assemble::InOrder,
         before: Before::Any,
-        body: "A-Za-z0-9+/=",
         len: (42, 88),
         ..DEFAULT
     },
@@ -426,7 +476,6 @@ pub(super) const SHAPES: &[Shape] = &[
         starts: &["Q~"],
         pattern: r"[A-Za-z0-9_~.]{3}[0-9]Q~(?P<s>[A-Za-z0-9_~.-]{31,34})\.?(?:[^A-Za-z0-9_~.-]|$)",
         back: Some(|_, at| at.checked_sub(4)),
-        body: "A-Za-z0-9_~.-",
         len: (31, 34),
         ..DEFAULT
     },
@@ -441,7 +490,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:digitalocean-token",
         starts: &["dop_v1_", "doo_v1_", "dor_v1_"],
         pattern: r"do[opr]_v1_(?P<s>[a-f0-9]{64})(?:[^A-Za-z0-9]|$)",
-        body: "a-f0-9",
         len: (64, 64),
         ..DEFAULT
     },
@@ -449,7 +497,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:heroku-key",
         starts: &["HRKU-AA"],
         pattern: r"HRKU-AA(?P<s>[0-9A-Za-z_-]{58})(?:[^0-9A-Za-z_-]|$)",
-        body: "A-Za-z0-9_-",
         len: (58, 58),
         ..DEFAULT
     },
@@ -471,7 +518,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:pulumi-token",
         starts: &["pul-"],
         pattern: r"pul-(?P<s>[a-f0-9]{40})(?:[^A-Za-z0-9]|$)",
-        body: "a-f0-9",
         len: (40, 40),
         ..DEFAULT
     },
@@ -480,7 +526,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:vault-token",
         starts: &["hvs.", "hvb.", "hvr."],
         pattern: r"hv[sbr]\.(?P<s>[A-Za-z0-9_-]{24,})",
-        body: "A-Za-z0-9_-",
+        assemble: Assemble::Strict(r"hv[sbr]\.[A-Za-z0-9_-]{24,256}"),
         len: (24, 1024),
         ..DEFAULT
     },
@@ -490,7 +536,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:grafana-token",
         starts: &["glc_", "eyJrIjoi"],
         pattern: r"(?:glc_|eyJrIjoi)(?P<s>[A-Za-z0-9+/]{32,}={0,2})",
-        body: "A-Za-z0-9+/=",
+        assemble: Assemble::Strict(r"(?:glc_|eyJrIjoi)[A-Za-z0-9+/]{32,400}={0,2}"),
         len: (32, 1024),
         ..DEFAULT
     },
@@ -498,7 +544,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:grafana-token",
         starts: &["glsa_"],
         pattern: r"glsa_(?P<s>[A-Za-z0-9]{32})_[A-Fa-f0-9]{8}(?:[^A-Za-z0-9]|$)",
-        body: "A-Za-z0-9_",
         len: (32, 32),
         ..DEFAULT
     },
@@ -507,7 +552,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:atlassian-token",
         starts: &["ATATT3", "ATBB"],
         pattern: r"(?:ATATT3|ATBB)(?P<s>[A-Za-z0-9_=.-]{32,})",
-        body: "A-Za-z0-9_=.-",
+        assemble: Assemble::Strict(r"ATATT3[A-Za-z0-9_=.-]{150,250}|ATBB[A-Za-z0-9]{32}"),
         len: (32, 300),
         ..DEFAULT
     },
@@ -530,7 +575,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:postman-key",
         starts: &["PMAK-"],
         pattern: r"PMAK-(?P<s>[a-f0-9]{24}-[a-f0-9]{34})(?:[^A-Za-z0-9]|$)",
-        body: "a-f0-9-",
         len: (59, 59),
         ..DEFAULT
     },
@@ -538,7 +582,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:sentry-token",
         starts: &["sntryu_", "sntrys_"],
         pattern: r"(?:sntryu_(?P<s>[a-f0-9]{64})|sntrys_(?P<t>eyJ[A-Za-z0-9+/=_]{60,}))",
-        body: "A-Za-z0-9+/=_",
+        assemble: Assemble::Strict(r"sntryu_[a-f0-9]{64}|sntrys_eyJ[A-Za-z0-9+/=_]{60,400}"),
         len: (64, 1024),
         ..DEFAULT
     },
@@ -546,7 +590,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:new-relic-key",
         starts: &["NRAK-", "NRAA-", "NRJS-", "NRII-"],
         pattern: r"NR(?:AK|AA|JS|II)-(?P<s>[A-Za-z0-9-]{19,40})(?:[^A-Za-z0-9-]|$)",
-        body: "A-Za-z0-9-",
+        hex_ok: true,
         len: (19, 40),
         ..DEFAULT
     },
@@ -555,7 +599,6 @@ pub(super) const SHAPES: &[Shape] = &[
         starts: &["discord.com/api/webhooks/", "discordapp.com/api/webhooks/"],
         pattern: r"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/(?P<s>[A-Za-z0-9_-]{60,68})",
         before: Before::Any,
-        body: "A-Za-z0-9_/-",
         len: (60, 68),
         ..DEFAULT
     },
@@ -573,7 +616,7 @@ pub(super) const SHAPES: &[Shape] = &[
             Some(at - digits.count())
         }),
         before: Before::WordOr("bot"),
-        body: "A-Za-z0-9_-",
+        goes_on_after: b"/",
         len: (35, 35),
         ..DEFAULT
     },
@@ -581,7 +624,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:age-secret-key",
         starts: &["AGE-SECRET-KEY-1"],
         pattern: r"AGE-SECRET-KEY-1(?P<s>[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})",
-        body: "A-Z0-9",
         len: (58, 58),
         ..DEFAULT
     },
@@ -590,7 +632,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:1password-token",
         starts: &["ops_eyJ"],
         pattern: r"ops_(?P<s>eyJ[A-Za-z0-9+/]{100,}={0,3})",
-        body: "A-Za-z0-9+/=",
+        assemble: Assemble::Strict(r"ops_eyJ[A-Za-z0-9+/]{100,1000}={0,3}"),
         len: (100, 4096),
         ..DEFAULT
     },
@@ -606,7 +648,6 @@ pub(super) const SHAPES: &[Shape] = &[
         // CircleCI personal tokens, Buildkite, Travis-less Drone-less: the shaped ones.
         starts: &["CCIPAT_", "bkua_", "CLOJARS_"],
         pattern: r"(?:CCIPAT_[A-Za-z0-9]{22}_(?P<s>[a-f0-9]{40})|bkua_(?P<t>[a-f0-9]{40})|CLOJARS_(?P<u>[a-z0-9]{60}))(?:[^A-Za-z0-9]|$)",
-        body: "A-Za-z0-9_",
         len: (40, 60),
         ..DEFAULT
     },
@@ -614,7 +655,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:dynatrace-token",
         starts: &["dt0c01."],
         pattern: r"dt0c01\.(?P<s>[A-Z0-9]{24}\.[A-Z0-9]{64})(?:[^A-Za-z0-9]|$)",
-        body: "A-Z0-9.",
         len: (89, 89),
         ..DEFAULT
     },
@@ -629,7 +669,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:flutterwave-key",
         starts: &["FLWSECK-", "FLWSECK_TEST-"],
         pattern: r"FLWSECK(?:_TEST)?-(?P<s>[a-h0-9]{32})-X",
-        body: "a-h0-9X-",
+        hex_ok: true,
         len: (32, 32),
         ..DEFAULT
     },
@@ -637,7 +677,9 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:flyio-token",
         starts: &["fo1_", "fm1a_", "fm1r_", "fm2_"],
         pattern: r"(?:fo1_(?P<s>[A-Za-z0-9_-]{43})|fm(?:1[ar]|2)_(?P<t>[A-Za-z0-9+/]{100,}={0,3}))",
-        body: "A-Za-z0-9_+/=-",
+        assemble: Assemble::Strict(
+            r"fo1_[A-Za-z0-9_-]{43}|fm(?:1[ar]|2)_[A-Za-z0-9+/]{100,1000}={0,3}",
+        ),
         len: (43, 4096),
         ..DEFAULT
     },
@@ -645,7 +687,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:mapbox-token",
         starts: &["sk.eyJ"],
         pattern: r"sk\.(?P<s>eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,})",
-        body: "A-Za-z0-9_.-",
+        assemble: Assemble::Strict(r"sk\.eyJ[A-Za-z0-9_-]{20,200}\.[A-Za-z0-9_-]{20,200}"),
         len: (44, 1024),
         ..DEFAULT
     },
@@ -653,7 +695,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:openshift-token",
         starts: &["sha256~"],
         pattern: r"sha256~(?P<s>[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|$)",
-        body: "A-Za-z0-9_-",
         len: (43, 43),
         ..DEFAULT
     },
@@ -661,7 +702,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:planetscale-token",
         starts: &["pscale_tkn_", "pscale_pw_", "pscale_oauth_"],
         pattern: r"pscale_(?:tkn|pw|oauth)_(?P<s>[A-Za-z0-9_.=-]{32,64})",
-        body: "A-Za-z0-9_.=-",
         len: (32, 64),
         ..DEFAULT
     },
@@ -676,7 +716,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:rubygems-key",
         starts: &["rubygems_"],
         pattern: r"rubygems_(?P<s>[a-f0-9]{48})(?:[^A-Za-z0-9]|$)",
-        body: "a-f0-9",
         len: (48, 48),
         ..DEFAULT
     },
@@ -684,7 +723,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:shippo-key",
         starts: &["shippo_live_", "shippo_test_"],
         pattern: r"shippo_(?:live|test)_(?P<s>[a-fA-F0-9]{40})(?:[^A-Za-z0-9]|$)",
-        body: "a-fA-F0-9",
         len: (40, 40),
         ..DEFAULT
     },
@@ -692,7 +730,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:sourcegraph-token",
         starts: &["sgp_"],
         pattern: r"sgp_(?:[a-fA-F0-9]{16}_|local_)?(?P<s>[a-fA-F0-9]{40})(?:[^A-Za-z0-9]|$)",
-        body: "a-fA-F0-9_",
         len: (40, 40),
         ..DEFAULT
     },
@@ -701,7 +738,6 @@ pub(super) const SHAPES: &[Shape] = &[
         starts: &[".atlasv1."],
         pattern: r"[A-Za-z0-9]{14}\.atlasv1\.(?P<s>[A-Za-z0-9_=-]{60,70})",
         back: Some(|_, at| at.checked_sub(14)),
-        body: "A-Za-z0-9_=-",
         len: (60, 70),
         ..DEFAULT
     },
@@ -709,7 +745,6 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:typeform-token",
         starts: &["tfp_"],
         pattern: r"tfp_(?P<s>[A-Za-z0-9_.=-]{59})",
-        body: "A-Za-z0-9_.=-",
         len: (59, 59),
         ..DEFAULT
     },
@@ -717,8 +752,11 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:jwt",
         starts: &["eyJ"],
         pattern: r"eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*",
+        assemble: Assemble::Strict(
+            r"eyJ[A-Za-z0-9_-]{2,400}\.eyJ[A-Za-z0-9_-]{2,2000}\.[A-Za-z0-9_-]{16,400}",
+        ),
         check: Some(is_jwt),
-        body: "A-Za-z0-9_.-",
+        viable: Some(jwt_so_far),
         len: (8, 8192),
         ..DEFAULT
     },
@@ -747,6 +785,33 @@ fn is_jwt(token: &[u8]) -> bool {
         }
     };
     object(header).is_some_and(|h| h.contains_key("alg")) && object(payload).is_some()
+}
+
+/// Whether the beginning of a JWT could still be one: each complete segment so far decodes to
+/// a JSON object (the header with `alg`), and the segment being written decodes to text.
+fn jwt_so_far(token: &[u8]) -> bool {
+    let mut segments = token.split(|&b| b == b'.').peekable();
+    let mut index = 0;
+    while let Some(segment) = segments.next() {
+        let last = segments.peek().is_none();
+        if index >= 2 {
+            return true;
+        }
+        let mut json = Vec::with_capacity(segment.len());
+        super::base64_into(segment, &mut json);
+        if last {
+            // The header and the payload are JSON text (the payload may hold UTF-8).
+            return json.iter().all(|&b| {
+                matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e) || (index > 0 && b >= 0x80)
+            });
+        }
+        match serde_json::from_slice::<serde_json::Value>(&json) {
+            Ok(serde_json::Value::Object(members)) if index > 0 || members.contains_key("alg") => {}
+            _ => return false,
+        }
+        index += 1;
+    }
+    true
 }
 
 /// Words that documentation puts in place of a secret (`AKIAIOSFODNN7EXAMPLE`,
@@ -791,6 +856,15 @@ pub(super) fn is_placeholder(s: &[u8], min: usize) -> bool {
     low_information(&rest[..min])
 }
 
+/// Whether a piece of a secret, judged on its own, is a placeholder's: it holds a placeholder
+/// word, or its first 32 bytes (from eight) carry little information.
+pub(super) fn holds_placeholder(text: &[u8]) -> bool {
+    PLACEHOLDER_WORDS.iter().any(|word| {
+        text.windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+    }) || (text.len() >= 8 && low_information(&text[..text.len().min(32)]))
+}
+
 /// Few distinct characters, mostly consecutive ones, or a short period.
 pub(super) fn low_information(w: &[u8]) -> bool {
     let n = w.len();
@@ -821,7 +895,7 @@ pub(super) fn low_information(w: &[u8]) -> bool {
     })
 }
 
-/// A class as written in a shape's `body` (`A-Za-z0-9_-`): ranges and single characters; a
+/// A class as written in a pattern (`A-Za-z0-9_-`): ranges and single characters; a
 /// `-` last is itself.
 pub(super) fn class(spec: &str) -> [bool; 256] {
     let mut set = [false; 256];

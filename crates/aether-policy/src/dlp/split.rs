@@ -1,63 +1,76 @@
 //! A secret split into pieces: the parts of one call (or of a session's recent calls) read
 //! together, whatever their names, their order and their number.
 //!
-//! Every part of a call is a *source* (a URL's host labels, path segments, query names and
-//! values, fragment; each header's name and value; a form's names and values; every string and
-//! key of JSON; a text body), and every source is cut into *pieces* at the characters no
-//! credential holds (whitespace, quotes, brackets, `,` `;` `&` `=`). A piece that is
-//! percent-encoded, escaped, in Unicode compatibility forms, or whole base64 or hex of text is
-//! also kept decoded, beside itself.
+//! Every part of a call is a *source*: a URL's user info, host labels, path segments, query
+//! names and values and fragment; each header's name and value; a form's names and values;
+//! every string and key of JSON; a text body. Two searches run over them.
 //!
-//! Two searches run over them:
+//! - **Assembly**, for pieces in any order. A *piece* is a source that is one token and
+//!   nothing else (no whitespace, quote, bracket, `,` `;` `&` `=` inside; `=` padding at its
+//!   end allowed), at least [`MIN_PIECE`] bytes long: a field holding a piece of a secret holds
+//!   only that. A piece that is percent-encoded, escaped, in Unicode compatibility forms, or
+//!   whole base64 or hex of text is also taken decoded. Names (keys, header and parameter
+//!   names) that read as words (`Content-Type`, `user_id`, `userName`) and pieces that hold a
+//!   placeholder word or carry little information are not pieces.
 //!
-//! - **Assembly**, for pieces in any order. A *head* is where a credential starts: a literal
-//!   of a shape (`ghp_`) followed only by characters of that shape's alphabet up to the end of
-//!   its piece, or a piece that is only the beginning of a literal (`gh`, `AKI`) continued by
-//!   other pieces into the whole literal. Every other piece made only of the shape's alphabet
-//!   is a *filler*. The head is completed with fillers: the sums of filler lengths reachable
-//!   are worked out (subset sums), and for the shortest few that could complete the shape the
-//!   fillers making them up (the most random-looking preferred) are put after the head in the
-//!   order the call holds them, and the shape's own regex, checks and placeholder test decide.
-//!   Because a shape's body is a class repeated, which fillers complete it matters and their
-//!   order does not; for shapes with inner structure (a JWT's dots) the order tried is the
-//!   call's.
+//!   A *head* is a piece holding a shape's literal (`ghp_`, at its start or after a byte the
+//!   shape allows before it) or one that is only the beginning of a literal (`gh`, `AKI`); for
+//!   a shape whose literal lies inside it (Telegram's `:AA`), any piece that can begin it, once
+//!   some piece holds the literal's punctuation. From each head, pieces are appended one at a
+//!   time, each only while the result can still become the shape: a lazy DFA of the shape's
+//!   *assembly form* (its documented structure and length, stricter than what is matched in
+//!   one text: see [`super::shapes::Assemble`]) is fed the piece's bytes and must not die.
+//!   Orders that reach the same automaton state with the same pieces are not walked twice
+//!   (for a shape whose body is a class repeated, which pieces complete it matters, not their
+//!   order); a JWT is pruned instead by its header and payload decoding to JSON as they grow.
+//!
+//!   A candidate is accepted only if it is the shape's credential by its own regex and checks
+//!   (and not a placeholder), its random part reads as generated for its alphabet (see
+//!   [`plausibly_random`]: not hex where letters beyond `f` are expected, not words, not
+//!   digits alone), no piece's share of it is a placeholder, and it uses at least two pieces,
+//!   one of them from the call being scanned. The last piece may go on past the secret after a
+//!   byte the secret cannot hold (`…/getMe` after a bot token).
 //! - **Join**, for a value encoded whole (base64, hex, percent) and then cut: all sources end to
 //!   end in the call's order, scanned like one text, with base64 and hex also decoded from
 //!   each junction.
 //!
-//! Bounds, so a crafted call costs little: [`MAX_PIECES`] pieces, each at most [`MAX_PIECE`]
-//! bytes as a filler, [`MAX_HEADS`] heads, [`MAX_FILLERS`] fillers and [`MAX_LENGTHS`]
-//! candidate lengths per head, literal continuations [`MAX_CHAIN`] pieces deep, and assembled
-//! candidates of at most [`MAX_ASSEMBLED`] bytes.
+//! Bounds, so a crafted call costs little: [`MAX_PIECES`] pieces (later ones are still
+//! scanned one by one, and joined), each at most [`MAX_PIECE`] bytes; [`MAX_HEADS`] heads;
+//! [`MAX_STEPS`] pieces tried after a beginning for the whole call, [`MAX_HEAD_STEPS`] of them
+//! from one head; [`MAX_DEPTH`] pieces in one candidate; the join takes [`JOIN_WINDOW`] bytes
+//! from each end of a source.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
+use regex_automata::hybrid::LazyStateID;
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::util::{start, syntax};
+use regex_automata::{Anchored, MatchKind};
 use serde_json::Value;
 
 use super::{
-    Finding, Layer, Scanner, Step, escape_view, json_place, percent_decode_into, piece_path,
-    unicode_view,
+    CompiledShape, Finding, Layer, Scanner, Step, escape_view, json_place, percent_decode_into,
+    piece_path, shapes, unicode_view,
 };
 
-/// How many pieces a call's assembly looks at (raw and decoded together); later ones are not
-/// assembled (they are still scanned one by one, and joined).
-pub(super) const MAX_PIECES: usize = 512;
-/// The longest piece used as a filler.
+/// The shortest piece: one- and two-character fields (`v2`, `id`, `en`) are everywhere, and
+/// would fit anywhere.
+const MIN_PIECE: usize = 3;
+/// The longest piece.
 pub(super) const MAX_PIECE: usize = 512;
-/// How many heads a call's assembly completes.
-const MAX_HEADS: usize = 16;
-/// How many fillers one head is completed from (the most random-looking).
-const MAX_FILLERS: usize = 64;
-/// How many lengths one head is tried at.
-const MAX_LENGTHS: usize = 12;
-/// How many pieces a split literal may be spread over.
-const MAX_CHAIN: usize = 4;
-/// The shortest filler: one- and two-character fields are everywhere.
-const MIN_FILLER: usize = 3;
-/// Up to how many fillers every order is tried.
-const MAX_PERMUTED: usize = 4;
-/// The longest assembled candidate.
-const MAX_ASSEMBLED: usize = 2048;
+/// How many pieces (decoded ones included) a call's assembly looks at: one bit each.
+const MAX_PIECES: usize = 128;
+/// How many heads a call's assembly starts from.
+const MAX_HEADS: usize = 32;
+/// Where in one piece a shape whose literal is inside it may begin.
+const MAX_STARTS_IN_PIECE: usize = 8;
+/// How many times, for the whole call, a piece is tried after a beginning.
+const MAX_STEPS: usize = 32 * 1024;
+/// How many of them one head may take.
+const MAX_HEAD_STEPS: usize = 8 * 1024;
+/// How many pieces one candidate holds.
+const MAX_DEPTH: usize = 12;
 /// How much of one source the join takes from each end.
 const JOIN_WINDOW: usize = 4096;
 
@@ -87,10 +100,8 @@ pub(super) enum Origin<'a> {
 pub(super) struct Piece<'a> {
     pub text: Cow<'a, [u8]>,
     /// Index into [`Pieces::origins`]; a piece and its decoded variants share one, and an
-    /// assembly uses at most one piece of a source... of a piece's variants.
+    /// assembly uses at most one of them.
     pub origin: usize,
-    /// Which raw piece this is or was decoded from.
-    pub raw: usize,
     pub layer: Option<Layer>,
 }
 
@@ -102,21 +113,21 @@ pub(super) struct Pieces<'a> {
     /// Every source's text, in the call's order, and whether it is a value (not a name):
     /// values are what the join joins.
     pub sources: Vec<(usize, Cow<'a, [u8]>, bool)>,
-    raws: usize,
 }
 
-/// Whether a byte ends a piece.
-fn cuts(b: u8) -> bool {
+/// Whether a byte ends a token: a piece holds none.
+pub(super) fn cuts(b: u8) -> bool {
     super::ends_token(b) || matches!(b, b'&' | b';' | b'=')
 }
 
 impl<'a> Pieces<'a> {
-    /// Adds one value: kept whole for the join and cut into pieces.
+    /// Adds one value: kept whole for the join, and a piece if it is one.
     pub fn source(&mut self, origin: Origin<'a>, text: Cow<'a, [u8]>) {
         self.add(origin, text, true);
     }
 
-    /// Adds one name (a key, a header or parameter name): cut into pieces, not joined.
+    /// Adds one name (a key, a header or parameter name): a piece if it is one and does not
+    /// read as an identifier; not joined.
     pub fn name(&mut self, origin: Origin<'a>, text: Cow<'a, [u8]>) {
         self.add(origin, text, false);
     }
@@ -127,70 +138,65 @@ impl<'a> Pieces<'a> {
         }
         let o = self.origins.len();
         self.origins.push(origin);
-        match &text {
-            Cow::Borrowed(t) => self.cut(o, t),
-            Cow::Owned(t) => {
-                for piece in t.split(|&b| cuts(b)).filter(|p| !p.is_empty()) {
-                    self.piece(o, Cow::Owned(piece.to_vec()));
-                }
-            }
+        if let Some((range, body)) = whole_piece(&text)
+            && (value || !reads_as_words(&text[range.start..range.start + body]))
+        {
+            let piece = match &text {
+                Cow::Borrowed(t) => Cow::Borrowed(&t[range]),
+                Cow::Owned(t) => Cow::Owned(t[range].to_vec()),
+            };
+            self.piece(o, piece, body);
         }
         self.sources.push((o, text, value));
     }
 
-    fn cut(&mut self, origin: usize, text: &'a [u8]) {
-        for piece in text.split(|&b| cuts(b)).filter(|p| !p.is_empty()) {
-            self.piece(origin, Cow::Borrowed(piece));
-        }
-    }
-
-    /// Adds one piece and what it decodes to.
-    fn piece(&mut self, origin: usize, text: Cow<'a, [u8]>) {
+    /// Adds a piece (`body` bytes of it before any `=` padding) and what it decodes to.
+    fn piece(&mut self, origin: usize, text: Cow<'a, [u8]>, body: usize) {
         if self.pieces.len() >= MAX_PIECES {
             return;
         }
-        let raw = self.raws;
-        self.raws += 1;
-        let variants = if text.len() <= MAX_PIECE {
-            decoded_variants(&text)
-        } else {
-            Vec::new()
-        };
-        self.pieces.push(Piece {
-            text,
-            origin,
-            raw,
-            layer: None,
-        });
+        let variants = decoded_variants(&text[..body]);
+        if could_be_a_piece(&text) {
+            self.pieces.push(Piece {
+                text,
+                origin,
+                layer: None,
+            });
+        }
         for (layer, text) in variants {
-            if self.pieces.len() < MAX_PIECES && !text.is_empty() {
+            if self.pieces.len() < MAX_PIECES && could_be_a_piece(&text) {
                 self.pieces.push(Piece {
                     text: Cow::Owned(text),
                     origin,
-                    raw,
                     layer: Some(layer),
                 });
             }
         }
     }
 
+    /// Whether a piece was sent by the call being scanned (not kept from an earlier one).
+    fn is_current(&self, p: usize) -> bool {
+        !matches!(self.origins[self.pieces[p].origin], Origin::Earlier(_))
+    }
+
     /// The place a finding names for a set of pieces.
-    pub fn place(&self, scanner: &Scanner, used: &[usize]) -> String {
+    fn place(&self, scanner: &Scanner, used: &[usize]) -> String {
         let origins: Vec<usize> = used.iter().map(|&p| self.pieces[p].origin).collect();
-        let texts: Vec<&[u8]> = used
-            .iter()
-            .flat_map(|&p| [&*self.pieces[p].text, &*self.pieces[self.raw_of(p)].text])
-            .collect();
+        let mut texts: Vec<&[u8]> = used.iter().map(|&p| &*self.pieces[p].text).collect();
+        texts.extend(
+            self.sources
+                .iter()
+                .filter(|(o, _, _)| origins.contains(o))
+                .map(|(_, t, _)| &**t),
+        );
         self.place_of(scanner, &origins, &texts)
     }
 
     /// The place a finding names for pieces from `origins`: their names joined, without any of
     /// `texts` (the pieces themselves, which may be names: a JSON key, a header name).
-    fn place_of(&self, scanner: &Scanner, origins: &[usize], texts: &[&[u8]]) -> String {
-        let mut origins = origins.to_vec();
-        origins.dedup();
+    pub(super) fn place_of(&self, scanner: &Scanner, origins: &[usize], texts: &[&[u8]]) -> String {
         let mut names: Vec<String> = Vec::new();
-        for o in origins {
+        for &o in origins {
             let name = match &self.origins[o] {
                 Origin::Url => "url".to_string(),
                 Origin::Query(name) => format!("query:{}", scanner.label(name)),
@@ -222,14 +228,87 @@ impl<'a> Pieces<'a> {
         }
         place
     }
+}
 
-    fn raw_of(&self, p: usize) -> usize {
-        let raw = self.pieces[p].raw;
-        self.pieces[..=p]
-            .iter()
-            .rposition(|q| q.raw == raw && q.layer.is_none())
-            .unwrap_or(p)
+/// Where the one token a source is lies in it (surrounding whitespace left out), and how long
+/// it is before any `=` padding; `None` when the source holds more than one token.
+fn whole_piece(text: &[u8]) -> Option<(std::ops::Range<usize>, usize)> {
+    let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
+    let end = text.iter().rposition(|b| !b.is_ascii_whitespace())? + 1;
+    let token = &text[start..end];
+    let padding = token.iter().rev().take_while(|&&b| b == b'=').count();
+    let body = token.len() - padding;
+    let whole = padding <= 2
+        && (MIN_PIECE..=MAX_PIECE).contains(&body)
+        && !token[..body].iter().any(|&b| cuts(b));
+    whole.then_some((start..end, body))
+}
+
+/// Whether a text reads as words rather than random characters: no digits, and each part
+/// between `_`, `-` and `.` is in one case (`API`, `key`) or words in camel case (`GitHub`,
+/// `userName`: each capital followed by two lower-case letters or more). Random characters
+/// seldom do from six on: a lone lower-case letter between capitals (`OFFyTrAA`) or a digit
+/// gives them away.
+fn reads_as_words(text: &[u8]) -> bool {
+    if text.iter().any(u8::is_ascii_digit) || !text.iter().any(u8::is_ascii_alphabetic) {
+        return false;
     }
+    text.split(|&b| matches!(b, b'_' | b'-' | b'.'))
+        .all(|part| {
+            if !part.iter().all(u8::is_ascii_alphabetic) {
+                return false;
+            }
+            if part.iter().all(u8::is_ascii_uppercase) || part.iter().all(u8::is_ascii_lowercase) {
+                return true;
+            }
+            // Camel case: cut before each capital that a lower-case letter follows.
+            let mut chunks = Vec::new();
+            let mut from = 0;
+            for i in 1..part.len() {
+                if part[i].is_ascii_uppercase()
+                    && part.get(i + 1).is_some_and(u8::is_ascii_lowercase)
+                {
+                    chunks.push(&part[from..i]);
+                    from = i;
+                }
+            }
+            chunks.push(&part[from..]);
+            chunks.iter().all(|chunk| {
+                let lower = chunk.iter().filter(|b| b.is_ascii_lowercase()).count();
+                chunk.iter().all(u8::is_ascii_uppercase)
+                    || (lower >= 2 && chunk.iter().skip(1).all(u8::is_ascii_lowercase))
+            })
+        })
+}
+
+/// Whether a share of an assembled secret reads as ordinary text rather than a piece of it:
+/// words; and, where the secret's class (`class`) has letters beyond hex and the share is not
+/// hex where the shape's random part may be (`hex_ok`), a number, or eight characters or more
+/// without a capital where the class has both cases (an identifier, a digest: a random piece
+/// that long has one almost always).
+fn reads_as_ordinary(share: &[u8], class: Option<&[bool]>, hex_ok: bool) -> bool {
+    if reads_as_words(share) {
+        return true;
+    }
+    let Some(class) = class else {
+        return false;
+    };
+    let has = |from: u8, to: u8| (from..=to).any(|b| class[usize::from(b)]);
+    let hex = share
+        .iter()
+        .all(|b| b.is_ascii_hexdigit() || !b.is_ascii_alphanumeric());
+    if (hex_ok && hex) || !(has(b'g', b'z') || has(b'G', b'Z')) {
+        return false;
+    }
+    let both_cases = has(b'a', b'z') && has(b'A', b'Z');
+    share.iter().all(u8::is_ascii_digit)
+        || (both_cases && share.len() >= 8 && !share.iter().any(u8::is_ascii_uppercase))
+}
+
+/// Whether a text could be a piece of a secret: long enough, no placeholder word, and (from
+/// eight bytes) not one character repeated, a run, or a short pattern.
+fn could_be_a_piece(text: &[u8]) -> bool {
+    text.len() >= MIN_PIECE && !shapes::holds_placeholder(text)
 }
 
 /// What a whole piece decodes to, where it is encoded: percent, escapes, Unicode forms, and
@@ -250,18 +329,14 @@ fn decoded_variants(text: &[u8]) -> Vec<(Layer, Vec<u8>)> {
         out.push((Layer::Unicode, decoded));
     }
     let printable = |d: &[u8]| !d.is_empty() && d.iter().all(|b| (0x21..0x7f).contains(b));
-    let body = text
-        .strip_suffix(b"==")
-        .or(text.strip_suffix(b"="))
-        .unwrap_or(text);
-    if body.len() >= 4
-        && body.len() % 4 != 1
-        && body
+    if text.len() >= 4
+        && text.len() % 4 != 1
+        && text
             .iter()
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'))
     {
         let mut decoded = Vec::new();
-        super::base64_into(body, &mut decoded);
+        super::base64_into(text, &mut decoded);
         if printable(&decoded) {
             out.push((Layer::Base64, decoded));
         }
@@ -325,43 +400,52 @@ pub(super) fn class_changes(s: &[u8]) -> usize {
     s.windows(2).filter(|p| class(p[0]) != class(p[1])).count()
 }
 
-/// How many times the case or letter/digit class changes along the letters and digits of
-/// `s` (other characters skipped: `-` between words is no change).
-fn alnum_changes(s: &[u8]) -> usize {
-    let classes: Vec<u8> = s
-        .iter()
-        .filter(|b| b.is_ascii_alphanumeric())
-        .map(|&b| match b {
-            b'A'..=b'Z' => 0,
-            b'a'..=b'z' => 1,
-            _ => 2,
+/// The lazy DFA of a shape's assembly form, anchored at its start: it tells, byte by byte,
+/// whether what has been put together can still become the shape, and whether it is one.
+pub(super) fn automaton(pattern: &str) -> DFA {
+    DFA::builder()
+        .syntax(syntax::Config::new().unicode(false).utf8(false))
+        .configure(DFA::config().match_kind(MatchKind::All))
+        .build(pattern)
+        .unwrap_or_else(|e| panic!("DLP assembly pattern {pattern:?} does not build: {e}"))
+}
+
+/// Whether the random part of an assembled candidate reads as generated for the class it is
+/// drawn from (`class`), judged on each run of letters and digits of 16 or more: hex where the
+/// class has letters beyond `f` is a digest or an id, not this secret (unless the shape's
+/// random part may be hex, `hex_ok`); where the class has both cases, lower case without upper
+/// case is words, and a generated run changes between upper case, lower case and digits at
+/// least every third character; a run of 24 or more holds letters (not a number) and, where
+/// the class is hex, digits too. A run of random characters fails any of these with a
+/// probability below one in ten thousand.
+fn plausibly_random(secret: &[u8], class: &[bool], hex_ok: bool) -> bool {
+    let has = |from: u8, to: u8| (from..=to).any(|b| class[usize::from(b)]);
+    let beyond_f = has(b'g', b'z') || has(b'G', b'Z');
+    let both_cases = has(b'a', b'z') && has(b'A', b'Z');
+    let letters = has(b'a', b'z') || has(b'A', b'Z');
+    let digits = has(b'0', b'9');
+    secret
+        .split(|b| !b.is_ascii_alphanumeric())
+        .filter(|run| run.len() >= 16)
+        .all(|run| {
+            let lower = run.iter().any(u8::is_ascii_lowercase);
+            let upper = run.iter().any(u8::is_ascii_uppercase);
+            let digit = run.iter().any(u8::is_ascii_digit);
+            let hex = run.iter().all(u8::is_ascii_hexdigit) && !(lower && upper);
+            if hex && beyond_f && !hex_ok {
+                return false;
+            }
+            if both_cases && !hex && lower && !upper {
+                return false;
+            }
+            if both_cases && !hex && class_changes(run) * 3 < run.len() {
+                return false;
+            }
+            if run.len() >= 24 && letters && !(lower || upper) {
+                return false;
+            }
+            !(run.len() >= 24 && hex && !beyond_f && digits && !digit)
         })
-        .collect();
-    classes.windows(2).filter(|p| p[0] != p[1]).count()
-}
-
-/// Whether a filler could be a piece of a generated secret rather than ordinary text: at
-/// least [`MIN_FILLER`] characters; not a word or identifier (lower case with few class
-/// changes); not a digest of a standard length unless the shape is hex itself.
-fn could_be_a_piece(text: &[u8], shape: &super::CompiledShape) -> bool {
-    if text.len() < MIN_FILLER {
-        return false;
-    }
-    if text.len() >= 6
-        && text.iter().any(u8::is_ascii_lowercase)
-        && alnum_changes(text) * 4 < text.len()
-    {
-        return false;
-    }
-    let digest = matches!(text.len(), 32 | 40 | 64) && text.iter().all(u8::is_ascii_hexdigit);
-    !digest || !shape.body[usize::from(b'z')]
-}
-
-/// A head: a shape, the pieces that start it (in order) and their text from the match start.
-struct Head {
-    shape: usize,
-    parts: Vec<usize>,
-    text: Vec<u8>,
 }
 
 /// The credential the pieces form together, if any.
@@ -372,324 +456,455 @@ pub(super) fn find(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
     assemble(scanner, pieces).or_else(|| join(scanner, pieces))
 }
 
-fn assemble(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
-    let heads = heads(scanner, pieces);
-    for head in heads {
-        if let Some(used) = complete(scanner, pieces, &head) {
-            let decoded = used
-                .iter()
-                .filter_map(|&p| pieces.pieces[p].layer)
-                .take(1)
-                .collect();
-            return Some(Finding {
-                rule: scanner.shapes[head.shape].rule,
-                place: pieces.place(scanner, &used),
-                decoded,
-            });
-        }
-    }
-    None
+/// Where a shape may begin: a piece, and where in it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Head {
+    shape: usize,
+    piece: usize,
+    from: usize,
 }
 
-/// Where a credential may start in the pieces and go on in others.
-fn heads(scanner: &Scanner, pieces: &Pieces) -> Vec<Head> {
-    let mut heads = Vec::new();
-    // Pieces by first byte, for continuing a split literal.
-    let mut by_first: Vec<Vec<usize>> = vec![Vec::new(); 256];
-    for (i, p) in pieces.pieces.iter().enumerate() {
-        by_first[usize::from(p.text[0])].push(i);
+/// The lazy DFAs' caches for one call, created for a shape when it is first needed.
+struct Caches(Vec<Option<Cache>>);
+
+impl Caches {
+    fn of<'c>(
+        &'c mut self,
+        scanner: &'c Scanner,
+        shape: usize,
+    ) -> Option<(&'c DFA, &'c mut Cache)> {
+        let dfa = scanner.shapes[shape].split.as_ref()?;
+        let cache = self.0[shape].get_or_insert_with(|| dfa.create_cache());
+        Some((dfa, cache))
     }
-    for (i, piece) in pieces.pieces.iter().enumerate() {
-        if heads.len() >= MAX_HEADS {
-            break;
-        }
+}
+
+/// The heads of a call, the likeliest first: pieces holding a literal where its shape allows
+/// it (the longest literals first), pieces that are the beginning of a literal; for shapes
+/// whose literal lies inside them, when some piece holds a part of the literal with its
+/// punctuation, every place after a byte their shape allows before them from which the
+/// shape's automaton does not die. A shape with a fixed marker (OpenAI's `T3BlbkFJ`) is begun
+/// only if some piece holds a part of the marker.
+fn heads(scanner: &Scanner, pieces: &[Piece], caches: &mut Caches) -> Vec<Head> {
+    let possible = |s: usize| {
+        let shape = &scanner.shapes[s];
+        shape.split.is_some()
+            && shape.marker.is_none_or(|marker| {
+                pieces
+                    .iter()
+                    .any(|p| holds_part_of(marker.as_bytes(), &p.text, false))
+            })
+    };
+    // The shapes of exactly this literal: a shorter literal's (`sk-` for `sk-ant-`) would
+    // begin the same piece with less to go on.
+    let of_literal = |lit: usize| {
+        let literal = scanner.literals[lit];
+        scanner.tries[lit]
+            .iter()
+            .copied()
+            .filter(move |&s| shapes::SHAPES[s].starts.contains(&literal))
+    };
+    let mut literal_heads: Vec<(usize, Head)> = Vec::new();
+    let mut partial_heads: Vec<Head> = Vec::new();
+    for (p, piece) in pieces.iter().enumerate() {
         let text: &[u8] = &piece.text;
-        // A literal, and only its shape's alphabet after it to the end of the piece.
-        let mut at = 0;
-        while at < text.len() && heads.len() < MAX_HEADS {
-            let Some(found) = scanner
-                .starts
-                .find(aho_corasick::Input::new(text).range(at..))
-            else {
-                break;
-            };
-            let lit = found.pattern().as_usize();
-            for &s in &scanner.tries[lit] {
+        for found in scanner.starts.find_iter(text) {
+            for s in of_literal(found.pattern().as_usize()) {
                 let shape = &scanner.shapes[s];
-                let Some(start) = shape
-                    .back
-                    .map_or(Some(found.start()), |back| back(text, found.start()))
-                else {
-                    continue;
+                let from = match shape.back {
+                    Some(back) => back(text, found.start()),
+                    None => Some(found.start()),
                 };
-                let after = &text[found.end()..];
-                if shape.before.allows(text, start)
-                    && after.iter().all(|&b| shape.body[usize::from(b)])
-                    && text.len() - start < MAX_ASSEMBLED
-                    && shape.match_from(text, start).is_none()
+                if let Some(from) = from
+                    && possible(s)
+                    && shape.before.allows_in_piece(text, from)
                 {
-                    heads.push(Head {
-                        shape: s,
-                        parts: vec![i],
-                        text: text[start..].to_vec(),
-                    });
-                    break;
+                    literal_heads.push((
+                        found.len(),
+                        Head {
+                            shape: s,
+                            piece: p,
+                            from,
+                        },
+                    ));
                 }
             }
-            at = found.start() + 1;
         }
-        // A piece that is only the beginning of a literal.
-        if let Some(lits) = scanner.partial.get(text) {
-            for &lit in lits {
-                let literal = scanner.literals[lit].as_bytes();
-                continue_literal(
-                    scanner,
-                    pieces,
-                    &by_first,
-                    lit,
-                    literal,
-                    vec![i],
-                    text.to_vec(),
-                    &mut heads,
-                );
+        if let Some(literals) = scanner.partial.get(text) {
+            for &lit in literals {
+                for s in of_literal(lit) {
+                    if scanner.shapes[s].back.is_none() && possible(s) {
+                        partial_heads.push(Head {
+                            shape: s,
+                            piece: p,
+                            from: 0,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    literal_heads.sort_by_key(|&(len, _)| std::cmp::Reverse(len));
+    let mut heads: Vec<Head> = Vec::new();
+    let push = |heads: &mut Vec<Head>, head: Head| {
+        if heads.len() < MAX_HEADS && !heads.contains(&head) {
+            heads.push(head);
+        }
+    };
+    for head in literal_heads
+        .into_iter()
+        .map(|(_, h)| h)
+        .chain(partial_heads)
+    {
+        push(&mut heads, head);
+    }
+    for (s, shape) in scanner.shapes.iter().enumerate() {
+        if shape.back.is_none() || !possible(s) {
+            continue;
+        }
+        let literals = shapes::SHAPES[s].starts;
+        let gated = pieces.iter().any(|p| {
+            literals
+                .iter()
+                .any(|lit| holds_part_of(lit.as_bytes(), &p.text, true))
+        });
+        if !gated {
+            continue;
+        }
+        let Some((dfa, cache)) = caches.of(scanner, s) else {
+            continue;
+        };
+        let Ok(start) = dfa.start_state(cache, &start::Config::new().anchored(Anchored::Yes))
+        else {
+            continue;
+        };
+        for (p, piece) in pieces.iter().enumerate() {
+            let text: &[u8] = &piece.text;
+            let starts = (0..text.len())
+                .filter(|&from| shape.before.allows_in_piece(text, from))
+                .take(MAX_STARTS_IN_PIECE);
+            for from in starts {
+                let lives = text[from..].iter().try_fold(start, |state, &b| {
+                    dfa.next_state(cache, state, b)
+                        .ok()
+                        .filter(|next| !next.is_dead())
+                });
+                if lives.is_some() {
+                    push(
+                        &mut heads,
+                        Head {
+                            shape: s,
+                            piece: p,
+                            from,
+                        },
+                    );
+                }
             }
         }
     }
     heads
 }
 
-/// Continues a literal begun by `parts` (whose text is `have`) with other pieces.
-#[allow(clippy::too_many_arguments)]
-fn continue_literal(
-    scanner: &Scanner,
-    pieces: &Pieces,
-    by_first: &[Vec<usize>],
-    lit: usize,
-    literal: &[u8],
-    parts: Vec<usize>,
-    have: Vec<u8>,
-    heads: &mut Vec<Head>,
-) {
-    let rest = &literal[have.len()..];
-    for &q in &by_first[usize::from(rest[0])] {
-        if heads.len() >= MAX_HEADS {
-            return;
+/// Whether `text` holds a part of `literal`: three bytes of it in a row, or its beginning at
+/// the end of `text`, or its end at the beginning of `text` (two bytes at least, or one with
+/// punctuation). With `punctuated`, only parts with punctuation count (`:` of Telegram's
+/// `:AA`; the letters alone, `AA`, are everywhere).
+fn holds_part_of(literal: &[u8], text: &[u8], punctuated: bool) -> bool {
+    let counts = |s: &[u8]| {
+        let punct = s.iter().any(|b| !b.is_ascii_alphanumeric());
+        if punctuated {
+            punct
+        } else {
+            punct || s.len() >= 2
         }
-        let origin = pieces.pieces[q].origin;
-        if parts.iter().any(|&p| pieces.pieces[p].origin == origin) {
-            continue;
-        }
-        let text: &[u8] = &pieces.pieces[q].text;
-        let mut joined = have.clone();
-        joined.extend_from_slice(text);
-        let mut parts = parts.clone();
-        parts.push(q);
-        if let Some(after) = text.strip_prefix(rest) {
-            for &s in &scanner.tries[lit] {
-                let shape = &scanner.shapes[s];
-                if shape.back.is_none()
-                    && after.iter().all(|&b| shape.body[usize::from(b)])
-                    && joined.len() < MAX_ASSEMBLED
-                {
-                    if shape.match_from(&joined, 0).is_some() {
-                        // Complete already: a finding of its own.
-                        heads.insert(
-                            0,
-                            Head {
-                                shape: s,
-                                parts: parts.clone(),
-                                text: joined.clone(),
-                            },
-                        );
-                    } else {
-                        heads.push(Head {
-                            shape: s,
-                            parts: parts.clone(),
-                            text: joined.clone(),
-                        });
-                    }
-                    break;
-                }
-            }
-        } else if rest.starts_with(text) && parts.len() < MAX_CHAIN {
-            continue_literal(
-                scanner, pieces, by_first, lit, literal, parts, joined, heads,
-            );
-        }
-    }
+    };
+    literal
+        .windows(literal.len().min(3))
+        .any(|w| counts(w) && memchr::memmem::find(text, w).is_some())
+        || (1..literal.len()).any(|k| {
+            (counts(&literal[..k]) && text.ends_with(&literal[..k]))
+                || (counts(&literal[k..]) && text.starts_with(&literal[k..]))
+        })
 }
 
-/// Completes a head with fillers; the pieces used, if the shape then matches.
-fn complete(scanner: &Scanner, pieces: &Pieces, head: &Head) -> Option<Vec<usize>> {
-    let shape = &scanner.shapes[head.shape];
-    if shape.match_from(&head.text, 0).is_some() {
-        return check_split(shape, &head.text).then(|| head.parts.clone());
-    }
-    let used_origins: Vec<usize> = head
-        .parts
-        .iter()
-        .map(|&p| pieces.pieces[p].origin)
-        .collect();
-    let mut fillers: Vec<usize> = (0..pieces.pieces.len())
-        .filter(|&q| {
-            let p = &pieces.pieces[q];
-            !head.parts.contains(&q)
-                && !used_origins.contains(&p.origin)
-                && p.text.len() <= MAX_PIECE
-                && p.text.iter().all(|&b| shape.body[usize::from(b)])
-                && could_be_a_piece(&p.text, shape)
-        })
-        .collect();
-    if fillers.is_empty() {
+fn assemble(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
+    let count = pieces.pieces.len().min(MAX_PIECES);
+    let candidates = &pieces.pieces[..count];
+    if count < 2 {
         return None;
     }
-    // The most random-looking last, where the subset walk below prefers them.
-    fillers.sort_by_key(|&q| {
-        let t = &pieces.pieces[q].text;
-        alnum_changes(t) * 1000 / t.len().max(1)
+    let mut caches = Caches(scanner.shapes.iter().map(|_| None).collect());
+    let heads = heads(scanner, candidates, &mut caches);
+    if heads.is_empty() {
+        return None;
+    }
+    // For each piece, the pieces that share its source (itself and its decodings).
+    let same: Vec<u128> = candidates
+        .iter()
+        .map(|p| {
+            candidates
+                .iter()
+                .enumerate()
+                .filter(|(_, q)| q.origin == p.origin)
+                .fold(0u128, |mask, (j, _)| mask | 1u128 << j)
+        })
+        .collect();
+    // The most random-looking first: a secret's own pieces before names and words.
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by_key(|&p| {
+        let text = &candidates[p].text;
+        std::cmp::Reverse(class_changes(text) * 1024 / text.len().max(1))
     });
-    if fillers.len() > MAX_FILLERS {
-        fillers.drain(..fillers.len() - MAX_FILLERS);
-    }
-    let cap = MAX_ASSEMBLED
-        .saturating_sub(head.text.len())
-        .min(shape.len.1 + 64);
-    // reach[k][t]: whether some of the first k fillers add up to t bytes.
-    let words = cap / 64 + 1;
-    let mut reach = vec![vec![0u64; words]; fillers.len() + 1];
-    reach[0][0] = 1;
-    for (k, &q) in fillers.iter().enumerate() {
-        let len = pieces.pieces[q].text.len();
-        let (done, rest) = reach.split_at_mut(k + 1);
-        let (prev, next) = (&done[k], &mut rest[0]);
-        next.copy_from_slice(prev);
-        for t in (len..=cap).rev() {
-            if prev[(t - len) / 64] >> ((t - len) % 64) & 1 == 1 {
-                next[t / 64] |= 1 << (t % 64);
-            }
-        }
-    }
-    // First the most random-looking fillers, more and more of them: a secret's own pieces.
-    for m in 1..=fillers.len().min(MAX_LENGTHS) {
-        let mut chosen: Vec<usize> = fillers[fillers.len() - m..].to_vec();
-        chosen.sort_unstable();
-        if let Some(used) = try_candidate(shape, pieces, head, &chosen) {
-            return Some(used);
-        }
-    }
-    let all = &reach[fillers.len()];
-    let lower = shape.len.0.saturating_sub(head.text.len()).max(1);
-    let mut tried = 0;
-    for total in lower..=cap {
-        if all[total / 64] >> (total % 64) & 1 == 0 {
+    let current: Vec<bool> = (0..count).map(|p| pieces.is_current(p)).collect();
+    let mut budget = MAX_STEPS;
+    let mut seen: Vec<HashSet<(LazyStateID, u128)>> =
+        scanner.shapes.iter().map(|_| HashSet::new()).collect();
+    for head in heads {
+        let shape = &scanner.shapes[head.shape];
+        let Some((dfa, cache)) = caches.of(scanner, head.shape) else {
             continue;
+        };
+        // Each head its share, so that one with many ways to go on does not starve the rest.
+        let mut share = budget.min(MAX_HEAD_STEPS);
+        let given = share;
+        let mut walk = Walk {
+            shape,
+            dfa,
+            cache,
+            candidates,
+            same: &same,
+            order: &order,
+            current: &current,
+            budget: &mut share,
+            seen: &mut seen[head.shape],
+            limit: 0,
+            cut_off: false,
+            text: Vec::new(),
+            used: Vec::new(),
+            at: Vec::new(),
+        };
+        let found = walk.begun_at(head);
+        budget -= given - share;
+        if let Some(used) = found {
+            let decoded = used
+                .iter()
+                .filter_map(|&p| candidates[p].layer)
+                .take(1)
+                .collect();
+            return Some(Finding {
+                rule: shape.rule,
+                place: pieces.place(scanner, &used),
+                decoded,
+            });
         }
-        tried += 1;
-        if tried > MAX_LENGTHS {
+        if budget == 0 {
             break;
-        }
-        // Which fillers make `total`, preferring the later (more random-looking) ones.
-        let mut chosen = Vec::new();
-        let mut t = total;
-        for k in (1..=fillers.len()).rev() {
-            let q = fillers[k - 1];
-            let len = pieces.pieces[q].text.len();
-            if t >= len && reach[k - 1][(t - len) / 64] >> ((t - len) % 64) & 1 == 1 {
-                chosen.push(q);
-                t -= len;
-            }
-        }
-        if t != 0 {
-            continue;
-        }
-        chosen.sort_unstable();
-        if let Some(used) = try_candidate(shape, pieces, head, &chosen) {
-            return Some(used);
         }
     }
     None
 }
 
-/// The head and `chosen` (in the call's order) as one candidate: the pieces used, if it is
-/// the shape's credential.
-fn try_candidate(
-    shape: &super::CompiledShape,
-    pieces: &Pieces,
-    head: &Head,
-    chosen: &[usize],
-) -> Option<Vec<usize>> {
-    let mut raws: Vec<usize> = chosen.iter().map(|&q| pieces.pieces[q].raw).collect();
-    raws.sort_unstable();
-    if raws.windows(2).any(|w| w[0] == w[1]) {
-        return None;
-    }
-    // In the call's order; then, for a few pieces, in every other (a shape with inner
-    // structure, a JWT's segments, needs them in its own).
-    let mut order = chosen.to_vec();
-    let mut found = false;
-    for _ in 0..permutations(order.len()) {
-        let mut candidate = head.text.clone();
-        for &q in &order {
-            candidate.extend_from_slice(&pieces.pieces[q].text);
+/// One head's search: pieces appended while the shape's automaton lives.
+struct Walk<'w, 'p> {
+    shape: &'w CompiledShape,
+    dfa: &'w DFA,
+    cache: &'w mut Cache,
+    candidates: &'w [Piece<'p>],
+    same: &'w [u128],
+    order: &'w [usize],
+    current: &'w [bool],
+    budget: &'w mut usize,
+    /// Automaton states reached with a set of pieces, for this shape: another order to the
+    /// same is not walked.
+    seen: &'w mut HashSet<(LazyStateID, u128)>,
+    /// How many pieces a candidate may hold in this round, and whether one that could have
+    /// gone on was stopped there.
+    limit: usize,
+    cut_off: bool,
+    /// The candidate so far, the pieces in it, and where each begins in it.
+    text: Vec<u8>,
+    used: Vec<usize>,
+    at: Vec<usize>,
+}
+
+/// What feeding a piece to the automaton left.
+struct Fed {
+    /// The state after the piece, or before the byte where it died.
+    state: LazyStateID,
+    /// Where in the piece the automaton died, if it did.
+    died: Option<usize>,
+    /// Where in the piece a match last ended (before that byte), if one did.
+    last_end: Option<usize>,
+}
+
+/// The automaton gave up (its cache was cleared, which invalidates the states held): the
+/// search stops.
+struct GaveUp;
+
+impl Walk<'_, '_> {
+    /// The pieces of a credential begun at `head`, if any.
+    fn begun_at(&mut self, head: Head) -> Option<Vec<usize>> {
+        let clears = self.cache.clear_count();
+        let anchored = start::Config::new().anchored(Anchored::Yes);
+        let start = self.dfa.start_state(self.cache, &anchored).ok()?;
+        let text = &self.candidates[head.piece].text[head.from..];
+        let state = self.feed(start, text).ok()?;
+        if state.died.is_some() {
+            return None;
         }
-        if candidate.len() <= MAX_ASSEMBLED && check_split(shape, &candidate) {
-            found = true;
-            break;
+        if self.shape.viable.is_some_and(|viable| !viable(text)) {
+            return None;
         }
-        next_permutation(&mut order);
+        // Deeper and deeper: the fewest pieces that make the credential are found first, and
+        // a call with many pieces that fit is not walked to the bottom of its first branch.
+        for limit in 2..=MAX_DEPTH {
+            self.text.clear();
+            self.text.extend_from_slice(text);
+            self.used = vec![head.piece];
+            self.at = vec![0];
+            self.seen.clear();
+            self.limit = limit;
+            self.cut_off = false;
+            let found = self.extend(state.state, self.same[head.piece]);
+            if self.cache.clear_count() != clears {
+                return None;
+            }
+            match found {
+                Ok(true) => return Some(self.used.clone()),
+                Ok(false) if self.cut_off && *self.budget > 0 => {}
+                _ => return None,
+            }
+        }
+        None
     }
-    if !found {
-        return None;
-    }
-    let mut used = head.parts.clone();
-    used.extend_from_slice(chosen);
-    used.sort_unstable();
-    Some(used)
-}
 
-/// How many orders of `n` pieces are tried: all of them up to [`MAX_PERMUTED`] pieces.
-fn permutations(n: usize) -> usize {
-    if n > MAX_PERMUTED {
-        1
-    } else {
-        (1..=n).product()
+    /// The automaton fed `bytes` from `state`.
+    fn feed(&mut self, mut state: LazyStateID, bytes: &[u8]) -> Result<Fed, GaveUp> {
+        let mut last_end = None;
+        for (i, &b) in bytes.iter().enumerate() {
+            let next = self
+                .dfa
+                .next_state(self.cache, state, b)
+                .map_err(|_| GaveUp)?;
+            // A lazy DFA reports a match one byte late: this state says one ended before `b`.
+            if next.is_match() {
+                last_end = Some(i);
+            }
+            if next.is_dead() {
+                return Ok(Fed {
+                    state,
+                    died: Some(i),
+                    last_end,
+                });
+            }
+            state = next;
+        }
+        Ok(Fed {
+            state,
+            died: None,
+            last_end,
+        })
     }
-}
 
-/// The next lexicographic order of `items` (wrapping to the first).
-fn next_permutation(items: &mut [usize]) {
-    let Some(i) = items.windows(2).rposition(|w| w[0] < w[1]) else {
-        items.reverse();
-        return;
-    };
-    let j = items
-        .iter()
-        .rposition(|&x| x > items[i])
-        .expect("a larger item after i");
-    items.swap(i, j);
-    items[i + 1..].reverse();
-}
-
-/// What an assembled candidate's random part must also look like: pieces of ordinary words
-/// glued after a literal a text happened to hold are not a secret. Where the alphabet has
-/// lower case (where words are), the character class must change often along it.
-fn check_split(shape: &super::CompiledShape, candidate: &[u8]) -> bool {
-    let Some(matched) = shape.match_from(candidate, 0) else {
-        return false;
-    };
-    let secret = &candidate[matched.secret];
-    if secret.len() < 16 || !shape.body[usize::from(b'z')] {
-        return true;
+    /// Whether a match of the assembly form ends where `state` is.
+    fn ends_here(&mut self, state: LazyStateID) -> Result<bool, GaveUp> {
+        let eoi = self
+            .dfa
+            .next_eoi_state(self.cache, state)
+            .map_err(|_| GaveUp)?;
+        Ok(eoi.is_match())
     }
-    let lower = secret.iter().any(u8::is_ascii_lowercase);
-    let upper = secret.iter().any(u8::is_ascii_uppercase);
-    let digit = secret.iter().any(u8::is_ascii_digit);
-    if shape.body[usize::from(b'Z')] && lower {
-        // Both cases allowed, lower case used: a generated key mixes in upper case or digits
-        // and changes class about every other character; words do not.
-        (upper || digit) && alnum_changes(secret) * 4 >= secret.len()
-    } else {
-        alnum_changes(secret) * 7 >= secret.len()
+
+    /// Appends each piece not yet used, in turn, while the automaton lives; `true` when a
+    /// credential has been put together (then `used` holds its pieces).
+    fn extend(&mut self, state: LazyStateID, mask: u128) -> Result<bool, GaveUp> {
+        for k in 0..self.order.len() {
+            let p = self.order[k];
+            if mask & 1u128 << p != 0 {
+                continue;
+            }
+            if *self.budget == 0 {
+                return Ok(false);
+            }
+            *self.budget -= 1;
+            let Fed {
+                state: next,
+                died,
+                last_end,
+            } = self.feed(state, &self.candidates[p].text)?;
+            if died == Some(0) {
+                continue;
+            }
+            let begin = self.text.len();
+            self.text.extend_from_slice(&self.candidates[p].text);
+            self.used.push(p);
+            self.at.push(begin);
+            let found = match died {
+                // A match may end inside the last piece, where the shape says a piece may go on.
+                Some(_) => last_end.is_some_and(|i| {
+                    i > 0
+                        && self.shape.goes_on_after.contains(&self.text[begin + i])
+                        && self.accept(begin + i)
+                }),
+                None => {
+                    let deeper = self.used.len() < self.limit;
+                    self.cut_off |= !deeper;
+                    (self.ends_here(next)? && self.accept(self.text.len()))
+                        || (deeper
+                            && self.shape.viable.is_none_or(|viable| viable(&self.text))
+                            && (self.shape.viable.is_some()
+                                || self.seen.insert((next, mask | self.same[p])))
+                            && self.extend(next, mask | self.same[p])?)
+                }
+            };
+            if found {
+                return Ok(true);
+            }
+            self.text.truncate(begin);
+            self.used.pop();
+            self.at.pop();
+        }
+        Ok(false)
+    }
+
+    /// Whether the candidate, its assembly form ending at `end`, is the shape's credential.
+    fn accept(&self, end: usize) -> bool {
+        if self.used.len() < 2 || !self.used.iter().any(|&p| self.current[p]) {
+            return false;
+        }
+        let Some(matched) = self.shape.match_from(&self.text, 0) else {
+            return false;
+        };
+        let last = *self.at.last().unwrap_or(&0);
+        if matched.end <= last || matched.secret.end > end {
+            return false;
+        }
+        let secret = &self.text[matched.secret.clone()];
+        let class = matched.group.and_then(|g| self.shape.random[g].as_deref());
+        if let Some(class) = class
+            && !plausibly_random(secret, class, self.shape.hex_ok)
+        {
+            return false;
+        }
+        // No piece's share of the random part may be a placeholder on its own, and ordinary
+        // text (`GitHub`, `PUBLIC`, `486`, `ssh-ed25519`) may not make half of it.
+        let mut ordinary = 0;
+        for (i, &from) in self.at.iter().enumerate() {
+            let to = self.at.get(i + 1).copied().unwrap_or(self.text.len());
+            let lo = from.max(matched.secret.start);
+            let hi = to.min(matched.secret.end);
+            if hi <= lo {
+                continue;
+            }
+            let share = &self.text[lo..hi];
+            if shapes::holds_placeholder(share) {
+                return false;
+            }
+            if share.len() >= MIN_PIECE && reads_as_ordinary(share, class, self.shape.hex_ok) {
+                ordinary += share.len();
+            }
+        }
+        ordinary * 2 < secret.len()
     }
 }
 

@@ -114,9 +114,12 @@ fn every_family_is_found_raw_in_many_samples() {
     check_all(failures);
 }
 
+/// An encoding a secret is sent through.
+type Encode = fn(&str) -> String;
+
 #[test]
 fn every_family_is_found_encoded_in_every_part_of_a_request() {
-    let encodings: [(&str, fn(&str) -> String); 5] = [
+    let encodings: [(&str, Encode); 5] = [
         ("percent", percent),
         ("base64", |s| base64(s.as_bytes())),
         ("hex", hex),
@@ -420,17 +423,25 @@ fn pieces_sent_across_a_sessions_calls_are_found_within_the_window() {
         }
         let mut session = SessionFragments::new();
         let mut found = None;
+        let mut expected = rule;
         for (i, piece) in pieces.iter().enumerate() {
             let now = start + Duration::from_secs(10 * i as u64);
             let args = json!({"url": "https://example.com/", "body": {format!("p{i}"): piece}});
             found = session.scan_json(scanner(), now, &args);
-            if found.is_some() {
-                assert_eq!(i, pieces.len() - 1, "{rule}: found before the last piece");
+            if let Some(f) = &found {
+                if i + 1 < pieces.len() {
+                    // Early only where what has been sent, in order, is a credential already
+                    // (a prefix of a token of variable length, a run that is a bare key).
+                    let sent = scanner().scan_text("t", &pieces[..=i].concat());
+                    let sent = sent.unwrap_or_else(|| panic!("{rule}: found early: {f}"));
+                    expected = sent.rule;
+                }
+                break;
             }
         }
         failures.extend(expect(
             found,
-            rule,
+            expected,
             &secret,
             &format!("across calls: {pieces:?}"),
         ));

@@ -10,9 +10,11 @@
 //! **What is looked at.** The URL as written, each query parameter (percent-decoded), each
 //! header (`Name: value`), the body (JSON-aware when it parses, form-aware when it says it is a
 //! form, otherwise as text or bytes), or every string and key of a tool call's arguments.
-//! A secret split in two is looked for in the concatenation of neighbours: consecutive string
-//! leaves of JSON (in the order `serde_json` keeps them), adjacent query parameter values,
-//! adjacent header values.
+//! Then all of a call's parts together, for a secret split into pieces ([`split`]): its
+//! values joined in order (a value encoded whole and then cut), and fields that are each one
+//! token put together in any order and any number to a shape's documented structure and
+//! length, whether they sit in the URL's path, its query, the headers or the body; with
+//! [`SessionFragments`], also with the pieces a session's calls sent in the last ten minutes.
 //!
 //! **Decoded views.** Each text is scanned as written, then through decoding layers, each
 //! applied only where there is something to decode and only to the pieces that need it:
@@ -42,20 +44,39 @@
 //! Rules are anchored at a word start (the byte before is not a letter or digit), so `task-list`
 //! is not an `sk-` key, and shapes of fixed length must end at a word end, so a longer
 //! identifier is not an AWS key id. Hex digests, UUIDs and base64 of ordinary text decode to
-//! nothing that matches.
+//! nothing that matches. The rules are the shaped families of gitleaks' default rule set
+//! ([`shapes`], listed in `docs/SHELL_AND_NETWORK.md`), and a bare 40-character cloud secret
+//! key (`dlp:cloud-secret-key`), found by its run rather than a literal and reported only when
+//! nothing more specific is.
+//!
+//! **Placeholders.** Documentation's stand-ins are not secrets: a match whose random part,
+//! once placeholder words (`EXAMPLE`, `your`, `here`, `changeme`, …) are taken out, is too
+//! short, or whose first characters carry little information (one character repeated, a run
+//! like `1234567890abcdef`, a short pattern over and over) is let through; around a fixed
+//! marker (OpenAI's `T3BlbkFJ`) each side is judged.
 //!
 //! **Known limits.** This stops the careless and the naive, not a determined exfiltrator:
 //! - encrypted, compressed or otherwise transformed payloads (gzip, zip, ROT13, reversed,
 //!   XOR, a custom alphabet) are opaque; so is any encoding not in the table above (base32,
 //!   octal escapes, quoted-printable, hex with separators like `41:4b`, DNS labels split by
 //!   dots);
-//! - a secret split over more than two fields, over two fields that are not neighbours (JSON
-//!   objects are visited in key order), or whose parts lie farther than 4 KiB from the junction;
+//! - a secret split into pieces shorter than three characters, or whose pieces share their
+//!   fields with other text (`token: gh` + `p_…`), is not put together in any order (only
+//!   joined in the call's order, and then its last piece must end its field); nor are private
+//!   keys, Azure keys, AWS and Datadog keys found by their name, Mailchimp and Terraform
+//!   tokens (their literal holds a space or `=`, or lies inside after a run any field could
+//!   begin, or there is none); a call with more than 128 pieces, or so
+//!   many that fit a shape that the search's budget runs out, may hide one; a session's
+//!   pieces are kept ten minutes, 128 of them, 8 KiB in all;
+//! - a literal alone in one field (`glpat-`) beside a random-looking field of the length its
+//!   shape allows is taken for a secret, and a prefix of a token of variable length that is
+//!   one already (two of three pieces of a Vault token) is refused when it is sent;
 //! - a base64 value glued to a preceding run of base64 characters other than by a `/` after a
 //!   lower-case prefix (`token_Z2hw…`, `Docs/Z2hw…`) may be decoded out of step;
 //! - look-alike letters that NFKC does not fold (Cyrillic `А` for Latin `A`);
 //! - credentials without a distinctive shape (passwords, generic API keys, cookies), and
-//!   shapes not listed; an AWS secret key is found only next to its name;
+//!   shapes not listed; an AWS secret key without its name is found only as a 40-character
+//!   run that reads as random (not one glued to other base64, nor one with `-` or `_`);
 //! - an AWS access key id is refused wherever it is, including in a presigned URL;
 //! - past the decoding budget (views totalling 16 times the text) deeper layers are skipped.
 
@@ -183,7 +204,7 @@ impl fmt::Display for Finding {
 pub struct Scanner {
     shapes: Vec<CompiledShape>,
     /// Every literal of every shape: where a credential could start.
-    starts: AhoCorasick,
+    starts: Starts,
     /// The literals, by pattern id.
     literals: Vec<&'static str>,
     /// For each literal of `starts`, the shapes to try where it is found, in priority order:
@@ -195,6 +216,8 @@ pub struct Scanner {
     partial: HashMap<&'static [u8], Vec<usize>>,
     /// Only in [`Scanner::regex_loop`]: each shape's regex, unanchored, tried in turn.
     regex_loop: Option<Vec<Regex>>,
+    /// The assembly automata's caches, kept between calls.
+    split_caches: split::CachePool,
 }
 
 #[derive(Debug)]
@@ -379,10 +402,7 @@ impl Scanner {
                 }
             }
         }
-        let starts = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&literals)
-            .expect("the DLP literals build an automaton");
+        let starts = Starts::new(&literals);
         Scanner {
             shapes,
             starts,
@@ -390,6 +410,7 @@ impl Scanner {
             tries,
             partial,
             regex_loop: None,
+            split_caches: split::CachePool::default(),
         }
     }
 
@@ -436,8 +457,7 @@ impl Scanner {
     pub fn scan_json(&self, value: &Value) -> Option<Finding> {
         let mut gathered = Gathered::default();
         self.scan_json_in("", value, &mut gathered)
-            .or_else(|| split::find(self, &gathered.pieces))
-            .or(gathered.bare)
+            .or_else(|| gathered.settled(split::find(self, &gathered.pieces)))
     }
 
     /// Scans an outgoing HTTP request: each query parameter, the URL, each header, the body;
@@ -451,8 +471,7 @@ impl Scanner {
         let parsed = parse_body(headers, body);
         let mut gathered = Gathered::default();
         self.scan_request_in(url, headers, body, &parsed, &mut gathered)
-            .or_else(|| split::find(self, &gathered.pieces))
-            .or(gathered.bare)
+            .or_else(|| gathered.settled(split::find(self, &gathered.pieces)))
     }
 
     /// The per-part scans of a request, gathering its pieces.
@@ -517,18 +536,18 @@ impl Scanner {
                 })
                 .map(|(_, shape)| shape.rule);
         }
+        let mut found = self.starts.finder(hay);
         let mut at = 0;
-        while at < hay.len() {
-            let found = self.starts.find(Input::new(hay).range(at..))?;
-            let start = found.start();
-            let shape = self.tries[found.pattern().as_usize()]
+        while let Some(literal) = found.next_from(at) {
+            let start = literal.start;
+            let shape = self.tries[literal.id]
                 .iter()
                 .map(|&i| &self.shapes[i])
                 .find(|s| s.match_at_literal(hay, start, junctions).is_some());
             if let Some(shape) = shape {
                 return Some(shape.rule);
             }
-            // Not `found.end()`: another literal may start inside this one.
+            // Not the literal's end: another literal may start inside this one.
             at = start + 1;
         }
         None
@@ -654,6 +673,16 @@ struct Gathered<'a> {
 }
 
 impl Gathered<'_> {
+    /// The split search's finding, unless it is a bare secret key and one was found in a
+    /// single part already (which names its place better); or that one.
+    fn settled(&self, split: Option<Finding>) -> Option<Finding> {
+        match split {
+            Some(f) if f.rule == BARE_SECRET_RULE && self.bare.is_some() => self.bare.clone(),
+            Some(f) => Some(f),
+            None => self.bare.clone(),
+        }
+    }
+
     /// `found`, unless it is a bare secret key: that is kept aside.
     fn settle(&mut self, found: Option<Finding>) -> Option<Finding> {
         match found {
@@ -663,6 +692,122 @@ impl Gathered<'_> {
             }
             other => other,
         }
+    }
+}
+
+/// The literals, in Aho–Corasick automata of at most [`Starts::GROUP`] each: past that,
+/// an automaton has no vectorised prefilter (Teddy) and walks every byte, so a few automata
+/// that each skip most of a text cost less than one that reads all of it.
+///
+/// A short text is read by one DFA of all the literals instead: a prefilter's setup costs
+/// more than walking a few dozen bytes.
+#[derive(Debug)]
+struct Starts {
+    /// Each automaton, and the literal (its index in [`Scanner::literals`]) of each of its
+    /// patterns.
+    groups: Vec<(AhoCorasick, Vec<usize>)>,
+    /// All the literals, as a DFA without a prefilter, for texts shorter than
+    /// [`Starts::SHORT`].
+    whole: (AhoCorasick, Vec<usize>),
+}
+
+/// A literal found in a text.
+#[derive(Clone, Copy, Debug)]
+struct Literal {
+    start: usize,
+    end: usize,
+    /// Its index in [`Scanner::literals`].
+    id: usize,
+}
+
+impl Starts {
+    const GROUP: usize = 64;
+    const SHORT: usize = 256;
+
+    /// The literals grouped by length, the longest together (a group's prefilter reads as
+    /// many bytes as its shortest literal has, up to four).
+    fn new(literals: &[&str]) -> Starts {
+        let mut ids: Vec<usize> = (0..literals.len()).collect();
+        ids.sort_by_key(|&i| std::cmp::Reverse(literals[i].len()));
+        let groups = ids
+            .chunks(Starts::GROUP)
+            .map(|ids| {
+                let automaton = AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(ids.iter().map(|&i| literals[i]))
+                    .expect("the DLP literals build an automaton");
+                (automaton, ids.to_vec())
+            })
+            .collect();
+        let whole = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .prefilter(false)
+            .build(literals)
+            .expect("the DLP literals build a DFA");
+        Starts {
+            groups,
+            whole: (whole, (0..literals.len()).collect()),
+        }
+    }
+
+    fn finder<'s, 'h>(&'s self, hay: &'h [u8]) -> LiteralFinder<'s, 'h> {
+        let groups = if hay.len() < Starts::SHORT {
+            std::slice::from_ref(&self.whole)
+        } else {
+            &self.groups[..]
+        };
+        LiteralFinder {
+            groups,
+            hay,
+            next: vec![None; groups.len()],
+        }
+    }
+}
+
+/// The literals of one text in order, across the automata.
+struct LiteralFinder<'s, 'h> {
+    groups: &'s [(AhoCorasick, Vec<usize>)],
+    hay: &'h [u8],
+    /// Each automaton's next literal, once looked for: `Some(None)` when it has no more.
+    next: Vec<Option<Option<Literal>>>,
+}
+
+impl LiteralFinder<'_, '_> {
+    /// The leftmost literal starting at `at` or after (the longest of those starting there).
+    fn next_from(&mut self, at: usize) -> Option<Literal> {
+        if at > self.hay.len() {
+            return None;
+        }
+        let mut best: Option<Literal> = None;
+        for (g, (automaton, ids)) in self.groups.iter().enumerate() {
+            let stale = match self.next[g] {
+                None => true,
+                Some(Some(found)) => found.start < at,
+                Some(None) => false,
+            };
+            if stale {
+                self.next[g] =
+                    Some(
+                        automaton
+                            .find(Input::new(self.hay).range(at..))
+                            .map(|m| Literal {
+                                start: m.start(),
+                                end: m.end(),
+                                id: ids[m.pattern().as_usize()],
+                            }),
+                    );
+            }
+            if let Some(Some(found)) = self.next[g] {
+                let better = best.is_none_or(|b| {
+                    found.start < b.start || (found.start == b.start && found.end > b.end)
+                });
+                if better {
+                    best = Some(found);
+                }
+            }
+        }
+        best
     }
 }
 
@@ -824,7 +969,14 @@ impl<'v> JsonScan<'_, 'v, '_> {
                 let found = self.hit(key.as_bytes()).or_else(|| match item {
                     // A name that may give a value its meaning (`aws_secret_access_key`) is
                     // read together with the value, as in an env file.
-                    Value::String(s) if self.scanner.starts.is_match(key) => {
+                    Value::String(s)
+                        if self
+                            .scanner
+                            .starts
+                            .finder(key.as_bytes())
+                            .next_from(0)
+                            .is_some() =>
+                    {
                         self.hit(format!("{key}={s}").as_bytes())
                     }
                     _ => None,

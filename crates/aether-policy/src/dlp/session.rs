@@ -155,7 +155,7 @@ impl SessionFragments {
                 all.name(current.origins[*o].clone(), text.clone());
             }
         }
-        if let Some(found) = split::find(scanner, &all).or(gathered.bare) {
+        if let Some(found) = gathered.settled(split::find(scanner, &all)) {
             return Some(found);
         }
         let keep: Vec<(String, Vec<u8>)> = current

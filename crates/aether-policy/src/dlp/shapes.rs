@@ -8,6 +8,10 @@
 //! a stricter *assembly form* ([`Assemble`]): the documented structure and length that pieces
 //! given in any order are put together to.
 
+use std::sync::OnceLock;
+
+use aho_corasick::AhoCorasick;
+
 /// What the byte before a match may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Before {
@@ -90,7 +94,9 @@ pub(super) enum Assemble {
     /// field is not completed by whatever random-looking fields a call happens to hold.
     Strict(&'static str),
     /// Not in any order: its literal holds a character fields are not cut at (`-----BEGIN `,
-    /// `AccountKey=`), or it is found by a name beside a value. Found split only in order.
+    /// `AccountKey=`), it is found by a name beside a value, or its literal lies inside it
+    /// after a run any field could begin (Mailchimp's `-us`, Terraform's `.atlasv1.`, Entra
+    /// ID's `Q~`). Found split only in order.
     InOrder,
 }
 
@@ -449,6 +455,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:mailchimp-key",
         starts: &["-us"],
         pattern: r"(?P<s>[a-f0-9]{32})-us[0-9]{1,2}(?:[^A-Za-z0-9]|$)",
+        assemble: Assemble::InOrder,
         back: Some(|_, at| at.checked_sub(32)),
         len: (32, 32),
         ..DEFAULT
@@ -475,6 +482,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:azure-key",
         starts: &["Q~"],
         pattern: r"[A-Za-z0-9_~.]{3}[0-9]Q~(?P<s>[A-Za-z0-9_~.-]{31,34})\.?(?:[^A-Za-z0-9_~.-]|$)",
+        assemble: Assemble::InOrder,
         back: Some(|_, at| at.checked_sub(4)),
         len: (31, 34),
         ..DEFAULT
@@ -645,7 +653,7 @@ pub(super) const SHAPES: &[Shape] = &[
     },
     Shape {
         rule: "dlp:ci-token",
-        // CircleCI personal tokens, Buildkite, Travis-less Drone-less: the shaped ones.
+        // CircleCI personal tokens, Buildkite user tokens, Clojars deploy tokens.
         starts: &["CCIPAT_", "bkua_", "CLOJARS_"],
         pattern: r"(?:CCIPAT_[A-Za-z0-9]{22}_(?P<s>[a-f0-9]{40})|bkua_(?P<t>[a-f0-9]{40})|CLOJARS_(?P<u>[a-z0-9]{60}))(?:[^A-Za-z0-9]|$)",
         len: (40, 60),
@@ -737,6 +745,7 @@ pub(super) const SHAPES: &[Shape] = &[
         rule: "dlp:terraform-token",
         starts: &[".atlasv1."],
         pattern: r"[A-Za-z0-9]{14}\.atlasv1\.(?P<s>[A-Za-z0-9_=-]{60,70})",
+        assemble: Assemble::InOrder,
         back: Some(|_, at| at.checked_sub(14)),
         len: (60, 70),
         ..DEFAULT
@@ -788,22 +797,32 @@ fn is_jwt(token: &[u8]) -> bool {
 }
 
 /// Whether the beginning of a JWT could still be one: each complete segment so far decodes to
-/// a JSON object (the header with `alg`), and the segment being written decodes to text.
+/// a JSON object (the header with `alg`), and the segment being written decodes to the
+/// beginning of one, or, once its object is closed, to one that is complete as a segment must
+/// be (a closed header without `alg` cannot go on).
 fn jwt_so_far(token: &[u8]) -> bool {
     let mut segments = token.split(|&b| b == b'.').peekable();
     let mut index = 0;
+    let mut json = Vec::new();
     while let Some(segment) = segments.next() {
         let last = segments.peek().is_none();
         if index >= 2 {
             return true;
         }
-        let mut json = Vec::with_capacity(segment.len());
+        json.clear();
         super::base64_into(segment, &mut json);
-        if last {
-            // The header and the payload are JSON text (the payload may hold UTF-8).
-            return json.iter().all(|&b| {
-                matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e) || (index > 0 && b >= 0x80)
-            });
+        let text = json
+            .iter()
+            .all(|&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e) || (index > 0 && b >= 0x80));
+        // The header and the payload are JSON text (the payload may hold UTF-8).
+        let complete = match object_so_far(&json) {
+            _ if !text => return false,
+            ObjectSoFar::Not => return false,
+            ObjectSoFar::Open => false,
+            ObjectSoFar::Closed => true,
+        };
+        if last && !complete {
+            return true;
         }
         match serde_json::from_slice::<serde_json::Value>(&json) {
             Ok(serde_json::Value::Object(members)) if index > 0 || members.contains_key("alg") => {}
@@ -812,6 +831,50 @@ fn jwt_so_far(token: &[u8]) -> bool {
         index += 1;
     }
     true
+}
+
+/// How far JSON text is into one object.
+enum ObjectSoFar {
+    /// Not the beginning of one (no `{` first, or more after the brace that closes it).
+    Not,
+    Open,
+    Closed,
+}
+
+fn object_so_far(json: &[u8]) -> ObjectSoFar {
+    let mut bytes = json.iter().skip_while(|b| b.is_ascii_whitespace());
+    match bytes.next() {
+        None => return ObjectSoFar::Open,
+        Some(&b) if b != b'{' => return ObjectSoFar::Not,
+        Some(_) => {}
+    }
+    let (mut depth, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in bytes {
+        if depth == 0 {
+            if !b.is_ascii_whitespace() {
+                return ObjectSoFar::Not;
+            }
+        } else if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => depth -= 1,
+                _ => {}
+            }
+        }
+    }
+    if depth == 0 {
+        ObjectSoFar::Closed
+    } else {
+        ObjectSoFar::Open
+    }
 }
 
 /// Words that documentation puts in place of a secret (`AKIAIOSFODNN7EXAMPLE`,
@@ -859,10 +922,14 @@ pub(super) fn is_placeholder(s: &[u8], min: usize) -> bool {
 /// Whether a piece of a secret, judged on its own, is a placeholder's: it holds a placeholder
 /// word, or its first 32 bytes (from eight) carry little information.
 pub(super) fn holds_placeholder(text: &[u8]) -> bool {
-    PLACEHOLDER_WORDS.iter().any(|word| {
-        text.windows(word.len())
-            .any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
-    }) || (text.len() >= 8 && low_information(&text[..text.len().min(32)]))
+    static WORDS: OnceLock<AhoCorasick> = OnceLock::new();
+    let words = WORDS.get_or_init(|| {
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(PLACEHOLDER_WORDS)
+            .expect("the placeholder words build an automaton")
+    });
+    words.is_match(text) || (text.len() >= 8 && low_information(&text[..text.len().min(32)]))
 }
 
 /// Few distinct characters, mostly consecutive ones, or a short period.

@@ -42,6 +42,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::sync::Mutex;
 
 use regex_automata::hybrid::LazyStateID;
 use regex_automata::hybrid::dfa::{Cache, DFA};
@@ -156,7 +157,7 @@ impl<'a> Pieces<'a> {
             return;
         }
         let variants = decoded_variants(&text[..body]);
-        if could_be_a_piece(&text) {
+        if text.len() >= MIN_PIECE {
             self.pieces.push(Piece {
                 text,
                 origin,
@@ -164,7 +165,7 @@ impl<'a> Pieces<'a> {
             });
         }
         for (layer, text) in variants {
-            if self.pieces.len() < MAX_PIECES && could_be_a_piece(&text) {
+            if self.pieces.len() < MAX_PIECES && text.len() >= MIN_PIECE {
                 self.pieces.push(Piece {
                     text: Cow::Owned(text),
                     origin,
@@ -465,7 +466,31 @@ struct Head {
 }
 
 /// The lazy DFAs' caches for one call, created for a shape when it is first needed.
+#[derive(Debug)]
 struct Caches(Vec<Option<Cache>>);
+
+/// The lazy DFAs' caches, kept from call to call (a fresh cache builds every state it meets
+/// again, which costs far more than following it): a set per call in flight, a few kept.
+#[derive(Debug, Default)]
+pub(super) struct CachePool(Mutex<Vec<Caches>>);
+
+/// How many sets of caches the pool keeps.
+const POOLED: usize = 8;
+
+impl CachePool {
+    fn take(&self, scanner: &Scanner) -> Caches {
+        let pooled = self.0.lock().ok().and_then(|mut pool| pool.pop());
+        pooled.unwrap_or_else(|| Caches(scanner.shapes.iter().map(|_| None).collect()))
+    }
+
+    fn give(&self, caches: Caches) {
+        if let Ok(mut pool) = self.0.lock()
+            && pool.len() < POOLED
+        {
+            pool.push(caches);
+        }
+    }
+}
 
 impl Caches {
     fn of<'c>(
@@ -486,14 +511,17 @@ impl Caches {
 /// shape's automaton does not die. A shape with a fixed marker (OpenAI's `T3BlbkFJ`) is begun
 /// only if some piece holds a part of the marker.
 fn heads(scanner: &Scanner, pieces: &[Piece], caches: &mut Caches) -> Vec<Head> {
-    let possible = |s: usize| {
-        let shape = &scanner.shapes[s];
-        shape.split.is_some()
-            && shape.marker.is_none_or(|marker| {
-                pieces
-                    .iter()
-                    .any(|p| holds_part_of(marker.as_bytes(), &p.text, false))
-            })
+    let mut known: Vec<Option<bool>> = vec![None; scanner.shapes.len()];
+    let mut possible = |s: usize| {
+        *known[s].get_or_insert_with(|| {
+            let shape = &scanner.shapes[s];
+            shape.split.is_some()
+                && shape.marker.is_none_or(|marker| {
+                    pieces
+                        .iter()
+                        .any(|p| holds_part_of(marker.as_bytes(), &p.text, false))
+                })
+        })
     };
     // The shapes of exactly this literal: a shorter literal's (`sk-` for `sk-ant-`) would
     // begin the same piece with less to go on.
@@ -506,30 +534,49 @@ fn heads(scanner: &Scanner, pieces: &[Piece], caches: &mut Caches) -> Vec<Head> 
     };
     let mut literal_heads: Vec<(usize, Head)> = Vec::new();
     let mut partial_heads: Vec<Head> = Vec::new();
-    for (p, piece) in pieces.iter().enumerate() {
-        let text: &[u8] = &piece.text;
-        for found in scanner.starts.find_iter(text) {
-            for s in of_literal(found.pattern().as_usize()) {
-                let shape = &scanner.shapes[s];
-                let from = match shape.back {
-                    Some(back) => back(text, found.start()),
-                    None => Some(found.start()),
-                };
-                if let Some(from) = from
-                    && possible(s)
-                    && shape.before.allows_in_piece(text, from)
-                {
-                    literal_heads.push((
-                        found.len(),
-                        Head {
-                            shape: s,
-                            piece: p,
-                            from,
-                        },
-                    ));
-                }
+    // One pass over all the pieces, a line each (no literal holds a line break), rather than
+    // one per piece.
+    let mut all = Vec::with_capacity(pieces.iter().map(|p| p.text.len() + 1).sum());
+    let mut begins = Vec::with_capacity(pieces.len());
+    let mut present = [false; 256];
+    for piece in pieces {
+        begins.push(all.len());
+        all.extend_from_slice(&piece.text);
+        all.push(b'\n');
+        for &b in piece.text.iter() {
+            present[usize::from(b)] = true;
+        }
+    }
+    let mut literals = scanner.starts.finder(&all);
+    let mut at = 0;
+    while let Some(found) = literals.next_from(at) {
+        at = found.start + 1;
+        let p = begins.partition_point(|&b| b <= found.start) - 1;
+        let text: &[u8] = &pieces[p].text;
+        let start = found.start - begins[p];
+        for s in of_literal(found.id) {
+            let shape = &scanner.shapes[s];
+            let from = match shape.back {
+                Some(back) => back(text, start),
+                None => Some(start),
+            };
+            if let Some(from) = from
+                && possible(s)
+                && shape.before.allows_in_piece(text, from)
+            {
+                literal_heads.push((
+                    found.end - found.start,
+                    Head {
+                        shape: s,
+                        piece: p,
+                        from,
+                    },
+                ));
             }
         }
+    }
+    for (p, piece) in pieces.iter().enumerate() {
+        let text: &[u8] = &piece.text;
         if let Some(literals) = scanner.partial.get(text) {
             for &lit in literals {
                 for s in of_literal(lit) {
@@ -563,11 +610,16 @@ fn heads(scanner: &Scanner, pieces: &[Piece], caches: &mut Caches) -> Vec<Head> 
             continue;
         }
         let literals = shapes::SHAPES[s].starts;
-        let gated = pieces.iter().any(|p| {
-            literals
-                .iter()
-                .any(|lit| holds_part_of(lit.as_bytes(), &p.text, true))
-        });
+        let punctuated = literals
+            .iter()
+            .flat_map(|lit| lit.bytes())
+            .any(|b| !b.is_ascii_alphanumeric() && present[usize::from(b)]);
+        let gated = punctuated
+            && pieces.iter().any(|p| {
+                literals
+                    .iter()
+                    .any(|lit| holds_part_of(lit.as_bytes(), &p.text, true))
+            });
         if !gated {
             continue;
         }
@@ -618,9 +670,16 @@ fn holds_part_of(literal: &[u8], text: &[u8], punctuated: bool) -> bool {
             punct || s.len() >= 2
         }
     };
+    if punctuated
+        && !text
+            .iter()
+            .any(|b| !b.is_ascii_alphanumeric() && literal.contains(b))
+    {
+        return false;
+    }
     literal
         .windows(literal.len().min(3))
-        .any(|w| counts(w) && memchr::memmem::find(text, w).is_some())
+        .any(|w| counts(w) && text.windows(w.len()).any(|t| t == w))
         || (1..literal.len()).any(|k| {
             (counts(&literal[..k]) && text.ends_with(&literal[..k]))
                 || (counts(&literal[k..]) && text.starts_with(&literal[k..]))
@@ -628,16 +687,27 @@ fn holds_part_of(literal: &[u8], text: &[u8], punctuated: bool) -> bool {
 }
 
 fn assemble(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
-    let count = pieces.pieces.len().min(MAX_PIECES);
-    let candidates = &pieces.pieces[..count];
-    if count < 2 {
+    if pieces.pieces.len() < 2 {
         return None;
     }
-    let mut caches = Caches(scanner.shapes.iter().map(|_| None).collect());
-    let heads = heads(scanner, candidates, &mut caches);
+    let mut caches = scanner.split_caches.take(scanner);
+    let found = assemble_with(scanner, pieces, &mut caches);
+    scanner.split_caches.give(caches);
+    found
+}
+
+fn assemble_with(scanner: &Scanner, pieces: &Pieces, caches: &mut Caches) -> Option<Finding> {
+    let count = pieces.pieces.len().min(MAX_PIECES);
+    let candidates = &pieces.pieces[..count];
+    let mut heads = heads(scanner, candidates, caches);
     if heads.is_empty() {
         return None;
     }
+    // Pieces are judged only when the search reaches them.
+    let mut plausible: Vec<Option<bool>> = vec![None; count];
+    heads.retain(|h| {
+        *plausible[h.piece].get_or_insert_with(|| could_be_a_piece(&candidates[h.piece].text))
+    });
     // For each piece, the pieces that share its source (itself and its decodings).
     let same: Vec<u128> = candidates
         .iter()
@@ -651,7 +721,7 @@ fn assemble(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
         .collect();
     // The most random-looking first: a secret's own pieces before names and words.
     let mut order: Vec<usize> = (0..count).collect();
-    order.sort_by_key(|&p| {
+    order.sort_by_cached_key(|&p| {
         let text = &candidates[p].text;
         std::cmp::Reverse(class_changes(text) * 1024 / text.len().max(1))
     });
@@ -676,6 +746,7 @@ fn assemble(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
             order: &order,
             current: &current,
             budget: &mut share,
+            plausible: &mut plausible,
             seen: &mut seen[head.shape],
             limit: 0,
             cut_off: false,
@@ -714,6 +785,8 @@ struct Walk<'w, 'p> {
     order: &'w [usize],
     current: &'w [bool],
     budget: &'w mut usize,
+    /// Whether each piece could be a secret's, once judged ([`could_be_a_piece`]).
+    plausible: &'w mut Vec<Option<bool>>,
     /// Automaton states reached with a set of pieces, for this shape: another order to the
     /// same is not walked.
     seen: &'w mut HashSet<(LazyStateID, u128)>,
@@ -835,6 +908,10 @@ impl Walk<'_, '_> {
             if died == Some(0) {
                 continue;
             }
+            let text = &self.candidates[p].text;
+            if !*self.plausible[p].get_or_insert_with(|| could_be_a_piece(text)) {
+                continue;
+            }
             let begin = self.text.len();
             self.text.extend_from_slice(&self.candidates[p].text);
             self.used.push(p);
@@ -908,23 +985,27 @@ impl Walk<'_, '_> {
     }
 }
 
-/// All sources end to end, for a value encoded whole and then cut.
+/// All values end to end, for a value encoded whole and then cut: the literals are looked
+/// for across the whole of it, and the decoded views are made of the tokens a junction runs
+/// through ([`glued_tokens`]); a token inside one value was decoded in that value's own scan.
 fn join(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
-    let windows: Vec<(usize, Vec<u8>)> = pieces
+    let windows: Vec<(usize, Cow<[u8]>)> = pieces
         .sources
         .iter()
         .filter(|(_, _, value)| *value)
         .map(|(o, text, _)| {
             let text: &[u8] = text;
             let clipped = if text.len() > 2 * JOIN_WINDOW {
-                [
-                    &text[..JOIN_WINDOW],
-                    b"\n",
-                    &text[text.len() - JOIN_WINDOW..],
-                ]
-                .concat()
+                Cow::Owned(
+                    [
+                        &text[..JOIN_WINDOW],
+                        b"\n",
+                        &text[text.len() - JOIN_WINDOW..],
+                    ]
+                    .concat(),
+                )
             } else {
-                text.to_vec()
+                Cow::Borrowed(text)
             };
             (*o, clipped)
         })
@@ -940,7 +1021,11 @@ fn join(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
     };
     let hit = |range: std::ops::Range<usize>| {
         let (text, boundaries) = joined(range);
-        scanner.find_joined(&text, &boundaries)
+        if let Some(rule) = scanner.first_rule(&text, &boundaries) {
+            return Some((rule, Vec::new()));
+        }
+        let (glued, junctions) = glued_tokens(&text, &boundaries);
+        scanner.find_joined(&glued, &junctions)
     };
     let n = windows.len();
     if n < 2 {
@@ -976,4 +1061,38 @@ fn join(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
         place,
         decoded,
     })
+}
+
+/// The tokens of joined text that a junction runs through (the bytes on both sides of it are
+/// inside a token), a line each, and the junctions inside them.
+fn glued_tokens(text: &[u8], junctions: &[usize]) -> (Vec<u8>, Vec<usize>) {
+    let ends = |b: u8| super::ends_token(b);
+    let mut glued = Vec::new();
+    let mut inside = Vec::new();
+    let mut i = 0;
+    while i < junctions.len() {
+        let j = junctions[i];
+        if j == 0 || j >= text.len() || ends(text[j - 1]) || ends(text[j]) {
+            i += 1;
+            continue;
+        }
+        let start = text[..j]
+            .iter()
+            .rposition(|&b| ends(b))
+            .map_or(0, |p| p + 1);
+        let end = text[j..]
+            .iter()
+            .position(|&b| ends(b))
+            .map_or(text.len(), |p| j + p);
+        let line = glued.len();
+        glued.extend_from_slice(&text[start..end]);
+        glued.push(b'\n');
+        while i < junctions.len() && junctions[i] < end {
+            if junctions[i] > start {
+                inside.push(line + junctions[i] - start);
+            }
+            i += 1;
+        }
+    }
+    (glued, inside)
 }

@@ -586,3 +586,20 @@ fn the_regex_loop_reference_agrees_on_raw_samples() {
     }
     assert_eq!(reference.scan_text("t", "task-list desk-lamp"), None);
 }
+
+#[test]
+fn the_documented_rules_are_the_rules() {
+    let doc = include_str!("../../../../docs/SHELL_AND_NETWORK.md");
+    let section = &doc[doc.find("### DLP").expect("a DLP section")..];
+    let documented: Vec<String> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(rule, _)| rule.to_string())
+        .collect();
+    let rules: Vec<String> = Scanner::rules().map(str::to_string).collect();
+    assert_eq!(
+        documented, rules,
+        "docs/SHELL_AND_NETWORK.md's DLP table, in rule order"
+    );
+}

@@ -87,6 +87,7 @@ mod split;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, Input, MatchKind};
@@ -213,7 +214,7 @@ pub struct Scanner {
     tries: Vec<Vec<usize>>,
     /// Every proper prefix of a literal that starts its shape's match, with the literals it
     /// begins: a piece that is only the start of a literal (`gh`, `AKI`) may go on in another.
-    partial: HashMap<&'static [u8], Vec<usize>>,
+    partial: HashMap<&'static [u8], Vec<usize>, BuildHasherDefault<Fnv>>,
     /// Only in [`Scanner::regex_loop`]: each shape's regex, unanchored, tried in turn.
     regex_loop: Option<Vec<Regex>>,
     /// The assembly automata's caches, kept between calls.
@@ -391,7 +392,8 @@ impl Scanner {
                     .collect()
             })
             .collect();
-        let mut partial: HashMap<&'static [u8], Vec<usize>> = HashMap::new();
+        let mut partial: HashMap<&'static [u8], Vec<usize>, BuildHasherDefault<Fnv>> =
+            HashMap::default();
         for (i, lit) in literals.iter().enumerate() {
             let at_start = SHAPES
                 .iter()
@@ -722,6 +724,7 @@ struct Literal {
 
 impl Starts {
     const GROUP: usize = 64;
+    const MAX_GROUPS: usize = 4;
     const SHORT: usize = 256;
 
     /// The literals grouped by length, the longest together (a group's prefilter reads as
@@ -729,7 +732,7 @@ impl Starts {
     fn new(literals: &[&str]) -> Starts {
         let mut ids: Vec<usize> = (0..literals.len()).collect();
         ids.sort_by_key(|&i| std::cmp::Reverse(literals[i].len()));
-        let groups = ids
+        let groups: Vec<(AhoCorasick, Vec<usize>)> = ids
             .chunks(Starts::GROUP)
             .map(|ids| {
                 let automaton = AhoCorasick::builder()
@@ -739,6 +742,7 @@ impl Starts {
                 (automaton, ids.to_vec())
             })
             .collect();
+        assert!(groups.len() <= Starts::MAX_GROUPS, "too many DLP literals");
         let whole = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostLongest)
             .kind(Some(aho_corasick::AhoCorasickKind::DFA))
@@ -760,7 +764,7 @@ impl Starts {
         LiteralFinder {
             groups,
             hay,
-            next: vec![None; groups.len()],
+            next: [None; Starts::MAX_GROUPS],
         }
     }
 }
@@ -770,7 +774,7 @@ struct LiteralFinder<'s, 'h> {
     groups: &'s [(AhoCorasick, Vec<usize>)],
     hay: &'h [u8],
     /// Each automaton's next literal, once looked for: `Some(None)` when it has no more.
-    next: Vec<Option<Option<Literal>>>,
+    next: [Option<Option<Literal>>; Starts::MAX_GROUPS],
 }
 
 impl LiteralFinder<'_, '_> {
@@ -808,6 +812,29 @@ impl LiteralFinder<'_, '_> {
             }
         }
         best
+    }
+}
+
+/// FNV-1a: the literal prefixes are a few bytes each, looked up once a piece; SipHash's setup
+/// would cost more than the lookup (and they are not chosen by whoever sends the request).
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
     }
 }
 
@@ -1771,6 +1798,16 @@ pub(super) fn base64_into(s: &[u8], out: &mut Vec<u8>) {
     for &c in quads.remainder() {
         push_sextet(BASE64_VALUES[usize::from(c)], &mut acc, &mut bits, out);
     }
+}
+
+/// Four base64 characters (either alphabet) as their three bytes.
+pub(super) fn base64_quad(quad: &[u8]) -> Option<[u8; 3]> {
+    let v = [0, 1, 2, 3].map(|j| BASE64_VALUES[usize::from(quad[j])]);
+    if v.contains(&0xFF) {
+        return None;
+    }
+    let n = v.iter().fold(0u32, |n, &v| n << 6 | u32::from(v));
+    Some([(n >> 16) as u8, (n >> 8) as u8, n as u8])
 }
 
 fn push_sextet(v: u8, acc: &mut u32, bits: &mut u32, out: &mut Vec<u8>) {

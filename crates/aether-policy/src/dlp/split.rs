@@ -262,22 +262,21 @@ fn reads_as_words(text: &[u8]) -> bool {
             if part.iter().all(u8::is_ascii_uppercase) || part.iter().all(u8::is_ascii_lowercase) {
                 return true;
             }
-            // Camel case: cut before each capital that a lower-case letter follows.
-            let mut chunks = Vec::new();
+            // Camel case: a chunk begins at each capital that a lower-case letter follows, and
+            // is capitals only, or one capital (or none, first) and two lower-case letters or more.
             let mut from = 0;
-            for i in 1..part.len() {
-                if part[i].is_ascii_uppercase()
-                    && part.get(i + 1).is_some_and(u8::is_ascii_lowercase)
-                {
-                    chunks.push(&part[from..i]);
-                    from = i;
+            (1..=part.len()).all(|i| {
+                let cut = i == part.len()
+                    || (part[i].is_ascii_uppercase()
+                        && part.get(i + 1).is_some_and(u8::is_ascii_lowercase));
+                if !cut {
+                    return true;
                 }
-            }
-            chunks.push(&part[from..]);
-            chunks.iter().all(|chunk| {
-                let lower = chunk.iter().filter(|b| b.is_ascii_lowercase()).count();
+                let chunk = &part[from..i];
+                from = i;
                 chunk.iter().all(u8::is_ascii_uppercase)
-                    || (lower >= 2 && chunk.iter().skip(1).all(u8::is_ascii_lowercase))
+                    || (chunk.iter().skip(1).all(u8::is_ascii_lowercase)
+                        && chunk.iter().filter(|b| b.is_ascii_lowercase()).count() >= 2)
             })
         })
 }
@@ -321,20 +320,28 @@ fn decoded_variants(text: &[u8]) -> Vec<(Layer, Vec<u8>)> {
         percent_decode_into(text, &mut decoded);
         out.push((Layer::Percent, decoded));
     }
-    if let Some(mut decoded) = escape_view(text) {
+    if memchr::memchr2(b'\\', b'&', text).is_some()
+        && let Some(mut decoded) = escape_view(text)
+    {
         decoded.pop();
         out.push((Layer::Escape, decoded));
     }
-    if let Some(mut decoded) = unicode_view(text) {
+    if !text.is_ascii()
+        && let Some(mut decoded) = unicode_view(text)
+    {
         decoded.pop();
         out.push((Layer::Unicode, decoded));
     }
     let printable = |d: &[u8]| !d.is_empty() && d.iter().all(|b| (0x21..0x7f).contains(b));
+    // Base64 of text: its first four characters decode to three printable bytes (which few
+    // words and identifiers do), so most pieces are not decoded whole.
+    let first_quad = |t: &[u8]| super::base64_quad(&t[..4]).is_some_and(|head| printable(&head));
     if text.len() >= 4
         && text.len() % 4 != 1
         && text
             .iter()
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'))
+        && first_quad(text)
     {
         let mut decoded = Vec::new();
         super::base64_into(text, &mut decoded);
@@ -342,7 +349,15 @@ fn decoded_variants(text: &[u8]) -> Vec<(Layer, Vec<u8>)> {
             out.push((Layer::Base64, decoded));
         }
     }
-    if text.len() >= 4 && text.len().is_multiple_of(2) && text.iter().all(u8::is_ascii_hexdigit) {
+    let printable_pair = |t: &[u8]| {
+        let byte = super::hex_value(t[0]).unwrap_or(0) << 4 | super::hex_value(t[1]).unwrap_or(0);
+        (0x21..0x7f).contains(&byte)
+    };
+    if text.len() >= 4
+        && text.len().is_multiple_of(2)
+        && text.iter().all(u8::is_ascii_hexdigit)
+        && printable_pair(text)
+    {
         let decoded: Vec<u8> = text
             .chunks_exact(2)
             .map(|p| super::hex_value(p[0]).unwrap_or(0) << 4 | super::hex_value(p[1]).unwrap_or(0))
@@ -708,17 +723,21 @@ fn assemble_with(scanner: &Scanner, pieces: &Pieces, caches: &mut Caches) -> Opt
     heads.retain(|h| {
         *plausible[h.piece].get_or_insert_with(|| could_be_a_piece(&candidates[h.piece].text))
     });
-    // For each piece, the pieces that share its source (itself and its decodings).
-    let same: Vec<u128> = candidates
-        .iter()
-        .map(|p| {
-            candidates
+    // For each piece, the pieces that share its source (itself and its decodings, added next
+    // to it).
+    let mut same: Vec<u128> = vec![0; count];
+    let mut run = 0;
+    while run < count {
+        let origin = candidates[run].origin;
+        let end = run
+            + candidates[run..]
                 .iter()
-                .enumerate()
-                .filter(|(_, q)| q.origin == p.origin)
-                .fold(0u128, |mask, (j, _)| mask | 1u128 << j)
-        })
-        .collect();
+                .take_while(|c| c.origin == origin)
+                .count();
+        let mask = (run..end).fold(0u128, |mask, j| mask | 1u128 << j);
+        same[run..end].fill(mask);
+        run = end;
+    }
     // The most random-looking first: a secret's own pieces before names and words.
     let mut order: Vec<usize> = (0..count).collect();
     order.sort_by_cached_key(|&p| {
@@ -727,8 +746,7 @@ fn assemble_with(scanner: &Scanner, pieces: &Pieces, caches: &mut Caches) -> Opt
     });
     let current: Vec<bool> = (0..count).map(|p| pieces.is_current(p)).collect();
     let mut budget = MAX_STEPS;
-    let mut seen: Vec<HashSet<(LazyStateID, u128)>> =
-        scanner.shapes.iter().map(|_| HashSet::new()).collect();
+    let mut seen: HashSet<(LazyStateID, u128)> = HashSet::new();
     for head in heads {
         let shape = &scanner.shapes[head.shape];
         let Some((dfa, cache)) = caches.of(scanner, head.shape) else {
@@ -747,7 +765,7 @@ fn assemble_with(scanner: &Scanner, pieces: &Pieces, caches: &mut Caches) -> Opt
             current: &current,
             budget: &mut share,
             plausible: &mut plausible,
-            seen: &mut seen[head.shape],
+            seen: &mut seen,
             limit: 0,
             cut_off: false,
             text: Vec::new(),
@@ -787,7 +805,7 @@ struct Walk<'w, 'p> {
     budget: &'w mut usize,
     /// Whether each piece could be a secret's, once judged ([`could_be_a_piece`]).
     plausible: &'w mut Vec<Option<bool>>,
-    /// Automaton states reached with a set of pieces, for this shape: another order to the
+    /// Automaton states reached with a set of pieces in this round: another order to the
     /// same is not walked.
     seen: &'w mut HashSet<(LazyStateID, u128)>,
     /// How many pieces a candidate may hold in this round, and whether one that could have
@@ -1011,9 +1029,10 @@ fn join(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
         })
         .collect();
     let joined = |range: std::ops::Range<usize>| {
-        let mut text = Vec::new();
-        let mut boundaries = Vec::new();
-        for (_, w) in &windows[range] {
+        let windows = &windows[range];
+        let mut text = Vec::with_capacity(windows.iter().map(|(_, w)| w.len()).sum());
+        let mut boundaries = Vec::with_capacity(windows.len());
+        for (_, w) in windows {
             boundaries.push(text.len());
             text.extend_from_slice(w);
         }
@@ -1063,36 +1082,64 @@ fn join(scanner: &Scanner, pieces: &Pieces) -> Option<Finding> {
     })
 }
 
-/// The tokens of joined text that a junction runs through (the bytes on both sides of it are
-/// inside a token), a line each, and the junctions inside them.
+/// The parts of joined text where a junction glues two encoded-looking fragments into one
+/// token, a line each, and the junctions inside them: only there can joining make a decoded
+/// view that the values' own scans did not see. A side of a junction is the text from the
+/// previous token end or junction to it (or from it to the next); it looks encoded when it
+/// holds `%` or `\`, is hex, or is base64 with lower case and upper case or digits (not a
+/// word), or is too short to tell (seven bytes or fewer). Consecutive gluing junctions make one part.
 fn glued_tokens(text: &[u8], junctions: &[usize]) -> (Vec<u8>, Vec<usize>) {
     let ends = |b: u8| super::ends_token(b);
-    let mut glued = Vec::new();
-    let mut inside = Vec::new();
-    let mut i = 0;
-    while i < junctions.len() {
-        let j = junctions[i];
-        if j == 0 || j >= text.len() || ends(text[j - 1]) || ends(text[j]) {
-            i += 1;
-            continue;
+    let encoded = |side: &[u8]| {
+        side.len() <= 7
+            || side.iter().any(|&b| b == b'%' || b == b'\\')
+            || side.iter().all(u8::is_ascii_hexdigit)
+            || ((side.iter().any(u8::is_ascii_uppercase) || side.iter().any(u8::is_ascii_digit))
+                && side.iter().any(u8::is_ascii_lowercase)
+                && side.iter().all(|&b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_')
+                }))
+    };
+    let mut glued = Vec::with_capacity(text.len());
+    let mut inside = Vec::with_capacity(junctions.len());
+    // The part being built: where it began in `text`, where it began in `glued`.
+    let mut open: Option<(usize, usize)> = None;
+    let close = |glued: &mut Vec<u8>, open: &mut Option<(usize, usize)>, end: usize| {
+        if let Some((from, _)) = open.take() {
+            glued.extend_from_slice(&text[from..end]);
+            glued.push(b'\n');
         }
-        let start = text[..j]
+    };
+    for (k, &j) in junctions.iter().enumerate() {
+        let previous = if k > 0 { junctions[k - 1] } else { 0 };
+        let next = junctions.get(k + 1).copied().unwrap_or(text.len());
+        let glues = j > 0 && j < text.len() && !ends(text[j - 1]) && !ends(text[j]);
+        let left_from = text[previous..j]
             .iter()
             .rposition(|&b| ends(b))
-            .map_or(0, |p| p + 1);
-        let end = text[j..]
+            .map_or(previous, |p| previous + p + 1);
+        let right_to = text[j..next]
             .iter()
             .position(|&b| ends(b))
-            .map_or(text.len(), |p| j + p);
-        let line = glued.len();
-        glued.extend_from_slice(&text[start..end]);
-        glued.push(b'\n');
-        while i < junctions.len() && junctions[i] < end {
-            if junctions[i] > start {
-                inside.push(line + junctions[i] - start);
+            .map_or(next, |p| j + p);
+        if glues && encoded(&text[left_from..j]) && encoded(&text[j..right_to]) {
+            match open {
+                // Still the same part: the previous junction glued and nothing ended it.
+                Some(_) if left_from == previous => {}
+                _ => {
+                    close(&mut glued, &mut open, previous.max(left_from));
+                    open = Some((left_from, glued.len()));
+                }
             }
-            i += 1;
+            let (from, line) = open.expect("a part is open");
+            inside.push(line + j - from);
+            if right_to < next {
+                close(&mut glued, &mut open, right_to);
+            }
+        } else {
+            close(&mut glued, &mut open, j);
         }
     }
+    close(&mut glued, &mut open, text.len());
     (glued, inside)
 }

@@ -24,15 +24,23 @@
 //!   (for a shape whose body is a class repeated, which pieces complete it matters, not their
 //!   order); a JWT is pruned instead by its header and payload decoding to JSON as they grow.
 //!
+//!   Heads are tried the likeliest first (the longest literals), deeper and deeper (two
+//!   pieces, then three, …): the fewest pieces that make a credential are found first, and a
+//!   call with many pieces that fit is not walked to the bottom of its first branch.
+//!
 //!   A candidate is accepted only if it is the shape's credential by its own regex and checks
 //!   (and not a placeholder), its random part reads as generated for its alphabet (see
 //!   [`plausibly_random`]: not hex where letters beyond `f` are expected, not words, not
-//!   digits alone), no piece's share of it is a placeholder, and it uses at least two pieces,
-//!   one of them from the call being scanned. The last piece may go on past the secret after a
-//!   byte the secret cannot hold (`…/getMe` after a bot token).
-//! - **Join**, for a value encoded whole (base64, hex, percent) and then cut: all sources end to
-//!   end in the call's order, scanned like one text, with base64 and hex also decoded from
-//!   each junction.
+//!   digits alone), no piece's share of it is a placeholder, ordinary text (words, numbers,
+//!   identifiers) makes less than half of it, and it uses at least two pieces, one of them
+//!   from the call being scanned. The last piece ends where the secret does, unless the shape
+//!   says a piece may go on there (`…/getMe` after a bot token).
+//! - **Join**, for a value encoded whole (base64, hex, percent) and then cut, or cut in order
+//!   with other text around: all values end to end in the call's order; the literals are
+//!   looked for across the whole, and decoded views are made of the places where a junction
+//!   glues two encoded-looking fragments ([`glued_tokens`]), with base64 and hex also decoded
+//!   from each junction. A match across junctions must end with its last value (or before
+//!   another token in it).
 //!
 //! Bounds, so a crafted call costs little: [`MAX_PIECES`] pieces (later ones are still
 //! scanned one by one, and joined), each at most [`MAX_PIECE`] bytes; [`MAX_HEADS`] heads;
@@ -246,10 +254,10 @@ fn whole_piece(text: &[u8]) -> Option<(std::ops::Range<usize>, usize)> {
 }
 
 /// Whether a text reads as words rather than random characters: no digits, and each part
-/// between `_`, `-` and `.` is in one case (`API`, `key`) or words in camel case (`GitHub`,
-/// `userName`: each capital followed by two lower-case letters or more). Random characters
-/// seldom do from six on: a lone lower-case letter between capitals (`OFFyTrAA`) or a digit
-/// gives them away.
+/// between `_`, `-` and `.` is in one case (`API`, `key`), capitalised (`Id`), or words in
+/// camel case (`GitHub`, `userName`: each capital followed by two lower-case letters or
+/// more). Random characters seldom do from six on: a lone lower-case letter between capitals
+/// (`OFFyTrAA`) or a digit gives them away.
 fn reads_as_words(text: &[u8]) -> bool {
     if text.iter().any(u8::is_ascii_digit) || !text.iter().any(u8::is_ascii_alphabetic) {
         return false;
@@ -259,7 +267,9 @@ fn reads_as_words(text: &[u8]) -> bool {
             if !part.iter().all(u8::is_ascii_alphabetic) {
                 return false;
             }
-            if part.iter().all(u8::is_ascii_uppercase) || part.iter().all(u8::is_ascii_lowercase) {
+            if part.iter().all(u8::is_ascii_uppercase)
+                || part.iter().skip(1).all(u8::is_ascii_lowercase)
+            {
                 return true;
             }
             // Camel case: a chunk begins at each capital that a lower-case letter follows, and
@@ -1142,4 +1152,100 @@ fn glued_tokens(text: &[u8], junctions: &[usize]) -> (Vec<u8>, Vec<usize>) {
     }
     close(&mut glued, &mut open, text.len());
     (glued, inside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_names_and_random_pieces_are_told_apart() {
+        let cases: &[(&str, bool)] = &[
+            ("Content-Type", true),
+            ("user_id", true),
+            ("userName", true),
+            ("GitHub", true),
+            ("API_KEY", true),
+            ("KEY-----", true),
+            ("X-Request-Id", true),
+            ("OFFyTrAA", false),
+            ("X-f5429", false),
+            ("ghp_wWPw5k4aXcaT", false),
+            ("486", false),
+        ];
+        for &(text, words) in cases {
+            assert_eq!(reads_as_words(text.as_bytes()), words, "{text}");
+        }
+    }
+
+    #[test]
+    fn random_parts_are_judged_against_their_class() {
+        let alnum = shapes::class("A-Za-z0-9");
+        let hex = shapes::class("a-f0-9");
+        let cases: &[(&str, &[bool; 256], bool, bool)] = &[
+            // A generated key, and hex where it is expected or allowed.
+            ("wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx", &alnum, false, true),
+            (
+                "e83c5163316f89bfbde7d9ab23ca2e25604af290",
+                &hex,
+                false,
+                true,
+            ),
+            (
+                "e83c5163316f89bfbde7d9ab23ca2e25604af290",
+                &alnum,
+                true,
+                true,
+            ),
+            // A digest where letters beyond `f` are expected, words, a number.
+            (
+                "e83c5163316f89bfbde7d9ab23ca2e25604af290",
+                &alnum,
+                false,
+                false,
+            ),
+            (
+                "getuseraccountsettingsfororganization",
+                &alnum,
+                false,
+                false,
+            ),
+            (
+                "GetUserAccountSettingsForOrganization",
+                &alnum,
+                false,
+                false,
+            ),
+            ("123456789012345678901234567890", &alnum, false, false),
+        ];
+        for &(secret, class, hex_ok, random) in cases {
+            assert_eq!(
+                plausibly_random(secret.as_bytes(), class, hex_ok),
+                random,
+                "{secret}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_junctions_between_encoded_looking_fragments_are_glued() {
+        let check = |values: &[&str], glued: &str| {
+            let mut text = Vec::new();
+            let mut junctions = Vec::new();
+            for v in values {
+                junctions.push(text.len());
+                text.extend_from_slice(v.as_bytes());
+            }
+            let (found, _) = glued_tokens(&text, &junctions);
+            assert_eq!(String::from_utf8_lossy(&found), glued, "{values:?}");
+        };
+        check(
+            &["Z2xwYXQtQkIzW", "jFrVG5HV", "jhVeldhWnNJcVQ="],
+            "Z2xwYXQtQkIzWjFrVG5HVjhVeldhWnNJcVQ=\n",
+        );
+        check(&["617773", "5f736563726"], "6177735f736563726\n");
+        check(&["created_at", "application/json"], "");
+        check(&["see below", "Z2xwYXQtQkIzW"], "belowZ2xwYXQtQkIzW\n");
+        check(&["see the reference", "documentation here"], "");
+    }
 }

@@ -5,7 +5,9 @@
 //! id): no clock, no IO. Each scan is given `now`; pieces older than the window are dropped
 //! first, then the call is scanned on its own (as [`Scanner::scan_json`] or
 //! [`Scanner::scan_request`] would) and together with the pieces kept from the session's
-//! earlier calls. A call that is let through leaves its short pieces behind: at most
+//! earlier calls, a candidate needing at least one piece of this call (the others were
+//! judged when they were sent). A call that is let through leaves its pieces behind (fields
+//! that are one token of at most 256 bytes, see [`super::split`]): at most
 //! [`SessionFragments::MAX_PIECES`] of them and [`SessionFragments::MAX_BYTES`] bytes, the
 //! oldest going first, a piece sent again refreshed rather than kept twice. A refused call
 //! leaves nothing (its pieces did not leave).

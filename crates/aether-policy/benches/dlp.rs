@@ -1,6 +1,8 @@
 //! How long credential detection takes: a 1 MiB mixed body with no secret, scanned by the
 //! [`Scanner`] (one prefilter pass per decoded view) and by the reference that tries every
-//! rule's regex in turn on the same views; and a typical tool call's arguments (~1 KiB).
+//! rule's regex in turn on the same views; a typical tool call's arguments (~1 KiB); and a
+//! 1 KiB request (URL, headers, JSON body) through `scan_request`, every part scanned, decoded
+//! and then assembled and joined for split secrets, by both.
 //!
 //! `cargo bench -p aether-policy --bench dlp -- --warm-up-time 1 --measurement-time 3`
 
@@ -144,6 +146,41 @@ fn typical_call() -> serde_json::Value {
     })
 }
 
+/// A 1 KiB outgoing request with no secret: a URL with a query, headers, a JSON body.
+fn typical_request() -> (String, Vec<(String, String)>, Vec<u8>) {
+    let url = "https://api.example.com/v2/projects/acme-widgets/pipelines/4417/jobs?status=failed&per_page=50&sort=created_at&cursor=eyJpZCI6NDQxN30".to_string();
+    let headers = [
+        ("Accept", "application/json"),
+        ("Content-Type", "application/json"),
+        ("User-Agent", "aether/0.1 (+https://example.com/bot)"),
+        ("X-Request-Id", "550e8400-e29b-41d4-a716-446655440000"),
+        (
+            "If-None-Match",
+            "W/\"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
+        ),
+    ]
+    .iter()
+    .map(|(n, v)| (n.to_string(), v.to_string()))
+    .collect();
+    let body = json!({
+        "title": "Retry the flaky integration job",
+        "ref": "main",
+        "sha": "e83c5163316f89bfbde7d9ab23ca2e25604af290",
+        "variables": [
+            {"key": "RUST_LOG", "value": "info,aether=debug"},
+            {"key": "CARGO_TERM_COLOR", "value": "always"},
+            {"key": "DEPLOY_ENV", "value": "staging"}
+        ],
+        "labels": ["ci", "flaky", "needs-triage", "scheduler"],
+        "description": "The job failed on the third retry with a timeout while the runner pulled the image; the cache key was 4f2a9c1e and the mirror answered 503 twice. Re-run with a longer timeout and the task-list endpoint checked.",
+        "assignee": "octocat",
+        "due": "2026-12-01"
+    })
+    .to_string()
+    .into_bytes();
+    (url, headers, body)
+}
+
 fn bench(c: &mut Criterion) {
     let scanner = Scanner::shared();
     let reference = Scanner::regex_loop();
@@ -168,6 +205,25 @@ fn bench(c: &mut Criterion) {
     c.bench_function("dlp scan_json typical call", |b| {
         b.iter(|| scanner.scan_json(black_box(&call)))
     });
+
+    let (url, headers, body) = typical_request();
+    let size = url.len()
+        + headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len())
+            .sum::<usize>()
+        + body.len();
+    assert!((900..1300).contains(&size), "{size}");
+    assert_eq!(scanner.scan_request(&url, &headers, &body), None);
+    assert_eq!(reference.scan_request(&url, &headers, &body), None);
+    let mut group = c.benchmark_group("dlp 1 KiB request");
+    group.bench_function("scanner", |b| {
+        b.iter(|| scanner.scan_request(black_box(&url), black_box(&headers), black_box(&body)))
+    });
+    group.bench_function("regex loop", |b| {
+        b.iter(|| reference.scan_request(black_box(&url), black_box(&headers), black_box(&body)))
+    });
+    group.finish();
 }
 
 criterion_group!(benches, bench);

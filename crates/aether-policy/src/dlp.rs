@@ -10,9 +10,11 @@
 //! **What is looked at.** The URL as written, each query parameter (percent-decoded), each
 //! header (`Name: value`), the body (JSON-aware when it parses, form-aware when it says it is a
 //! form, otherwise as text or bytes), or every string and key of a tool call's arguments.
-//! A secret split in two is looked for in the concatenation of neighbours: consecutive string
-//! leaves of JSON (in the order `serde_json` keeps them), adjacent query parameter values,
-//! adjacent header values.
+//! Then all of a call's parts together, for a secret split into pieces ([`split`]): its
+//! values joined in order (a value encoded whole and then cut), and fields that are each one
+//! token put together in any order and any number to a shape's documented structure and
+//! length, whether they sit in the URL's path, its query, the headers or the body; with
+//! [`SessionFragments`], also with the pieces a session's calls sent in the last ten minutes.
 //!
 //! **Decoded views.** Each text is scanned as written, then through decoding layers, each
 //! applied only where there is something to decode and only to the pieces that need it:
@@ -42,29 +44,59 @@
 //! Rules are anchored at a word start (the byte before is not a letter or digit), so `task-list`
 //! is not an `sk-` key, and shapes of fixed length must end at a word end, so a longer
 //! identifier is not an AWS key id. Hex digests, UUIDs and base64 of ordinary text decode to
-//! nothing that matches.
+//! nothing that matches. The rules are the shaped families of gitleaks' default rule set
+//! ([`shapes`], listed in `docs/SHELL_AND_NETWORK.md`), and a bare 40-character cloud secret
+//! key (`dlp:cloud-secret-key`), found by its run rather than a literal and reported only when
+//! nothing more specific is.
+//!
+//! **Placeholders.** Documentation's stand-ins are not secrets: a match whose random part,
+//! once placeholder words (`EXAMPLE`, `your`, `here`, `changeme`, …) are taken out, is too
+//! short, or whose first characters carry little information (one character repeated, a run
+//! like `1234567890abcdef`, a short pattern over and over) is let through; around a fixed
+//! marker (OpenAI's `T3BlbkFJ`) each side is judged.
 //!
 //! **Known limits.** This stops the careless and the naive, not a determined exfiltrator:
 //! - encrypted, compressed or otherwise transformed payloads (gzip, zip, ROT13, reversed,
 //!   XOR, a custom alphabet) are opaque; so is any encoding not in the table above (base32,
 //!   octal escapes, quoted-printable, hex with separators like `41:4b`, DNS labels split by
 //!   dots);
-//! - a secret split over more than two fields, over two fields that are not neighbours (JSON
-//!   objects are visited in key order), or whose parts lie farther than 4 KiB from the junction;
+//! - a secret split into pieces shorter than three characters, or whose pieces share their
+//!   fields with other text (`token: gh` + `p_…`), is not put together in any order (only
+//!   joined in the call's order, and then its last piece must end its field); nor are private
+//!   keys, Azure keys, AWS and Datadog keys found by their name, Mailchimp and Terraform
+//!   tokens (their literal holds a space or `=`, or lies inside after a run any field could
+//!   begin, or there is none); a call with more than 128 pieces, or so
+//!   many that fit a shape that the search's budget runs out, may hide one; a session's
+//!   pieces are kept ten minutes, 128 of them, 8 KiB in all;
+//! - a literal alone in one field (`glpat-`) beside a random-looking field of the length its
+//!   shape allows is taken for a secret, and a prefix of a token of variable length that is
+//!   one already (two of three pieces of a Vault token) is refused when it is sent;
 //! - a base64 value glued to a preceding run of base64 characters other than by a `/` after a
 //!   lower-case prefix (`token_Z2hw…`, `Docs/Z2hw…`) may be decoded out of step;
 //! - look-alike letters that NFKC does not fold (Cyrillic `А` for Latin `A`);
 //! - credentials without a distinctive shape (passwords, generic API keys, cookies), and
-//!   shapes not listed; an AWS secret key is found only next to its name;
+//!   shapes not listed; an AWS secret key without its name is found only as a 40-character
+//!   run that reads as random (not one glued to other base64, nor one with `-` or `_`);
 //! - an AWS access key id is refused wherever it is, including in a presigned URL;
 //! - past the decoding budget (views totalling 16 times the text) deeper layers are skipped.
 
+mod session;
+mod shapes;
+mod split;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, Input, MatchKind};
 use regex::bytes::{Regex, RegexBuilder};
 use serde_json::Value;
+
+pub use session::SessionFragments;
+use shapes::{Before, SHAPES};
+use split::{Origin, Pieces};
 
 /// The shortest credential any rule matches (`xoxb-` and ten characters): a shorter ASCII text
 /// cannot hold one, and decoded bytes without a printable run this long are dropped.
@@ -80,200 +112,11 @@ const MIN_BASE64: usize = 16;
 /// A hex run shorter than this is not decoded (16 bytes at most).
 const MIN_HEX: usize = 32;
 
-/// How much of each neighbour a split secret is looked for in, on either side of the junction.
-const JOIN_WINDOW: usize = 4096;
-
 /// What the views of one text may total, as a multiple of its length (plus a constant for
 /// small texts): NFKC can expand and layers nest, and a crafted text must not make the scan
 /// unbounded.
 const VIEW_BUDGET_FACTOR: usize = 16;
 const VIEW_BUDGET_BASE: usize = 64 * 1024;
-
-/// One credential shape.
-struct Shape {
-    rule: &'static str,
-    /// Literals a match starts with: the prefilter's patterns.
-    starts: &'static [&'static str],
-    /// The shape from its start, matched anchored where one of `starts` was found. A shape of
-    /// fixed length ends with a word-end class, which consumes a byte; checks allow for it.
-    pattern: &'static str,
-    /// Whether the byte before the match must not be an ASCII letter or digit.
-    word_start: bool,
-    /// What the matched bytes must also satisfy.
-    check: Option<fn(&[u8]) -> bool>,
-}
-
-/// The AWS secret key's names as they are spelt in env files, config, JSON and headers. The
-/// regex accepts any case; these literals decide where it is tried.
-const AWS_SECRET_NAMES: &[&str] = &[
-    "aws_secret",
-    "AWS_SECRET",
-    "Aws_Secret",
-    "aws-secret",
-    "AWS-SECRET",
-    "Aws-Secret",
-    "awsSecret",
-    "AwsSecret",
-    "secret_access_key",
-    "SECRET_ACCESS_KEY",
-    "Secret_Access_Key",
-    "secret-access-key",
-    "SECRET-ACCESS-KEY",
-    "Secret-Access-Key",
-    "secretAccessKey",
-    "SecretAccessKey",
-];
-
-/// `SK` and a lower-case hex digit: three bytes, so that the prefilter is not woken by every
-/// `SK` in upper-case text.
-const TWILIO_STARTS: &[&str] = &[
-    "SK0", "SK1", "SK2", "SK3", "SK4", "SK5", "SK6", "SK7", "SK8", "SK9", "SKa", "SKb", "SKc",
-    "SKd", "SKe", "SKf",
-];
-
-/// Every shape, most specific first: where two can match at one place (`sk-ant-` and `sk-`),
-/// the first one names the finding.
-const SHAPES: &[Shape] = &[
-    Shape {
-        rule: "dlp:private-key",
-        starts: &["-----BEGIN "],
-        pattern: r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----",
-        word_start: false,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:aws-access-key",
-        starts: &["AKIA", "ASIA", "ABIA", "ACCA"],
-        pattern: r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?:[^A-Za-z0-9]|$)",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:aws-secret-key",
-        starts: AWS_SECRET_NAMES,
-        pattern: r#"(?i:aws[_-]?secret(?:[_-]?access)?(?:[_-]?key)?|secret[_-]?access[_-]?key)[ \t\r\n"':=>]{0,8}[A-Za-z0-9/+]{40}(?:[^A-Za-z0-9/+]|$)"#,
-        word_start: false,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:google-api-key",
-        starts: &["AIza"],
-        pattern: r"AIza[0-9A-Za-z_-]{35}(?:[^0-9A-Za-z_-]|$)",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:google-oauth-token",
-        starts: &["ya29."],
-        pattern: r"ya29\.[0-9A-Za-z_-]{20,}",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:github-token",
-        starts: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
-        pattern: r"(?:gh[pousr]_[A-Za-z0-9]{36,255}(?:[^A-Za-z0-9]|$)|github_pat_[A-Za-z0-9_]{22,255}(?:[^A-Za-z0-9_]|$))",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        // Aether's own bearer tokens (agents' and operators'): 32 random bytes, base64url.
-        rule: "dlp:aether-token",
-        starts: &["aether_"],
-        pattern: r"aether_[A-Za-z0-9_-]{43}(?:[^A-Za-z0-9_-]|$)",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:gitlab-token",
-        starts: &["glpat-"],
-        pattern: r"glpat-[A-Za-z0-9_-]{20,}",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:slack-webhook",
-        starts: &["hooks.slack.com/services/"],
-        pattern: r"hooks\.slack\.com/services/T[A-Za-z0-9_]{6,}/B[A-Za-z0-9_]{6,}/[A-Za-z0-9]{16,}",
-        word_start: false,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:slack-token",
-        starts: &["xox"],
-        pattern: r"xox[baprs]-[0-9A-Za-z-]{10,}",
-        word_start: true,
-        // Slack tokens carry numeric team and user ids; `xoxs-and-hugs-forever` does not.
-        check: Some(|m| m[5..].iter().any(u8::is_ascii_digit)),
-    },
-    Shape {
-        rule: "dlp:anthropic-key",
-        starts: &["sk-ant-"],
-        pattern: r"sk-ant-[A-Za-z0-9_-]{20,}",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:openai-key",
-        starts: &["sk-"],
-        pattern: r"sk-[A-Za-z0-9_-]{20,}",
-        word_start: true,
-        // A generated key mixes cases and digits; a kebab-case name after `sk-` does not.
-        check: Some(|m| {
-            let body = &m[3..];
-            let body = ["proj-", "svcacct-", "admin-"]
-                .iter()
-                .find_map(|p| body.strip_prefix(p.as_bytes()))
-                .unwrap_or(body);
-            looks_generated(body)
-        }),
-    },
-    Shape {
-        rule: "dlp:stripe-key",
-        starts: &["sk_live_", "rk_live_"],
-        pattern: r"[sr]k_live_[0-9A-Za-z]{20,}",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:npm-token",
-        starts: &["npm_"],
-        pattern: r"npm_[A-Za-z0-9]{36}(?:[^A-Za-z0-9]|$)",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:huggingface-token",
-        starts: &["hf_"],
-        pattern: r"hf_[A-Za-z]{30,}",
-        word_start: true,
-        // Tokens mix cases; a long snake-case word after `hf_` is all lower case.
-        check: Some(|m| {
-            m[3..].iter().any(u8::is_ascii_uppercase) && m[3..].iter().any(u8::is_ascii_lowercase)
-        }),
-    },
-    Shape {
-        rule: "dlp:sendgrid-key",
-        starts: &["SG."],
-        pattern: r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?:[^A-Za-z0-9_-]|$)",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:twilio-key",
-        starts: TWILIO_STARTS,
-        pattern: r"SK[0-9a-f]{32}(?:[^A-Za-z0-9]|$)",
-        word_start: true,
-        check: None,
-    },
-    Shape {
-        rule: "dlp:jwt",
-        starts: &["eyJ"],
-        pattern: r"eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*",
-        word_start: true,
-        check: Some(is_jwt),
-    },
-];
 
 /// A decoding a secret was found through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -362,31 +205,140 @@ impl fmt::Display for Finding {
 pub struct Scanner {
     shapes: Vec<CompiledShape>,
     /// Every literal of every shape: where a credential could start.
-    starts: AhoCorasick,
+    starts: Starts,
+    /// The literals, by pattern id.
+    literals: Vec<&'static str>,
     /// For each literal of `starts`, the shapes to try where it is found, in priority order:
     /// those with this literal or a shorter one it begins with (the automaton reports the
     /// longest literal at a place, `sk-ant-` rather than `sk-`).
     tries: Vec<Vec<usize>>,
+    /// Every proper prefix of a literal that starts its shape's match, with the literals it
+    /// begins: a piece that is only the start of a literal (`gh`, `AKI`) may go on in another.
+    partial: HashMap<&'static [u8], Vec<usize>, BuildHasherDefault<Fnv>>,
     /// Only in [`Scanner::regex_loop`]: each shape's regex, unanchored, tried in turn.
     regex_loop: Option<Vec<Regex>>,
+    /// The assembly automata's caches, kept between calls.
+    split_caches: split::CachePool,
 }
 
 #[derive(Debug)]
 struct CompiledShape {
     rule: &'static str,
     anchored: Regex,
-    word_start: bool,
+    before: Before,
     check: Option<fn(&[u8]) -> bool>,
+    back: Option<shapes::Back>,
+    len: (usize, usize),
+    marker: Option<&'static str>,
+    viable: Option<fn(&[u8]) -> bool>,
+    hex_ok: bool,
+    goes_on_after: &'static [u8],
+    /// The class of each named random part (`s`, `t`, `u`), as written first in it.
+    random: Vec<Option<Vec<bool>>>,
+    /// What pieces are put together to, in any order ([`split`]); `None`: only in order.
+    split: Option<regex_automata::hybrid::dfa::DFA>,
+}
+
+/// A match of a shape: where it ends, and where its random part lies.
+#[derive(Debug)]
+struct Matched {
+    /// The whole match, with the byte after it when the shape reads one to end a word.
+    end: usize,
+    secret: std::ops::Range<usize>,
+    /// Which named random part matched (`s`, `t`, `u`), if the shape has them.
+    group: Option<usize>,
 }
 
 impl CompiledShape {
-    fn matches_at(&self, hay: &[u8], at: usize) -> bool {
-        if self.word_start && at > 0 && hay[at - 1].is_ascii_alphanumeric() {
-            return false;
+    /// The shape's match at `start`, unless it is a placeholder.
+    fn match_from(&self, hay: &[u8], start: usize) -> Option<Matched> {
+        self.match_joined(hay, start, &[])
+    }
+
+    /// [`CompiledShape::match_from`] in pieces joined at `junctions`: a match may start at a
+    /// junction whatever the byte before it.
+    fn match_joined(&self, hay: &[u8], start: usize, junctions: &[usize]) -> Option<Matched> {
+        if !self.before.allows(hay, start) && junctions.binary_search(&start).is_err() {
+            return None;
         }
-        self.anchored
-            .find(&hay[at..])
-            .is_some_and(|m| self.check.is_none_or(|check| check(&hay[at..at + m.end()])))
+        let caps = self.anchored.captures(&hay[start..])?;
+        let whole = caps.get(0)?;
+        let matched = &hay[start..start + whole.end()];
+        if self.check.is_some_and(|check| !check(matched)) {
+            return None;
+        }
+        // The random part: `s`, or `t` or `u` in a shape whose branches name it apart.
+        let group = RANDOM_GROUPS.iter().position(|n| caps.name(n).is_some());
+        let secret = group
+            .and_then(|g| caps.name(RANDOM_GROUPS[g]))
+            .map_or(0..whole.end(), |s| s.range());
+        if self.is_placeholder(&matched[secret.clone()]) {
+            return None;
+        }
+        // Joined pieces: the last one ends with the match (a field holding more after it,
+        // `https` of `https://…`, is not a secret's piece), unless the shape says a piece may
+        // go on; none may bring a placeholder's share (`…_YOUR_TOKEN_XX` glued to the next
+        // field's text is not a secret).
+        let end = start + whole.end();
+        if !inner_boundaries(junctions, start, end).is_empty() {
+            let next = junctions[junctions.partition_point(|&j| j < end)..]
+                .first()
+                .copied()
+                .unwrap_or(hay.len());
+            let rest = &hay[end..next.max(end)];
+            // What comes after it in the field must be another token (a PEM body after its
+            // header line), or the shape says a piece may go on there.
+            let apart = |b: &u8| split::cuts(*b) || self.goes_on_after.contains(b);
+            let goes_on = apart(&hay[end - 1]) || rest.first().is_some_and(apart);
+            if !goes_on && rest.iter().any(u8::is_ascii_alphanumeric) {
+                return None;
+            }
+        }
+        let (lo, hi) = (start + secret.start, start + secret.end);
+        let inner = inner_boundaries(junctions, lo, hi);
+        if !inner.is_empty() {
+            let cuts: Vec<usize> = [lo]
+                .into_iter()
+                .chain(inner.iter().copied())
+                .chain([hi])
+                .collect();
+            if cuts
+                .windows(2)
+                .any(|w| shapes::holds_placeholder(&hay[w[0]..w[1]]))
+            {
+                return None;
+            }
+        }
+        Some(Matched {
+            end: start + whole.end(),
+            secret: start + secret.start..start + secret.end,
+            group,
+        })
+    }
+
+    /// Whether a random part is a documented placeholder; around the shape's fixed marker,
+    /// either side being one is enough (a real key is random on both).
+    fn is_placeholder(&self, secret: &[u8]) -> bool {
+        let judge = |part: &[u8]| shapes::is_placeholder(part, self.len.0.min(part.len()));
+        match self
+            .marker
+            .and_then(|m| memchr::memmem::find(secret, m.as_bytes()))
+        {
+            Some(at) => {
+                let after = at + self.marker.map_or(0, str::len);
+                judge(&secret[..at]) || judge(&secret[after..])
+            }
+            None => judge(secret),
+        }
+    }
+
+    /// The shape's match around the literal found at `at`.
+    fn match_at_literal(&self, hay: &[u8], at: usize, junctions: &[usize]) -> Option<Matched> {
+        let start = match self.back {
+            Some(back) => back(hay, at)?,
+            None => at,
+        };
+        self.match_joined(hay, start, junctions)
     }
 }
 
@@ -403,14 +355,35 @@ impl Scanner {
             .map(|s| CompiledShape {
                 rule: s.rule,
                 anchored: compile(&format!("^(?:{})", s.pattern)),
-                word_start: s.word_start,
+                before: s.before,
                 check: s.check,
+                back: s.back,
+                len: s.len,
+                marker: s.marker,
+                viable: s.viable,
+                hex_ok: s.hex_ok,
+                goes_on_after: s.goes_on_after,
+                random: RANDOM_GROUPS
+                    .iter()
+                    .map(|g| random_class(s.pattern, g))
+                    .collect(),
+                split: match s.assemble {
+                    shapes::Assemble::AsMatched => {
+                        Some(split::automaton(without_word_end(s.pattern)))
+                    }
+                    shapes::Assemble::Strict(pattern) => Some(split::automaton(pattern)),
+                    shapes::Assemble::InOrder => None,
+                },
             })
             .collect();
-        let literals: Vec<&str> = SHAPES
-            .iter()
-            .flat_map(|s| s.starts.iter().copied())
-            .collect();
+        let mut literals: Vec<&'static str> = Vec::new();
+        for s in SHAPES {
+            for lit in s.starts {
+                if !literals.contains(lit) {
+                    literals.push(lit);
+                }
+            }
+        }
         let tries = literals
             .iter()
             .map(|lit| {
@@ -419,15 +392,27 @@ impl Scanner {
                     .collect()
             })
             .collect();
-        let starts = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&literals)
-            .expect("the DLP literals build an automaton");
+        let mut partial: HashMap<&'static [u8], Vec<usize>, BuildHasherDefault<Fnv>> =
+            HashMap::default();
+        for (i, lit) in literals.iter().enumerate() {
+            let at_start = SHAPES
+                .iter()
+                .any(|s| s.back.is_none() && s.starts.contains(lit));
+            for k in 1..lit.len() {
+                if at_start {
+                    partial.entry(&lit.as_bytes()[..k]).or_default().push(i);
+                }
+            }
+        }
+        let starts = Starts::new(&literals);
         Scanner {
             shapes,
             starts,
+            literals,
             tries,
+            partial,
             regex_loop: None,
+            split_caches: split::CachePool::default(),
         }
     }
 
@@ -437,24 +422,38 @@ impl Scanner {
         SHARED.get_or_init(Scanner::new)
     }
 
-    /// Every rule's name, in priority order.
+    /// Every rule's name, once each: the shaped rules in priority order, then
+    /// `dlp:cloud-secret-key` (a bare secret key, found by its run rather than a literal).
     pub fn rules() -> impl Iterator<Item = &'static str> {
-        SHAPES.iter().map(|s| s.rule)
+        let mut seen = Vec::new();
+        SHAPES
+            .iter()
+            .map(|s| s.rule)
+            .chain([BARE_SECRET_RULE])
+            .filter(move |r| {
+                let new = !seen.contains(r);
+                seen.push(*r);
+                new
+            })
     }
 
-    /// The same scanner with its matcher replaced by every rule's regex, unanchored, tried in
-    /// turn on each view (`is_match`, then the rule's check on each match for the rules that
-    /// have one): the reference the benchmark measures the prefilter against. Not for use.
+    /// The same scanner with its matcher replaced by every rule's regex, unanchored, with the
+    /// word start it requires written before it (as a rule set such as gitleaks' writes it,
+    /// `(?:^|[^A-Za-z0-9])`), tried in turn on each view (`is_match`, then each match
+    /// verified as the scanner verifies it): the reference the benchmark measures the
+    /// prefilter against. Not for use.
     #[doc(hidden)]
     pub fn regex_loop() -> Scanner {
         let regexes = SHAPES
             .iter()
-            .map(|s| {
-                if s.word_start {
-                    compile(&format!("(?:^|[^A-Za-z0-9])(?:{})", s.pattern))
-                } else {
-                    compile(s.pattern)
-                }
+            .map(|s| match s.before {
+                Before::Any => compile(s.pattern),
+                Before::Word => compile(&format!("(?:^|[^A-Za-z0-9])(?:{})", s.pattern)),
+                Before::WordOr(text) => compile(&format!(
+                    "(?:^|[^A-Za-z0-9]|{})(?:{})",
+                    regex::escape(text),
+                    s.pattern
+                )),
             })
             .collect();
         Scanner {
@@ -469,21 +468,39 @@ impl Scanner {
     }
 
     /// Scans every string and key of a tool call's arguments, each named by its JSON pointer,
-    /// and the concatenation of each two consecutive strings.
+    /// and then all of them together for a secret split into pieces ([`split`]).
     pub fn scan_json(&self, value: &Value) -> Option<Finding> {
-        self.scan_json_in("", value)
+        let mut gathered = Gathered::default();
+        self.scan_json_in("", value, &mut gathered)
+            .or_else(|| gathered.settled(split::find(self, &gathered.pieces)))
     }
 
-    /// Scans an outgoing HTTP request: each query parameter, the URL, each header, the body.
+    /// Scans an outgoing HTTP request: each query parameter, the URL, each header, the body;
+    /// and then all their parts together for a secret split into pieces ([`split`]).
     pub fn scan_request(
         &self,
         url: &str,
         headers: &[(String, String)],
         body: &[u8],
     ) -> Option<Finding> {
-        self.scan_url(url)
-            .or_else(|| self.scan_headers(headers))
-            .or_else(|| self.scan_body(headers, body))
+        let parsed = parse_body(headers, body);
+        let mut gathered = Gathered::default();
+        self.scan_request_in(url, headers, body, &parsed, &mut gathered)
+            .or_else(|| gathered.settled(split::find(self, &gathered.pieces)))
+    }
+
+    /// The per-part scans of a request, gathering its pieces.
+    fn scan_request_in<'a>(
+        &self,
+        url: &'a str,
+        headers: &'a [(String, String)],
+        body: &'a [u8],
+        parsed: &'a Body,
+        gathered: &mut Gathered<'a>,
+    ) -> Option<Finding> {
+        self.scan_url(url, gathered)
+            .or_else(|| self.scan_headers(headers, gathered))
+            .or_else(|| self.scan_body(body, parsed, gathered))
     }
 
     fn scan_bytes(&self, place: &str, hay: &[u8]) -> Option<Finding> {
@@ -496,6 +513,13 @@ impl Scanner {
 
     /// The rule matching `hay` or one of its decoded views, and the decodings that led there.
     fn find(&self, hay: &[u8]) -> Option<(&'static str, Vec<Layer>)> {
+        self.find_joined(hay, &[])
+    }
+
+    /// [`Scanner::find`] on pieces joined end to end: base64 and hex runs are also decoded
+    /// from each junction (`boundaries`), so a value encoded whole and then cut into pieces is
+    /// decoded in step whatever came before it.
+    fn find_joined(&self, hay: &[u8], boundaries: &[usize]) -> Option<(&'static str, Vec<Layer>)> {
         if hay.len() < MIN_SECRET && hay.is_ascii() {
             // Every layer shrinks ASCII; only NFKC can grow a text.
             return None;
@@ -507,39 +531,48 @@ impl Scanner {
                 .saturating_mul(VIEW_BUDGET_FACTOR)
                 .saturating_add(VIEW_BUDGET_BASE),
             chain: Vec::new(),
+            boundaries,
         };
         walk.view(hay).map(|rule| (rule, walk.chain))
     }
 
-    /// The first rule, in text order, that matches `hay` as it is.
-    fn first_rule(&self, hay: &[u8]) -> Option<&'static str> {
+    /// The first rule, in text order, that matches `hay` as it is (pieces joined at
+    /// `junctions`).
+    fn first_rule(&self, hay: &[u8], junctions: &[usize]) -> Option<&'static str> {
         if let Some(regexes) = &self.regex_loop {
             return regexes
                 .iter()
                 .zip(&self.shapes)
                 .find(|(re, shape)| {
                     re.is_match(hay)
-                        && (shape.check.is_none()
-                            || re.find_iter(hay).any(|m| {
-                                // Past the word-start byte the unanchored regex matched first.
-                                let skip = !hay[m.start()].is_ascii_alphanumeric();
-                                shape.matches_at(hay, m.start() + usize::from(skip))
-                            }))
+                        && re.find_iter(hay).any(|m| {
+                            // Past the word start the regex matched first.
+                            let at = m.start();
+                            let start = match shape.before {
+                                Before::Any => at,
+                                Before::WordOr(text) if hay[at..].starts_with(text.as_bytes()) => {
+                                    at + text.len()
+                                }
+                                _ if !hay[at].is_ascii_alphanumeric() => at + 1,
+                                _ => at,
+                            };
+                            shape.match_joined(hay, start, junctions).is_some()
+                        })
                 })
                 .map(|(_, shape)| shape.rule);
         }
+        let mut found = self.starts.finder(hay);
         let mut at = 0;
-        while at < hay.len() {
-            let found = self.starts.find(Input::new(hay).range(at..))?;
-            let start = found.start();
-            let shape = self.tries[found.pattern().as_usize()]
+        while let Some(literal) = found.next_from(at) {
+            let start = literal.start;
+            let shape = self.tries[literal.id]
                 .iter()
                 .map(|&i| &self.shapes[i])
-                .find(|s| s.matches_at(hay, start));
+                .find(|s| s.match_at_literal(hay, start, junctions).is_some());
             if let Some(shape) = shape {
                 return Some(shape.rule);
             }
-            // Not `found.end()`: another literal may start inside this one.
+            // Not the literal's end: another literal may start inside this one.
             at = start + 1;
         }
         None
@@ -554,122 +587,331 @@ impl Scanner {
         }
     }
 
-    fn scan_url(&self, url: &str) -> Option<Finding> {
+    fn scan_url<'a>(&self, url: &'a str, gathered: &mut Gathered<'a>) -> Option<Finding> {
         let before_fragment = url.split('#').next().unwrap_or(url);
         if let Some((_, query)) = before_fragment.split_once('?') {
             let params = form_pairs(query.as_bytes());
-            if let Some(found) = self.scan_pairs("query", &params) {
+            if let Some(found) = self.scan_pairs("query", &params, gathered) {
                 return Some(found);
             }
         }
+        split::url_pieces(url, &mut gathered.pieces);
         // The path, user info, host and fragment; the query again, undivided.
-        self.scan_text("url", url)
+        gathered.settle(self.scan_text("url", url))
     }
 
-    fn scan_headers(&self, headers: &[(String, String)]) -> Option<Finding> {
+    fn scan_headers<'a>(
+        &self,
+        headers: &'a [(String, String)],
+        gathered: &mut Gathered<'a>,
+    ) -> Option<Finding> {
         for (name, value) in headers {
             let line = format!("{name}: {value}");
-            if let Some((rule, decoded)) = self.find(line.as_bytes()) {
-                return Some(Finding {
-                    rule,
-                    place: format!("header:{}", self.label(name.as_bytes())),
-                    decoded,
-                });
+            let found = self.find(line.as_bytes()).map(|(rule, decoded)| Finding {
+                rule,
+                place: format!("header:{}", self.label(name.as_bytes())),
+                decoded,
+            });
+            if let Some(found) = gathered.settle(found) {
+                return Some(found);
+            }
+            let pieces = &mut gathered.pieces;
+            pieces.name(Origin::Header(name), Cow::Borrowed(name.as_bytes()));
+            pieces.source(Origin::Header(name), Cow::Borrowed(value.as_bytes()));
+        }
+        None
+    }
+
+    fn scan_body<'a>(
+        &self,
+        body: &'a [u8],
+        parsed: &'a Body,
+        gathered: &mut Gathered<'a>,
+    ) -> Option<Finding> {
+        match parsed {
+            Body::Empty => None,
+            Body::Form(params) => {
+                for (name, value) in params {
+                    let pieces = &mut gathered.pieces;
+                    pieces.name(Origin::Form(name), Cow::Borrowed(name));
+                    pieces.source(Origin::Form(name), Cow::Borrowed(value));
+                }
+                self.scan_pairs("body", params, gathered)
+            }
+            Body::Json(value) => self.scan_json_in("body", value, gathered),
+            Body::Bytes => {
+                gathered.pieces.source(Origin::Body, Cow::Borrowed(body));
+                gathered.settle(self.scan_bytes("body", body))
             }
         }
-        headers.windows(2).find_map(|pair| {
-            let joined = join_window(pair[0].1.as_bytes(), pair[1].1.as_bytes())?;
-            self.find(&joined).map(|(rule, decoded)| Finding {
-                rule,
-                place: format!(
-                    "header:{} + header:{}",
-                    self.label(pair[0].0.as_bytes()),
-                    self.label(pair[1].0.as_bytes())
-                ),
-                decoded,
-            })
-        })
     }
 
-    fn scan_body(&self, headers: &[(String, String)], body: &[u8]) -> Option<Finding> {
-        if body.is_empty() {
-            return None;
-        }
-        let is_form = headers.iter().any(|(name, value)| {
-            name.eq_ignore_ascii_case("content-type")
-                && value
-                    .to_ascii_lowercase()
-                    .contains("application/x-www-form-urlencoded")
-        });
-        if is_form {
-            return self.scan_pairs("body", &form_pairs(body));
-        }
-        let looks_json = body
-            .iter()
-            .find(|b| !b.is_ascii_whitespace())
-            .is_some_and(|&b| b == b'{' || b == b'[');
-        if looks_json && let Ok(value) = serde_json::from_slice::<Value>(body) {
-            return self.scan_json_in("body", &value);
-        }
-        self.scan_bytes("body", body)
-    }
-
-    /// Query or form parameters: each `name=value`, then each two adjacent values joined.
-    fn scan_pairs(&self, kind: &str, params: &[(Vec<u8>, Vec<u8>)]) -> Option<Finding> {
-        let place = |name: &[u8]| format!("{kind}:{}", self.label(name));
+    /// Query or form parameters: each `name=value`.
+    fn scan_pairs(
+        &self,
+        kind: &str,
+        params: &[(Vec<u8>, Vec<u8>)],
+        gathered: &mut Gathered,
+    ) -> Option<Finding> {
         for (name, value) in params {
             let mut text = Vec::with_capacity(name.len() + 1 + value.len());
             text.extend_from_slice(name);
             text.push(b'=');
             text.extend_from_slice(value);
-            if let Some((rule, decoded)) = self.find(&text) {
-                return Some(Finding {
-                    rule,
-                    place: place(name),
-                    decoded,
-                });
-            }
-        }
-        params.windows(2).find_map(|pair| {
-            let joined = join_window(&pair[0].1, &pair[1].1)?;
-            self.find(&joined).map(|(rule, decoded)| Finding {
+            let found = self.find(&text).map(|(rule, decoded)| Finding {
                 rule,
-                place: format!("{} + {}", place(&pair[0].0), place(&pair[1].0)),
+                place: format!("{kind}:{}", self.label(name)),
                 decoded,
-            })
-        })
-    }
-
-    fn scan_json_in(&self, prefix: &str, value: &Value) -> Option<Finding> {
-        let mut scan = JsonScan {
-            scanner: self,
-            prefix,
-            path: Vec::new(),
-            leaves: Vec::new(),
-        };
-        if let Some(found) = scan.visit(value) {
-            return Some(found);
-        }
-        let leaves = std::mem::take(&mut scan.leaves);
-        for i in 1..leaves.len() {
-            let Some(joined) = join_window(leaves[i - 1].as_bytes(), leaves[i].as_bytes()) else {
-                continue;
-            };
-            if let Some((rule, decoded)) = self.find(&joined) {
-                // Found rarely, so the two paths are looked up again rather than kept.
-                let place = |n| {
-                    let mut path = Vec::new();
-                    leaf_path(value, &mut { n }, &mut path);
-                    scan.place(&path)
-                };
-                return Some(Finding {
-                    rule,
-                    place: format!("{} + {}", place(i - 1), place(i)),
-                    decoded,
-                });
+            });
+            if let Some(found) = gathered.settle(found) {
+                return Some(found);
             }
         }
         None
+    }
+
+    fn scan_json_in<'v>(
+        &self,
+        prefix: &'v str,
+        value: &'v Value,
+        gathered: &mut Gathered<'v>,
+    ) -> Option<Finding> {
+        let mut scan = JsonScan {
+            scanner: self,
+            prefix,
+            root: value,
+            path: Vec::new(),
+            ordinal: 0,
+            gathered,
+        };
+        scan.visit(value)
+    }
+}
+
+/// What the per-part scans of one call gather: its pieces, for a secret split between them,
+/// and the first bare secret key seen, which is reported only if nothing more specific is
+/// found (a fragment of a longer secret's encoding can look like one).
+#[derive(Default)]
+struct Gathered<'a> {
+    pieces: Pieces<'a>,
+    bare: Option<Finding>,
+}
+
+impl Gathered<'_> {
+    /// The split search's finding, unless it is a bare secret key and one was found in a
+    /// single part already (which names its place better); or that one.
+    fn settled(&self, split: Option<Finding>) -> Option<Finding> {
+        match split {
+            Some(f) if f.rule == BARE_SECRET_RULE && self.bare.is_some() => self.bare.clone(),
+            Some(f) => Some(f),
+            None => self.bare.clone(),
+        }
+    }
+
+    /// `found`, unless it is a bare secret key: that is kept aside.
+    fn settle(&mut self, found: Option<Finding>) -> Option<Finding> {
+        match found {
+            Some(f) if f.rule == BARE_SECRET_RULE => {
+                self.bare.get_or_insert(f);
+                None
+            }
+            other => other,
+        }
+    }
+}
+
+/// The literals, in Aho–Corasick automata of at most [`Starts::GROUP`] each: past that,
+/// an automaton has no vectorised prefilter (Teddy) and walks every byte, so a few automata
+/// that each skip most of a text cost less than one that reads all of it.
+///
+/// A short text is read by one DFA of all the literals instead: a prefilter's setup costs
+/// more than walking a few dozen bytes.
+#[derive(Debug)]
+struct Starts {
+    /// Each automaton, and the literal (its index in [`Scanner::literals`]) of each of its
+    /// patterns.
+    groups: Vec<(AhoCorasick, Vec<usize>)>,
+    /// All the literals, as a DFA without a prefilter, for texts shorter than
+    /// [`Starts::SHORT`].
+    whole: (AhoCorasick, Vec<usize>),
+}
+
+/// A literal found in a text.
+#[derive(Clone, Copy, Debug)]
+struct Literal {
+    start: usize,
+    end: usize,
+    /// Its index in [`Scanner::literals`].
+    id: usize,
+}
+
+impl Starts {
+    const GROUP: usize = 64;
+    const MAX_GROUPS: usize = 4;
+    const SHORT: usize = 256;
+
+    /// The literals grouped by length, the longest together (a group's prefilter reads as
+    /// many bytes as its shortest literal has, up to four).
+    fn new(literals: &[&str]) -> Starts {
+        let mut ids: Vec<usize> = (0..literals.len()).collect();
+        ids.sort_by_key(|&i| std::cmp::Reverse(literals[i].len()));
+        let groups: Vec<(AhoCorasick, Vec<usize>)> = ids
+            .chunks(Starts::GROUP)
+            .map(|ids| {
+                let automaton = AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(ids.iter().map(|&i| literals[i]))
+                    .expect("the DLP literals build an automaton");
+                (automaton, ids.to_vec())
+            })
+            .collect();
+        assert!(groups.len() <= Starts::MAX_GROUPS, "too many DLP literals");
+        let whole = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .prefilter(false)
+            .build(literals)
+            .expect("the DLP literals build a DFA");
+        Starts {
+            groups,
+            whole: (whole, (0..literals.len()).collect()),
+        }
+    }
+
+    fn finder<'s, 'h>(&'s self, hay: &'h [u8]) -> LiteralFinder<'s, 'h> {
+        let groups = if hay.len() < Starts::SHORT {
+            std::slice::from_ref(&self.whole)
+        } else {
+            &self.groups[..]
+        };
+        LiteralFinder {
+            groups,
+            hay,
+            next: [None; Starts::MAX_GROUPS],
+        }
+    }
+}
+
+/// The literals of one text in order, across the automata.
+struct LiteralFinder<'s, 'h> {
+    groups: &'s [(AhoCorasick, Vec<usize>)],
+    hay: &'h [u8],
+    /// Each automaton's next literal, once looked for: `Some(None)` when it has no more.
+    next: [Option<Option<Literal>>; Starts::MAX_GROUPS],
+}
+
+impl LiteralFinder<'_, '_> {
+    /// The leftmost literal starting at `at` or after (the longest of those starting there).
+    fn next_from(&mut self, at: usize) -> Option<Literal> {
+        if at > self.hay.len() {
+            return None;
+        }
+        let mut best: Option<Literal> = None;
+        for (g, (automaton, ids)) in self.groups.iter().enumerate() {
+            let stale = match self.next[g] {
+                None => true,
+                Some(Some(found)) => found.start < at,
+                Some(None) => false,
+            };
+            if stale {
+                self.next[g] =
+                    Some(
+                        automaton
+                            .find(Input::new(self.hay).range(at..))
+                            .map(|m| Literal {
+                                start: m.start(),
+                                end: m.end(),
+                                id: ids[m.pattern().as_usize()],
+                            }),
+                    );
+            }
+            if let Some(Some(found)) = self.next[g] {
+                let better = best.is_none_or(|b| {
+                    found.start < b.start || (found.start == b.start && found.end > b.end)
+                });
+                if better {
+                    best = Some(found);
+                }
+            }
+        }
+        best
+    }
+}
+
+/// FNV-1a: the literal prefixes are a few bytes each, looked up once a piece; SipHash's setup
+/// would cost more than the lookup (and they are not chosen by whoever sends the request).
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
+
+/// A request body as the scan reads it.
+enum Body {
+    Empty,
+    /// `application/x-www-form-urlencoded`: its parameters, decoded.
+    Form(Vec<(Vec<u8>, Vec<u8>)>),
+    Json(Value),
+    /// Anything else: text or bytes.
+    Bytes,
+}
+
+fn parse_body(headers: &[(String, String)], body: &[u8]) -> Body {
+    if body.is_empty() {
+        return Body::Empty;
+    }
+    let is_form = headers.iter().any(|(name, value)| {
+        name.eq_ignore_ascii_case("content-type")
+            && value
+                .to_ascii_lowercase()
+                .contains("application/x-www-form-urlencoded")
+    });
+    if is_form {
+        return Body::Form(form_pairs(body));
+    }
+    let looks_json = body
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{' || b == b'[');
+    if looks_json && let Ok(value) = serde_json::from_slice::<Value>(body) {
+        return Body::Json(value);
+    }
+    Body::Bytes
+}
+
+/// The names of a shape's random parts, in the order its branches use them.
+const RANDOM_GROUPS: [&str; 3] = ["s", "t", "u"];
+
+/// The class first written in the named group `name` of `pattern` (`(?P<s>[A-Za-z0-9]{36})`
+/// gives `A-Za-z0-9`): what that random part is drawn from.
+fn random_class(pattern: &str, name: &str) -> Option<Vec<bool>> {
+    let at = pattern.find(&format!("(?P<{name}>"))?;
+    let open = at + pattern[at..].find('[')?;
+    let close = open + pattern[open..].find(']')?;
+    Some(shapes::class(&pattern[open + 1..close]).to_vec())
+}
+
+/// A pattern without the class that ends it at a word end (`(?:[^A-Za-z0-9]|$)`), which
+/// reads one byte past the match.
+fn without_word_end(pattern: &str) -> &str {
+    match pattern.rfind("(?:[^") {
+        Some(at) if pattern.ends_with("|$)") => &pattern[..at],
+        _ => pattern,
     }
 }
 
@@ -687,11 +929,18 @@ struct Walk<'s> {
     budget: usize,
     /// The layers of the view being scanned, outermost first.
     chain: Vec<Layer>,
+    /// Where pieces were joined, in the text as given (see [`Scanner::find_joined`]).
+    boundaries: &'s [usize],
 }
 
 impl Walk<'_> {
     fn view(&mut self, hay: &[u8]) -> Option<&'static str> {
-        if let Some(rule) = self.scanner.first_rule(hay) {
+        let junctions = if self.chain.is_empty() {
+            self.boundaries
+        } else {
+            &[]
+        };
+        if let Some(rule) = self.scanner.first_rule(hay, junctions) {
             return Some(rule);
         }
         if self.chain.len() >= MAX_LAYERS {
@@ -714,9 +963,12 @@ impl Walk<'_> {
         {
             return Some(rule);
         }
-        let (base64, hex) = encoded_views(hay);
-        self.descend(Layer::Base64, base64)
-            .or_else(|| self.descend(Layer::Hex, hex))
+        let encoded = encoded_views(hay, junctions);
+        // A more specific rule first: a piece of a longer secret's base64 can look like a bare
+        // key.
+        self.descend(Layer::Base64, encoded.base64)
+            .or_else(|| self.descend(Layer::Hex, encoded.hex))
+            .or(encoded.bare_secret.then_some(BARE_SECRET_RULE))
     }
 
     fn descend(&mut self, layer: Layer, decoded: Option<Vec<u8>>) -> Option<&'static str> {
@@ -738,19 +990,21 @@ enum Step<'v> {
     Index(usize),
 }
 
-struct JsonScan<'s, 'v> {
+struct JsonScan<'s, 'v, 'p> {
     scanner: &'s Scanner,
-    prefix: &'s str,
+    prefix: &'v str,
+    root: &'v Value,
     path: Vec<Step<'v>>,
-    /// Every string value, in visiting order, for the split-secret pass.
-    leaves: Vec<&'v str>,
+    /// How many strings and keys have been visited: each is a piece, named by this number.
+    ordinal: usize,
+    gathered: &'p mut Gathered<'v>,
 }
 
-impl<'v> JsonScan<'_, 'v> {
+impl<'v> JsonScan<'_, 'v, '_> {
     fn visit(&mut self, value: &'v Value) -> Option<Finding> {
         match value {
             Value::String(s) => {
-                self.leaves.push(s);
+                self.piece(s, false);
                 self.hit(s.as_bytes())
             }
             Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
@@ -761,10 +1015,18 @@ impl<'v> JsonScan<'_, 'v> {
             }),
             Value::Object(members) => members.iter().find_map(|(key, item)| {
                 self.path.push(Step::Key(key));
+                self.piece(key, true);
                 let found = self.hit(key.as_bytes()).or_else(|| match item {
                     // A name that may give a value its meaning (`aws_secret_access_key`) is
                     // read together with the value, as in an env file.
-                    Value::String(s) if self.scanner.starts.is_match(key) => {
+                    Value::String(s)
+                        if self
+                            .scanner
+                            .starts
+                            .finder(key.as_bytes())
+                            .next_from(0)
+                            .is_some() =>
+                    {
                         self.hit(format!("{key}={s}").as_bytes())
                     }
                     _ => None,
@@ -777,72 +1039,88 @@ impl<'v> JsonScan<'_, 'v> {
         }
     }
 
-    fn hit(&self, text: &[u8]) -> Option<Finding> {
-        self.scanner.find(text).map(|(rule, decoded)| Finding {
-            rule,
-            place: self.place(&self.path),
-            decoded,
-        })
+    fn piece(&mut self, text: &'v str, key: bool) {
+        let origin = Origin::Json {
+            prefix: self.prefix,
+            root: self.root,
+            ordinal: self.ordinal,
+        };
+        self.ordinal += 1;
+        let pieces = &mut self.gathered.pieces;
+        if key {
+            pieces.name(origin, Cow::Borrowed(text.as_bytes()));
+        } else {
+            pieces.source(origin, Cow::Borrowed(text.as_bytes()));
+        }
     }
 
-    fn place(&self, path: &[Step]) -> String {
-        if path.is_empty() {
-            return if self.prefix.is_empty() {
-                "arguments".to_string()
-            } else {
-                self.prefix.to_string()
-            };
-        }
-        let mut place = self.prefix.to_string();
-        if !place.is_empty() {
-            place.push(':');
-        }
-        for step in path {
-            place.push('/');
-            match step {
-                Step::Key(key) => {
-                    let label = self.scanner.label(key.as_bytes());
-                    place.push_str(&label.replace('~', "~0").replace('/', "~1"));
-                }
-                Step::Index(i) => place.push_str(&i.to_string()),
-            }
-        }
-        place
+    fn hit(&mut self, text: &[u8]) -> Option<Finding> {
+        let found = self.scanner.find(text).map(|(rule, decoded)| Finding {
+            rule,
+            place: json_place(self.scanner, self.prefix, &self.path),
+            decoded,
+        });
+        self.gathered.settle(found)
     }
 }
 
-/// Finds the path of the `n`th string value (in [`JsonScan::visit`]'s order); `false` while
-/// it has not been reached.
-fn leaf_path<'v>(value: &'v Value, n: &mut usize, path: &mut Vec<Step<'v>>) -> bool {
-    let children: Box<dyn Iterator<Item = (Step<'v>, &'v Value)>> = match value {
-        Value::String(_) if *n == 0 => return true,
+/// A JSON pointer as a finding's place: `body:/a/0`, `/a/0`, or `arguments` for the root.
+fn json_place(scanner: &Scanner, prefix: &str, path: &[Step]) -> String {
+    if path.is_empty() {
+        return if prefix.is_empty() {
+            "arguments".to_string()
+        } else {
+            prefix.to_string()
+        };
+    }
+    let mut place = prefix.to_string();
+    if !place.is_empty() {
+        place.push(':');
+    }
+    for step in path {
+        place.push('/');
+        match step {
+            Step::Key(key) => {
+                let label = scanner.label(key.as_bytes());
+                place.push_str(&label.replace('~', "~0").replace('/', "~1"));
+            }
+            Step::Index(i) => place.push_str(&i.to_string()),
+        }
+    }
+    place
+}
+
+/// The path of the `n`th string or key (in [`JsonScan::visit`]'s order; a key's path is its
+/// member's); `false` while it has not been reached.
+fn piece_path<'v>(value: &'v Value, n: &mut usize, path: &mut Vec<Step<'v>>) -> bool {
+    match value {
+        Value::String(_) if *n == 0 => true,
         Value::String(_) => {
             *n -= 1;
-            return false;
+            false
         }
-        Value::Array(items) => Box::new(items.iter().enumerate().map(|(i, v)| (Step::Index(i), v))),
-        Value::Object(members) => Box::new(members.iter().map(|(k, v)| (Step::Key(k), v))),
-        Value::Null | Value::Bool(_) | Value::Number(_) => return false,
-    };
-    for (step, item) in children {
-        path.push(step);
-        if leaf_path(item, n, path) {
-            return true;
-        }
-        path.pop();
+        Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+            path.push(Step::Index(i));
+            let found = piece_path(item, n, path);
+            if !found {
+                path.pop();
+            }
+            found
+        }),
+        Value::Object(members) => members.iter().any(|(key, item)| {
+            path.push(Step::Key(key));
+            if *n == 0 {
+                return true;
+            }
+            *n -= 1;
+            let found = piece_path(item, n, path);
+            if !found {
+                path.pop();
+            }
+            found
+        }),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
     }
-    false
-}
-
-/// The end of `a` and the start of `b` together, where a secret split between them would be;
-/// `None` when either is empty (the other alone has been scanned).
-fn join_window(a: &[u8], b: &[u8]) -> Option<Vec<u8>> {
-    if a.is_empty() || b.is_empty() {
-        return None;
-    }
-    let a = &a[a.len().saturating_sub(JOIN_WINDOW)..];
-    let b = &b[..b.len().min(JOIN_WINDOW)];
-    Some([a, b].concat())
 }
 
 /// `a=1&b=2` as decoded pairs. `+` is kept: it is a space only in forms, and in base64 it is
@@ -864,34 +1142,6 @@ fn form_pairs(query: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
             (decode(name), decode(value))
         })
         .collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Matching checks.
-
-/// Mixed case and a digit: what a generated key has and a name does not.
-fn looks_generated(s: &[u8]) -> bool {
-    s.iter().any(u8::is_ascii_uppercase)
-        && s.iter().any(u8::is_ascii_lowercase)
-        && s.iter().any(u8::is_ascii_digit)
-}
-
-/// A JWS: a header that decodes to a JSON object with `alg`, a payload that decodes to a JSON
-/// object. `eyJ` is only `{"` in base64, which many things start with.
-fn is_jwt(token: &[u8]) -> bool {
-    let mut segments = token.split(|&b| b == b'.');
-    let (Some(header), Some(payload)) = (segments.next(), segments.next()) else {
-        return false;
-    };
-    let object = |segment: &[u8]| {
-        let mut json = Vec::with_capacity(segment.len());
-        base64_into(segment, &mut json);
-        match serde_json::from_slice::<Value>(&json) {
-            Ok(Value::Object(members)) => Some(members),
-            _ => None,
-        }
-    };
-    object(header).is_some_and(|h| h.contains_key("alg")) && object(payload).is_some()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1279,27 +1529,39 @@ static BASE64_VALUES: [u8; 256] = {
     table
 };
 
+/// What one pass over a view's base64 and hex runs found.
+#[derive(Default)]
+struct Encoded {
+    base64: Option<Vec<u8>>,
+    hex: Option<Vec<u8>>,
+    /// A run that is an AWS-style secret key on its own ([`is_bare_secret`]).
+    bare_secret: bool,
+}
+
+/// The rule a bare secret key is found under.
+const BARE_SECRET_RULE: &str = "dlp:cloud-secret-key";
+
 /// The base64 and hex views of `hay`, found in one pass over it: hex runs are parts of
-/// base64 runs.
+/// base64 runs. `boundaries` are where pieces were joined: runs are also decoded from there.
 ///
 /// A run long enough to decode holds an aligned block of eight base64 characters, so the pass
 /// tests blocks of eight without a branch and looks closer only around a full one: words and
 /// punctuation cost a fraction of a byte-by-byte walk.
-fn encoded_views(hay: &[u8]) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
-    let (mut base64, hex) = encoded_runs(hay);
+fn encoded_views(hay: &[u8], boundaries: &[usize]) -> Encoded {
+    let mut encoded = encoded_runs(hay, boundaries);
     // Base64 wrapped across lines (MIME, PEM) is decoded whole too: a secret broken at a line
     // end decodes to two halves that match nothing, line by line.
     if let Some(joined) = unwrapped(hay) {
-        let (whole, _) = encoded_runs(&joined);
-        if let Some(whole) = whole {
-            let view = base64.get_or_insert_with(Vec::new);
+        let whole = encoded_runs(&joined, &[]);
+        if let Some(whole) = whole.base64 {
+            let view = encoded.base64.get_or_insert_with(Vec::new);
             if !view.is_empty() {
                 view.push(b'\n');
             }
             view.extend_from_slice(&whole);
         }
     }
-    (base64, hex)
+    encoded
 }
 
 /// `hay` without the line breaks (`\n`, `\r\n`) that wrap base64: one that ends a line of at
@@ -1335,10 +1597,13 @@ fn unwrapped(hay: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The base64 and hex views of `hay`'s runs (see [`encoded_views`]).
-fn encoded_runs(hay: &[u8]) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+fn encoded_runs(hay: &[u8], boundaries: &[usize]) -> Encoded {
     const BLOCK: usize = 8;
     const _: () = assert!(MIN_BASE64 >= 2 * BLOCK - 1 && MIN_HEX >= 2 * BLOCK - 1);
-    let mut views = EncodedViews::default();
+    let mut views = EncodedViews {
+        boundaries,
+        ..EncodedViews::default()
+    };
     let mut block = 0;
     while block + BLOCK <= hay.len() {
         let full = hay[block..block + BLOCK]
@@ -1356,25 +1621,32 @@ fn encoded_runs(hay: &[u8]) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
         block = (end / BLOCK + 1) * BLOCK;
     }
     let view = |v: Vec<u8>| (!v.is_empty()).then_some(v);
-    (view(views.base64), view(views.hex))
+    Encoded {
+        base64: view(views.base64),
+        hex: view(views.hex),
+        bare_secret: views.bare_secret,
+    }
 }
 
 #[derive(Default)]
-struct EncodedViews {
+struct EncodedViews<'b> {
     base64: Vec<u8>,
     hex: Vec<u8>,
+    bare_secret: bool,
+    boundaries: &'b [usize],
     /// Scratch space for one decoding.
     decoded: Vec<u8>,
 }
 
-impl EncodedViews {
+impl EncodedViews<'_> {
     /// Decodes the base64 run that starts at `start`, and the hex runs in it; returns its end.
     fn run(&mut self, hay: &[u8], start: usize) -> usize {
         let mut i = start;
         let mut seen = 0;
         let mut hex_start = start;
-        // Where to decode from, one per alignment: the start, and after a `/` that ends a
-        // path-like prefix (`com/upload/Z2hw…`; no upper case yet, so not inside base64).
+        // Where to decode from, one per alignment: the start, after a `/` that ends a
+        // path-like prefix (`com/upload/Z2hw…`; no upper case yet, so not inside base64), and
+        // where two pieces were joined.
         let mut from = [None; 4];
         from[0] = Some(start);
         while i < hay.len() {
@@ -1383,7 +1655,7 @@ impl EncodedViews {
                 break;
             }
             if class & HEX_DIGIT == 0 {
-                self.hex_run(&hay[hex_start..i]);
+                self.hex_run(&hay[hex_start..i], false);
                 hex_start = i + 1;
             }
             if hay[i] == b'/' && seen & UPPER == 0 {
@@ -1392,7 +1664,15 @@ impl EncodedViews {
             seen |= class;
             i += 1;
         }
-        self.hex_run(&hay[hex_start.min(i)..i]);
+        let inner = inner_boundaries(self.boundaries, start, i);
+        for &b in inner {
+            from[(b - start) % 4].get_or_insert(b);
+        }
+        let joined = !inner.is_empty();
+        self.hex_run(&hay[hex_start.min(i)..i], joined);
+        if i - start >= BARE_SECRET_LEN && !self.bare_secret {
+            self.bare_secret = bare_secret_in(hay, start, i, inner);
+        }
         // Base64 of anything mixes cases; identifiers, paths, words and hex mostly do not.
         if seen & (UPPER | LOWER) == UPPER | LOWER {
             for from in from.into_iter().flatten() {
@@ -1406,11 +1686,12 @@ impl EncodedViews {
         i
     }
 
-    fn hex_run(&mut self, run: &[u8]) {
+    /// Decodes a hex run; at both alignments when it is odd or holds a junction.
+    fn hex_run(&mut self, run: &[u8], joined: bool) {
         if run.len() < MIN_HEX {
             return;
         }
-        let starts: &[usize] = if run.len().is_multiple_of(2) {
+        let starts: &[usize] = if run.len().is_multiple_of(2) && !joined {
             &[0]
         } else {
             &[0, 1]
@@ -1426,9 +1707,101 @@ impl EncodedViews {
     }
 }
 
+/// The junctions strictly inside `start..end`.
+fn inner_boundaries(boundaries: &[usize], start: usize, end: usize) -> &[usize] {
+    let lo = boundaries.partition_point(|&b| b <= start);
+    let hi = boundaries.partition_point(|&b| b < end);
+    &boundaries[lo..hi.max(lo)]
+}
+
+/// How long an AWS secret access key is: 30 random bytes in base64.
+const BARE_SECRET_LEN: usize = 40;
+
+/// Whether the base64 run `hay[start..end]` is an AWS-style secret key on its own, or holds
+/// one as a URL path segment: between two `/` (or a `/` and the run's end), with nothing but
+/// path-like text (no upper case) on either side in the run, so that forty characters between
+/// two slashes inside a base64 blob are not taken for one; or between junctions of joined
+/// pieces (`junctions`).
+fn bare_secret_in(hay: &[u8], start: usize, end: usize, junctions: &[usize]) -> bool {
+    if end - start == BARE_SECRET_LEN {
+        return is_bare_secret(hay, start, end);
+    }
+    let path_like = |s: &[u8]| !s.iter().any(u8::is_ascii_uppercase);
+    let mut starts = vec![start];
+    starts.extend(
+        (start..end)
+            .filter(|&i| hay[i] == b'/' && path_like(&hay[start..i]))
+            .map(|i| i + 1)
+            .take(32),
+    );
+    starts.extend(junctions.iter().take(64));
+    starts.iter().any(|&a| {
+        let b = a + BARE_SECRET_LEN;
+        let ends = b == end
+            || (b < end && hay[b] == b'/' && path_like(&hay[b..end]))
+            || junctions.contains(&b);
+        ends && is_bare_secret(hay, a, b)
+    })
+}
+
+/// Whether the run `hay[start..end]` (forty base64 characters, alone between characters that
+/// are not base64) is an AWS-style secret key without its name: only the standard alphabet,
+/// not followed by padding or glued to a dotted name; upper case, lower case and digits, at
+/// least 20 distinct characters and 16 changes of character class (random base64 has about
+/// 30 and 25; an identifier or a path has far fewer); decoding to bytes that are not text
+/// (base64 of text is not a key); at most three `/` (not a path); and no placeholder.
+fn is_bare_secret(hay: &[u8], start: usize, end: usize) -> bool {
+    let run = &hay[start..end];
+    if run.iter().any(|&b| b == b'-' || b == b'_') {
+        return false;
+    }
+    if start > 0
+        && matches!(
+            hay[start - 1],
+            b'.' | b'%' | b'\\' | b'$' | b'&' | b'~' | b'-' | b'_'
+        )
+    {
+        return false;
+    }
+    if hay.get(end) == Some(&b'.') && hay.get(end + 1).is_some_and(u8::is_ascii_alphanumeric) {
+        return false;
+    }
+    // The end of a longer padded base64 value (a window of a run, `=` after it), not a key
+    // (after which `=` is an assignment).
+    let inside_a_run = start > 0 && CLASSES[usize::from(hay[start - 1])] & BASE64_CHAR != 0;
+    if inside_a_run && hay.get(end) == Some(&b'=') {
+        return false;
+    }
+    if !shapes::looks_generated(run) || !run.iter().any(|b| matches!(b, b'g'..=b'z' | b'G'..=b'Z'))
+    {
+        return false;
+    }
+    if run.iter().filter(|&&b| b == b'/').count() > 3 {
+        return false;
+    }
+    let mut seen = [false; 256];
+    let distinct = run
+        .iter()
+        .filter(|&&b| !std::mem::replace(&mut seen[usize::from(b)], true))
+        .count();
+    if distinct < 20 || split::class_changes(run) < 16 {
+        return false;
+    }
+    let mut decoded = Vec::with_capacity(30);
+    base64_into(run, &mut decoded);
+    let text = decoded
+        .iter()
+        .filter(|&&b| CLASSES[usize::from(b)] & PRINTABLE != 0)
+        .count();
+    if text * 5 >= decoded.len() * 4 {
+        return false;
+    }
+    !shapes::is_placeholder(run, BARE_SECRET_LEN)
+}
+
 /// Decodes base64 of either alphabet, skipping anything else (padding) and dropping a
 /// trailing partial byte.
-fn base64_into(s: &[u8], out: &mut Vec<u8>) {
+pub(super) fn base64_into(s: &[u8], out: &mut Vec<u8>) {
     out.reserve(s.len() / 4 * 3 + 3);
     // Bits decoded and not yet a whole byte: `bits` of them, at the bottom of `acc`.
     let (mut acc, mut bits) = (0u32, 0u32);
@@ -1448,6 +1821,16 @@ fn base64_into(s: &[u8], out: &mut Vec<u8>) {
     for &c in quads.remainder() {
         push_sextet(BASE64_VALUES[usize::from(c)], &mut acc, &mut bits, out);
     }
+}
+
+/// Four base64 characters (either alphabet) as their three bytes.
+pub(super) fn base64_quad(quad: &[u8]) -> Option<[u8; 3]> {
+    let v = [0, 1, 2, 3].map(|j| BASE64_VALUES[usize::from(quad[j])]);
+    if v.contains(&0xFF) {
+        return None;
+    }
+    let n = v.iter().fold(0u32, |n, &v| n << 6 | u32::from(v));
+    Some([(n >> 16) as u8, (n >> 8) as u8, n as u8])
 }
 
 fn push_sextet(v: u8, acc: &mut u32, bits: &mut u32, out: &mut Vec<u8>) {
@@ -1487,664 +1870,4 @@ fn narrow_utf16(bytes: &mut Vec<u8>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// One sample of each rule, as it would be leaked.
-    fn samples() -> Vec<(&'static str, String)> {
-        let google_key = format!("AIza{}", "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q");
-        let sendgrid = format!(
-            "SG.{}.{}",
-            "aB3dE5gH7jK9mN1pQ3sT5v", "wX7zA9cD1fG3iJ5lM7oP9rS1uV3xY5aB7dE9gH1jK3m"
-        );
-        vec![
-            (
-                "dlp:private-key",
-                "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq".to_string(),
-            ),
-            ("dlp:private-key", "-----BEGIN PRIVATE KEY-----".to_string()),
-            (
-                "dlp:private-key",
-                "-----BEGIN OPENSSH PRIVATE KEY-----".to_string(),
-            ),
-            ("dlp:aws-access-key", "AKIAIOSFODNN7EXAMPLE".to_string()),
-            ("dlp:aws-access-key", "ASIAY34FZKBOKMUTVV7A".to_string()),
-            (
-                "dlp:aws-secret-key",
-                "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_string(),
-            ),
-            (
-                "dlp:aws-secret-key",
-                "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_string(),
-            ),
-            ("dlp:google-api-key", google_key),
-            (
-                "dlp:google-oauth-token",
-                "ya29.a0AfH6SMBx3kQ9Zt7LmNpQrStUvWxYz012345".to_string(),
-            ),
-            (
-                "dlp:github-token",
-                "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".to_string(),
-            ),
-            (
-                "dlp:github-token",
-                "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGH".to_string(),
-            ),
-            ("dlp:gitlab-token", "glpat-xXw9yZ2aB4cD6eF8gH0j".to_string()),
-            (
-                "dlp:aether-token",
-                "aether_kQ3zR7wX1cV5bN9mL2jH6gF4dS8aP0oI3uY7tE1rW5q".to_string(),
-            ),
-            (
-                "dlp:slack-token",
-                "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx".to_string(),
-            ),
-            (
-                "dlp:slack-webhook",
-                "https://hooks.slack.com/services/T0A1B2C3D/B0E1F2G3H/XXXXXXXXXXXXXXXXXXXXXXXX"
-                    .to_string(),
-            ),
-            (
-                "dlp:anthropic-key",
-                "sk-ant-api03-AbCdEfGh1234567890_-XyZaBcDeFgH".to_string(),
-            ),
-            (
-                "dlp:openai-key",
-                "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56".to_string(),
-            ),
-            (
-                "dlp:openai-key",
-                "sk-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78St90Uv12Wx34".to_string(),
-            ),
-            (
-                "dlp:stripe-key",
-                "sk_live_4eC39HqLyjWDarjtT1zdp7dc".to_string(),
-            ),
-            (
-                "dlp:npm-token",
-                "npm_abcdefghijklmnopqrstuvwxyz0123456789".to_string(),
-            ),
-            (
-                "dlp:huggingface-token",
-                "hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh".to_string(),
-            ),
-            ("dlp:sendgrid-key", sendgrid),
-            (
-                "dlp:twilio-key",
-                "SK0123456789abcdef0123456789abcdef".to_string(),
-            ),
-            (
-                "dlp:jwt",
-                "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
-                    .to_string(),
-            ),
-        ]
-    }
-
-    /// The ways a secret is disguised, each with the layers it should be found through.
-    /// How a disguise is applied to a secret.
-    type Encode = fn(&str) -> String;
-
-    fn encodings() -> Vec<(&'static str, Encode)> {
-        vec![
-            ("raw", |s| s.to_string()),
-            ("percent", percent),
-            ("double percent", |s| percent(&percent(s))),
-            ("triple percent", |s| percent(&percent(&percent(s)))),
-            ("base64", |s| b64(s.as_bytes(), STD, true)),
-            ("base64 url-safe", |s| b64(s.as_bytes(), URL, false)),
-            ("hex", |s| {
-                s.bytes().map(|b| format!("{b:02x}")).collect::<String>()
-            }),
-            ("upper hex", |s| {
-                s.bytes().map(|b| format!("{b:02X}")).collect::<String>()
-            }),
-            ("\\u escapes", |s| {
-                s.chars().map(|c| format!("\\u{:04x}", c as u32)).collect()
-            }),
-            ("\\x escapes", |s| {
-                s.bytes().map(|b| format!("\\x{b:02x}")).collect()
-            }),
-            ("fullwidth", |s| s.chars().map(fullwidth).collect()),
-            ("zero-width", |s| {
-                s.chars().flat_map(|c| [c, '\u{200B}']).collect()
-            }),
-            ("soft hyphens and BOMs", |s| {
-                s.chars()
-                    .enumerate()
-                    .flat_map(|(i, c)| [c, if i % 2 == 0 { '\u{00AD}' } else { '\u{FEFF}' }])
-                    .collect()
-            }),
-            ("tag characters", |s| {
-                s.chars()
-                    .map(|c| match c {
-                        ' '..='~' => char::from_u32(c as u32 + 0xE0000).unwrap(),
-                        _ => c,
-                    })
-                    .collect()
-            }),
-            ("base64 of percent", |s| {
-                b64(percent(s).as_bytes(), STD, true)
-            }),
-            ("percent of base64", |s| {
-                percent(&b64(s.as_bytes(), STD, true))
-            }),
-            ("raw UTF-16LE", |s| {
-                s.chars().flat_map(|c| [c, '\0']).collect()
-            }),
-            ("percent of UTF-16LE", |s| {
-                s.encode_utf16()
-                    .flat_map(u16::to_le_bytes)
-                    .map(|b| format!("%{b:02X}"))
-                    .collect()
-            }),
-            ("base64 of UTF-16LE", |s| {
-                let wide: Vec<u8> = s.encode_utf16().flat_map(u16::to_le_bytes).collect();
-                b64(&wide, STD, true)
-            }),
-            ("JSON-escaped \\u", |s| {
-                s.chars()
-                    .map(|c| format!("\\\\u{:04x}", c as u32))
-                    .collect()
-            }),
-        ]
-    }
-
-    const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-    fn b64(bytes: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let n = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-            for i in 0..=chunk.len() {
-                out.push(alphabet[(n >> (18 - 6 * i) & 63) as usize] as char);
-            }
-            if pad {
-                out.extend(std::iter::repeat_n('=', 3 - chunk.len()));
-            }
-        }
-        out
-    }
-
-    fn percent(s: &str) -> String {
-        s.bytes().map(|b| format!("%{b:02X}")).collect()
-    }
-
-    fn fullwidth(c: char) -> char {
-        match c {
-            '!'..='~' => char::from_u32(c as u32 - 0x21 + 0xFF01).unwrap(),
-            _ => c,
-        }
-    }
-
-    fn scanner() -> &'static Scanner {
-        Scanner::shared()
-    }
-
-    fn text(s: &str) -> Option<&'static str> {
-        scanner().scan_text("t", s).map(|f| f.rule)
-    }
-
-    fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect()
-    }
-
-    /// Where a disguised secret can be put, and the place its finding must name.
-    fn positions(encoded: &str) -> Vec<(&'static str, Option<Finding>, &'static str)> {
-        let s = scanner();
-        vec![
-            ("text", s.scan_text("t", encoded), "t"),
-            (
-                "url path",
-                s.scan_request(&format!("https://example.com/upload/{encoded}"), &[], b""),
-                "url",
-            ),
-            (
-                "query",
-                s.scan_request(
-                    &format!("https://example.com/search?q=weather&token={encoded}&page=2"),
-                    &[],
-                    b"",
-                ),
-                "query:token",
-            ),
-            (
-                "header",
-                s.scan_request(
-                    "https://example.com/",
-                    &headers(&[("Accept", "*/*"), ("X-Token", encoded)]),
-                    b"",
-                ),
-                "header:X-Token",
-            ),
-            (
-                "text body",
-                s.scan_request(
-                    "https://example.com/",
-                    &[],
-                    format!("note: {encoded}\n").as_bytes(),
-                ),
-                "body",
-            ),
-            (
-                "JSON body",
-                s.scan_request(
-                    "https://example.com/",
-                    &headers(&[("Content-Type", "application/json")]),
-                    json!({"event": "push", "data": [1, {"v": encoded}]})
-                        .to_string()
-                        .as_bytes(),
-                ),
-                "body:/data/1/v",
-            ),
-            (
-                "arguments",
-                s.scan_json(&json!({"url": "https://example.com", "body": {"text": encoded}})),
-                "/body/text",
-            ),
-        ]
-    }
-
-    #[test]
-    fn every_rule_has_a_sample_and_a_well_formed_name() {
-        let named: std::collections::BTreeSet<_> = samples().iter().map(|(r, _)| *r).collect();
-        let mut seen = std::collections::BTreeSet::new();
-        for rule in Scanner::rules() {
-            assert!(rule.starts_with("dlp:") && rule.len() > 4, "{rule}");
-            assert!(seen.insert(rule), "{rule} is defined twice");
-            assert!(named.contains(rule), "{rule} has no sample");
-        }
-        let literals: usize = SHAPES.iter().map(|s| s.starts.len()).sum();
-        // Aho–Corasick's SIMD prefilter (Teddy) takes at most 64 literals.
-        assert!(literals <= 64, "{literals} literals");
-    }
-
-    #[test]
-    fn each_sample_is_found_raw_with_its_rule() {
-        for (rule, secret) in samples() {
-            assert_eq!(text(&secret), Some(rule), "{secret}");
-            assert_eq!(
-                text(&format!("the key is {secret}.")),
-                Some(rule),
-                "{secret}"
-            );
-        }
-    }
-
-    #[test]
-    fn each_sample_is_found_through_each_encoding_in_each_position() {
-        let mut failures = Vec::new();
-        for (rule, secret) in samples() {
-            for (how, encode) in encodings() {
-                let encoded = encode(&secret);
-                for (position, found, place) in positions(&encoded) {
-                    match found {
-                        Some(f) if f.rule == rule && f.place == place => {}
-                        other => failures.push(format!(
-                            "{rule} {how} in {position}: {:?}",
-                            other.map(|f| (f.rule, f.place, f.decoded))
-                        )),
-                    }
-                }
-            }
-        }
-        assert!(
-            failures.is_empty(),
-            "{} misses:\n{}",
-            failures.len(),
-            failures.join("\n")
-        );
-    }
-
-    #[test]
-    fn findings_name_the_layers_they_were_decoded_through() {
-        let secret = "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";
-        let layers = |s: &str| scanner().scan_text("t", s).map(|f| f.decoded);
-        assert_eq!(layers(secret), Some(vec![]));
-        assert_eq!(layers(&percent(secret)), Some(vec![Layer::Percent]));
-        assert_eq!(
-            layers(&percent(&percent(secret))),
-            Some(vec![Layer::Percent, Layer::Percent])
-        );
-        assert_eq!(
-            layers(&b64(secret.as_bytes(), STD, true)),
-            Some(vec![Layer::Base64])
-        );
-        assert_eq!(
-            layers(&percent(&b64(secret.as_bytes(), STD, true))),
-            Some(vec![Layer::Percent, Layer::Base64])
-        );
-        let fw: String = secret.chars().map(fullwidth).collect();
-        assert_eq!(layers(&fw), Some(vec![Layer::Unicode]));
-        assert_eq!(
-            layers(&b64(fw.as_bytes(), URL, false)),
-            Some(vec![Layer::Base64, Layer::Unicode])
-        );
-        let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(layers(&hex), Some(vec![Layer::Hex]));
-        assert_eq!(
-            layers("\\u0067hp_wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"),
-            Some(vec![Layer::Escape])
-        );
-        assert_eq!(
-            layers("&#103;&#x68;p_wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"),
-            Some(vec![Layer::Escape])
-        );
-    }
-
-    #[test]
-    fn a_secret_split_across_two_json_fields_is_found() {
-        let f = scanner()
-            .scan_json(&json!({"a": "AKIAIOSF", "b": "ODNN7EXAMPLE"}))
-            .unwrap();
-        assert_eq!(
-            (f.rule, f.place.as_str()),
-            ("dlp:aws-access-key", "/a + /b")
-        );
-        let f = scanner()
-            .scan_json(&json!({"parts": ["x", "ghp_wWPw5k4aXcaT4fNP", "0UcnZwJUVFk6LO0pINUx"]}))
-            .unwrap();
-        assert_eq!(
-            (f.rule, f.place.as_str()),
-            ("dlp:github-token", "/parts/1 + /parts/2")
-        );
-        // Split and base64-encoded as a whole.
-        let encoded = b64(b"xoxb-123456789012-1234567890123-AbCdEfGhIjKl", STD, true);
-        let (a, b) = encoded.split_at(20);
-        let f = scanner().scan_json(&json!({"p1": a, "p2": b})).unwrap();
-        assert_eq!(f.rule, "dlp:slack-token");
-        assert_eq!(f.decoded, vec![Layer::Base64]);
-    }
-
-    #[test]
-    fn a_secret_split_in_every_sample_is_found_across_fields_params_and_headers() {
-        for (rule, secret) in samples() {
-            // Early, so that neither part is a credential alone and the place names both; and
-            // in the middle, where the first half of a long token may already be one.
-            let early = if secret.starts_with("https://") {
-                16
-            } else {
-                8
-            };
-            for (at, both) in [(early, true), (secret.len() / 2, false)] {
-                let (a, b) = secret.split_at(at);
-                let check = |found: Option<Finding>, joined: &str, what: &str| {
-                    let found = found.unwrap_or_else(|| panic!("{secret} split at {at} in {what}"));
-                    assert_eq!(found.rule, rule, "{secret} split at {at} in {what}");
-                    if both {
-                        assert_eq!(found.place, joined, "{secret} split at {at} in {what}");
-                    }
-                };
-                check(
-                    scanner().scan_json(&json!({"a": a, "b": b})),
-                    "/a + /b",
-                    "JSON",
-                );
-                let url = format!("https://example.com/?a={}&b={}", percent(a), percent(b));
-                check(
-                    scanner().scan_request(&url, &[], b""),
-                    "query:a + query:b",
-                    "a query",
-                );
-                let hs = headers(&[("X-A", a), ("X-B", b)]);
-                check(
-                    scanner().scan_request("https://example.com/", &hs, b""),
-                    "header:X-A + header:X-B",
-                    "headers",
-                );
-                let form = scanner().scan_request(
-                    "https://example.com/",
-                    &headers(&[("content-type", "application/x-www-form-urlencoded")]),
-                    format!("a={}&b={}", percent(a), percent(b)).as_bytes(),
-                );
-                check(form, "body:a + body:b", "a form");
-            }
-        }
-    }
-
-    #[test]
-    fn base64_wrapped_across_lines_is_decoded_whole() {
-        // A GitHub token, base64-encoded and broken mid-token at a line end, as a MIME
-        // part's body would carry it (with some text before it).
-        let encoded = b64(
-            b"token=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 for the deploy",
-            STD,
-            true,
-        );
-        for line_end in ["\r\n", "\n"] {
-            let (a, b) = encoded.split_at(20);
-            let body = format!(
-                "--b\r\nContent-Transfer-Encoding: base64\r\n\r\n{a}{line_end}{b}\r\n--b--"
-            );
-            assert_eq!(
-                text(&body),
-                Some("dlp:github-token"),
-                "{line_end:?}: {body}"
-            );
-        }
-        // Ordinary text over several lines is not joined into anything.
-        assert_eq!(text("first line of words\nsecond line of words\n"), None);
-    }
-
-    #[test]
-    fn an_aws_secret_key_is_found_beside_its_name() {
-        let value = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
-        for args in [
-            json!({"aws_secret_access_key": value}),
-            json!({"Credentials": {"AccessKeyId": "x", "SecretAccessKey": value}}),
-            json!({"env": format!("AWS_SECRET_ACCESS_KEY={value}")}),
-            json!({"config": format!("[default]\naws_secret_access_key = {value}\n")}),
-        ] {
-            assert_eq!(
-                scanner().scan_json(&args).map(|f| f.rule),
-                Some("dlp:aws-secret-key"),
-                "{args}"
-            );
-        }
-        let hs = headers(&[("X-Aws-Secret-Access-Key", value)]);
-        let f = scanner().scan_request("https://example.com/", &hs, b"");
-        assert_eq!(f.map(|f| f.rule), Some("dlp:aws-secret-key"));
-        // Without its name, forty base64 characters are anything.
-        assert_eq!(scanner().scan_json(&json!({"v": value})), None);
-    }
-
-    #[test]
-    fn benign_look_alikes_pass() {
-        let benign = [
-            // Digests, ids.
-            "e83c5163316f89bfbde7d9ab23ca2e25604af290",
-            "commit E83C5163316F89BFBDE7D9AB23CA2E25604AF290",
-            "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-            "550e8400-e29b-41d4-a716-446655440000",
-            "550E8400-E29B-41D4-A716-446655440000",
-            "d41d8cd98f00b204e9800998ecf8427e",
-            // `sk-` and friends inside words, or followed by names.
-            "task-list",
-            "desk-lamp-with-an-adjustable-arm-and-a-dimmer",
-            "the risk-assessment-2024-quarterly-report-final is due",
-            "pip install sk-learn-compatible-estimator-pipeline",
-            "flask-sqlalchemy-migrations-and-alembic-helpers",
-            "xoxo-hugs-and-kisses-forever-and-always",
-            "hf_hubdownloadwithprogressbarenabled",
-            "pdf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh",
-            "MSG.aB3dE5gH7jK9mN1pQ3sT5v.wX7zA9cD1fG3iJ5lM7oP9rS1uV3xY5aB7dE9gH1jK3m",
-            "ASKU0123456789abcdef0123456789abcdef",
-            "SKU-0123456789abcdef0123456789abcdef",
-            "npm_config_registry=https://registry.npmjs.org/",
-            // `AKIA` followed by lower case, or too long to be a key id.
-            "AKIAiosfodnn7example",
-            "AKIAIOSFODNN7EXAMPLEANDMORE",
-            "XAKIAIOSFODNN7EXAMPLE",
-            // Forty base64 characters without the name that makes them a secret.
-            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-            "aws_secret_access_key = YOUR_SECRET_ACCESS_KEY_GOES_HERE_PLEASE",
-            // Public keys and certificates.
-            "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA7bq\n-----END PUBLIC KEY-----",
-            "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n-----END CERTIFICATE-----",
-            "-----BEGIN RSA PUBLIC KEY-----",
-            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@host",
-            // JWT look-alikes: `eyJ` segments that are not JSON, or JSON without `alg`.
-            "eyJzomething.eyJotherthing.signature",
-            "eyJub3QiOiJqd3Qi.eyJhbm90aGVyIjoidGhpbmcifQ.c2ln",
-            "eyJhbGciOiJIUzI1NiJ9.not-base64-json.sig",
-            // Ordinary prose, URLs, paths and identifiers.
-            "The secret to a good API key rotation policy is automation; see docs/keys.md.",
-            "https://www.youtube.com/watch?v=dQw4w9WgXcQ&list=PLFgquLnL59alCl_2TQvOiD5Vgm1hCaGSI&index=3",
-            "https://docs.google.com/document/d/1A2b3C4d5E6f7G8h9I0jK1lM2nO3pQ4rS5tU6vW7xY8z/edit?usp=sharing",
-            "https://shop.example.com/search?q=blue%20running%20shoes&size=42&color=navy&sort=price_asc&page=3&session=8f14e45fceea167a5a36dedd4bea2543&utm_source=newsletter&utm_medium=email&utm_campaign=spring_sale_2024&ref=homepage_banner_v2",
-            "/usr/local/lib/python3.12/site-packages/requests/adapters.py",
-            "getUserAccountSettingsForOrganizationAdministrator",
-            "café naïve résumé – “quoted” — 日本語のテキスト",
-            "ｆｕｌｌｗｉｄｔｈ ｔｅｘｔ ｉｓ ｆｉｎｅ",
-        ];
-        for s in benign {
-            assert_eq!(scanner().scan_text("t", s), None, "{s}");
-            let url = format!("https://example.com/p/{}?v={}", percent(s), percent(s));
-            assert_eq!(scanner().scan_request(&url, &[], s.as_bytes()), None, "{s}");
-        }
-        let english = "The quick brown fox jumps over the lazy dog, then keeps running home.";
-        assert_eq!(text(&b64(english.as_bytes(), STD, true)), None);
-        assert_eq!(text(&b64(english.as_bytes(), URL, false)), None);
-        let hex: String = english.bytes().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(text(&hex), None);
-        let random: Vec<u8> = (0..3000u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect();
-        assert_eq!(text(&b64(&random, STD, true)), None);
-        let json = json!({
-            "token": "eyJub3QiOiJqd3Qi.eyJhbm90aGVyIjoidGhpbmcifQ.c2ln",
-            "items": ["task-list", "desk-lamp"],
-            "sha": "e83c5163316f89bfbde7d9ab23ca2e25604af290",
-            "id": "550e8400-e29b-41d4-a716-446655440000",
-            "access": "AKIA", "rest": "lowercase-and-more",
-            "pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
-        });
-        assert_eq!(scanner().scan_json(&json), None);
-        let f = scanner().scan_request(
-            "https://api.github.com/repos/rust-lang/rust/commits/e83c5163316f89bfbde7d9ab23ca2e25604af290?per_page=100&page=2",
-            &headers(&[
-                ("Accept", "application/vnd.github+json"),
-                ("User-Agent", "aether/0.1"),
-                ("If-None-Match", "W/\"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\""),
-            ]),
-            br#"{"query": "repo:rust-lang/rust is:open", "variables": {"first": 50}}"#,
-        );
-        assert_eq!(f, None);
-    }
-
-    #[test]
-    fn a_finding_never_shows_the_secret() {
-        for (rule, secret) in samples() {
-            for found in [
-                scanner().scan_text("body", &secret),
-                scanner().scan_json(&json!({ secret.clone(): 1 })),
-                scanner().scan_json(&json!({"outer": { secret.clone(): {"inner": 1}}})),
-                scanner().scan_request(
-                    &format!("https://example.com/?{}=1", percent(&secret)),
-                    &[],
-                    b"",
-                ),
-                scanner().scan_request(
-                    "https://example.com/",
-                    &[(secret.clone(), "v".to_string())],
-                    b"",
-                ),
-            ] {
-                let found = found.unwrap_or_else(|| panic!("{rule}: {secret}"));
-                assert_eq!(found.rule, rule);
-                let shown = format!("{found} {found:?}");
-                // The distinctive middle of the secret, not a prefix like `-----BEGIN `.
-                let middle = &secret[secret.len() / 4..secret.len() * 3 / 4];
-                assert!(!shown.contains(middle), "{shown} shows {secret}");
-            }
-        }
-        let f = scanner()
-            .scan_json(&json!({"AKIAIOSFODNN7EXAMPLE": "x"}))
-            .unwrap();
-        assert_eq!(f.place, "/(redacted)");
-    }
-
-    #[test]
-    fn a_finding_reads_as_rule_place_and_decoding() {
-        let token = b64(b"user: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", STD, true);
-        let hs = headers(&[("Authorization", &format!("Basic {token}"))]);
-        let f = scanner()
-            .scan_request("https://example.com/", &hs, b"")
-            .unwrap();
-        assert_eq!(
-            f.to_string(),
-            "a credential (dlp:github-token) in header:Authorization (base64-decoded)"
-        );
-        let url = format!(
-            "https://example.com/?next={}",
-            percent(&percent(&b64(b"AKIAIOSFODNN7EXAMPLE", URL, false)))
-        );
-        let f = scanner().scan_request(&url, &[], b"").unwrap();
-        assert_eq!(
-            f.to_string(),
-            "a credential (dlp:aws-access-key) in query:next (percent-decoded, then base64-decoded)"
-        );
-        let f = scanner().scan_json(&json!("AKIAIOSFODNN7EXAMPLE")).unwrap();
-        assert_eq!(
-            f.to_string(),
-            "a credential (dlp:aws-access-key) in arguments"
-        );
-    }
-
-    #[test]
-    fn binary_and_non_utf8_bodies_are_scanned_as_bytes() {
-        let mut body = vec![0xFF, 0x00, 0x9C, 0x80];
-        body.extend_from_slice(b"AKIAIOSFODNN7EXAMPLE");
-        body.extend_from_slice(&[0xC3, 0x28]);
-        let f = scanner().scan_request("https://example.com/", &[], &body);
-        assert_eq!(f.map(|f| f.rule), Some("dlp:aws-access-key"));
-        assert_eq!(
-            scanner().scan_request("https://example.com/", &[], &[0xFF; 4096]),
-            None
-        );
-    }
-
-    #[test]
-    fn secrets_in_userinfo_host_and_fragment_are_found() {
-        for url in [
-            "https://x: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@github.com/a/b.git",
-            "https://AKIAIOSFODNN7EXAMPLE.attacker.example/",
-            "https://example.com/cb#access_token=ya29.a0AfH6SMBx3kQ9Zt7LmNpQrStUvWxYz012345",
-        ] {
-            let f = scanner().scan_request(url, &[], b"");
-            assert_eq!(f.map(|f| f.place), Some("url".to_string()), "{url}");
-        }
-    }
-
-    #[test]
-    fn crafted_nesting_stays_bounded() {
-        // Percent-encoding a ligature-heavy text over and over: NFKC expands it, every layer
-        // triggers; the budget keeps the scan linear.
-        let mut s = "ﷺﷺﷺﷺ%25%25%25 ".repeat(2000);
-        for _ in 0..3 {
-            s = percent(&s);
-        }
-        let started = std::time::Instant::now();
-        let _ = scanner().scan_text("t", &s);
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    }
-
-    #[test]
-    fn the_regex_loop_reference_agrees_on_raw_samples() {
-        let reference = Scanner::regex_loop();
-        for (rule, secret) in samples() {
-            let found = reference.scan_text("t", &format!("x {secret} y"));
-            assert_eq!(found.map(|f| f.rule), Some(rule), "{secret}");
-        }
-        assert_eq!(reference.scan_text("t", "task-list desk-lamp"), None);
-    }
-}
+mod tests;

@@ -1,4 +1,6 @@
-//! aether-policy's integration tests: properties of the pure judges over generated input.
+//! aether-policy's integration tests: what the crate's public API does, end to end, and
+//! properties of the pure judges over generated input.
 
 mod command_judge;
+mod dlp;
 mod path_cleaner;

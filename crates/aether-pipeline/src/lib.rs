@@ -28,7 +28,7 @@ mod session;
 pub mod tables;
 pub mod tokens;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -139,6 +139,10 @@ pub struct Pipeline {
     /// The store's revisions as last seen by [`Pipeline::watch`].
     seen: std::sync::Mutex<Revisions>,
     metrics: metrics::Metrics,
+    /// What each agent's recent network calls sent, by agent: the pieces a credential split
+    /// over several calls (and sessions) is looked for in (`aether_policy::dlp`). Bounded per
+    /// agent, forgotten after its window.
+    fragments: std::sync::Mutex<HashMap<String, aether_policy::dlp::SessionFragments>>,
 }
 
 impl Pipeline {
@@ -206,6 +210,7 @@ impl Pipeline {
             tokens: RwLock::new(Arc::new(tokens)),
             seen: std::sync::Mutex::new(revisions),
             metrics: metrics::Metrics::default(),
+            fragments: std::sync::Mutex::default(),
         };
         pipeline.reload_registry().await?;
         pipeline.reload_seals().await?;
@@ -1039,8 +1044,14 @@ impl Pipeline {
         // A network tool's arguments are scanned for credentials once, here: if they carry
         // one they are never kept in the audit, whichever step refuses the call (step 8 does,
         // if none before it does).
+        // Together with the pieces the agent sent in its recent calls (any session of its):
+        // a credential sent a piece per call is found when its last piece would leave.
         let leak = if def.meta.reaches_network {
-            aether_policy::dlp::Scanner::shared().scan_json(&args)
+            let mut fragments = self.fragments.lock().unwrap_or_else(|e| e.into_inner());
+            fragments
+                .entry(ctx.agent.name.clone())
+                .or_default()
+                .scan_json(aether_policy::dlp::Scanner::shared(), Instant::now(), &args)
         } else {
             None
         };

@@ -309,8 +309,9 @@ pub struct ServerSection {
     pub max_sessions_per_caller: usize,
 }
 
+/// About 128 KiB each while idle (docs/BENCHMARKS.md): 512 MiB at most.
 fn default_max_sessions() -> usize {
-    8_192
+    4_096
 }
 fn default_max_sessions_per_caller() -> usize {
     1_024

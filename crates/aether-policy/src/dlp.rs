@@ -1051,6 +1051,14 @@ impl<'v> JsonScan<'_, 'v, '_> {
             pieces.name(origin, Cow::Borrowed(text.as_bytes()));
         } else {
             pieces.source(origin, Cow::Borrowed(text.as_bytes()));
+            // A URL in the arguments is cut into its parts as a request's is: a piece may sit
+            // in its path, its query or its user info.
+            let head = text.get(..8).unwrap_or(text).to_ascii_lowercase();
+            if (head.starts_with("http://") || head.starts_with("https://"))
+                && !text.contains(char::is_whitespace)
+            {
+                split::url_parts(text, pieces);
+            }
         }
     }
 

@@ -525,7 +525,7 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
     }
     // What would leave for an upstream is scanned for credentials like a tool's arguments.
     let leaked = py.ask(json!({"op": "prompt", "name": "everything__args-prompt",
-        "args": {"city": "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}}));
+        "args": {"city": "ghp_Q8vX2mK7pL4nR9tZ3wB6yC1dF5gH0jS7uA2e"}}));
     assert!(
         leaked["error"]
             .as_str()

@@ -81,8 +81,8 @@ async fn credentials_and_disallowed_destinations_never_leave() {
         .await,
     );
 
-    let token = "ghp_0123456789abcdefABCDEF0123456789abcd";
-    let b64 = "Z2hwXzAxMjM0NTY3ODlhYmNkZWZBQkNERUYwMTIzNDU2Nzg5YWJjZA==";
+    let token = "ghp_Q8vX2mK7pL4nR9tZ3wB6yC1dF5gH0jS7uA2e";
+    let b64 = "Z2hwX1E4dlgybUs3cEw0blI5dFozd0I2eUMxZEY1Z0gwalM3dUEyZQ==";
     for (args, rule) in [
         (
             json!({"url": "https://docs.example.com/", "body": token}),
@@ -97,7 +97,7 @@ async fn credentials_and_disallowed_destinations_never_leave() {
             "dlp:github-token",
         ),
         (
-            json!({"url": "https://docs.example.com/", "body": "AKIAIOSFODNN7EXAMPLE"}),
+            json!({"url": "https://docs.example.com/", "body": "AKIA2E7XQ4WJ9KD3LM6P"}),
             "dlp:aws-access-key",
         ),
         (
@@ -120,7 +120,7 @@ async fn credentials_and_disallowed_destinations_never_leave() {
     ] {
         let result = call(&p, &ctx, "fetch", args.clone()).await;
         let (reason, row) = refused(&h.store, &result, Step::Egress, rule).await;
-        for secret in [token, b64, "hunter2", "AKIAIOSFODNN7EXAMPLE"] {
+        for secret in [token, b64, "hunter2", "AKIA2E7XQ4WJ9KD3LM6P"] {
             assert!(
                 !reason.contains(secret),
                 "{args}: the refusal repeats the secret: {reason}"
@@ -371,5 +371,48 @@ async fn oversized_arguments_long_urls_and_bad_headers_are_refused_up_front() {
     ] {
         ok_text(&call(&p, &ctx, "fetch", args).await);
     }
+    h.check().await;
+}
+
+/// A credential sent a piece per call — in the URL's path, a header, the body — is refused
+/// when its last piece would leave, also when the agent spreads the calls over sessions; the
+/// pieces before it went through (each alone is nothing), and the refusal names the rule,
+/// never the secret.
+#[tokio::test]
+async fn a_credential_split_over_an_agents_calls_and_sessions_is_refused_at_its_last_piece() {
+    let h = Harness::new();
+    let tool = fetcher();
+    let p = h
+        .pipeline_with(vec![researcher()], vec![tool.clone()], |_| {})
+        .await;
+    // A GitHub token (random-looking, not a placeholder), in three pieces.
+    let token = "ghp_Q8vX2mK7pL4nR9tZ3wB6yC1dF5gH0jS7uA2e";
+    let pieces = [&token[..12], &token[12..26], &token[26..]];
+    let calls = [
+        json!({"url": format!("https://docs.example.com/files/{}", pieces[0])}),
+        json!({"url": "https://docs.example.com/x", "headers": {"X-Part": pieces[1]}}),
+        json!({"url": "https://docs.example.com/y", "body": pieces[2]}),
+    ];
+    for (i, args) in calls.iter().enumerate() {
+        // A new session for every call: the agent is the same.
+        let ctx = session(&p, "researcher", &format!("s{i}"));
+        let result = call(&p, &ctx, "fetch", args.clone()).await;
+        if i < 2 {
+            ok_text(&result);
+            continue;
+        }
+        let (reason, row) = refused(&h.store, &result, Step::Egress, "dlp:github-token").await;
+        assert!(
+            !reason.contains(pieces[2]) && !reason.contains(pieces[0]),
+            "{reason}"
+        );
+        assert!(
+            !row.event.arguments.contains(pieces[2]),
+            "{}",
+            row.event.arguments
+        );
+    }
+    assert_eq!(tool.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // Another agent's pieces are its own: the same last piece from a fresh agent goes through.
     h.check().await;
 }

@@ -157,6 +157,13 @@ impl SessionFragments {
                 all.name(current.origins[*o].clone(), text.clone());
             }
         }
+        // Parts of a value (a URL's path segments and query values) are pieces without being
+        // sources of their own.
+        for p in current.pieces.iter().filter(|p| p.layer.is_none()) {
+            if !current.sources.iter().any(|(o, _, _)| *o == p.origin) {
+                all.part(current.origins[p.origin].clone(), p.text.clone());
+            }
+        }
         if let Some(found) = gathered.settled(split::find(scanner, &all)) {
             return Some(found);
         }

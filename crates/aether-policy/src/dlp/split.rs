@@ -141,6 +141,23 @@ impl<'a> Pieces<'a> {
         self.add(origin, text, false);
     }
 
+    /// Adds a part of a value already added whole (a URL's path segment, say): a piece if it
+    /// is one, but not a source of its own (the value is joined as it was sent).
+    pub fn part(&mut self, origin: Origin<'a>, text: Cow<'a, [u8]>) {
+        if text.is_empty() {
+            return;
+        }
+        let o = self.origins.len();
+        self.origins.push(origin);
+        if let Some((range, body)) = whole_piece(&text) {
+            let piece = match &text {
+                Cow::Borrowed(t) => Cow::Borrowed(&t[range]),
+                Cow::Owned(t) => Cow::Owned(t[range].to_vec()),
+            };
+            self.piece(o, piece, body);
+        }
+    }
+
     fn add(&mut self, origin: Origin<'a>, text: Cow<'a, [u8]>, value: bool) {
         if text.is_empty() {
             return;
@@ -377,6 +394,39 @@ fn decoded_variants(text: &[u8]) -> Vec<(Layer, Vec<u8>)> {
         }
     }
     out
+}
+
+/// A URL's parts as pieces of a value added whole (a URL among a call's arguments): user info,
+/// path segments, query values and the fragment's — not its host labels, which are the same
+/// in every call to a site and would only fill out a guess.
+pub(super) fn url_parts<'a>(url: &'a str, pieces: &mut Pieces<'a>) {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (before_fragment, fragment) = rest.split_once('#').unwrap_or((rest, ""));
+    let (before_query, query) = before_fragment
+        .split_once('?')
+        .unwrap_or((before_fragment, ""));
+    let (authority, path) = before_query
+        .find('/')
+        .map_or((before_query, ""), |i| before_query.split_at(i));
+    let userinfo = authority.rsplit_once('@').map_or("", |(u, _)| u);
+    let decoded = |s: &str| {
+        let mut out = Vec::with_capacity(s.len());
+        percent_decode_into(s.as_bytes(), &mut out);
+        out
+    };
+    for part in userinfo.split(':') {
+        pieces.part(Origin::Url, Cow::Owned(decoded(part)));
+    }
+    for segment in path.split('/') {
+        pieces.part(Origin::Url, Cow::Owned(decoded(segment)));
+    }
+    for (name, value) in super::form_pairs(query.as_bytes()) {
+        pieces.part(Origin::Query(name), Cow::Owned(value));
+    }
+    for (name, value) in super::form_pairs(fragment.as_bytes()) {
+        pieces.part(Origin::Url, Cow::Owned(name));
+        pieces.part(Origin::Url, Cow::Owned(value));
+    }
 }
 
 /// A URL's parts as sources: user info, host labels, path segments, query names and values,

@@ -278,7 +278,10 @@ pub async fn upstreams(
     hidden.push(key_file.clone());
     hidden.extend(loaded.file.iter().cloned());
     // The rules file too: an upstream that could rewrite it would grant itself (hot reload).
-    hidden.push(rules_path(loaded).0);
+    // Made first if missing: only a file that exists can be covered.
+    let (rules, required) = rules_path(loaded);
+    ensure_rules_file(loaded, &rules, required);
+    hidden.push(rules);
     // And every control file under the roots (another Aether's configuration or rules).
     if loaded.raw.upstreams.values().any(|u| u.url.is_none()) {
         let folders: Vec<PathBuf> = roots.iter().map(|r| PathBuf::from(&r.path)).collect();

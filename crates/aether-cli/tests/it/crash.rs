@@ -82,7 +82,11 @@ fn temporary_files_of_interrupted_writes_are_removed_at_start_and_never_served()
         let r = s.call(id, tool, args);
         assert!(!r.to_string().contains(".aether-tmp-"), "{tool}: {r}");
     }
-    let r = s.call(6, "read_file", json!({"path": ".aether-tmp-fedcba9876543210"}));
+    let r = s.call(
+        6,
+        "read_file",
+        json!({"path": ".aether-tmp-fedcba9876543210"}),
+    );
     assert_eq!(r["result"]["isError"], true, "{r}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while old.exists() {

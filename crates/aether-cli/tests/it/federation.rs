@@ -387,6 +387,8 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
     wait_listening(up_port, "the Python upstream");
 
     let ws = Ws::new();
+    // Another Aether's control file under the root.
+    ws.write("sub/permissions.yaml", "rules: []\n# another project's\n");
     ws.write(
         "aether.toml",
         &format!(
@@ -550,6 +552,17 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
         assert!(covered(seen.clone()), "the configuration: {seen}");
         let seen = size(&ws.path().join(".aether/aether.db"));
         assert!(covered(seen.clone()), "the store: {seen}");
+        // The rules file (made with `rules: []`: this configuration starts programs) and
+        // another Aether's control file under the root.
+        assert!(
+            std::fs::read_to_string(ws.path().join("permissions.yaml"))
+                .unwrap()
+                .contains("rules: []")
+        );
+        for control in ["permissions.yaml", "sub/permissions.yaml"] {
+            let seen = size(&ws.path().join(control));
+            assert!(covered(seen.clone()), "{control}: {seen}");
+        }
         // Nor through Aether's own view of the files (`/proc/PID/root`).
         let around = std::path::PathBuf::from(format!("/proc/{}/root", srv.child.id()))
             .join(key.strip_prefix("/").unwrap());

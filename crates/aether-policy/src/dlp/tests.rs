@@ -2,7 +2,7 @@
 use super::*;
 use serde_json::json;
 
-include!("../../tests/data/dlp_families.rs");
+include!("../../tests/data/dlp_families.rs.in");
 
 /// One sample of each template of each rule, as it would be leaked.
 fn samples() -> Vec<(&'static str, String)> {

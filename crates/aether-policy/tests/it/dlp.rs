@@ -8,7 +8,7 @@ use aether_policy::dlp::{Finding, Scanner, SessionFragments};
 use proptest::prelude::*;
 use serde_json::json;
 
-include!("../data/dlp_families.rs");
+include!("../data/dlp_families.rs.in");
 
 const BENIGN: &str = include_str!("../data/dlp_benign.txt");
 

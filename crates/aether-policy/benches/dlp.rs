@@ -202,9 +202,15 @@ fn bench(c: &mut Criterion) {
     let call = typical_call();
     assert!(call.to_string().len() > 900, "{}", call.to_string().len());
     assert_eq!(scanner.scan_json(&call), None);
-    c.bench_function("dlp scan_json typical call", |b| {
+    assert_eq!(reference.scan_json(&call), None);
+    let mut group = c.benchmark_group("dlp 1 KiB call");
+    group.bench_function("scanner", |b| {
         b.iter(|| scanner.scan_json(black_box(&call)))
     });
+    group.bench_function("regex loop", |b| {
+        b.iter(|| reference.scan_json(black_box(&call)))
+    });
+    group.finish();
 
     let (url, headers, body) = typical_request();
     let size = url.len()

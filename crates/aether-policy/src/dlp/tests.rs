@@ -603,3 +603,63 @@ fn the_documented_rules_are_the_rules() {
         "docs/SHELL_AND_NETWORK.md's DLP table, in rule order"
     );
 }
+
+/// The in-order join looks only around junctions: a secret cut far from its start (a long
+/// token), one cut inside its literal, and the shapes that hold whitespace are still found
+/// when long prose surrounds them, and a credential no junction crosses is left to the values'
+/// own scans.
+#[test]
+fn the_join_finds_what_crosses_a_junction_wherever_it_starts() {
+    let url_safe: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let prose = "The scheduler drops tasks when the queue is full; steps follow. ".repeat(40);
+    let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#, url_safe, false);
+    let claims: String = (0..60).map(|i| format!("\"c{i}\":\"v{i}x9Q\",")).collect();
+    let payload = b64(
+        format!("{{{claims}\"sub\":\"42\"}}").as_bytes(),
+        url_safe,
+        false,
+    );
+    let jwt = format!("{header}.{payload}.Xq3v9Lm2Pz8Rw4Tn6Yb1Kd7Hs5Gf0Ja2Ce4");
+    assert!(jwt.len() > 1000, "{}", jwt.len());
+    let cut = 900;
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                prose.clone(),
+                jwt[..cut].to_string(),
+                jwt[cut..].to_string(),
+                prose.clone(),
+            ],
+            "dlp:jwt",
+        ),
+        (
+            vec![
+                prose.clone(),
+                "-----BEGIN RSA PRIV".into(),
+                "ATE KEY-----\nMIIEowIBAAKCAQEA3vQx".into(),
+                prose.clone(),
+            ],
+            "dlp:private-key",
+        ),
+        (
+            vec![
+                prose.clone(),
+                format!("{prose}DD_API_KEY: 3f9a1c7e5b2d8"),
+                "04f6a9c1e3b5d7f0a2c".into(),
+                format!(" {prose}"),
+            ],
+            "dlp:datadog-key",
+        ),
+    ];
+    for (values, rule) in cases {
+        let args = json!({ "parts": values });
+        let found = scanner().scan_json(&args).map(|f| f.rule);
+        assert_eq!(found, Some(rule), "{rule}");
+    }
+    // Found by its own value's scan, not the join's: the same answer either way.
+    let whole = json!({ "parts": [prose.clone(), jwt.clone(), prose.clone()] });
+    assert_eq!(scanner().scan_json(&whole).map(|f| f.rule), Some("dlp:jwt"));
+    // Prose joined to prose holds nothing.
+    let plain = json!({ "parts": [prose.clone(), prose.clone(), "ghp_", prose] });
+    assert_eq!(scanner().scan_json(&plain), None);
+}

@@ -274,6 +274,14 @@ pub async fn upstreams(
     roots: &[RootSpec],
 ) -> (Arc<aether_server::upstream::Upstreams>, Vec<Arc<dyn Tool>>) {
     let key_file = vault_key_file(loaded);
+    // The vault's key made now if there is none: a stdio upstream must find it there (and
+    // covered), not be able to make one whose content it knows.
+    if loaded.raw.upstreams.values().any(|u| u.url.is_none())
+        && !key_file.exists()
+        && let Err(e) = aether_store::Vault::open(&key_file, true)
+    {
+        tracing::warn!(error = %e, "cannot make the vault's key file");
+    }
     let mut hidden = store.private_paths();
     hidden.push(key_file.clone());
     hidden.extend(loaded.file.iter().cloned());
@@ -414,6 +422,25 @@ pub fn rules(loaded: &Loaded) -> Result<Rules> {
     Rules::load(&path, required).map_err(anyhow::Error::msg)
 }
 
+/// Whether this configuration starts programs that write where Aether's user can: stdio
+/// upstreams, `run_command` entries. (A shell writes only in its sandbox.)
+pub fn runs_programs(loaded: &Loaded) -> bool {
+    loaded.raw.upstreams.values().any(|u| u.url.is_none())
+        || loaded.raw.projects.values().any(|p| !p.commands.is_empty())
+}
+
+/// While Aether runs programs that write where its user can, the roots are watched for
+/// control files they make (`Pipeline::guard_control_files`); keep the watcher alive.
+pub fn guard_control_files(
+    loaded: &Loaded,
+    pipeline: &Arc<Pipeline>,
+) -> Option<Box<dyn std::any::Any + Send>> {
+    runs_programs(loaded)
+        .then(|| pipeline.guard_control_files())
+        .flatten()
+        .map(|watcher| Box::new(watcher) as Box<dyn std::any::Any + Send>)
+}
+
 /// What Aether writes into a rules file it makes (see [`ensure_rules_file`]).
 pub const MADE_RULES: &str =
     "# The operator's rules for Aether (docs/GOVERNANCE.md); `rules: []` is no rules.
@@ -428,9 +455,7 @@ rules: []
 /// and a running Aether would load it. Told on stderr; a folder Aether cannot write to is
 /// left as it is (no program it starts can write there either).
 fn ensure_rules_file(loaded: &Loaded, path: &Path, required: bool) {
-    let runs_programs = loaded.raw.upstreams.values().any(|u| u.url.is_none())
-        || loaded.raw.projects.values().any(|p| !p.commands.is_empty());
-    if required || !runs_programs || std::fs::symlink_metadata(path).is_ok() {
+    if required || !runs_programs(loaded) || std::fs::symlink_metadata(path).is_ok() {
         return;
     }
     let made = std::fs::OpenOptions::new()

@@ -649,6 +649,75 @@ impl Pipeline {
         Some(watcher)
     }
 
+    /// Watches the roots, while programs Aether starts may write in them (stdio upstreams,
+    /// `run_command`), for an Aether control file (`aether.toml`, `permissions.yaml`, any
+    /// spelling) that appears, and sets each aside at once (`NAME.set-aside-by-aether-…`): a
+    /// program cannot rewrite the ones that exist (they are covered from it), but could make a
+    /// new one — another Aether's rules, say — which that Aether would load once it held still
+    /// (it is gone before: a removed file keeps the last good rules). This process's own
+    /// configuration and rules file are left alone (an operator edits them). `None` where the
+    /// roots cannot be watched (the log says why).
+    pub fn guard_control_files(self: &Arc<Self>) -> Option<notify::RecommendedWatcher> {
+        use notify::Watcher;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<std::path::PathBuf>();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                let Ok(event) = event else { return };
+                if !matches!(
+                    event.kind,
+                    notify::EventKind::Create(_)
+                        | notify::EventKind::Modify(notify::event::ModifyKind::Name(_))
+                ) {
+                    return;
+                }
+                for path in event.paths {
+                    // A new folder may hold files made before it was watched: looked through.
+                    if aether_policy::paths::is_control_file(&path.to_string_lossy())
+                        || path.is_dir()
+                    {
+                        let _ = tx.send(path);
+                    }
+                }
+            })
+            .map_err(|e| tracing::warn!(error = %e, "cannot watch the roots for control files"))
+            .ok()?;
+        for root in self.roots.iter() {
+            if let Err(e) = watcher.watch(&root.path, notify::RecursiveMode::Recursive) {
+                tracing::warn!(error = %e, root = %root.name, "cannot watch a root for control files");
+            }
+        }
+        let own: Vec<std::path::PathBuf> = self
+            .roots
+            .credentials()
+            .private_paths()
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+        tokio::spawn(async move {
+            while let Some(path) = rx.recv().await {
+                let own = own.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    let found = if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                        aether_tools::shell::control_files_in(std::slice::from_ref(&path))
+                    } else {
+                        vec![path]
+                    };
+                    for path in found {
+                        let real = std::fs::canonicalize(&path).unwrap_or(path.clone());
+                        if own.iter().any(|p| *p == path || *p == real) {
+                            continue;
+                        }
+                        if std::fs::symlink_metadata(&path).is_ok() {
+                            aether_tools::shell::set_aside(&path);
+                        }
+                    }
+                })
+                .await;
+            }
+        });
+        Some(watcher)
+    }
+
     /// Reads the rules file again now (see [`Rules::reload`]).
     pub fn reload_rules(&self) -> Result<bool, String> {
         let changed = self.rules.reload()?;

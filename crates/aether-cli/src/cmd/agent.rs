@@ -71,6 +71,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         setup::pipeline_and_host(&loaded, &roots, store, false, external).await?;
     let _watch = pipeline.watch(Duration::from_millis(200));
     let _upstreams = upstreams.run(pipeline.clone());
+    let _controls = setup::guard_control_files(&loaded, &pipeline);
     let mut runner = Runner::new(pipeline.clone(), client).in_host(host.clone());
     if !args.quiet {
         runner = runner.watch(Arc::new(live_view));

@@ -76,6 +76,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     pipeline.remove_write_leftovers();
+    let _controls = setup::guard_control_files(&loaded, &pipeline);
     let session = pipeline
         .session(
             &args.agent,

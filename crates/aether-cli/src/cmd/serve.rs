@@ -48,6 +48,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     pipeline.remove_write_leftovers();
+    let _controls = setup::guard_control_files(&loaded, &pipeline);
     let addr = match args.listen {
         Some(a) => a,
         None => loaded.raw.server.listen.parse().context("server.listen")?,

@@ -563,6 +563,11 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
             let seen = size(&ws.path().join(control));
             assert!(covered(seen.clone()), "{control}: {seen}");
         }
+        // One that appears while the server runs (as an upstream would make it) is set aside.
+        ws.write("made/later/permissions.yaml", "rules: []\n");
+        within(5, "a control file made in a root is set aside", || {
+            !ws.path().join("made/later/permissions.yaml").exists()
+        });
         // Nor through Aether's own view of the files (`/proc/PID/root`).
         let around = std::path::PathBuf::from(format!("/proc/{}/root", srv.child.id()))
             .join(key.strip_prefix("/").unwrap());

@@ -24,6 +24,7 @@ pub use run_command::RunCommand;
 pub use run_shell::RunShell;
 pub use sandbox::{
     ControlWatch, SET_ASIDE, Sandbox, control_files_in, covered_or_allowed, hiding, secrets_in,
+    set_aside,
 };
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {

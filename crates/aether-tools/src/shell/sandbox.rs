@@ -302,28 +302,31 @@ pub fn control_files_in(folders: &[PathBuf]) -> Vec<PathBuf> {
 /// Renames aside (see [`SET_ASIDE`]) every control file under `folders` that is not in
 /// `before`: one a program made while it ran, which no Aether must read. Returns their paths.
 pub fn set_aside_new_controls(folders: &[PathBuf], before: &BTreeSet<PathBuf>) -> Vec<PathBuf> {
-    let mut moved = Vec::new();
-    for control in control_files_in(folders) {
-        if before.contains(&control) {
-            continue;
-        }
-        let name = control
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        let aside = control.with_file_name(format!("{name}{SET_ASIDE}-{stamp}"));
-        if std::fs::rename(&control, &aside).is_ok() || std::fs::remove_file(&control).is_ok() {
-            tracing::warn!(path = %control.display(), "a program made an Aether control file; set aside");
-            moved.push(control);
-        } else {
-            tracing::error!(path = %control.display(), "a program made an Aether control file that could not be set aside");
-        }
+    control_files_in(folders)
+        .into_iter()
+        .filter(|control| !before.contains(control) && set_aside(control))
+        .collect()
+}
+
+/// Renames the control file `control` aside (see [`SET_ASIDE`]), or removes it where it cannot
+/// be renamed; whether it is gone from its name.
+pub fn set_aside(control: &Path) -> bool {
+    let name = control
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let aside = control.with_file_name(format!("{name}{SET_ASIDE}-{stamp}"));
+    if std::fs::rename(control, &aside).is_ok() || std::fs::remove_file(control).is_ok() {
+        tracing::warn!(path = %control.display(), "a program made an Aether control file; set aside");
+        true
+    } else {
+        tracing::error!(path = %control.display(), "a program made an Aether control file that could not be set aside");
+        false
     }
-    moved
 }
 
 /// The control files under some folders before a program ran, so that any it makes is set

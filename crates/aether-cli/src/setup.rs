@@ -418,27 +418,55 @@ pub fn rules_path(loaded: &Loaded) -> (PathBuf, bool) {
 
 pub fn rules(loaded: &Loaded) -> Result<Rules> {
     let (path, required) = rules_path(loaded);
+    // A rules file missing where one was set aside (a program made it, or moved the
+    // operator's away): never start as if there were no rules.
+    if let Some(aside) = set_aside_beside(&path) {
+        bail!(
+            "the rules file {} is missing and {aside} lies beside it (Aether set aside a rules \
+                 file a program made there, or the one that was there was moved): restore the \
+                 rules you mean, or write `rules: []` there, before starting",
+            path.display()
+        );
+    }
     ensure_rules_file(loaded, &path, required);
     Rules::load(&path, required).map_err(anyhow::Error::msg)
 }
 
-/// Whether this configuration starts programs that write where Aether's user can: stdio
-/// upstreams, `run_command` entries. (A shell writes only in its sandbox.)
+/// Whether this configuration starts programs that write where Aether's user can (stdio
+/// upstreams, `run_command` entries) or shells that may write in the roots.
 pub fn runs_programs(loaded: &Loaded) -> bool {
     loaded.raw.upstreams.values().any(|u| u.url.is_none())
-        || loaded.raw.projects.values().any(|p| !p.commands.is_empty())
+        || loaded
+            .raw
+            .projects
+            .values()
+            .any(|p| !p.commands.is_empty() || p.shell.as_ref().is_some_and(|s| s.write))
 }
 
-/// While Aether runs programs that write where its user can, the roots are watched for
-/// control files they make (`Pipeline::guard_control_files`); keep the watcher alive.
-pub fn guard_control_files(
+/// While Aether runs programs that may write in the roots, the roots are watched for control
+/// files they make (`aether_tools::shell::ControlGuard`). Started before any upstream; keep it
+/// alive while serving.
+pub async fn guard_control_files(
     loaded: &Loaded,
-    pipeline: &Arc<Pipeline>,
-) -> Option<Box<dyn std::any::Any + Send>> {
-    runs_programs(loaded)
-        .then(|| pipeline.guard_control_files())
+    roots: &[RootSpec],
+) -> Option<aether_tools::shell::ControlGuard> {
+    if !runs_programs(loaded) {
+        return None;
+    }
+    let folders: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(&r.path).ok())
+        .collect();
+    let own: Vec<PathBuf> = loaded
+        .file
+        .iter()
+        .cloned()
+        .chain([rules_path(loaded).0])
+        .collect();
+    tokio::task::spawn_blocking(move || aether_tools::shell::ControlGuard::start(folders, own))
+        .await
+        .ok()
         .flatten()
-        .map(|watcher| Box::new(watcher) as Box<dyn std::any::Any + Send>)
 }
 
 /// What Aether writes into a rules file it makes (see [`ensure_rules_file`]).
@@ -454,8 +482,29 @@ rules: []
 /// a file that exists is covered from them, while a missing one could be created by them —
 /// and a running Aether would load it. Told on stderr; a folder Aether cannot write to is
 /// left as it is (no program it starts can write there either).
+/// A set-aside copy beside a missing `path` (`NAME.set-aside-by-aether-…`), if there is one.
+fn set_aside_beside(path: &Path) -> Option<String> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return None;
+    }
+    let (folder, name) = (path.parent()?, path.file_name()?);
+    let prefix = format!(
+        "{}{}",
+        name.to_string_lossy(),
+        aether_policy::paths::SET_ASIDE
+    );
+    std::fs::read_dir(folder).ok()?.flatten().find_map(|e| {
+        let n = e.file_name().to_string_lossy().into_owned();
+        n.starts_with(&prefix).then_some(n)
+    })
+}
+
 fn ensure_rules_file(loaded: &Loaded, path: &Path, required: bool) {
-    if required || !runs_programs(loaded) || std::fs::symlink_metadata(path).is_ok() {
+    if required
+        || !runs_programs(loaded)
+        || std::fs::symlink_metadata(path).is_ok()
+        || set_aside_beside(path).is_some()
+    {
         return;
     }
     let made = std::fs::OpenOptions::new()

@@ -142,7 +142,9 @@ pub struct Pipeline {
     /// What each agent's recent network calls sent, by agent: the pieces a credential split
     /// over several calls (and sessions) is looked for in (`aether_policy::dlp`). Bounded per
     /// agent, forgotten after its window.
-    fragments: std::sync::Mutex<HashMap<String, aether_policy::dlp::SessionFragments>>,
+    fragments: std::sync::Mutex<
+        HashMap<String, Arc<std::sync::Mutex<aether_policy::dlp::SessionFragments>>>,
+    >,
 }
 
 impl Pipeline {
@@ -242,6 +244,7 @@ impl Pipeline {
                             .into_iter()
                             .map(|p| (p.path, (p.hash, p.size as u64)))
                             .collect(),
+                        folders: Default::default(),
                     })
                 }
                 None => None,
@@ -649,75 +652,6 @@ impl Pipeline {
         Some(watcher)
     }
 
-    /// Watches the roots, while programs Aether starts may write in them (stdio upstreams,
-    /// `run_command`), for an Aether control file (`aether.toml`, `permissions.yaml`, any
-    /// spelling) that appears, and sets each aside at once (`NAME.set-aside-by-aether-…`): a
-    /// program cannot rewrite the ones that exist (they are covered from it), but could make a
-    /// new one — another Aether's rules, say — which that Aether would load once it held still
-    /// (it is gone before: a removed file keeps the last good rules). This process's own
-    /// configuration and rules file are left alone (an operator edits them). `None` where the
-    /// roots cannot be watched (the log says why).
-    pub fn guard_control_files(self: &Arc<Self>) -> Option<notify::RecommendedWatcher> {
-        use notify::Watcher;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<std::path::PathBuf>();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                let Ok(event) = event else { return };
-                if !matches!(
-                    event.kind,
-                    notify::EventKind::Create(_)
-                        | notify::EventKind::Modify(notify::event::ModifyKind::Name(_))
-                ) {
-                    return;
-                }
-                for path in event.paths {
-                    // A new folder may hold files made before it was watched: looked through.
-                    if aether_policy::paths::is_control_file(&path.to_string_lossy())
-                        || path.is_dir()
-                    {
-                        let _ = tx.send(path);
-                    }
-                }
-            })
-            .map_err(|e| tracing::warn!(error = %e, "cannot watch the roots for control files"))
-            .ok()?;
-        for root in self.roots.iter() {
-            if let Err(e) = watcher.watch(&root.path, notify::RecursiveMode::Recursive) {
-                tracing::warn!(error = %e, root = %root.name, "cannot watch a root for control files");
-            }
-        }
-        let own: Vec<std::path::PathBuf> = self
-            .roots
-            .credentials()
-            .private_paths()
-            .iter()
-            .map(std::path::PathBuf::from)
-            .collect();
-        tokio::spawn(async move {
-            while let Some(path) = rx.recv().await {
-                let own = own.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    let found = if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-                        aether_tools::shell::control_files_in(std::slice::from_ref(&path))
-                    } else {
-                        vec![path]
-                    };
-                    for path in found {
-                        let real = std::fs::canonicalize(&path).unwrap_or(path.clone());
-                        if own.iter().any(|p| *p == path || *p == real) {
-                            continue;
-                        }
-                        if std::fs::symlink_metadata(&path).is_ok() {
-                            aether_tools::shell::set_aside(&path);
-                        }
-                    }
-                })
-                .await;
-            }
-        });
-        Some(watcher)
-    }
-
     /// Reads the rules file again now (see [`Rules::reload`]).
     pub fn reload_rules(&self) -> Result<bool, String> {
         let changed = self.rules.reload()?;
@@ -1096,8 +1030,11 @@ impl Pipeline {
         }
         let args = Value::Object(args);
         let size = draft.arguments(&args, def.tier);
-        // Limits before anything reads the arguments further (and before the receipt).
+        // Limits before anything reads the arguments further (and before the receipt). A call
+        // refused here is not scanned for credentials, so its arguments are not kept either
+        // (the row keeps their digest).
         if size as u64 > self.limits.argument_bytes {
+            draft.withhold_arguments("limits:arguments");
             return refuse(
                 Step::Arguments,
                 "limits:arguments",
@@ -1108,6 +1045,7 @@ impl Pipeline {
             );
         }
         if let Some((rule, why)) = arguments_out_of_bounds(&args) {
+            draft.withhold_arguments(rule);
             return refuse(Step::Arguments, rule, why);
         }
         // A network tool's arguments are scanned for credentials once, here: if they carry
@@ -1116,11 +1054,16 @@ impl Pipeline {
         // Together with the pieces the agent sent in its recent calls (any session of its):
         // a credential sent a piece per call is found when its last piece would leave.
         let leak = if def.meta.reaches_network {
-            let mut fragments = self.fragments.lock().unwrap_or_else(|e| e.into_inner());
-            fragments
+            // One agent's pieces at a time (its calls take turns; other agents' do not wait).
+            let agent = self
+                .fragments
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
                 .entry(ctx.agent.name.clone())
                 .or_default()
-                .scan_json(aether_policy::dlp::Scanner::shared(), Instant::now(), &args)
+                .clone();
+            let mut fragments = agent.lock().unwrap_or_else(|e| e.into_inner());
+            fragments.scan_json(aether_policy::dlp::Scanner::shared(), Instant::now(), &args)
         } else {
             None
         };
@@ -1575,6 +1518,30 @@ impl Pipeline {
         let takes_path = def.input_schema["properties"].get("path").is_some();
         if named.is_empty() && takes_path {
             facts.dirs.push(String::new());
+        }
+        // A glob's literal part can move the folder walked (`../hr/*` from `docs` walks `hr`;
+        // an absolute pattern names its own): that folder is judged as one the call names.
+        let base = args.get("path").and_then(Value::as_str).unwrap_or("");
+        for key in ["pattern", "glob"] {
+            let Some(pattern) = args.get(key).and_then(Value::as_str) else {
+                continue;
+            };
+            let mut rel = String::new();
+            let Ok(loc) = self.roots.locate(root, base, &mut rel) else {
+                continue;
+            };
+            if let Ok(place) = aether_policy::paths::confine_glob(
+                loc.rel,
+                pattern,
+                &loc.root.path.to_string_lossy(),
+            ) && place.folder != loc.rel
+            {
+                let (real, _) = real_relative(loc.root, &place.folder);
+                for folder in [Some(place.folder), real].into_iter().flatten() {
+                    facts.paths.push(folder.clone());
+                    facts.dirs.push(folder);
+                }
+            }
         }
         facts
     }

@@ -599,6 +599,11 @@ impl RawConfig {
                 }
             }
         }
+        if self.server.max_sessions == 0 || self.server.max_sessions_per_caller == 0 {
+            problems.push(
+                "server.max_sessions and server.max_sessions_per_caller are at least 1 (for no sessions, set server.sessions = false)".into(),
+            );
+        }
         if !self.agents.is_empty() && !self.agents.contains_key(&self.server.http_agent) {
             problems.push(format!(
                 "server.http_agent {:?} is not one of the configured agents",

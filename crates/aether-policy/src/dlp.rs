@@ -67,7 +67,9 @@
 //!   tokens (their literal holds a space or `=`, or lies inside after a run any field could
 //!   begin, or there is none); a call with more than 128 pieces, or so
 //!   many that fit a shape that the search's budget runs out, may hide one; a session's
-//!   pieces are kept ten minutes, 128 of them, 8 KiB in all;
+//!   pieces are kept ten minutes, 128 of them, 8 KiB in all, at most 16 from one call (a
+//!   credential's literal or its start first, then the most random), and in one process (the
+//!   pipeline keeps them per agent; replicas do not share them);
 //! - a literal alone in one field (`glpat-`) beside a random-looking field of the length its
 //!   shape allows is taken for a secret, and a prefix of a token of variable length that is
 //!   one already (two of three pieces of a Vault token) is refused when it is sent;
@@ -76,7 +78,9 @@
 //! - look-alike letters that NFKC does not fold (Cyrillic `А` for Latin `A`);
 //! - credentials without a distinctive shape (passwords, generic API keys, cookies), and
 //!   shapes not listed; an AWS secret key without its name is found only as a 40-character
-//!   run that reads as random (not one glued to other base64, nor one with `-` or `_`);
+//!   run that reads as random (not one glued to other base64, nor one with `-` or `_`, more
+//!   than three `/`, or a run of one character class about ten long, which a few random keys
+//!   in a thousand have);
 //! - an AWS access key id is refused wherever it is, including in a presigned URL;
 //! - past the decoding budget (views totalling 16 times the text) deeper layers are skipped.
 

@@ -131,6 +131,12 @@ pub const CONTROL_NAMES: [&str; 2] = ["aether.toml", "permissions.yaml"];
 pub fn control_name(component: &str) -> Option<&'static str> {
     let matches = |folded: &str| {
         let folded = folded.trim_end_matches(['.', ' ']);
+        // Windows' 8.3 short names, which some filesystems also answer to.
+        match folded {
+            "aether~1.tom" => return Some("aether.toml"),
+            "permis~1.yam" => return Some("permissions.yaml"),
+            _ => {}
+        }
         CONTROL_NAMES.into_iter().find(|n| folded == *n)
     };
     if component.is_ascii() {
@@ -158,6 +164,17 @@ pub const WRITE_TEMP_PREFIX: &str = ".aether-tmp-";
 pub fn is_write_temp(name: &str) -> bool {
     name.strip_prefix(WRITE_TEMP_PREFIX)
         .is_some_and(|rest| rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// What Aether puts after a control file's name when it sets one aside (one a program made):
+/// `permissions.yaml.set-aside-by-aether-<time>`. Such a file is private like a control file
+/// (an agent must not read or change what an operator may want back), but no Aether loads it.
+pub const SET_ASIDE: &str = ".set-aside-by-aether";
+
+/// Whether `name` is a control file Aether set aside (see [`SET_ASIDE`]).
+pub fn is_set_aside(name: &str) -> bool {
+    name.find(SET_ASIDE)
+        .is_some_and(|at| control_name(&name[..at]).is_some())
 }
 
 /// Whether the last component of `path` names a control file (see [`CONTROL_NAMES`]).
@@ -545,8 +562,10 @@ impl CredentialFilter {
     /// Whether `path` is at or under one of the private paths, or names a control file
     /// ([`CONTROL_NAMES`]) or a write's temporary file ([`is_write_temp`]).
     pub fn is_private(&self, path: &str) -> bool {
+        let name = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
         is_control_file(path)
-            || is_write_temp(path.trim_end_matches('/').rsplit('/').next().unwrap_or(""))
+            || is_write_temp(name)
+            || is_set_aside(name)
             || self.private.iter().any(|p| at_or_under(path, p))
     }
 
@@ -651,6 +670,8 @@ mod tests {
             "aether\u{200B}.toml",
             "\u{FF41}ether.toml",
             "permi\u{0301}ssions.yaml",
+            "AETHER~1.TOM",
+            "PERMIS~1.YAM",
         ] {
             assert!(control_name(name).is_some(), "{name:?}");
             for place in [
@@ -681,6 +702,12 @@ mod tests {
         }
         // A folder above is not the file.
         assert!(!is_control_file("/srv/aether.toml/x"));
+        // One set aside is private, but not a control file (no Aether loads it).
+        let aside = "permissions.yaml.set-aside-by-aether-1764640000000000000";
+        assert!(!is_control_file(aside));
+        assert!(is_set_aside(aside));
+        assert!(CredentialFilter::default().is_private(&format!("/srv/p/{aside}")));
+        assert!(!is_set_aside("notes.set-aside-by-aether-1"));
     }
 
     #[test]

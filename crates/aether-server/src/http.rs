@@ -242,7 +242,7 @@ impl SessionBook {
     }
 
     /// The session `caller` was opening is open (as `id`), or was not opened (`None`).
-    fn opened(&self, caller: &str, id: Option<&str>) {
+    fn settle(&self, caller: &str, id: Option<&str>) {
         let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = book.opening.get_mut(caller) {
             *n -= 1;
@@ -306,6 +306,28 @@ impl SessionBook {
                     let _ = sessions.close_session(&id.into()).await;
                 }
             });
+        }
+    }
+}
+
+/// A session being opened, counted against its caller until it is open or not.
+struct Reservation {
+    book: Arc<SessionBook>,
+    caller: String,
+    settled: bool,
+}
+
+impl Reservation {
+    fn opened(mut self, id: Option<&str>) {
+        self.book.settle(&self.caller, id);
+        self.settled = true;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.book.settle(&self.caller, None);
         }
     }
 }
@@ -428,22 +450,34 @@ async fn authenticate(
         Some(id) => format!("token:{id}"),
         None => format!("agent:{agent}"),
     };
-    if opening && let Err(why) = auth.book.reserve(&caller) {
-        return mcp_error(StatusCode::SERVICE_UNAVAILABLE, -32000, &why);
+    // The reservation is let go however the request ends (also when the client leaves and
+    // the request is dropped half way).
+    let mut reserved = None;
+    if opening {
+        if let Err(why) = auth.book.reserve(&caller) {
+            return mcp_error(StatusCode::SERVICE_UNAVAILABLE, -32000, &why);
+        }
+        reserved = Some(Reservation {
+            book: auth.book.clone(),
+            caller: caller.clone(),
+            settled: false,
+        });
     }
     request.extensions_mut().insert(Caller { agent });
     let response = next.run(request).await;
-    if opening {
+    if let Some(reservation) = reserved.take() {
         let id = response
             .headers()
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok());
-        auth.book.opened(&caller, id);
+        reservation.opened(id);
     }
-    if let Some(id) = &named {
+    if let Some(id) = &named
+        && response.status().is_success()
+    {
         if deleting {
             auth.book.forget(id);
-        } else if response.status().is_success() {
+        } else {
             auth.book.seen(id, &caller);
         }
     }
@@ -553,6 +587,10 @@ pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection may go without a byte either way before it is closed (after the
 /// request in flight, if any: an event stream sends a keep-alive every 15 s).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How much longer a connection asked to close while idle may stay quiet before it is dropped
+/// with its request: longer than any call waits for a person by default.
+pub const STUCK_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// Who a connection counts against: its IPv4 address, or its IPv6 /64 (one host usually holds
 /// a whole /64).
@@ -765,17 +803,26 @@ pub async fn serve_http_with(
             };
             let connection = http.serve_connection(hyper_util::rt::TokioIo::new(watched), service);
             let mut connection = std::pin::pin!(connection);
-            let mut closing = false;
-            loop {
-                // When this connection would have been quiet too long: its first request
-                // has a short while to start, any later one the idle limit.
-                let quiet_until = if spoke.load(std::sync::atomic::Ordering::Relaxed) {
+            // When this connection has been quiet too long: its first request has a short
+            // while to start, any later one the idle limit (from the last byte either way).
+            let quiet_until = || {
+                if spoke.load(std::sync::atomic::Ordering::Relaxed) {
                     Duration::from_millis(last.load(std::sync::atomic::Ordering::Relaxed))
                         + IDLE_TIMEOUT
                 } else {
                     FIRST_REQUEST_TIMEOUT
+                }
+            };
+            // Once asked to close: stopping (the server ends), or idle (then it is dropped if it
+            // stays quiet for [`STUCK_TIMEOUT`] more: a request whose body never comes; a call
+            // waiting quietly for a person's approval is answered well within that).
+            let mut stopping = false;
+            let mut idle_since: Option<Duration> = None;
+            loop {
+                let wake = match idle_since {
+                    Some(at) => at.max(quiet_until()) + STUCK_TIMEOUT,
+                    None => quiet_until(),
                 };
-                let wake = tokio::time::Instant::from_std(epoch + quiet_until);
                 tokio::select! {
                     served = connection.as_mut() => {
                         if let Err(e) = served {
@@ -783,16 +830,23 @@ pub async fn serve_http_with(
                         }
                         break;
                     }
-                    _ = stop.cancelled(), if !closing => {
-                        closing = true;
+                    _ = stop.cancelled(), if !stopping => {
+                        stopping = true;
                         connection.as_mut().graceful_shutdown();
                     }
-                    _ = tokio::time::sleep_until(wake), if !closing => {
-                        // Quiet that long (not just since the last check): closed after the
-                        // request in flight, if any.
-                        if epoch.elapsed() >= quiet_until {
-                            closing = true;
-                            connection.as_mut().graceful_shutdown();
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(epoch + wake)), if !stopping => {
+                        // Quiet that long by now (a byte since pushes the limit back).
+                        let now = epoch.elapsed();
+                        match idle_since {
+                            None if now >= quiet_until() => {
+                                idle_since = Some(now);
+                                connection.as_mut().graceful_shutdown();
+                            }
+                            Some(at) if now >= at.max(quiet_until()) + STUCK_TIMEOUT => {
+                                tracing::debug!(client = %addr, "an idle connection's request never ended; dropped");
+                                break;
+                            }
+                            _ => {}
                         }
                     }
                 }

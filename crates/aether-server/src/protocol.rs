@@ -255,8 +255,8 @@ where
     let mut output = output;
     let mut from_rmcp = BufReader::new(from_rmcp);
     let mut line = Vec::new();
-    let mut rmcp_open = true;
-    loop {
+    let (mut rmcp_open, mut answers_open) = (true, true);
+    while rmcp_open || answers_open {
         tokio::select! {
             read = from_rmcp.read_until(b'\n', &mut line), if rmcp_open => {
                 if read? == 0 {
@@ -267,18 +267,14 @@ where
                     line.clear();
                 }
             }
-            answer = answered.recv() => match answer {
+            answer = answered.recv(), if answers_open => match answer {
                 Some(answer) => {
                     output.write_all(&answer).await?;
                     output.flush().await?;
                 }
-                None if !rmcp_open => break,
-                None => {}
+                // The client's side is done; rmcp's answers still come until it ends.
+                None => answers_open = false,
             },
-            else => break,
-        }
-        if !rmcp_open && answered.is_closed() && answered.is_empty() {
-            break;
         }
     }
     match reading.await {

@@ -81,7 +81,34 @@ fn bounded_replies(
                 }
                 continue;
             }
-            let Some(id) = reply_id(&line[..line.len().min(64 << 10)]) else {
+            // The id: a member of the message's own object near its head; else read on (and
+            // drop) to the line's end, where a writer that puts it last put it.
+            let mut id = top_level_id(&line[..line.len().min(64 << 10)]);
+            let mut tail: Vec<u8> = line[line.len().saturating_sub(4096)..].to_vec();
+            let mut ended = false;
+            if id.is_none() {
+                loop {
+                    line.clear();
+                    match (&mut stdout)
+                        .take(1 << 20)
+                        .read_until(b'\n', &mut line)
+                        .await
+                    {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {
+                            tail.extend_from_slice(&line);
+                            let keep = tail.len().saturating_sub(4096);
+                            tail.drain(..keep);
+                            if line.ends_with(b"\n") {
+                                break;
+                            }
+                        }
+                    }
+                }
+                ended = true;
+                id = trailing_id(&tail);
+            }
+            let Some(id) = id else {
                 tracing::warn!(
                     "an upstream sent a message over {MAX_STDIO_LINE} bytes without a readable id; closing its connection"
                 );
@@ -102,7 +129,7 @@ fn bounded_replies(
                 return;
             }
             // The rest of the line, dropped.
-            loop {
+            while !ended {
                 line.clear();
                 match (&mut stdout)
                     .take(1 << 20)
@@ -110,13 +137,86 @@ fn bounded_replies(
                     .await
                 {
                     Ok(0) | Err(_) => return,
-                    Ok(_) if line.ends_with(b"\n") => break,
-                    Ok(_) => {}
+                    Ok(_) => ended = line.ends_with(b"\n"),
                 }
             }
         }
     });
     rmcp_side
+}
+
+/// The `id` member of a JSON-RPC message's own object, read from the head of its text: only a
+/// member at the top level counts (an `"id"` inside the result is someone else's).
+fn top_level_id(head: &[u8]) -> Option<Value> {
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < head.len() {
+        match head[at] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b'"' => {
+                let end = string_end(head, at)?;
+                if depth == 1 && &head[at..=end] == b"\"id\"" {
+                    let rest = skip_space(head, end + 1);
+                    if head.get(rest) == Some(&b':') {
+                        return json_scalar(&head[skip_space(head, rest + 1)..]);
+                    }
+                }
+                at = end;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+/// The `id` member that ends a message (`…, "id": 7}`), read from the tail of its text.
+fn trailing_id(tail: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(tail);
+    let body = text.trim_end().strip_suffix('}')?.trim_end();
+    let at = body.rfind("\"id\"")?;
+    let value = body[at + 4..].trim_start().strip_prefix(':')?.trim();
+    if !(body[..at].trim_end().ends_with(',') || body[..at].trim_end().ends_with('{')) {
+        return None;
+    }
+    serde_json::from_str::<Value>(value)
+        .ok()
+        .filter(|v| v.is_string() || v.is_number())
+}
+
+/// Where the JSON string starting at `start` (a quote) ends (its closing quote).
+fn string_end(text: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    while at < text.len() {
+        match text[at] {
+            b'\\' => at += 2,
+            b'"' => return Some(at),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+fn skip_space(text: &[u8], mut at: usize) -> usize {
+    while text.get(at).is_some_and(u8::is_ascii_whitespace) {
+        at += 1;
+    }
+    at
+}
+
+/// A number or a string at the start of `text`, as JSON.
+fn json_scalar(text: &[u8]) -> Option<Value> {
+    let end = match text.first()? {
+        b'"' => string_end(text, 0)? + 1,
+        _ => text
+            .iter()
+            .position(|b| !(b.is_ascii_digit() || *b == b'-'))
+            .unwrap_or(text.len()),
+    };
+    serde_json::from_slice::<Value>(&text[..end])
+        .ok()
+        .filter(|v| v.is_string() || v.is_number())
 }
 
 /// A time limit as said to a caller: `4 s`, or `1.8 s` when it is not whole seconds.
@@ -126,22 +226,6 @@ fn seconds(limit: Duration) -> String {
     } else {
         format!("{:.1} s", limit.as_secs_f64())
     }
-}
-
-/// The `id` of a JSON-RPC reply, read from the head of its text (`"id": 7` or `"id": "a"`).
-fn reply_id(head: &[u8]) -> Option<Value> {
-    let text = String::from_utf8_lossy(head);
-    let at = text.find("\"id\"")?;
-    let rest = text[at + 4..].trim_start().strip_prefix(':')?.trim_start();
-    if let Some(quoted) = rest.strip_prefix('"') {
-        let end = quoted.find('"')?;
-        return Some(Value::String(quoted[..end].to_string()));
-    }
-    let digits: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '-')
-        .collect();
-    digits.parse::<i64>().ok().map(Value::from)
 }
 
 /// Where resources of upstreams live in Aether's namespace.
@@ -1726,5 +1810,45 @@ mod tests {
             template,
             "aether://upstream/ev/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F{resourceId}"
         );
+    }
+}
+
+#[cfg(test)]
+mod reply_id_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_messages_own_id_counts() {
+        for (head, want) in [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"result":{"x":1}}"#,
+                Some(json!(7)),
+            ),
+            (
+                r#"{"id": "a-1" ,"jsonrpc":"2.0","result":"#,
+                Some(json!("a-1")),
+            ),
+            (r#"{"result":{"structuredContent":{"id":42,"v":"#, None),
+            (
+                r#"{"result":{"content":[{"text":"\"id\":9"}]},"id":3}"#,
+                Some(json!(3)),
+            ),
+            (
+                r#"{"result":{"a":["}"],"id":1},"jsonrpc":"2.0","id":5}"#,
+                Some(json!(5)),
+            ),
+            (r#"{"jsonrpc":"2.0","result":{"t":"x\"id\":8"#, None),
+            (r#"[{"id":1}]"#, None),
+        ] {
+            assert_eq!(top_level_id(head.as_bytes()), want, "{head}");
+        }
+        for (tail, want) in [
+            (r#"xxxxxxxx"}]},"jsonrpc":"2.0","id":12}"#, Some(json!(12))),
+            ("xxxx\"}]}, \"id\" : \"q\" }\n", Some(json!("q"))),
+            (r#"xxxx","id":4,"more":1}"#, None),
+            (r#"xxxx"}]}}"#, None),
+        ] {
+            assert_eq!(trailing_id(tail.as_bytes()), want, "{tail}");
+        }
     }
 }

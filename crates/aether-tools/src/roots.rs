@@ -107,6 +107,8 @@ pub struct SealManifest {
     pub at_us: i64,
     /// Root-relative path → (sha256 hex, size).
     pub pins: HashMap<String, (String, u64)>,
+    /// The folders that hold a pin, worked out on first use ([`SealManifest::shows`]).
+    pub folders: std::sync::OnceLock<std::collections::HashSet<String>>,
 }
 
 impl SealManifest {
@@ -118,9 +120,15 @@ impl SealManifest {
             return self.pins.contains_key(rel);
         }
         rel.is_empty()
-            || self.pins.keys().any(|k| {
-                k.len() > rel.len() && k.starts_with(rel) && k.as_bytes()[rel.len()] == b'/'
-            })
+            || self
+                .folders
+                .get_or_init(|| {
+                    self.pins
+                        .keys()
+                        .flat_map(|k| k.match_indices('/').map(|(at, _)| k[..at].to_string()))
+                        .collect()
+                })
+                .contains(rel)
     }
 }
 

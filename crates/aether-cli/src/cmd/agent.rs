@@ -66,12 +66,12 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         crate::cmd::models::client(&loaded, &args.common, &args.model, Some(&args.agent)).await?;
     let roots = setup::roots(&args.roots, &loaded, true)?;
     let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let (pipeline, host) =
         setup::pipeline_and_host(&loaded, &roots, store, false, external).await?;
     let _watch = pipeline.watch(Duration::from_millis(200));
     let _upstreams = upstreams.run(pipeline.clone());
-    let _controls = setup::guard_control_files(&loaded, &pipeline);
     let mut runner = Runner::new(pipeline.clone(), client).in_host(host.clone());
     if !args.quiet {
         runner = runner.watch(Arc::new(live_view));

@@ -38,6 +38,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
     let stray = setup::unused_configurations(&loaded, &roots);
+    let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let pipeline =
         setup::pipeline(&loaded, &roots, store, args.conformance_fixtures, external).await?;
@@ -76,7 +77,6 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     pipeline.remove_write_leftovers();
-    let _controls = setup::guard_control_files(&loaded, &pipeline);
     let session = pipeline
         .session(
             &args.agent,

@@ -35,6 +35,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let roots = setup::roots(&args.roots, &loaded, true)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
     let store = setup::open_store(&url)?;
+    let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let pipeline =
         setup::pipeline(&loaded, &roots, store, args.conformance_fixtures, external).await?;
@@ -48,7 +49,6 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     pipeline.remove_write_leftovers();
-    let _controls = setup::guard_control_files(&loaded, &pipeline);
     let addr = match args.listen {
         Some(a) => a,
         None => loaded.raw.server.listen.parse().context("server.listen")?,

@@ -529,3 +529,46 @@ fn mcp_sessions_are_bounded_per_caller_and_in_all() {
         "{v}"
     );
 }
+
+/// A kept-alive connection in use is not closed at the first-request limit: only one quiet
+/// that long is.
+#[test]
+fn a_connection_in_use_stays_open_past_the_first_request_limit() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let stream = std::net::TcpStream::connect(&srv.addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let started = std::time::Instant::now();
+    let mut served = 0;
+    while started.elapsed() < std::time::Duration::from_secs(14) {
+        let req = format!("GET /api/health HTTP/1.1\r\nHost: {}\r\n\r\n", srv.addr);
+        writer.write_all(req.as_bytes()).unwrap();
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(
+            status.starts_with("HTTP/1.1 200"),
+            "after {served} requests: {status:?}"
+        );
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        served += 1;
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+    assert!(served >= 6, "{served}");
+}

@@ -352,6 +352,11 @@ async fn oversized_arguments_long_urls_and_bad_headers_are_refused_up_front() {
             json!({"url": url, "headers": {"X-A\r\nEvil": "v"}}),
             "headers:name",
         ),
+        // A credential in a call refused here is not kept in the audit either.
+        (
+            json!({"url": url, "headers": {"Authorization": "Bearer ghp_Q8vX2mK7pL4nR9tZ3wB6yC1dF5gH0jS7uA2e", "Bad Name": "1"}}),
+            "headers:name",
+        ),
     ];
     for (args, rule) in cases {
         let result = call(&p, &ctx, "fetch", args.clone()).await;
@@ -361,6 +366,11 @@ async fn oversized_arguments_long_urls_and_bad_headers_are_refused_up_front() {
             row.event.arguments.len() <= 25_000,
             "{rule}: the audit kept {} bytes",
             row.event.arguments.len()
+        );
+        assert!(
+            !row.event.arguments.contains("ghp_"),
+            "{}",
+            row.event.arguments
         );
     }
     assert_eq!(tool.calls.load(std::sync::atomic::Ordering::SeqCst), 0);

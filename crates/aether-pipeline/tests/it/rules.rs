@@ -792,19 +792,24 @@ async fn an_emptied_removed_or_half_written_rules_file_never_loosens_the_rules()
     h.check().await;
 }
 
-/// While programs Aether starts may write in the roots, a control file that appears there —
-/// made by one of them, in any folder, in any spelling — is set aside at once; this process's
-/// own rules file and configuration are left to the operator.
+/// A glob's literal part moves the folder walked (`../hr/*` from `docs`, an absolute pattern):
+/// a path rule holds for that folder as for one the call names.
 #[tokio::test]
-async fn a_control_file_that_appears_in_a_root_is_set_aside_while_programs_run() {
+async fn a_path_rule_holds_for_the_folder_a_glob_leads_to() {
     let tmp = tempfile::tempdir().unwrap();
     let base = fs::canonicalize(tmp.path()).unwrap();
-    fs::create_dir_all(base.join("deep/er")).unwrap();
-    let own_rules = rules_file(&base, "rules: []\n");
+    fs::create_dir_all(base.join("ws/hr")).unwrap();
+    fs::create_dir_all(base.join("ws/docs")).unwrap();
+    fs::write(base.join("ws/hr/pay.txt"), "salary 1\n").unwrap();
+    fs::write(base.join("ws/docs/a.txt"), "salary? no\n").unwrap();
+    let path = rules_file(
+        &base,
+        "rules:\n  - name: no-hr\n    match: { path: \"hr/**\" }\n    action: always_deny\n",
+    );
     let roots = Roots::open(&[RootSpec {
         name: "ws".into(),
-        path: base.to_string_lossy().into_owned(),
-        mode: RootMode::ReadWrite,
+        path: base.join("ws").to_string_lossy().into_owned(),
+        mode: RootMode::ReadOnly,
         writable: None,
         allow_delete: false,
     }])
@@ -816,51 +821,36 @@ async fn a_control_file_that_appears_in_a_root_is_set_aside_while_programs_run()
         aether_tools::builtin_tools(),
         roots,
     );
-    settings.rules = Rules::load(&own_rules, false).unwrap();
-    settings.private = vec![base.join("aether.toml")];
-    let p = Arc::new(aether_pipeline::Pipeline::new(settings).await.unwrap());
-    let _guard = p.guard_control_files().expect("the roots are watched");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    for made in ["deep/er/permissions.yaml", "deep/AETHER.TOML", "other.yaml"] {
-        fs::write(base.join(made), "rules: []\n").unwrap();
+    settings.rules = Rules::load(&path, true).unwrap();
+    let p = aether_pipeline::Pipeline::new(settings).await.unwrap();
+    let ctx = session(&p, "default", "s1");
+    let abs = format!("{}/ws/hr/*", base.display());
+    for (tool, args) in [
+        (
+            "search_files",
+            json!({"path": "docs", "glob": "../hr/*", "query": "salary"}),
+        ),
+        ("search_files", json!({"path": "docs", "glob": "../hr/*"})),
+        ("glob", json!({"path": "docs", "pattern": "../hr/*"})),
+        ("glob", json!({"path": "docs", "pattern": abs})),
+        ("glob", json!({"pattern": "hr/*.txt"})),
+    ] {
+        let result = call(&p, &ctx, tool, args.clone()).await;
+        assert!(
+            matches!(&result.outcome, CallOutcome::Refused(r) if r.rule == "rule:no-hr"),
+            "{tool} {args}: {:?}",
+            result.outcome
+        );
     }
-    // In a folder made just now (before it could be watched).
-    fs::create_dir_all(base.join("new/folder")).unwrap();
-    fs::write(base.join("new/folder/permissions.yaml"), "rules: []\n").unwrap();
-    // Made elsewhere and moved into place.
-    fs::write(base.join("deep/staged.txt"), "[server]\n").unwrap();
-    fs::rename(base.join("deep/staged.txt"), base.join("deep/aether.toml")).unwrap();
-    // The operator edits this process's own files.
-    fs::write(&own_rules, "rules: []\n# edited\n").unwrap();
-    fs::write(base.join("aether.toml"), "[server]\n").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while [
-        "deep/er/permissions.yaml",
-        "deep/AETHER.TOML",
-        "deep/aether.toml",
-        "new/folder/permissions.yaml",
-    ]
-    .iter()
-    .any(|f| base.join(f).exists())
-    {
-        assert!(Instant::now() < deadline, "a control file stayed in place");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let aside = fs::read_dir(base.join("deep/er"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect::<Vec<_>>();
-    assert!(
-        aside
-            .iter()
-            .any(|n| n.starts_with("permissions.yaml.set-aside-by-aether-")),
-        "{aside:?}"
+    let found = ok_text(
+        &call(
+            &p,
+            &ctx,
+            "glob",
+            json!({"path": "docs", "pattern": "*.txt"}),
+        )
+        .await,
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(base.join("other.yaml").exists());
-    assert_eq!(
-        fs::read_to_string(&own_rules).unwrap(),
-        "rules: []\n# edited\n"
-    );
-    assert!(base.join("aether.toml").exists());
+    assert!(found.contains("docs/a.txt"), "{found}");
+    h.check().await;
 }

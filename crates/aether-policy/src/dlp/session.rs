@@ -29,6 +29,9 @@ use super::{Finding, Gathered, Scanner, parse_body};
 /// The longest piece kept.
 const KEEP_PIECE: usize = 256;
 
+/// The most pieces one call leaves behind.
+const MAX_PER_CALL: usize = 16;
+
 /// One session's recent pieces. See the module documentation.
 pub struct SessionFragments {
     window: Duration,
@@ -167,12 +170,24 @@ impl SessionFragments {
         if let Some(found) = gathered.settled(split::find(scanner, &all)) {
             return Some(found);
         }
-        let keep: Vec<(String, Vec<u8>)> = current
+        // At most [`MAX_PER_CALL`] pieces of one call are kept, those likeliest to be part of a
+        // secret first (a credential's literal or the start of one, then the most random): a
+        // call of many junk tokens cannot push an earlier call's piece out of the window.
+        let mut kept: Vec<&split::Piece> = current
             .pieces
             .iter()
             .filter(|p| p.layer.is_none() && p.text.len() <= KEEP_PIECE)
             .filter(|p| p.text.iter().all(|&b| could_be_secret(b)))
-            .take(self.max_pieces)
+            .collect();
+        let score = |text: &[u8]| {
+            let literal = scanner.starts.finder(text).next_from(0).is_some()
+                || (1..text.len().min(12)).any(|k| scanner.partial.contains_key(&text[..k]));
+            (usize::from(literal) * 1000) + split::class_changes(text).min(999)
+        };
+        kept.sort_by_key(|p| std::cmp::Reverse(score(&p.text)));
+        let keep: Vec<(String, Vec<u8>)> = kept
+            .into_iter()
+            .take(MAX_PER_CALL.min(self.max_pieces))
             .map(|p| {
                 (
                     current.place_of(scanner, &[p.origin], &[&p.text]),

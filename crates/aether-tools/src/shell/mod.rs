@@ -6,6 +6,7 @@
 //! reads the tail of a log file under a root, or of the journal. The quality tools
 //! (`quality.rs`: `run_tests`, `analyze_code`) run their commands through `run_shell`.
 
+mod guard;
 mod process;
 mod quality;
 mod read_logs;
@@ -18,13 +19,13 @@ use std::sync::Arc;
 
 use crate::Tool;
 
+pub use guard::{ControlGuard, set_aside_beneath};
 pub use quality::{AnalyzeCode, RunTests};
 pub use read_logs::ReadLogs;
 pub use run_command::RunCommand;
 pub use run_shell::RunShell;
 pub use sandbox::{
     ControlWatch, SET_ASIDE, Sandbox, control_files_in, covered_or_allowed, hiding, secrets_in,
-    set_aside,
 };
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {

@@ -185,7 +185,27 @@ pub fn hiding(hidden: &[PathBuf]) -> Vec<OsString> {
         .filter_map(|path| std::fs::canonicalize(path).ok())
         .filter_map(|real| std::fs::metadata(&real).ok().map(|m| (real, m.is_dir())))
         .collect();
-    for (path, is_dir) in &outermost(covers) {
+    let covers = outermost(covers);
+    // Every folder above a cover is bound onto itself first, so it is a mount point in the
+    // sandbox: the kernel refuses to rename or remove one (EBUSY), so a program cannot move a
+    // covered file's folder away and put a folder of its own with a file of its own in its
+    // place; what is inside stays writable as before. (Bound before the covers, which would
+    // otherwise be hidden under the binds.)
+    let mut above: Vec<PathBuf> = covers
+        .iter()
+        .flat_map(|(path, _)| path.ancestors().skip(1).map(Path::to_path_buf))
+        .filter(|a| a.parent().is_some())
+        .collect();
+    above.sort_by_key(|a| (a.components().count(), a.clone()));
+    above.dedup();
+    for folder in &above {
+        args.extend([
+            OsString::from("--bind"),
+            folder.as_os_str().to_owned(),
+            folder.as_os_str().to_owned(),
+        ]);
+    }
+    for (path, is_dir) in &covers {
         if *is_dir {
             args.extend([OsString::from("--tmpfs"), path.as_os_str().to_owned()]);
         } else {
@@ -291,6 +311,9 @@ pub fn control_files_in(folders: &[PathBuf]) -> Vec<PathBuf> {
             if aether_policy::paths::is_control_file(&entry.path().to_string_lossy()) {
                 found.push(entry.path().to_path_buf());
                 if found.len() >= MAX_MASKS {
+                    tracing::error!(
+                        "the roots hold {MAX_MASKS} Aether control files or more; those past it are not covered"
+                    );
                     return found;
                 }
             }
@@ -299,34 +322,32 @@ pub fn control_files_in(folders: &[PathBuf]) -> Vec<PathBuf> {
     found
 }
 
-/// Renames aside (see [`SET_ASIDE`]) every control file under `folders` that is not in
-/// `before`: one a program made while it ran, which no Aether must read. Returns their paths.
-pub fn set_aside_new_controls(folders: &[PathBuf], before: &BTreeSet<PathBuf>) -> Vec<PathBuf> {
+/// The control files under `folders` now, each with its device and inode.
+pub fn control_identities(folders: &[PathBuf]) -> BTreeMap<PathBuf, (u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
     control_files_in(folders)
         .into_iter()
-        .filter(|control| !before.contains(control) && set_aside(control))
+        .filter_map(|p| {
+            let m = std::fs::symlink_metadata(&p).ok()?;
+            Some((p, (m.dev(), m.ino())))
+        })
         .collect()
 }
 
-/// Renames the control file `control` aside (see [`SET_ASIDE`]), or removes it where it cannot
-/// be renamed; whether it is gone from its name.
-pub fn set_aside(control: &Path) -> bool {
-    let name = control
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let aside = control.with_file_name(format!("{name}{SET_ASIDE}-{stamp}"));
-    if std::fs::rename(control, &aside).is_ok() || std::fs::remove_file(control).is_ok() {
-        tracing::warn!(path = %control.display(), "a program made an Aether control file; set aside");
-        true
-    } else {
-        tracing::error!(path = %control.display(), "a program made an Aether control file that could not be set aside");
-        false
-    }
+/// Renames aside (see [`SET_ASIDE`], beneath its root: [`super::set_aside_beneath`]) every
+/// control file under `folders` that `before` does not hold as it is now (the same path, the
+/// same device and inode): one a program made while it ran — or put in place of one that was
+/// there — which no Aether must read. Returns their paths.
+pub fn set_aside_new_controls(
+    folders: &[PathBuf],
+    before: &BTreeMap<PathBuf, (u64, u64)>,
+) -> Vec<PathBuf> {
+    control_identities(folders)
+        .into_iter()
+        .filter(|(path, id)| before.get(path) != Some(id))
+        .map(|(path, _)| path)
+        .filter(|path| super::set_aside_beneath(folders, path))
+        .collect()
 }
 
 /// The control files under some folders before a program ran, so that any it makes is set
@@ -334,14 +355,14 @@ pub fn set_aside(control: &Path) -> bool {
 /// thread of its own once the program has had a moment to die.
 pub struct ControlWatch {
     folders: Vec<PathBuf>,
-    before: BTreeSet<PathBuf>,
+    before: BTreeMap<PathBuf, (u64, u64)>,
     done: bool,
 }
 
 impl ControlWatch {
     /// Walks `folders` now (blocking).
     pub fn start(folders: Vec<PathBuf>) -> ControlWatch {
-        let before = control_files_in(&folders).into_iter().collect();
+        let before = control_identities(&folders);
         ControlWatch {
             folders,
             before,
@@ -533,11 +554,14 @@ pub struct Plan {
     /// in the writable roots before the command: one that appears during it is removed
     /// afterwards.
     pub repositories: BTreeSet<Identity>,
+    /// The control files in the writable roots before the command (the walk that decides
+    /// writability does not enter covered folders, so some may be there): left as they are.
+    pub controls: BTreeMap<PathBuf, (u64, u64)>,
 }
 
 /// Where [`after_writable_run`] puts a control file a command created: beside it, renamed so
 /// that no Aether reads it (and nothing is lost).
-pub const SET_ASIDE: &str = ".set-aside-by-aether";
+pub const SET_ASIDE: &str = aether_policy::paths::SET_ASIDE;
 
 impl Plan {
     /// What [`after_writable_run`] needs, without the arguments.
@@ -546,6 +570,7 @@ impl Plan {
             args: Vec::new(),
             writable: self.writable.clone(),
             repositories: self.repositories.clone(),
+            controls: self.controls.clone(),
         }
     }
 }
@@ -660,10 +685,12 @@ pub fn arguments(layout: &Layout<'_>) -> Result<Plan, ToolError> {
         .filter(|(path, _)| writable.iter().any(|w| path.starts_with(w)))
         .map(|(_, id)| id)
         .collect();
+    let controls = control_identities(&writable);
     Ok(Plan {
         args,
         writable,
         repositories,
+        controls,
     })
 }
 
@@ -679,7 +706,7 @@ pub fn after_writable_run(plan: &Plan, credentials: &CredentialFilter) -> Vec<Pa
     let as_root = rustix::process::geteuid().is_root();
     // A writable root held no control file when the command started (else it was bound
     // read-only): any there now was made by the command.
-    let mut removed = set_aside_new_controls(&plan.writable, &BTreeSet::new());
+    let mut removed = set_aside_new_controls(&plan.writable, &plan.controls);
     for root in &plan.writable {
         repositories_in(root, credentials, &mut now, as_root);
     }

@@ -124,6 +124,10 @@ impl Tool for GetFileInfo {
                     ),
                 ));
             }
+            // A pinned file is checked as a read checks it (its content against the hash).
+            if ft.is_file() && pinned == Some(meta.len()) {
+                root.open_file(loc.rel, cx.roots.credentials())?;
+            }
             if ft.is_file() && pinned != Some(meta.len()) {
                 return Err(ToolError::denied(
                     "sealed",

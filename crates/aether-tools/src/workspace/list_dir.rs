@@ -78,7 +78,13 @@ impl Tool for ListDir {
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let seal = loc.root.seal_in_force()?;
         let (dir, real) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
-        let here = loc.rel.to_string();
+        // Seal keys are real root-relative paths: the folder as it really is.
+        let here = loc
+            .root
+            .relative_of(&real)
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string();
         let root_name = loc.root.name.clone();
         let shown = loc.root.display(loc.rel);
         let credentials = cx.roots.credentials().clone();

@@ -447,6 +447,7 @@ async fn a_sealed_file_is_served_as_it_was_checked_whatever_happens_on_disk_afte
             .into_iter()
             .map(|(path, hash, size)| (path, (hash, size)))
             .collect(),
+        folders: Default::default(),
     }));
     let (mut file, _) = root.open_file("spec.md", roots.credentials()).unwrap();
     // Rewritten in place (same length, same inode) between the check and the read: what is
@@ -594,6 +595,7 @@ async fn a_sealed_root_serves_only_what_its_seal_pinned() {
             .into_iter()
             .map(|(path, hash, size)| (path, (hash, size)))
             .collect(),
+        folders: Default::default(),
     }));
     fs::write(docs.join("added-later.md"), "pinned? no, added\n").unwrap();
     fs::create_dir_all(docs.join("new-folder")).unwrap();

@@ -699,3 +699,116 @@ async fn control_files_keep_a_root_read_only_and_new_ones_are_set_aside() {
         "{aside:?}"
     );
 }
+
+/// While programs may write in the roots, a control file that appears — in any folder, a new
+/// one included, in any spelling, moved into place — or one put in place of one that was
+/// there, is set aside at once; this process's own files and the ones that were there stay; a
+/// link to a folder is never touched.
+#[test]
+fn the_guard_sets_aside_control_files_that_appear_and_nothing_else() {
+    let tree = Tree::new();
+    tree.file("deep/er/keep.txt", "x");
+    tree.file("other/permissions.yaml", "rules: []\n# another project's\n");
+    tree.file("permissions.yaml", "rules: []\n");
+    tree.link(tree.ws.join("deep"), "link-to-deep");
+    let ws = std::fs::canonicalize(&tree.ws).unwrap();
+    let guard = aether_tools::shell::ControlGuard::start(
+        vec![ws.clone()],
+        vec![ws.join("permissions.yaml"), ws.join("aether.toml")],
+    )
+    .expect("the root is watched");
+    std::thread::sleep(Duration::from_millis(100));
+    for made in ["deep/er/permissions.yaml", "deep/AETHER.TOML"] {
+        fs::write(ws.join(made), "rules: []\n").unwrap();
+    }
+    fs::create_dir_all(ws.join("new/folder")).unwrap();
+    fs::write(ws.join("new/folder/permissions.yaml"), "rules: []\n").unwrap();
+    fs::write(ws.join("deep/staged"), "[server]\n").unwrap();
+    fs::rename(ws.join("deep/staged"), ws.join("deep/aether.toml")).unwrap();
+    // Another project's rules, replaced by a rename (a new inode in its place).
+    fs::write(ws.join("other/next"), "rules: []\n# replaced\n").unwrap();
+    fs::rename(ws.join("other/next"), ws.join("other/permissions.yaml")).unwrap();
+    // This process's own: the operator edits them.
+    fs::write(ws.join("permissions.yaml"), "rules: []\n# edited\n").unwrap();
+    fs::write(ws.join("aether.toml"), "[server]\n").unwrap();
+    fs::write(ws.join("plain.yaml"), "x").unwrap();
+    let gone = [
+        "deep/er/permissions.yaml",
+        "deep/AETHER.TOML",
+        "new/folder/permissions.yaml",
+        "deep/aether.toml",
+        "other/permissions.yaml",
+    ];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while gone.iter().any(|f| ws.join(f).exists()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still there: {:?}",
+            gone.iter()
+                .filter(|f| ws.join(f).exists())
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for kept in [
+        "permissions.yaml",
+        "aether.toml",
+        "plain.yaml",
+        "deep/er/keep.txt",
+    ] {
+        assert!(ws.join(kept).exists(), "{kept}");
+    }
+    assert!(
+        ws.join("link-to-deep").is_symlink(),
+        "a link is never set aside"
+    );
+    let aside: Vec<String> = fs::read_dir(ws.join("deep/er"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        aside
+            .iter()
+            .any(|n| n.starts_with("permissions.yaml.set-aside-by-aether-")),
+        "{aside:?}"
+    );
+    drop(guard);
+}
+
+/// A covered file's folder cannot be renamed away in the sandbox a program runs in (so no
+/// folder of the program's own, with a file of its own, takes its place).
+#[tokio::test]
+async fn a_covered_files_folder_cannot_be_moved_away_in_the_sandbox() {
+    let s = sandbox();
+    let bwrap = s.ready().unwrap().to_path_buf();
+    let tree = Tree::new();
+    tree.file("proj/permissions.yaml", "rules: []\n");
+    let ws = std::fs::canonicalize(&tree.ws).unwrap();
+    let mut args = aether_tools::shell::hiding(&[ws.join("proj/permissions.yaml")]);
+    args.extend(
+        [
+            "--",
+            "/bin/sh",
+            "-c",
+            "mv proj proj.old; mkdir -p proj; printf 'rules: [x]' > proj/permissions.yaml; \
+             rm -rf proj; echo done",
+        ]
+        .map(std::ffi::OsString::from),
+    );
+    let out = std::process::Command::new(bwrap)
+        .args(&args)
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("busy") || stderr.contains("Busy"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read_to_string(ws.join("proj/permissions.yaml")).unwrap(),
+        "rules: []\n"
+    );
+    assert!(!ws.join("proj.old").exists());
+}

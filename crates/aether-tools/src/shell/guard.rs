@@ -9,8 +9,11 @@
 //! edit in place keeps its inode; programs cannot write them, they are covered), and one whose
 //! identity changed — replaced by a rename — is set aside like a new one. This process's own
 //! configuration and rules file are left to the operator whatever happens to them. A new
-//! folder is looked through (files made in it before its watch was added), and an overflow of
-//! the watch's queue walks every root again. Renames happen beneath the root, through no
+//! folder is looked through at once and twice more (after 200 ms and 2 s): the watch on a new
+//! folder is added only after its event is handed on, so a file made in it (or in a folder
+//! made in it) before then raises no event of its own. An overflow of the watch's queue walks
+//! every root again. Folders are walked on one thread of their own, so a big one delays no
+//! file event. Renames happen beneath the root, through no
 //! symlink ([`set_aside_beneath`]): a folder swapped for a link meanwhile cannot turn one
 //! onto a file elsewhere.
 //!
@@ -35,9 +38,51 @@ fn identity(path: &Path) -> Option<Identity> {
         .map(|m| (m.dev(), m.ino()))
 }
 
-/// The running guard; it stops when dropped.
+/// The running guard; it stops when dropped (the sweeper ends with the watcher's sender).
 pub struct ControlGuard {
     _watcher: notify::RecommendedWatcher,
+}
+
+/// When a new folder is looked through again after its first look.
+const SWEEP_AGAIN: [std::time::Duration; 2] = [
+    std::time::Duration::from_millis(200),
+    std::time::Duration::from_secs(2),
+];
+
+/// Walks the folders it is sent (now, then after each of [`SWEEP_AGAIN`]) until its sender
+/// is gone.
+fn sweeper(watched: Arc<Watched>, folders: std::sync::mpsc::Receiver<PathBuf>) {
+    use std::sync::mpsc::RecvTimeoutError;
+    use std::time::Instant;
+    // One queue per delay: each is in the order of its due times.
+    let mut again: [std::collections::VecDeque<(Instant, PathBuf)>; 2] = Default::default();
+    loop {
+        let next = again.iter().filter_map(|q| q.front().map(|(at, _)| *at)).min();
+        let wait = next.map(|at| at.saturating_duration_since(Instant::now()));
+        let got = match wait {
+            Some(wait) => folders.recv_timeout(wait),
+            None => folders.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match got {
+            Ok(folder) => {
+                watched.sweep(&folder);
+                let now = Instant::now();
+                for (queue, delay) in again.iter_mut().zip(SWEEP_AGAIN) {
+                    queue.push_back((now + delay, folder.clone()));
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let now = Instant::now();
+        for queue in &mut again {
+            while queue.front().is_some_and(|(at, _)| *at <= now) {
+                if let Some((_, folder)) = queue.pop_front() {
+                    watched.sweep(&folder);
+                }
+            }
+        }
+    }
 }
 
 struct Watched {
@@ -99,16 +144,20 @@ impl ControlGuard {
             baseline,
         });
         let handler = watched.clone();
+        let (to_sweep, folders) = std::sync::mpsc::channel::<PathBuf>();
+        let swept = watched.clone();
+        std::thread::Builder::new()
+            .name("aether-control-sweeper".into())
+            .spawn(move || sweeper(swept, folders))
+            .map_err(|e| tracing::warn!(error = %e, "cannot start the control-file sweeper"))
+            .ok()?;
         let mut watcher = notify::RecommendedWatcher::new(
             move |event: notify::Result<notify::Event>| {
                 let Ok(event) = event else { return };
                 if event.need_rescan() {
-                    let w = handler.clone();
-                    std::thread::spawn(move || {
-                        for root in &w.roots {
-                            w.sweep(root);
-                        }
-                    });
+                    for root in &handler.roots {
+                        let _ = to_sweep.send(root.clone());
+                    }
                     return;
                 }
                 if !matches!(
@@ -120,10 +169,9 @@ impl ControlGuard {
                 }
                 for path in event.paths {
                     // A file event is judged here, at once; a new folder (never a link to one)
-                    // is walked on a thread of its own, so a big one delays no file event.
+                    // goes to the sweeper.
                     if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-                        let w = handler.clone();
-                        std::thread::spawn(move || w.sweep(&path));
+                        let _ = to_sweep.send(path);
                     } else {
                         handler.judge(&path);
                     }

@@ -723,6 +723,14 @@ fn the_guard_sets_aside_control_files_that_appear_and_nothing_else() {
     }
     fs::create_dir_all(ws.join("new/folder")).unwrap();
     fs::write(ws.join("new/folder/permissions.yaml"), "rules: []\n").unwrap();
+    // Nested folders made and filled faster than a watch can be added to each.
+    let nested: Vec<String> = (0..40)
+        .map(|i| format!("fast{i}/a/b/permissions.yaml"))
+        .collect();
+    for made in &nested {
+        fs::create_dir_all(ws.join(made).parent().unwrap()).unwrap();
+        fs::write(ws.join(made), "rules: []\n").unwrap();
+    }
     fs::write(ws.join("deep/staged"), "[server]\n").unwrap();
     fs::rename(ws.join("deep/staged"), ws.join("deep/aether.toml")).unwrap();
     // Another project's rules, replaced by a rename (a new inode in its place).
@@ -739,6 +747,10 @@ fn the_guard_sets_aside_control_files_that_appear_and_nothing_else() {
         "deep/aether.toml",
         "other/permissions.yaml",
     ];
+    let gone: Vec<&str> = gone
+        .into_iter()
+        .chain(nested.iter().map(String::as_str))
+        .collect();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while gone.iter().any(|f| ws.join(f).exists()) {
         assert!(

@@ -80,6 +80,15 @@ impl Echo {
         })
     }
 
+    /// An echo with a definition of the test's own.
+    pub fn with_def(def: ToolDef) -> Arc<Echo> {
+        Arc::new(Echo {
+            def,
+            calls: AtomicUsize::new(0),
+            seen: Mutex::default(),
+        })
+    }
+
     pub fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }

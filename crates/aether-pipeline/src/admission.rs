@@ -353,7 +353,7 @@ impl Pipeline {
                 ),
             ));
         }
-        if let Some((rule, why)) = crate::limits::arguments_out_of_bounds(&call.args) {
+        if let Some((rule, why)) = crate::limits::arguments_out_of_bounds(def, &call.args) {
             call.draft_mut().withhold_arguments(rule);
             return Err(Stop::refused(Step::Arguments, rule, why));
         }
@@ -649,7 +649,8 @@ fn egress(call: &mut Call<'_>, entry: &Entry) -> Result<(), Stop> {
     if !entry.def().meta.reaches_network {
         return Ok(());
     }
-    destinations::egress_check(call.ctx, &call.args, call.leak.take()).map_err(|refusal| {
+    let leak = call.leak.take();
+    destinations::egress_check(call.ctx, entry.def(), &call.args, leak).map_err(|refusal| {
         // What was refused may be a secret: the audit keeps the rule, not the arguments.
         call.draft_mut().withhold_arguments(&refusal.rule);
         Stop::Refused(refusal)

@@ -61,13 +61,13 @@ impl Pipeline {
         args: &Value,
     ) -> Facts {
         let mut facts = Facts {
-            hosts: aether_policy::rules::url_hosts(args),
+            hosts: def.arguments.hosts_in(args),
             ..Facts::default()
         };
         if !rules.looks_at_paths(&def.name, &ctx.agent.name, ctx.agent.team.as_deref()) {
             return facts;
         }
-        let (root, named) = aether_policy::rules::path_arguments(args);
+        let (root, named) = def.arguments.paths_in(args);
         for path in &named {
             let mut rel = String::new();
             match self.roots.locate(root, path, &mut rel) {
@@ -199,12 +199,14 @@ pub(crate) struct RuledDestinations {
     /// as the same call sent to the hop's URL, so a rule on its method, body or any other
     /// argument holds on every hop as on the first.
     arguments: Value,
+    /// Which of them hold URLs (replaced by the hop's).
+    urls: Vec<String>,
 }
 
 impl RuledDestinations {
     pub(crate) fn new(
         rules: Arc<aether_policy::rules::RuleSet>,
-        tool: &str,
+        def: &aether_policy::ToolDef,
         agent: &Arc<AgentProfile>,
         arguments: &Value,
     ) -> RuledDestinations {
@@ -214,9 +216,10 @@ impl RuledDestinations {
         };
         RuledDestinations {
             rules,
-            tool: tool.to_string(),
+            tool: def.name.clone(),
             agent: agent.clone(),
             arguments,
+            urls: def.arguments.urls.clone(),
         }
     }
 }
@@ -231,17 +234,15 @@ impl aether_tools::DestinationCheck for RuledDestinations {
             Value::Object(map) => map.clone(),
             _ => serde_json::Map::new(),
         };
-        for key in aether_policy::rules::URL_KEYS {
+        for key in &self.urls {
             arguments.remove(key);
         }
-        arguments.insert("url".into(), Value::String(url.to_string()));
+        let key = self.urls.first().map_or("url", String::as_str);
+        arguments.insert(key.into(), Value::String(url.to_string()));
         let arguments = Value::Object(arguments);
         // Spelled as the first hop's hosts are (IPv6 in brackets), so a host rule means the
         // same on every hop.
-        let mut hosts = aether_policy::rules::url_hosts(&arguments);
-        if hosts.is_empty() {
-            hosts.push(host.to_string());
-        }
+        let hosts = vec![aether_policy::rules::url_host(url).unwrap_or_else(|| host.to_string())];
         let facts = aether_policy::rules::CallFacts {
             tool: &self.tool,
             agent: &self.agent.name,
@@ -268,10 +269,12 @@ impl aether_tools::DestinationCheck for RuledDestinations {
 }
 
 /// Step 8 for one call: the arguments' credential scan (`leak`, from when they were
-/// recorded), then each URL argument against the agent's egress policy. A refusal names the
+/// recorded), then each URL it holds (its declared URL arguments, and any string that is a URL
+/// by itself) and each declared host against the agent's egress policy. A refusal names the
 /// rule, never the secret.
 pub(crate) fn egress_check(
     ctx: &SessionContext,
+    def: &aether_policy::ToolDef,
     args: &Value,
     leak: Option<aether_policy::dlp::Finding>,
 ) -> Result<(), Refusal> {
@@ -284,8 +287,16 @@ pub(crate) fn egress_check(
     }
     let policy = aether_policy::egress::EgressPolicy::for_agent(&ctx.agent)
         .map_err(|why| Refusal::new(Step::Egress, "egress:configuration", why))?;
-    for url in aether_policy::rules::url_arguments(args) {
-        let destination = aether_policy::egress::parse_destination(url).map_err(Refusal::from)?;
+    let kinds = &def.arguments;
+    let hosts = kinds.strings_named(&kinds.hosts, args);
+    let as_urls = hosts.iter().map(|h| format!("http://{h}/"));
+    for url in kinds
+        .urls_in(args)
+        .into_iter()
+        .map(str::to_string)
+        .chain(as_urls)
+    {
+        let destination = aether_policy::egress::parse_destination(&url).map_err(Refusal::from)?;
         policy
             .check_destination(&destination)
             .map_err(Refusal::from)?;

@@ -49,7 +49,7 @@ impl Pipeline {
         let tool_cancel = call.cancel.child_token();
         let destinations = Arc::new(RuledDestinations::new(
             self.rules.current(),
-            &def.name,
+            def,
             &call.ctx.agent,
             &call.args,
         ));

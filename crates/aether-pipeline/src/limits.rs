@@ -15,8 +15,17 @@ pub const MAX_HEADER_BYTES: usize = 8 << 10;
 /// network tools send as they are) too many, too long, or not what HTTP allows — a name
 /// that is not a token, a value with a control character (CR, LF and NUL inject headers).
 /// Returns the rule and why, bounded.
-pub(crate) fn arguments_out_of_bounds(args: &Value) -> Option<(&'static str, String)> {
-    for url in aether_policy::rules::url_arguments(args) {
+pub(crate) fn arguments_out_of_bounds(
+    def: &aether_policy::ToolDef,
+    args: &Value,
+) -> Option<(&'static str, String)> {
+    // A network tool's every URL (declared or not); another tool's declared ones.
+    let kinds = &def.arguments;
+    let urls = match def.meta.reaches_network {
+        true => kinds.urls_in(args),
+        false => kinds.strings_named(&kinds.urls, args),
+    };
+    for url in urls {
         if url.len() > MAX_URL_BYTES {
             return Some((
                 "limits:url",

@@ -181,6 +181,7 @@ mod tests {
             description: "a tool used by these tests only".into(),
             input_schema: json!({"type": "object"}),
             output_schema: json!({"type": "object"}),
+            arguments: Default::default(),
             meta: ToolMeta::read_only(),
         }
     }

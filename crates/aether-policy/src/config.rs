@@ -111,6 +111,12 @@ pub struct RawUpstream {
     /// then it runs as Aether's user, able to read them.
     #[serde(default)]
     pub uncovered: bool,
+    /// Which arguments of its tools are paths, URLs, hosts or commands, beyond what their
+    /// schemas say (`format: uri` and the usual names, `aether_policy::arguments`), by the
+    /// tool's name at the upstream (`"*"`: every tool): `{ fetch = { urls = ["target"] } }`.
+    /// The rules and egress read a call through them.
+    #[serde(default)]
+    pub arguments: BTreeMap<String, crate::ArgumentKinds>,
 }
 
 /// Where the vault's key lives (`[vault]`).

@@ -30,6 +30,7 @@ fn def(
         description: description.into(),
         input_schema: input,
         output_schema: output,
+        arguments: Default::default(),
         meta: ToolMeta::local_writer(),
     }
 }

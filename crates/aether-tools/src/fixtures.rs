@@ -52,6 +52,7 @@ fn fixture(name: &str, description: &str, input: Value, kind: Kind) -> Arc<dyn T
             description: description.into(),
             input_schema: input,
             output_schema: json!({"type": "object"}),
+            arguments: Default::default(),
             meta: ToolMeta {
                 risk: Risk::Low,
                 ..ToolMeta::read_only()

@@ -60,6 +60,7 @@ fn writer(name: &str, title: &str, description: &str, input: Value, output: Valu
         description: description.into(),
         input_schema: input,
         output_schema: output,
+        arguments: Default::default(),
         meta: ToolMeta::local_writer(),
     }
 }

@@ -29,6 +29,7 @@ pub fn def(name: &str, group: &str, tier: Tier, input_schema: Value) -> ToolDef 
         group: group.into(),
         tier,
         description: DESCRIPTION.into(),
+        arguments: aether_policy::ArgumentKinds::from_schema(&input_schema),
         input_schema,
         output_schema: json!({"type": "object"}),
         meta: ToolMeta {

@@ -10,6 +10,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::tool::groups;
 use aether_policy::{Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
@@ -82,6 +83,7 @@ impl ReadLogs {
                         .into(),
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Output>(),
+                arguments: ArgumentKinds::paths(&["path"]),
                 meta: ToolMeta::read_only(),
             },
         }

@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::argv::{Kind, Reading, Role};
 use aether_policy::commands::{
     CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs, git_program_key,
@@ -76,6 +77,7 @@ impl RunCommand {
                     .into(),
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Output>(),
+                arguments: ArgumentKinds::paths(&["cwd"]).and_commands(&["command"]),
                 meta: ToolMeta {
                     risk: Risk::High,
                     read_only: false,

@@ -1,5 +1,6 @@
 //! `create_directory`: create a folder and any missing parents, undoably.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::journal::JournalWrite;
 use async_trait::async_trait;
@@ -43,7 +44,8 @@ impl CreateDirectory {
                  if it exists. Journalled: aether undo removes what it created (if still empty).",
                 false,
                 true,
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use cap_std::fs::MetadataExt;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -52,7 +53,8 @@ impl GetFileInfo {
                 "Describe a path",
                 "Describe a file or folder under a root without reading it: kind, size in bytes, last \
                  modification time, permissions, and a symlink's target.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

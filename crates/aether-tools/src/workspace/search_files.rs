@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
@@ -97,7 +98,8 @@ impl SearchFiles {
                  optionally only in files matching `glob`; or, with only `glob`, file names. Honours \
                  .gitignore, skips binary and credential files, caps the output. Use this instead of \
                  grep, find or ls in a shell.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

@@ -63,6 +63,7 @@ pub(super) fn writer<I: JsonSchema, O: JsonSchema>(
         description: description.into(),
         input_schema: schema_of::<I>(),
         output_schema: schema_of::<O>(),
+        arguments: Default::default(),
         meta: ToolMeta {
             risk: if destructive { Risk::Medium } else { Risk::Low },
             read_only: false,

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use aether_policy::AgentProfile;
 use aether_policy::decision::{Refusal, Step};
-use aether_tools::ToolError;
+use aether_tools::{Root, Roots, ToolError};
 use serde_json::Value;
 
+use crate::admission::Call;
 use crate::{Pipeline, SessionContext};
 
 impl Pipeline {
@@ -80,21 +81,7 @@ impl Pipeline {
                     {
                         forms.push(real);
                     }
-                    // Roots may nest: the same file is also judged relative to every other
-                    // root that holds it, so a rule written for one cannot be walked around
-                    // through the other.
-                    let absolute: Vec<std::path::PathBuf> =
-                        forms.iter().map(|f| loc.root.path.join(f)).collect();
-                    for other in self.roots.iter().filter(|r| r.name != loc.root.name) {
-                        for abs in &absolute {
-                            if let Some(inner) = other.relative_of(abs) {
-                                let inner = inner.trim_start_matches('/').to_string();
-                                if !forms.contains(&inner) {
-                                    forms.push(inner);
-                                }
-                            }
-                        }
-                    }
+                    in_other_roots(&self.roots, loc.root, &mut forms);
                     if is_dir {
                         facts.dirs.extend(forms.iter().cloned());
                     }
@@ -133,6 +120,109 @@ impl Pipeline {
             }
         }
         facts
+    }
+}
+
+/// Roots may nest: the same file is also judged relative to every other root that holds it,
+/// so a rule written for one cannot be walked around through the other. Adds those forms of
+/// `forms` (paths relative to `root`).
+fn in_other_roots(roots: &Roots, root: &Root, forms: &mut Vec<String>) {
+    let absolute: Vec<std::path::PathBuf> = forms.iter().map(|f| root.path.join(f)).collect();
+    for other in roots.iter().filter(|r| r.name != root.name) {
+        for abs in &absolute {
+            if let Some(inner) = other.relative_of(abs) {
+                let inner = inner.trim_start_matches('/').to_string();
+                if !forms.contains(&inner) {
+                    forms.push(inner);
+                }
+            }
+        }
+    }
+}
+
+/// The operator's path rules held where a tool opens a file (`aether_tools::PathCheck`): the
+/// file or folder an open really lands on is judged as the call's own paths were, so a path
+/// swapped for a link between admission and the open meets the rules where it leads. An
+/// `always_deny` refuses the open; so does an `ask_user` the call's person did not approve
+/// (nobody can be asked mid-call), and, for a Restricted call an `always_allow` rule admitted
+/// without a person, a landing that rule does not allow.
+pub(crate) struct RuledPaths {
+    rules: Arc<aether_policy::rules::RuleSet>,
+    roots: Arc<Roots>,
+    tool: String,
+    agent: Arc<AgentProfile>,
+    /// Kept only when there are rules.
+    arguments: Value,
+    approved_by_person: bool,
+    allow_only: bool,
+}
+
+impl RuledPaths {
+    pub(crate) fn new(
+        rules: Arc<aether_policy::rules::RuleSet>,
+        roots: Arc<Roots>,
+        call: &Call<'_>,
+        def: &aether_policy::ToolDef,
+    ) -> RuledPaths {
+        let arguments = match rules.is_empty() {
+            true => Value::Null,
+            false => call.args.clone(),
+        };
+        RuledPaths {
+            rules,
+            roots,
+            tool: def.name.clone(),
+            agent: call.ctx.agent.clone(),
+            arguments,
+            approved_by_person: call.decision.starts_with("approved by"),
+            allow_only: call.allowed_by_rule && def.tier == aether_policy::Tier::Restricted,
+        }
+    }
+}
+
+impl aether_tools::PathCheck for RuledPaths {
+    fn check(&self, root: &Root, real_rel: &str, is_dir: bool) -> Result<(), ToolError> {
+        if self.rules.is_empty()
+            || !self
+                .rules
+                .looks_at_paths(&self.tool, &self.agent.name, self.agent.team.as_deref())
+        {
+            return Ok(());
+        }
+        let mut forms = vec![real_rel.to_string()];
+        in_other_roots(&self.roots, root, &mut forms);
+        let dirs = if is_dir { forms.clone() } else { Vec::new() };
+        let facts = aether_policy::rules::CallFacts {
+            tool: &self.tool,
+            agent: &self.agent.name,
+            team: self.agent.team.as_deref(),
+            arguments: &self.arguments,
+            paths: &forms,
+            dirs: &dirs,
+            hosts: &[],
+        };
+        use aether_policy::rules::Action;
+        let verdict = self.rules.evaluate(&facts);
+        let refused = match &verdict {
+            Some(v) if v.action == Action::AlwaysDeny => true,
+            Some(v) if v.action == Action::AskUser => !self.approved_by_person,
+            Some(v) if v.action == Action::AlwaysAllow => false,
+            _ => self.allow_only,
+        };
+        if !refused {
+            return Ok(());
+        }
+        let why = match verdict {
+            Some(v) => format!("the operator's rule {:?} ({})", v.rule, v.action.as_str()),
+            None => "no rule that admitted the call".into(),
+        };
+        Err(ToolError::denied(
+            "rules",
+            format!(
+                "{} is where this open really lands, and it meets {why}; refused",
+                root.display(real_rel)
+            ),
+        ))
     }
 }
 

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aether_store::{AdmissionReceipt, ReceiptOutcome};
-use aether_tools::{CallContext, Content, DestinationCheck, ToolError, ToolOutput};
+use aether_tools::{CallContext, Content, DestinationCheck, PathCheck, ToolError, ToolOutput};
 use futures::FutureExt;
 use serde_json::Value;
 
 use crate::admission::{Call, Stop, halted};
-use crate::destinations::RuledDestinations;
+use crate::destinations::{RuledDestinations, RuledPaths};
 use crate::{CallOutcome, Entry, Pipeline, tables};
 
 impl Pipeline {
@@ -53,7 +53,13 @@ impl Pipeline {
             &call.ctx.agent,
             &call.args,
         ));
-        let cx = self.context(call, tool_cancel.clone(), destinations);
+        let paths = Arc::new(RuledPaths::new(
+            self.rules.current(),
+            self.roots.clone(),
+            call,
+            def,
+        ));
+        let cx = self.context(call, tool_cancel.clone(), destinations, paths);
         let limit = Duration::from_secs(self.limits.tool_seconds);
         // An upstream's table is kept as a data set; its arguments go with it (for reports).
         let table_args = entry.external.then(|| call.args.clone());
@@ -109,6 +115,7 @@ impl Pipeline {
         call: &Call<'_>,
         cancel: tokio_util::sync::CancellationToken,
         destinations: Arc<dyn DestinationCheck>,
+        paths: Arc<dyn PathCheck>,
     ) -> CallContext {
         CallContext {
             call_id: call.id().to_string(),
@@ -120,6 +127,7 @@ impl Pipeline {
             client: call.client.clone(),
             ledger: self.ledger.clone(),
             destinations,
+            paths,
         }
     }
 

@@ -151,6 +151,54 @@ impl DestinationCheck for AnyDestination {
     }
 }
 
+/// Judges the file or folder an open really landed on by the operator's path rules, as the
+/// pipeline judged the paths the call named: the root consults it on every open it checks
+/// ([`Root::open_file`], [`Root::open_folder`], [`Root::open_parent`]), so a rule is never
+/// judged on one file and applied to another (a folder swapped for a link in between). `Err`
+/// refuses the open.
+pub trait PathCheck: Send + Sync {
+    /// `real_rel`: where the open landed, relative to `root`; `is_dir`: a folder.
+    fn check(&self, root: &Root, real_rel: &str, is_dir: bool) -> Result<(), ToolError>;
+}
+
+/// No rules on paths (tests, and calls outside the pipeline).
+#[derive(Debug, Default)]
+pub struct AnyPath;
+
+impl PathCheck for AnyPath {
+    fn check(&self, _: &Root, _: &str, _: bool) -> Result<(), ToolError> {
+        Ok(())
+    }
+}
+
+/// What an open is checked against besides the root's own confinement: the credential and
+/// private files, and the call's path rules.
+#[derive(Clone, Copy)]
+pub struct Opening<'a> {
+    pub credentials: &'a aether_policy::paths::CredentialFilter,
+    pub paths: &'a dyn PathCheck,
+}
+
+impl<'a> Opening<'a> {
+    /// An open outside any call (tests, the operator's tools): no path rules.
+    pub fn unruled(credentials: &'a aether_policy::paths::CredentialFilter) -> Opening<'a> {
+        Opening {
+            credentials,
+            paths: &AnyPath,
+        }
+    }
+}
+
+impl CallContext {
+    /// How this call's opens are checked.
+    pub fn opening(&self) -> Opening<'_> {
+        Opening {
+            credentials: self.roots.credentials(),
+            paths: &*self.paths,
+        }
+    }
+}
+
 /// A [`ClientLink`] that drops progress and logs and cannot ask anything.
 #[derive(Debug, Default)]
 pub struct NoClient;
@@ -183,6 +231,8 @@ pub struct CallContext {
     /// The operator's rules on a destination a network tool reaches mid-call (a redirect
     /// hop), which the pipeline judged only for the URL it was given.
     pub destinations: Arc<dyn DestinationCheck>,
+    /// The operator's path rules on what each open really lands on ([`PathCheck`]).
+    pub paths: Arc<dyn PathCheck>,
 }
 
 #[async_trait]

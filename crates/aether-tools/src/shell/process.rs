@@ -82,7 +82,7 @@ pub(crate) fn working_folder<'a>(
         .roots
         .get(&name)
         .expect("a root that was just located is among the roots");
-    let (_dir, path) = root.open_folder(&rel, cx.roots.credentials())?;
+    let (_dir, path) = root.open_folder(&rel, cx.opening())?;
     if cx.roots.is_private(&path) {
         return Err(ToolError::denied(
             "protected-path",

@@ -115,7 +115,7 @@ impl Tool for ReadLogs {
                 }
                 let mut rel = String::new();
                 let loc = cx.roots.locate(args.root.as_deref(), path, &mut rel)?;
-                let (file, _) = loc.root.open_file(loc.rel, cx.roots.credentials())?;
+                let (file, _) = loc.root.open_file(loc.rel, cx.opening())?;
                 crate::blocking(move || tail(file, want, &filter)).await?
             }
             None => journal(want, &filter, args.unit.as_deref(), args.since.as_deref()).await?,

@@ -64,7 +64,7 @@ impl Tool for CreateDirectory {
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let (root, rel) = (loc.root, loc.rel.to_string());
         root.check_writable(&rel, "create")?;
-        let existed = root.open_folder(&rel, cx.roots.credentials()).is_ok();
+        let existed = root.open_folder(&rel, cx.opening()).is_ok();
         let mut created = Vec::new();
         if !existed {
             // The folder that will hold it, its missing parents created (and journalled).
@@ -106,7 +106,7 @@ impl Tool for CreateDirectory {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     // Something else made it meanwhile; it must be a folder.
-                    root.open_folder(&rel, cx.roots.credentials())?;
+                    root.open_folder(&rel, cx.opening())?;
                 }
                 Err(e) => return Err(root.io_error(&rel, e)),
             }

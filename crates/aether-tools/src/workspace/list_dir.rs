@@ -79,7 +79,7 @@ impl Tool for ListDir {
             .roots
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let seal = loc.root.seal_in_force()?;
-        let (dir, real) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+        let (dir, real) = loc.root.open_folder(loc.rel, cx.opening())?;
         // Seal keys are real root-relative paths: the folder as it really is.
         let here = loc
             .root

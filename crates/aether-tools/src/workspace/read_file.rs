@@ -125,7 +125,7 @@ impl Tool for ReadFile {
         let loc = cx
             .roots
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
-        let (file, meta) = loc.root.open_file(loc.rel, cx.roots.credentials())?;
+        let (file, meta) = loc.root.open_file(loc.rel, cx.opening())?;
         let size = meta.len();
         let shown = loc.root.display(loc.rel);
         if span == Span::Whole && size > cx.limits.read_file_bytes {

@@ -242,7 +242,11 @@ async fn search_lines(
                             return WalkState::Continue;
                         };
                         let file = file.into_std();
-                        let Ok(real) = root.check_real_path(&rel, &file, credentials) else {
+                        let opening = crate::Opening {
+                            credentials,
+                            paths: &*walked.paths,
+                        };
+                        let Ok(real) = root.check_real_path(&rel, &file, opening, false) else {
                             return WalkState::Continue;
                         };
                         (file, real)

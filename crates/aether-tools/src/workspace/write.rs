@@ -116,7 +116,8 @@ fn open<'a>(
     rel: String,
     create_parents: bool,
 ) -> Result<Target<'a>, ToolError> {
-    let (dir, real_parent, name, created) = root.open_parent(&cx.roots, &rel, create_parents)?;
+    let (dir, real_parent, name, created) =
+        root.open_parent(&cx.roots, &*cx.paths, &rel, create_parents)?;
     Ok(Target {
         root,
         real: real_parent.join(&name),

@@ -136,6 +136,7 @@ pub fn context(roots: Arc<Roots>, limits: Limits) -> CallContext {
         client: Arc::new(NoClient),
         ledger: Arc::new(MemoryLedger::default()),
         destinations: Arc::new(aether_tools::AnyDestination),
+        paths: Arc::new(aether_tools::AnyPath),
     }
 }
 

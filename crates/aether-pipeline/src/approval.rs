@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use aether_policy::config::ApprovalRoute;
 use aether_policy::decision::Step;
 use aether_store::{ApprovalRequest, ApprovalRow, ApprovalState};
-use aether_tools::LogLevel;
+use aether_tools::{AnswerShape, Field, FieldKind, LogLevel, Question, Reply};
 use serde_json::{Value, json};
 
 use crate::admission::{Call, Stop, halted};
@@ -206,23 +206,23 @@ fn request_of(
 }
 
 /// What the person at an agent's client is asked (`approval = "elicit"`).
-fn elicitation(agent: &str, tool: &str, what: &str, shown: &str) -> Value {
-    json!({
-        "message": format!(
-            "Aether: agent {:?} wants to run {} ({what}) with these arguments:\n{}\nApprove?",
-            agent,
-            tool,
+fn elicitation(agent: &str, tool: &str, what: &str, shown: &str) -> Question {
+    let field = |name: &str, title: &str, kind, required| Field {
+        name: name.into(),
+        title: title.into(),
+        kind,
+        required,
+    };
+    Question {
+        message: format!(
+            "Aether: agent {agent:?} wants to run {tool} ({what}) with these arguments:\n{}\nApprove?",
             aether_policy::truncate::bound_text(shown, 2_000)
         ),
-        "requestedSchema": {
-            "type": "object",
-            "properties": {
-                "approve": {"type": "boolean", "title": "Approve this call"},
-                "why": {"type": "string", "title": "Why (recorded in the audit)"}
-            },
-            "required": ["approve"]
-        }
-    })
+        answer: AnswerShape::Fields(vec![
+            field("approve", "Approve this call", FieldKind::YesNo, true),
+            field("why", "Why (recorded in the audit)", FieldKind::Text, false),
+        ]),
+    }
 }
 
 /// Settles a request as cancelled when its wait ends; a request already decided is left as
@@ -277,9 +277,11 @@ fn decided(row: &ApprovalRow, tool: &str) -> Option<Result<String, Stop>> {
 
 /// An elicitation answer as a decision: only an explicit `accept` with `approve: true`
 /// approves.
-fn elicitation_decision(answer: &Value) -> (ApprovalState, String) {
-    let accepted = answer.get("action").and_then(Value::as_str) == Some("accept");
-    let content = answer.get("content");
+fn elicitation_decision(reply: &Reply) -> (ApprovalState, String) {
+    let content = match reply {
+        Reply::Accepted(content) => Some(content),
+        _ => None,
+    };
     let approve = content
         .and_then(|c| c.get("approve"))
         .and_then(Value::as_bool)
@@ -291,16 +293,15 @@ fn elicitation_decision(answer: &Value) -> (ApprovalState, String) {
         .chars()
         .take(1_000)
         .collect();
-    if accepted && approve {
+    if approve {
         (ApprovalState::Approved, why)
     } else {
-        let action = answer
-            .get("action")
-            .and_then(Value::as_str)
-            .unwrap_or("no answer");
         (
             ApprovalState::Denied,
-            format!("the client's user did not approve ({action}) {why}"),
+            format!(
+                "the client's user did not approve ({}) {why}",
+                reply.action()
+            ),
         )
     }
 }

@@ -627,7 +627,7 @@ impl ClientLink for RunLink {
         Err("an agent run cannot answer sampling requests".into())
     }
 
-    async fn elicit(&self, _: Value) -> Result<Value, String> {
+    async fn elicit(&self, _: aether_tools::Question) -> Result<aether_tools::Reply, String> {
         Err("an agent run has no user to ask".into())
     }
 }

@@ -120,6 +120,59 @@ pub enum LogLevel {
     Emergency,
 }
 
+/// A question for the person at the client (MCP's elicitation, without MCP): what to say, and
+/// what the answer holds. The server translates it for its transport.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Question {
+    pub message: String,
+    pub answer: AnswerShape,
+}
+
+/// What an answer to a [`Question`] holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnswerShape {
+    /// Named fields, each a yes/no or a line of text.
+    Fields(Vec<Field>),
+    /// A flat JSON Schema object as the client should show it (the conformance fixtures ask
+    /// for every kind of field MCP has).
+    Schema(Value),
+}
+
+/// One field of an answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub title: String,
+    pub kind: FieldKind,
+    pub required: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    YesNo,
+    Text,
+}
+
+/// The person's answer to a [`Question`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// Answered, with the fields' values (as the client sent them: check each).
+    Accepted(serde_json::Map<String, Value>),
+    Declined,
+    Cancelled,
+}
+
+impl Reply {
+    /// `accept`, `decline` or `cancel`, as MCP names them.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Reply::Accepted(_) => "accept",
+            Reply::Declined => "decline",
+            Reply::Cancelled => "cancel",
+        }
+    }
+}
+
 /// The way back to whoever made the call, while the call runs. The server implements it for
 /// its transport; in-process callers may implement it as a no-op.
 #[async_trait]
@@ -131,8 +184,8 @@ pub trait ClientLink: Send + Sync {
     /// Asks the client's model for a completion (MCP sampling). `params` and the answer are
     /// in MCP's `sampling/createMessage` shape.
     async fn create_message(&self, params: Value) -> Result<Value, String>;
-    /// Asks the client's user a question (MCP elicitation), in `elicitation/create` shape.
-    async fn elicit(&self, params: Value) -> Result<Value, String>;
+    /// Asks the client's user a question (MCP elicitation); `Err` when it cannot be asked.
+    async fn elicit(&self, question: Question) -> Result<Reply, String>;
 }
 
 /// Judges a destination reached during a call (a redirect) by the rules the call's own URL
@@ -210,7 +263,7 @@ impl ClientLink for NoClient {
     async fn create_message(&self, _: Value) -> Result<Value, String> {
         Err("this caller cannot answer sampling requests".into())
     }
-    async fn elicit(&self, _: Value) -> Result<Value, String> {
+    async fn elicit(&self, _: Question) -> Result<Reply, String> {
         Err("this caller cannot answer elicitation requests".into())
     }
 }

@@ -57,7 +57,10 @@ fn sweeper(watched: Arc<Watched>, folders: std::sync::mpsc::Receiver<PathBuf>) {
     // One queue per delay: each is in the order of its due times.
     let mut again: [std::collections::VecDeque<(Instant, PathBuf)>; 2] = Default::default();
     loop {
-        let next = again.iter().filter_map(|q| q.front().map(|(at, _)| *at)).min();
+        let next = again
+            .iter()
+            .filter_map(|q| q.front().map(|(at, _)| *at))
+            .min();
         let wait = next.map(|at| at.saturating_duration_since(Instant::now()));
         let got = match wait {
             Some(wait) => folders.recv_timeout(wait),

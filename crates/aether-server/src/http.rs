@@ -19,9 +19,9 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin;
 use crate::gate::{self, HostGate};
 use crate::handler::{AetherMcp, Caller, Mode};
+use crate::{admin, api};
 use aether_pipeline::Principal;
 use aether_policy::config::HttpAuth;
 use aether_store::TokenKind;
@@ -367,7 +367,7 @@ async fn authenticate(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let mut token_id = None;
-    let agent = match admin::bearer(request.headers()) {
+    let agent = match api::bearer(request.headers()) {
         Some(token) => match auth.pipeline.authenticate(token) {
             Some(Principal {
                 kind: TokenKind::Agent,
@@ -395,7 +395,7 @@ async fn authenticate(
     };
     if !auth.pipeline.has_agent(&agent) {
         // A token for an agent the configuration no longer has.
-        return admin::error(
+        return api::error(
             StatusCode::FORBIDDEN,
             &format!("this token's agent {agent:?} is not configured on this server"),
         );
@@ -413,7 +413,7 @@ async fn authenticate(
             None => match auth.pipeline.store().bind_mcp_session(id, &agent).await {
                 Ok(bound) => bound,
                 Err(e) => {
-                    return admin::error(
+                    return api::error(
                         StatusCode::SERVICE_UNAVAILABLE,
                         &format!("cannot check this MCP session's owner: {e}"),
                     );
@@ -422,7 +422,7 @@ async fn authenticate(
         };
         if let Some(bound) = bound {
             if bound != agent {
-                return admin::error(
+                return api::error(
                     StatusCode::FORBIDDEN,
                     &format!(
                         "this MCP session belongs to another agent; a token for agent {agent:?} must open its own session"

@@ -133,3 +133,35 @@ fn ledger_error(e: StoreError) -> LedgerError {
         e => LedgerError::Unavailable(e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_name_and_a_moved_version_are_told_apart_with_the_stores_own_message() {
+        let taken = StoreError::DocumentExists {
+            kind: "plan".into(),
+            name: "ship".into(),
+            version: 3,
+        };
+        assert_eq!(
+            ledger_error(taken),
+            LedgerError::AlreadyExists("store: plan \"ship\" already exists (version 3)".into())
+        );
+        let moved = StoreError::DocumentChanged {
+            kind: "todo".into(),
+            name: "run:1".into(),
+        };
+        assert_eq!(
+            ledger_error(moved),
+            LedgerError::Conflict(
+                "store: todo \"run:1\" changed since it was read; read it again and retry".into()
+            )
+        );
+        assert_eq!(
+            ledger_error(StoreError::WriterGone),
+            LedgerError::Unavailable(StoreError::WriterGone.to_string())
+        );
+    }
+}

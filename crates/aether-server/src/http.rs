@@ -384,10 +384,16 @@ async fn authenticate(
                     "an operator's token cannot call tools; use an agent's token",
                 );
             }
-            None => return mcp_unauthorized("the bearer token is unknown or revoked"),
+            None => {
+                return mcp_unauthorized(
+                    Challenge::InvalidToken,
+                    "the bearer token is unknown or revoked",
+                );
+            }
         },
         None if auth.required() => {
             return mcp_unauthorized(
+                Challenge::Bearer,
                 "this server needs a bearer token (Authorization: Bearer …); an operator makes one with `aether tokens create --agent NAME`",
             );
         }
@@ -497,14 +503,21 @@ fn mcp_error(status: StatusCode, code: i64, message: &str) -> axum::response::Re
         .into_response()
 }
 
+/// What a 401 from `/mcp` tells the caller in `WWW-Authenticate` (RFC 6750).
+enum Challenge {
+    /// No token was sent: one is needed.
+    Bearer,
+    /// The token sent is not one this server knows (or it was revoked).
+    InvalidToken,
+}
+
 /// The answer to an `/mcp` caller without a valid token: 401, a JSON-RPC body, and
 /// `WWW-Authenticate: Bearer` (RFC 6750).
-fn mcp_unauthorized(message: &str) -> axum::response::Response {
+fn mcp_unauthorized(challenge: Challenge, message: &str) -> axum::response::Response {
     let mut response = mcp_error(StatusCode::UNAUTHORIZED, -32001, message);
-    let challenge = if message.contains("unknown or revoked") {
-        "Bearer error=\"invalid_token\""
-    } else {
-        "Bearer"
+    let challenge = match challenge {
+        Challenge::InvalidToken => "Bearer error=\"invalid_token\"",
+        Challenge::Bearer => "Bearer",
     };
     response.headers_mut().insert(
         http::header::WWW_AUTHENTICATE,

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use aether_policy::config::ApprovalRoute;
+use aether_policy::agent::ApprovalRoute;
 use aether_policy::decision::Step;
 use aether_store::{ApprovalRequest, ApprovalRow, ApprovalState};
 use aether_tools::{AnswerShape, Field, FieldKind, LogLevel, Question, Reply};

@@ -460,7 +460,8 @@ impl Upstream {
                 // the vault key and decrypt every credential in the store.
                 let mut cmd = match launcher(
                     aether_tools::shell::Sandbox::shared()
-                        .ready()
+                        .probed()
+                        .await
                         .map(Path::to_path_buf),
                     *uncovered,
                     &spec.name,

@@ -208,7 +208,7 @@ impl Tool for SendMessageTo {
                 body: a.message,
             })
             .await
-            .map_err(ToolError::InvalidArguments)?;
+            .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
         Ok(text(
             format!("Message {id} left for {}.", a.to),
             json!({"id": id, "to": a.to}),

@@ -204,7 +204,7 @@ impl Tool for WriteKnowledge {
             path: path.clone(),
             bytes: body.len(),
             indexed: indexed.is_ok(),
-            index_error: indexed.as_ref().err().cloned(),
+            index_error: indexed.as_ref().err().map(ToString::to_string),
             scope,
             call_id: cx.call_id.clone(),
         };

@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use ledger::{Ledger, NoLedger};
+pub use ledger::{Ledger, LedgerError, NoLedger};
 pub use roots::{Root, RootError, Roots, SealManifest};
 
 /// One block of a tool's result.
@@ -104,6 +104,14 @@ impl ToolError {
 
     pub fn failed(message: impl fmt::Display) -> ToolError {
         ToolError::Failed(message.to_string())
+    }
+}
+
+/// A ledger that did not do what a tool asked failed the call, with the ledger's message; a
+/// tool that can do something about a particular variant matches it first.
+impl From<LedgerError> for ToolError {
+    fn from(e: LedgerError) -> ToolError {
+        ToolError::failed(e)
     }
 }
 

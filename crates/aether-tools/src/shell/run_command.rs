@@ -180,7 +180,7 @@ impl Tool for RunCommand {
         // The program runs on the filesystem as it is, but where bubblewrap can, with Aether's
         // own files and the credential files under the roots covered: a program that walks
         // folders (`grep -r`, `tar c .`) reads what no argument named.
-        let sandbox = cover(super::Sandbox::shared().ready(), rule)?;
+        let sandbox = cover(super::Sandbox::shared().probed().await, rule)?;
         let home = Home::new(&cx.call_id)?;
         // Kept until the program has ended (see `pin_names`).
         let mut pin_files = None;

@@ -113,7 +113,8 @@ impl Tool for RunShell {
         };
         let bwrap = self
             .sandbox
-            .ready()
+            .probed()
+            .await
             .map_err(|why| ToolError::denied("sandbox", why))?;
         if args.command.trim().is_empty() {
             return Err(ToolError::InvalidArguments("the command is empty".into()));

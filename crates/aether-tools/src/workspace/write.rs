@@ -514,7 +514,7 @@ pub(super) async fn record(
 }
 
 /// The error of a change refused because the journal could not record it.
-fn not_recorded(e: String) -> ToolError {
+fn not_recorded(e: crate::LedgerError) -> ToolError {
     ToolError::failed(format!(
         "the change could not be recorded in the journal, so nothing was changed: {e}"
     ))

@@ -262,6 +262,7 @@ pub fn upstream_specs(loaded: &Loaded) -> Vec<aether_server::upstream::UpstreamS
             group: u.group.clone().unwrap_or_else(|| name.clone()),
             tier: u.tier,
             fresh: u.session == aether_policy::config::UpstreamSession::Fresh,
+            arguments: u.arguments.clone(),
         })
         .collect()
 }

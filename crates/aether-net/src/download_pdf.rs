@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::{AgentProfile, Risk, Tier, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
@@ -75,7 +76,8 @@ impl DownloadPdf {
             schema_of::<Output>(),
             Risk::High,
             true,
-        );
+        )
+        .declaring(ArgumentKinds::urls(&["url"]));
         def.tier = Tier::Restricted;
         def.meta.needs_confirmation = true;
         DownloadPdf { def, resolver }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::{AgentProfile, Risk, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
@@ -50,7 +51,8 @@ impl HealthCheck {
                 schema_of::<Output>(),
                 Risk::Low,
                 true,
-            ),
+            )
+            .declaring(ArgumentKinds::urls(&["url"])),
             resolver,
         }
     }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::{AgentProfile, Risk, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
@@ -82,7 +83,8 @@ impl HttpRequest {
                 schema_of::<Output>(),
                 Risk::High,
                 false,
-            ),
+            )
+            .declaring(ArgumentKinds::urls(&["url"])),
             resolver,
         }
     }

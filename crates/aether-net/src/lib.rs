@@ -57,6 +57,7 @@ pub(crate) fn research_def(
         description: description.into(),
         input_schema,
         output_schema,
+        arguments: Default::default(),
         meta: aether_policy::ToolMeta {
             risk,
             read_only,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::{AgentProfile, Risk, ToolDef};
 use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
@@ -62,7 +63,8 @@ impl WebFetch {
                 schema_of::<Output>(),
                 Risk::Medium,
                 true,
-            ),
+            )
+            .declaring(ArgumentKinds::urls(&["url"])),
             resolver,
         }
     }

@@ -14,14 +14,14 @@
 
 use std::time::{Duration, Instant};
 
-use aether_policy::config::ApprovalRoute;
+use aether_policy::agent::ApprovalRoute;
 use aether_policy::decision::Step;
 use aether_store::{ApprovalRequest, ApprovalRow, ApprovalState};
-use aether_tools::{ClientLink, LogLevel};
+use aether_tools::{AnswerShape, Field, FieldKind, LogLevel, Question, Reply};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-use crate::{CallOutcome, Entry, Pipeline, SessionContext, refuse};
+use crate::admission::{Call, Stop, halted};
+use crate::{CallOutcome, Entry, Pipeline};
 
 /// What asked for a person, and why.
 pub(crate) struct Ask {
@@ -33,58 +33,29 @@ pub(crate) struct Ask {
 impl Pipeline {
     /// Waits for a person's decision on this call. `Ok` carries who approved it and why, for
     /// the audit; `Err` is how the call ends instead (denied, expired, halted, cancelled).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn wait_for_person(
         &self,
-        ctx: &SessionContext,
+        call: &Call<'_>,
         entry: &Entry,
-        call_id: &str,
-        args: &Value,
-        args_digest: &str,
         ask: Ask,
-        client: &dyn ClientLink,
-        cancel: &CancellationToken,
-    ) -> Result<String, CallOutcome> {
+    ) -> Result<String, Stop> {
+        let (ctx, call_id, client, cancel) =
+            (call.ctx, call.id(), call.client.as_ref(), &call.cancel);
         let def = entry.def();
         let window = self.approval_window;
-        let now = aether_store::now_us();
-        let shown = aether_policy::canonical_json(args);
-        let request = ApprovalRequest {
-            id: call_id.to_string(),
-            requested_at_us: now,
-            expires_at_us: now + window.as_micros() as i64,
-            session: ctx.session_id.clone(),
-            transport: ctx.transport.as_str().into(),
-            agent: ctx.agent.name.clone(),
-            team: ctx.agent.team.clone(),
-            project: ctx.agent.project.clone(),
-            tool: def.name.clone(),
-            tier: def.tier.as_str().into(),
-            definition: entry.digest.to_string(),
-            // Whole: a person approves what will run, not a head an agent could pad past.
-            arguments: shown.clone(),
-            arguments_digest: args_digest.to_string(),
-            asked_by: ask.asked_by.clone(),
-            reason: ask.reason.clone(),
-        };
+        let shown = aether_policy::canonical_json(&call.args);
+        let request = request_of(call, entry, &ask, &shown, window);
         // Subscribe before the request exists, so no decision can slip between the two.
         let mut changes = self.approvals_changed.subscribe();
         match self.store.request_approval(request).await {
             Ok(None) => {}
             Ok(Some(halt)) => {
-                return Err(refuse(
-                    Step::Halt,
-                    "halt",
-                    format!(
-                        "Aether is halted by an operator ({}); no calls are admitted until it is resumed",
-                        halt.why.unwrap_or_default()
-                    ),
-                ));
+                return Err(halted(Some(halt.why.as_deref().unwrap_or_default())).into());
             }
             Err(e) => {
-                return Err(CallOutcome::Failed(format!(
+                return Err(Stop::Ended(CallOutcome::Failed(format!(
                     "the call needs a person's approval, and the request could not be recorded, so it did not run: {e}"
-                )));
+                ))));
             }
         }
         // However this wait ends (a client that goes away drops it midway), the request does
@@ -113,22 +84,7 @@ impl Pipeline {
         // An agent configured for it asks the person at its own client; the operator queue
         // stays open meanwhile, and whichever decides first wins.
         let elicited = if ctx.agent.approval == ApprovalRoute::Elicit {
-            let params = json!({
-                "message": format!(
-                    "Aether: agent {:?} wants to run {} ({what}) with these arguments:\n{}\nApprove?",
-                    ctx.agent.name,
-                    def.name,
-                    aether_policy::truncate::bound_text(&shown, 2_000)
-                ),
-                "requestedSchema": {
-                    "type": "object",
-                    "properties": {
-                        "approve": {"type": "boolean", "title": "Approve this call"},
-                        "why": {"type": "string", "title": "Why (recorded in the audit)"}
-                    },
-                    "required": ["approve"]
-                }
-            });
+            let params = elicitation(&ctx.agent.name, &def.name, &what, &shown);
             futures::future::Either::Left(Box::pin(client.elicit(params)))
         } else {
             futures::future::Either::Right(futures::future::pending())
@@ -148,18 +104,18 @@ impl Pipeline {
                 biased;
                 _ = cancel.cancelled() => {
                     let _ = settle(ApprovalState::Cancelled, "aether", "the caller cancelled the call").await;
-                    return Err(CallOutcome::Cancelled { timed_out: false });
+                    return Err(Stop::Ended(CallOutcome::Cancelled { timed_out: false }));
                 }
                 _ = self.shutdown.cancelled() => {
                     let _ = settle(ApprovalState::Cancelled, "aether", "Aether shut down").await;
-                    return Err(CallOutcome::Cancelled { timed_out: false });
+                    return Err(Stop::Ended(CallOutcome::Cancelled { timed_out: false }));
                 }
                 _ = tokio::time::sleep_until(deadline) => {
                     settle(ApprovalState::Expired, "aether", "nobody decided within the approval window").await
                 }
                 changed = changes.changed() => {
                     if changed.is_err() {
-                        return Err(CallOutcome::Failed("the approval watcher stopped".into()));
+                        return Err(Stop::Ended(CallOutcome::Failed("the approval watcher stopped".into())));
                     }
                     self.store.approval(call_id).await.and_then(|row| {
                         row.ok_or_else(|| aether_store::StoreError::Invalid("the approval request vanished".into()))
@@ -207,15 +163,65 @@ impl Pipeline {
                         "the decision could not be read",
                     )
                     .await;
-                    return Err(CallOutcome::Failed(format!(
+                    return Err(Stop::Ended(CallOutcome::Failed(format!(
                         "the approval could not be read from the store, so the call did not run: {e}"
-                    )));
+                    ))));
                 }
             };
             if let Some(outcome) = decided(&row, &def.name) {
                 return outcome;
             }
         }
+    }
+}
+
+/// The request a person decides: the call whole (a person approves what will run, not a head
+/// an agent could pad past), open for `window`.
+fn request_of(
+    call: &Call<'_>,
+    entry: &Entry,
+    ask: &Ask,
+    shown: &str,
+    window: Duration,
+) -> ApprovalRequest {
+    let (ctx, def) = (call.ctx, entry.def());
+    let now = aether_store::now_us();
+    ApprovalRequest {
+        id: call.id().to_string(),
+        requested_at_us: now,
+        expires_at_us: now + window.as_micros() as i64,
+        session: ctx.session_id.clone(),
+        transport: ctx.transport.as_str().into(),
+        agent: ctx.agent.name.clone(),
+        team: ctx.agent.team.clone(),
+        project: ctx.agent.project.clone(),
+        tool: def.name.clone(),
+        tier: def.tier.as_str().into(),
+        definition: entry.digest.to_string(),
+        arguments: shown.to_string(),
+        arguments_digest: call.draft().arguments_digest().to_string(),
+        asked_by: ask.asked_by.clone(),
+        reason: ask.reason.clone(),
+    }
+}
+
+/// What the person at an agent's client is asked (`approval = "elicit"`).
+fn elicitation(agent: &str, tool: &str, what: &str, shown: &str) -> Question {
+    let field = |name: &str, title: &str, kind, required| Field {
+        name: name.into(),
+        title: title.into(),
+        kind,
+        required,
+    };
+    Question {
+        message: format!(
+            "Aether: agent {agent:?} wants to run {tool} ({what}) with these arguments:\n{}\nApprove?",
+            aether_policy::truncate::bound_text(shown, 2_000)
+        ),
+        answer: AnswerShape::Fields(vec![
+            field("approve", "Approve this call", FieldKind::YesNo, true),
+            field("why", "Why (recorded in the audit)", FieldKind::Text, false),
+        ]),
     }
 }
 
@@ -247,33 +253,35 @@ impl Drop for WithdrawOnDrop {
 }
 
 /// The call's fate once its row is no longer pending; `None` while it is.
-fn decided(row: &ApprovalRow, tool: &str) -> Option<Result<String, CallOutcome>> {
+fn decided(row: &ApprovalRow, tool: &str) -> Option<Result<String, Stop>> {
     let by = row.decided_by.clone().unwrap_or_else(|| "unknown".into());
     let why = row.why.clone().unwrap_or_default();
     Some(match row.state {
         ApprovalState::Pending => return None,
         ApprovalState::Approved => Ok(format!("approved by {by}: {why}")),
-        ApprovalState::Denied => Err(refuse(
+        ApprovalState::Denied => Err(Stop::refused(
             Step::Tier,
             format!("approval:denied ({})", row.request.asked_by),
             format!("{tool} was denied by {by}: {why}"),
         )),
-        ApprovalState::Expired => Err(refuse(
+        ApprovalState::Expired => Err(Stop::refused(
             Step::Tier,
             format!("approval:expired ({})", row.request.asked_by),
             format!(
                 "{tool} needed a person's approval and nobody decided in time, so it was denied"
             ),
         )),
-        ApprovalState::Cancelled => Err(CallOutcome::Cancelled { timed_out: false }),
+        ApprovalState::Cancelled => Err(Stop::Ended(CallOutcome::Cancelled { timed_out: false })),
     })
 }
 
 /// An elicitation answer as a decision: only an explicit `accept` with `approve: true`
 /// approves.
-fn elicitation_decision(answer: &Value) -> (ApprovalState, String) {
-    let accepted = answer.get("action").and_then(Value::as_str) == Some("accept");
-    let content = answer.get("content");
+fn elicitation_decision(reply: &Reply) -> (ApprovalState, String) {
+    let content = match reply {
+        Reply::Accepted(content) => Some(content),
+        _ => None,
+    };
     let approve = content
         .and_then(|c| c.get("approve"))
         .and_then(Value::as_bool)
@@ -285,16 +293,15 @@ fn elicitation_decision(answer: &Value) -> (ApprovalState, String) {
         .chars()
         .take(1_000)
         .collect();
-    if accepted && approve {
+    if approve {
         (ApprovalState::Approved, why)
     } else {
-        let action = answer
-            .get("action")
-            .and_then(Value::as_str)
-            .unwrap_or("no answer");
         (
             ApprovalState::Denied,
-            format!("the client's user did not approve ({action}) {why}"),
+            format!(
+                "the client's user did not approve ({}) {why}",
+                reply.action()
+            ),
         )
     }
 }

@@ -30,6 +30,21 @@ impl Entry {
     pub fn def(&self) -> &ToolDef {
         self.tool.def()
     }
+
+    /// A built-in tool served outside the catalog (the operator's undo), as the catalog would
+    /// hold it.
+    pub(crate) fn outside(tool: Arc<dyn Tool>) -> Result<Entry, CatalogError> {
+        let validator = compile(tool.def()).map_err(|problems| CatalogError::Malformed {
+            name: tool.def().name.clone(),
+            problems,
+        })?;
+        Ok(Entry {
+            digest: tool.def().digest(),
+            tool,
+            external: false,
+            validator,
+        })
+    }
 }
 
 #[derive(Clone)]

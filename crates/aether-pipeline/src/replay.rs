@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use aether_policy::AgentProfile;
 use aether_policy::rules::{CallFacts, RuleSet, Verdict};
+use aether_policy::{AgentProfile, ArgumentKinds};
 use aether_store::{AuditQuery, AuditRecord, Store, StoreError};
 use serde::Serialize;
 use serde_json::Value;
@@ -53,6 +53,8 @@ pub async fn replay(
     agents: &BTreeMap<String, AgentProfile>,
 ) -> Result<Report, StoreError> {
     let mut report = Report::default();
+    let declared = declarations(store).await?;
+    let undeclared = ArgumentKinds::none();
     let mut after = None;
     loop {
         let rows = store
@@ -75,8 +77,9 @@ pub async fn replay(
             if arguments.is_null() {
                 report.incomplete += 1;
             }
-            let paths = replay_paths(&arguments, roots);
-            let hosts = aether_policy::rules::url_hosts(&arguments);
+            let kinds = declared.get(&e.tool).unwrap_or(&undeclared);
+            let paths = replay_paths(kinds, &arguments, roots);
+            let hosts = kinds.hosts_in(&arguments);
             let team = e
                 .team
                 .clone()
@@ -116,6 +119,24 @@ pub async fn replay(
     Ok(report)
 }
 
+/// Each tool's declaration of its path, URL, host and command arguments, as the registry
+/// keeps its definition (one kept before declarations existed: what its schema says).
+async fn declarations(store: &Store) -> Result<BTreeMap<String, ArgumentKinds>, StoreError> {
+    Ok(store
+        .registry()
+        .await?
+        .into_iter()
+        .filter_map(|row| {
+            let def: aether_policy::ToolDef = serde_json::from_str(&row.definition).ok()?;
+            let kinds = match def.arguments.is_empty() {
+                true => ArgumentKinds::from_schema(&def.input_schema),
+                false => def.arguments,
+            };
+            Some((row.name, kinds))
+        })
+        .collect())
+}
+
 /// Tool calls (not operator actions, not unknown tools, not reads) are what rules judge.
 fn replayable(row: &AuditRecord) -> bool {
     let e = &row.event;
@@ -126,8 +147,12 @@ fn replayable(row: &AuditRecord) -> bool {
 
 /// The paths of a replayed call, relative to their root (lexically: the files may have
 /// changed since).
-fn replay_paths(arguments: &Value, roots: &[(String, String)]) -> Vec<String> {
-    let (_, named) = aether_policy::rules::path_arguments(arguments);
+fn replay_paths(
+    kinds: &ArgumentKinds,
+    arguments: &Value,
+    roots: &[(String, String)],
+) -> Vec<String> {
+    let (_, named) = kinds.paths_in(arguments);
     named
         .into_iter()
         .filter_map(|p| {

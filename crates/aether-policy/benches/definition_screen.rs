@@ -21,6 +21,7 @@ fn def(description: &str, input_schema: Value) -> ToolDef {
         description: format!("{description} (from the upstream server \"fs\")"),
         input_schema,
         output_schema: json!({"type": "object"}),
+        arguments: Default::default(),
         meta: ToolMeta::read_only(),
     }
 }

@@ -6,7 +6,8 @@
 use std::fmt::Write;
 use std::hint::black_box;
 
-use aether_policy::rules::{CallFacts, RuleSet, path_arguments, url_hosts};
+use aether_policy::ArgumentKinds;
+use aether_policy::rules::{CallFacts, RuleSet};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
@@ -52,7 +53,9 @@ fn bench(c: &mut Criterion) {
     let rules = RuleSet::parse(&text).unwrap();
 
     let read = json!({"root": "ws", "path": "src/rules.rs", "offset": 0, "limit": 400});
-    let read_paths: Vec<String> = path_arguments(&read)
+    let reads = ArgumentKinds::paths(&["path"]);
+    let read_paths: Vec<String> = reads
+        .paths_in(&read)
         .1
         .iter()
         .map(|p| p.to_string())
@@ -64,7 +67,7 @@ fn bench(c: &mut Criterion) {
         arguments: &read,
         paths: &read_paths,
         dirs: &[],
-        hosts: &url_hosts(&read),
+        hosts: &reads.hosts_in(&read),
     };
     assert_eq!(
         rules.evaluate(&read_facts).unwrap().rule,
@@ -80,7 +83,8 @@ fn bench(c: &mut Criterion) {
         "env": {"RUST_LOG": "debug", "CARGO_TERM_COLOR": "never"},
         "timeout_seconds": 120,
     });
-    let shell_paths: Vec<String> = path_arguments(&shell)
+    let shell_paths: Vec<String> = ArgumentKinds::paths(&["cwd"])
+        .paths_in(&shell)
         .1
         .iter()
         .map(|p| p.to_string())

@@ -8,10 +8,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::tool::ToolDef;
+
+/// Who decides an agent's calls that wait for a person.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalRoute {
+    /// An operator, in the console, the admin API or `aether approvals`.
+    #[default]
+    Operator,
+    /// The person at the agent's MCP client, asked through MCP elicitation (falls back to an
+    /// operator when the client cannot be asked).
+    Elicit,
+}
 
 /// Tools a supervisor keeps whatever its lists say: they are control flow, not work.
 pub const SUPERVISOR_TOOLS: [&str; 2] = ["delegate", "reply"];
@@ -39,7 +51,7 @@ pub struct AgentProfile {
     /// Whether and how `run_shell` runs for this agent: its project's shell settings.
     pub shell: Option<crate::shell::ShellSettings>,
     /// Who decides this agent's calls that wait for a person.
-    pub approval: crate::config::ApprovalRoute,
+    pub approval: ApprovalRoute,
     /// Knowledge packs it searches (its own and its team's).
     pub knowledge_packs: Vec<String>,
 }
@@ -181,6 +193,7 @@ mod tests {
             description: "a tool used by these tests only".into(),
             input_schema: json!({"type": "object"}),
             output_schema: json!({"type": "object"}),
+            arguments: Default::default(),
             meta: ToolMeta::read_only(),
         }
     }

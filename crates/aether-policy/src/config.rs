@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::agent::AgentProfile;
+use crate::agent::{AgentProfile, ApprovalRoute};
 use crate::paths::{RootMode, is_root_name};
 use crate::tool::{is_group_key, is_tool_name};
 
@@ -111,6 +111,12 @@ pub struct RawUpstream {
     /// then it runs as Aether's user, able to read them.
     #[serde(default)]
     pub uncovered: bool,
+    /// Which arguments of its tools are paths, URLs, hosts or commands, beyond what their
+    /// schemas say (`format: uri` and the usual names, `aether_policy::arguments`), by the
+    /// tool's name at the upstream (`"*"`: every tool): `{ fetch = { urls = ["target"] } }`.
+    /// The rules and egress read a call through them.
+    #[serde(default)]
+    pub arguments: BTreeMap<String, crate::ArgumentKinds>,
 }
 
 /// Where the vault's key lives (`[vault]`).
@@ -266,18 +272,6 @@ pub enum HttpAuth {
     Token,
     /// Never: every caller is `http_agent`. Loopback listeners only.
     None,
-}
-
-/// Who decides an agent's calls that wait for a person.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalRoute {
-    /// An operator, in the console, the admin API or `aether approvals`.
-    #[default]
-    Operator,
-    /// The person at the agent's MCP client, asked through MCP elicitation (falls back to an
-    /// operator when the client cannot be asked).
-    Elicit,
 }
 
 #[derive(Clone, Debug, Deserialize)]

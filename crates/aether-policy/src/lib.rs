@@ -7,6 +7,7 @@
 //! `aether-pipeline`, `aether-server`) depend on it; it depends on none of them.
 
 pub mod agent;
+pub mod arguments;
 pub mod argv;
 pub mod canon;
 pub mod commands;
@@ -37,6 +38,7 @@ pub fn is_plain_name(name: &str) -> bool {
 }
 
 pub use agent::{AgentProfile, Hidden, Offer};
+pub use arguments::ArgumentKinds;
 pub use canon::{Digest, canonical_json, sha256};
 pub use decision::{Refusal, Step};
 pub use registry::{RegistryState, RegistryView};

@@ -34,8 +34,8 @@
 //!
 //! Like `config`, this is the first of two steps: text in, checked and compiled values out,
 //! every problem reported with where it is. Nothing here reads a file. The facts a call is
-//! judged on ([`CallFacts`]) are computed by the caller; [`path_arguments`] and [`url_hosts`]
-//! are the pure part of that.
+//! judged on ([`CallFacts`]) are computed by the caller, reading the call through its tool's
+//! declaration (`crate::arguments`); [`url_host`] spells a host as a client reaches it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -53,22 +53,6 @@ pub const RULES_FILE: &str = "permissions.yaml";
 /// The most memory one compiled regex may take: enough for any sensible pattern, and a clear
 /// error instead of a slow start for a pathological one (`(a{1000}){1000}`).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
-
-/// Top-level arguments that name paths (a string or a list of strings each).
-pub const PATH_KEYS: [&str; 9] = [
-    "path",
-    "paths",
-    "source",
-    "destination",
-    "file",
-    "files",
-    "cwd",
-    "dir",
-    "directory",
-];
-
-/// Top-level arguments that hold URLs (a string or a list of strings each).
-pub const URL_KEYS: [&str; 5] = ["url", "urls", "endpoint", "base_url", "href"];
 
 /// What a matching rule does to a call. Ordered by precedence: the least is the strongest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -454,7 +438,7 @@ fn any_string_matches(re: &Regex, value: &Value) -> bool {
 }
 
 impl HostPattern {
-    /// `example.com`, `*.example.com`, an IP address, or `[::1]`; spelled as [`url_hosts`]
+    /// `example.com`, `*.example.com`, an IP address, or `[::1]`; spelled as [`url_host`]
     /// spells hosts (lower-case ASCII, IDNA applied, no trailing dot).
     fn parse(pattern: &str) -> Result<HostPattern, String> {
         match pattern.strip_prefix("*.") {
@@ -1061,44 +1045,12 @@ impl<'de> Deserialize<'de> for Strings {
 // ---------------------------------------------------------------------------------------------
 // Facts from arguments.
 
-/// Path-valued arguments: the top-level keys in [`PATH_KEYS`] (a string or an array of
-/// strings each), with the optional top-level `root` string. Non-strings are skipped.
-pub fn path_arguments(args: &Value) -> (Option<&str>, Vec<&str>) {
-    let root = args.get("root").and_then(Value::as_str);
-    let paths = PATH_KEYS
-        .iter()
-        .filter_map(|k| args.get(k))
-        .flat_map(strings)
-        .collect();
-    (root, paths)
-}
-
-/// The hosts that the URL-valued arguments (the top-level keys in [`URL_KEYS`], a string or
-/// an array of strings each) would reach, as a client would connect: parsed by the WHATWG
-/// rules (`http://good.example@evil.test/` reaches `evil.test`), IDNA applied, lower-cased,
-/// trailing dots removed, IPv6 in brackets (`[::1]`). A URL without a scheme
-/// (`evil.test/x`) is read as `http://` would read it, since lenient clients do; values that
-/// still do not parse, or have no host, are skipped.
-pub fn url_hosts(args: &Value) -> Vec<String> {
-    let mut hosts: Vec<String> = url_arguments(args)
-        .into_iter()
-        .filter_map(url_host)
-        .collect();
-    hosts.sort();
-    hosts.dedup();
-    hosts
-}
-
-/// The URL-valued arguments as written: the strings under [`URL_KEYS`].
-pub fn url_arguments(args: &Value) -> Vec<&str> {
-    URL_KEYS
-        .iter()
-        .filter_map(|k| args.get(k))
-        .flat_map(strings)
-        .collect()
-}
-
-fn url_host(text: &str) -> Option<String> {
+/// The host a URL reaches, as a client would connect: parsed by the WHATWG rules
+/// (`http://good.example@evil.test/` reaches `evil.test`), IDNA applied, lower-cased, trailing
+/// dots removed, IPv6 in brackets (`[::1]`). A URL without a scheme (`evil.test/x`) is read as
+/// `http://` would read it, since lenient clients do; `None` when it still does not parse, or
+/// has no host.
+pub fn url_host(text: &str) -> Option<String> {
     let url = match url::Url::parse(text.trim()) {
         Err(url::ParseError::RelativeUrlWithoutBase) => {
             url::Url::parse(&format!("http://{}", text.trim())).ok()?
@@ -1107,15 +1059,6 @@ fn url_host(text: &str) -> Option<String> {
     };
     let host = url.host_str()?.trim_end_matches('.');
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
-
-/// A string, or the strings of an array.
-fn strings(value: &Value) -> Vec<&str> {
-    match value {
-        Value::String(s) => vec![s.as_str()],
-        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    }
 }
 
 #[cfg(test)]
@@ -1434,45 +1377,28 @@ rules:
 
     #[test]
     fn url_hosts_are_what_a_client_would_reach() {
-        let hosts = |v: Value| url_hosts(&json!({ "url": v }));
+        let host = |v: &str| url_host(v);
         assert_eq!(
-            hosts(json!("http://good.example@evil.test/")),
-            ["evil.test"]
+            host("http://good.example@evil.test/").as_deref(),
+            Some("evil.test")
         );
-        assert_eq!(hosts(json!("HTTP://EXAMPLE.COM./x")), ["example.com"]);
         assert_eq!(
-            hosts(json!("https://bücher.example/")),
-            ["xn--bcher-kva.example"]
+            host("HTTP://EXAMPLE.COM./x").as_deref(),
+            Some("example.com")
         );
-        assert_eq!(hosts(json!("http://[::1]:8080/")), ["[::1]"]);
-        assert_eq!(hosts(json!("http://0x7f.1/")), ["127.0.0.1"]);
-        assert_eq!(hosts(json!("evil.test/x")), ["evil.test"]);
-        assert_eq!(hosts(json!("ssh://Git@Host.Example/r")), ["host.example"]);
-        assert!(hosts(json!("http://[oops/")).is_empty());
-        assert!(hosts(json!("mailto:a@b.example")).is_empty());
-        assert!(hosts(json!(42)).is_empty());
-        let many = json!({
-            "urls": ["https://a.test", "https://b.test", 7],
-            "endpoint": "https://a.test/x",
-            "href": "https://c.test",
-            "other": "https://ignored.test",
-        });
-        assert_eq!(url_hosts(&many), ["a.test", "b.test", "c.test"]);
-    }
-
-    #[test]
-    fn path_arguments_reads_the_path_keys() {
-        let args = json!({
-            "root": "ws",
-            "path": "a.txt",
-            "files": ["b", 3, "c"],
-            "destination": "d",
-            "content": "not a path",
-        });
-        let (root, paths) = path_arguments(&args);
-        assert_eq!(root, Some("ws"));
-        assert_eq!(paths, ["a.txt", "d", "b", "c"]);
-        assert_eq!(path_arguments(&json!({})), (None, vec![]));
+        assert_eq!(
+            host("https://bücher.example/").as_deref(),
+            Some("xn--bcher-kva.example")
+        );
+        assert_eq!(host("http://[::1]:8080/").as_deref(), Some("[::1]"));
+        assert_eq!(host("http://0x7f.1/").as_deref(), Some("127.0.0.1"));
+        assert_eq!(host("evil.test/x").as_deref(), Some("evil.test"));
+        assert_eq!(
+            host("ssh://Git@Host.Example/r").as_deref(),
+            Some("host.example")
+        );
+        assert_eq!(host("http://[oops/"), None);
+        assert_eq!(host("mailto:a@b.example"), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::arguments::ArgumentKinds;
 use crate::canon::{Digest, canonical_json, sha256};
 
 /// The built-in group keys. Upstream servers add their own keys later.
@@ -121,6 +122,12 @@ pub struct ToolDef {
     pub description: String,
     pub input_schema: Value,
     pub output_schema: Value,
+    /// Which of its arguments name paths, URLs, hosts or commands: what the rules, egress
+    /// and replay read a call through (`crate::arguments`). Not part of the digest: a
+    /// built-in's is in its code, an upstream's follows from its schema and the operator's
+    /// configuration.
+    #[serde(default, skip_serializing_if = "ArgumentKinds::is_empty")]
+    pub arguments: ArgumentKinds,
     pub meta: ToolMeta,
 }
 
@@ -128,6 +135,12 @@ pub struct ToolDef {
 pub const MAX_TOOL_NAME: usize = 64;
 
 impl ToolDef {
+    /// This definition, declaring which of its arguments are paths, URLs, hosts and commands.
+    pub fn declaring(mut self, arguments: ArgumentKinds) -> ToolDef {
+        self.arguments = arguments;
+        self
+    }
+
     /// The digest the registry binds an approval to.
     pub fn digest(&self) -> Digest {
         sha256(canonical_json(&self.hashed_form()).as_bytes())
@@ -180,6 +193,14 @@ impl ToolDef {
         if self.meta.reaches_network && self.tier == Tier::Standard {
             problems.push("a tool that reaches the network must be Elevated or Restricted".into());
         }
+        // What it declares must be there (that everything there is declared, a tidy test
+        // checks for the built-ins; an upstream's follows from its schema).
+        let declared = self.arguments.problems(&self.input_schema);
+        problems.extend(
+            declared
+                .into_iter()
+                .filter(|p| !p.contains("is not declared as one")),
+        );
         problems
     }
 }
@@ -212,6 +233,7 @@ mod tests {
             description: "Read a text file under a root, whole or by line range.".into(),
             input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
             output_schema: json!({"type": "object"}),
+            arguments: Default::default(),
             meta: ToolMeta::read_only(),
         }
     }

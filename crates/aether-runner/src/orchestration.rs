@@ -19,10 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::host::{Budget, Host, MAX_DEPTH};
-use crate::run::{RunOutcome, RunRequest, Runner, Status};
+use crate::run::{REPLY, RunOutcome, RunRequest, Runner, Status};
 
 pub const DELEGATE: &str = "delegate";
-pub const REPLY: &str = "reply";
 pub const SPAWN_SUBAGENTS: &str = "spawn_subagents";
 
 /// Subagents one `spawn_subagents` call may start.
@@ -87,6 +86,7 @@ fn def(
         description: description.into(),
         input_schema: input,
         output_schema: output,
+        arguments: Default::default(),
         meta: ToolMeta::local_writer(),
     }
 }

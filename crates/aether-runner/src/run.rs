@@ -13,6 +13,10 @@ use tokio_util::sync::CancellationToken;
 use crate::host::{Budget, Host, LiveRun, MAX_DEPTH};
 use crate::model::{ModelClient, ModelError, Reply, Usage};
 
+/// The tool whose call ends a run with its `text` as the run's answer (the tool itself is
+/// `orchestration`'s).
+pub const REPLY: &str = "reply";
+
 /// Characters of a tool's result or a model's text a transcript entry keeps.
 const TRANSCRIPT_CHARS: usize = 4_000;
 
@@ -532,7 +536,7 @@ impl Run<'_> {
                 return (text, None);
             }
         };
-        let reply_text = (call.name == crate::orchestration::REPLY)
+        let reply_text = (call.name == REPLY)
             .then(|| {
                 arguments
                     .get("text")
@@ -627,7 +631,7 @@ impl ClientLink for RunLink {
         Err("an agent run cannot answer sampling requests".into())
     }
 
-    async fn elicit(&self, _: Value) -> Result<Value, String> {
+    async fn elicit(&self, _: aether_tools::Question) -> Result<aether_tools::Reply, String> {
         Err("an agent run has no user to ask".into())
     }
 }

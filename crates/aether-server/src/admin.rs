@@ -10,20 +10,20 @@
 
 use std::sync::Arc;
 
-use aether_pipeline::{Pipeline, PipelineError, Transport};
+use aether_pipeline::{Pipeline, Transport};
 use aether_store::{RegistryAction, RegistryChange, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use http::StatusCode;
-use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// The operator an admin request authenticated as.
-#[derive(Clone, Debug)]
-pub struct Operator(pub String);
+use crate::api::ApiError;
+use crate::console::Operator;
+
+/// What a handler answers: its response, or why the request cannot be served.
+type Answer = Result<Response, ApiError>;
 
 pub fn routes() -> Router<Arc<Pipeline>> {
     Router::new()
@@ -65,46 +65,6 @@ pub fn routes() -> Router<Arc<Pipeline>> {
 /// The OpenAPI description of this API (kept true by a test against these routes).
 pub const OPENAPI: &str = include_str!("../openapi.json");
 
-/// The token of an `Authorization: Bearer …` header; `None` without one. A malformed header
-/// counts as a token nobody has.
-pub fn bearer(headers: &http::HeaderMap) -> Option<&str> {
-    let mut values = headers.get_all(AUTHORIZATION).iter();
-    let value = values.next()?;
-    if values.next().is_some() {
-        return Some("");
-    }
-    let text = value.to_str().unwrap_or("");
-    let (scheme, token) = text.split_once(' ').unwrap_or((text, ""));
-    if scheme.eq_ignore_ascii_case("bearer") {
-        Some(token.trim())
-    } else {
-        Some("")
-    }
-}
-
-pub fn unauthorized(message: &str) -> Response {
-    let mut response = error(StatusCode::UNAUTHORIZED, message);
-    response
-        .headers_mut()
-        .insert(WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
-    response
-}
-
-pub fn error(status: StatusCode, message: &str) -> Response {
-    (status, Json(json!({ "error": message }))).into_response()
-}
-
-fn failed(e: impl Into<PipelineError>) -> Response {
-    match e.into() {
-        PipelineError::Store(StoreError::Invalid(message)) => error(StatusCode::CONFLICT, &message),
-        PipelineError::UnknownAgent { name, known } => error(
-            StatusCode::NOT_FOUND,
-            &format!("no agent is named {name:?}; configured agents: {known}"),
-        ),
-        other => error(StatusCode::INTERNAL_SERVER_ERROR, &other.to_string()),
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Why {
@@ -114,7 +74,9 @@ struct Why {
     digest: Option<String>,
 }
 
-fn why_of(body: Result<Json<Why>, axum::extract::rejection::JsonRejection>) -> Result<Why, String> {
+fn why_of(
+    body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
+) -> Result<Why, ApiError> {
     why_with(body, false)
 }
 
@@ -123,58 +85,47 @@ fn why_of(body: Result<Json<Why>, axum::extract::rejection::JsonRejection>) -> R
 fn why_with(
     body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
     digest: bool,
-) -> Result<Why, String> {
+) -> Result<Why, ApiError> {
     match body {
-        Ok(Json(why)) if why.digest.is_some() && !digest => {
-            Err("\"digest\" belongs to a registry approval only".into())
-        }
+        Ok(Json(why)) if why.digest.is_some() && !digest => Err(ApiError::bad_request(
+            "\"digest\" belongs to a registry approval only",
+        )),
         Ok(Json(why)) if !why.why.trim().is_empty() => Ok(why),
-        Ok(_) => Err("say why: {\"why\": \"...\"}".into()),
-        Err(e) => Err(format!("the body must be JSON {{\"why\": \"...\"}}: {e}")),
+        Ok(_) => Err(ApiError::bad_request("say why: {\"why\": \"...\"}")),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "the body must be JSON {{\"why\": \"...\"}}: {e}"
+        ))),
     }
 }
 
-async fn registry_list(State(p): State<Arc<Pipeline>>) -> Response {
-    match p.store().registry().await {
-        Ok(rows) => {
-            // Each row with what the definition screen found in it.
-            let screen = aether_pipeline::screening::screen_for(&rows);
-            let listed: Vec<Value> = rows
-                .iter()
-                .map(|row| {
-                    let mut v = serde_json::to_value(row).unwrap_or_default();
-                    v["findings"] =
-                        json!(aether_pipeline::screening::screen_row(&screen, row).findings);
-                    v
-                })
-                .collect();
-            Json(listed).into_response()
-        }
-        Err(e) => failed(e),
-    }
+async fn registry_list(State(p): State<Arc<Pipeline>>) -> Answer {
+    let rows = p.store().registry().await?;
+    // Each row with what the definition screen found in it.
+    let screen = aether_pipeline::screening::screen_for(&rows);
+    let listed: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            let mut v = serde_json::to_value(row).unwrap_or_default();
+            v["findings"] = json!(aether_pipeline::screening::screen_row(&screen, row).findings);
+            v
+        })
+        .collect();
+    Ok(Json(listed).into_response())
 }
 
-async fn registry_show(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Response {
-    match p.store().registry().await {
-        Ok(rows) => match rows.iter().find(|r| r.name == name) {
-            Some(row) => {
-                let screened = aether_pipeline::screening::screen_row(
-                    &aether_pipeline::screening::screen_for(&rows),
-                    row,
-                );
-                let mut v = serde_json::to_value(row).unwrap_or_default();
-                v["diff"] = json!(definition_diff(row));
-                v["findings"] = json!(screened.findings);
-                v["new_findings"] = json!(screened.new_since_approval);
-                Json(v).into_response()
-            }
-            None => error(
-                StatusCode::NOT_FOUND,
-                &format!("the registry has no tool named {name:?}"),
-            ),
-        },
-        Err(e) => failed(e),
-    }
+async fn registry_show(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Answer {
+    let rows = p.store().registry().await?;
+    let row = rows
+        .iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| ApiError::not_found(format!("the registry has no tool named {name:?}")))?;
+    let screened =
+        aether_pipeline::screening::screen_row(&aether_pipeline::screening::screen_for(&rows), row);
+    let mut v = serde_json::to_value(row).unwrap_or_default();
+    v["diff"] = json!(definition_diff(row));
+    v["findings"] = json!(screened.findings);
+    v["new_findings"] = json!(screened.new_since_approval);
+    Ok(Json(v).into_response())
 }
 
 #[derive(Deserialize)]
@@ -182,14 +133,8 @@ struct HistoryQuery {
     name: Option<String>,
 }
 
-async fn registry_history(
-    State(p): State<Arc<Pipeline>>,
-    Query(q): Query<HistoryQuery>,
-) -> Response {
-    match p.store().registry_history(q.name).await {
-        Ok(rows) => Json(rows).into_response(),
-        Err(e) => failed(e),
-    }
+async fn registry_history(State(p): State<Arc<Pipeline>>, Query(q): Query<HistoryQuery>) -> Answer {
+    Ok(Json(p.store().registry_history(q.name).await?).into_response())
 }
 
 async fn registry_change(
@@ -197,20 +142,16 @@ async fn registry_change(
     Extension(Operator(by)): Extension<Operator>,
     Path((name, action)): Path<(String, String)>,
     body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let why = match why_with(body, action == "approve") {
-        Ok(why) => why,
-        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
-    };
+) -> Answer {
+    let why = why_with(body, action == "approve")?;
     let action = match action.as_str() {
         "approve" => RegistryAction::Approve { digest: why.digest },
         "withdraw" => RegistryAction::Withdraw,
         "undo" => RegistryAction::Undo,
         _ => {
-            return error(
-                StatusCode::NOT_FOUND,
+            return Err(ApiError::not_found(
                 "registry actions are approve, withdraw and undo",
-            );
+            ));
         }
     };
     let change = RegistryChange {
@@ -219,10 +160,7 @@ async fn registry_change(
         by: format!("{by} (api)"),
         why: why.why,
     };
-    match p.change_registry(change).await {
-        Ok(row) => Json(row).into_response(),
-        Err(e) => failed(e),
-    }
+    Ok(Json(p.change_registry(change).await?).into_response())
 }
 
 #[derive(Deserialize)]
@@ -231,14 +169,8 @@ struct ApprovalsQuery {
     all: bool,
 }
 
-async fn approvals_list(
-    State(p): State<Arc<Pipeline>>,
-    Query(q): Query<ApprovalsQuery>,
-) -> Response {
-    match p.store().approvals(!q.all, 500).await {
-        Ok(rows) => Json(rows).into_response(),
-        Err(e) => failed(e),
-    }
+async fn approvals_list(State(p): State<Arc<Pipeline>>, Query(q): Query<ApprovalsQuery>) -> Answer {
+    Ok(Json(p.store().approvals(!q.all, 500).await?).into_response())
 }
 
 #[derive(Deserialize)]
@@ -249,16 +181,13 @@ struct CommandsQuery {
 }
 
 /// The command log (`run_command`, `run_shell`), newest first.
-async fn commands_list(State(p): State<Arc<Pipeline>>, Query(q): Query<CommandsQuery>) -> Response {
+async fn commands_list(State(p): State<Arc<Pipeline>>, Query(q): Query<CommandsQuery>) -> Answer {
     let query = aether_store::CommandQuery {
         agent: q.agent,
         call_id: q.call,
         limit: q.limit.unwrap_or(100).clamp(1, 1000),
     };
-    match p.store().commands(query).await {
-        Ok(rows) => Json(rows).into_response(),
-        Err(e) => failed(e),
-    }
+    Ok(Json(p.store().commands(query).await?).into_response())
 }
 
 async fn approvals_decide(
@@ -266,40 +195,26 @@ async fn approvals_decide(
     Extension(Operator(by)): Extension<Operator>,
     Path((id, decision)): Path<(String, String)>,
     body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let why = match why_of(body) {
-        Ok(why) => why,
-        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
-    };
+) -> Answer {
+    let why = why_of(body)?;
     let approve = match decision.as_str() {
         "approve" => true,
         "deny" => false,
-        _ => return error(StatusCode::NOT_FOUND, "decisions are approve and deny"),
+        _ => return Err(ApiError::not_found("decisions are approve and deny")),
     };
-    match p.store().approval(&id).await {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                &format!("no call waiting for approval has id {id:?}"),
-            );
-        }
-        Err(e) => return failed(e),
+    if p.store().approval(&id).await?.is_none() {
+        return Err(ApiError::not_found(format!(
+            "no call waiting for approval has id {id:?}"
+        )));
     }
-    match p
+    let row = p
         .decide(&id, approve, &format!("{by} (api)"), &why.why)
-        .await
-    {
-        Ok(row) => Json(row).into_response(),
-        Err(e) => failed(e),
-    }
+        .await?;
+    Ok(Json(row).into_response())
 }
 
-async fn halt_state(State(p): State<Arc<Pipeline>>) -> Response {
-    match p.store().halt_state().await {
-        Ok(state) => Json(state).into_response(),
-        Err(e) => failed(e),
-    }
+async fn halt_state(State(p): State<Arc<Pipeline>>) -> Answer {
+    Ok(Json(p.store().halt_state().await?).into_response())
 }
 
 async fn set_halt(
@@ -307,22 +222,17 @@ async fn set_halt(
     by: String,
     halted: bool,
     body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let why = match why_of(body) {
-        Ok(why) => why,
-        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
-    };
-    match p.set_halt(halted, &format!("{by} (api)"), &why.why).await {
-        Ok(state) => Json(state).into_response(),
-        Err(e) => failed(e),
-    }
+) -> Answer {
+    let why = why_of(body)?;
+    let state = p.set_halt(halted, &format!("{by} (api)"), &why.why).await?;
+    Ok(Json(state).into_response())
 }
 
 async fn halt(
     State(p): State<Arc<Pipeline>>,
     Extension(Operator(by)): Extension<Operator>,
     body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Answer {
     set_halt(p, by, true, body).await
 }
 
@@ -330,7 +240,7 @@ async fn resume(
     State(p): State<Arc<Pipeline>>,
     Extension(Operator(by)): Extension<Operator>,
     body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Answer {
     set_halt(p, by, false, body).await
 }
 
@@ -361,15 +271,12 @@ struct AgentQuery {
     agent: Option<String>,
 }
 
-async fn schemas(State(p): State<Arc<Pipeline>>, Query(q): Query<AgentQuery>) -> Response {
+async fn schemas(State(p): State<Arc<Pipeline>>, Query(q): Query<AgentQuery>) -> Answer {
     let agent = q
         .agent
         .unwrap_or_else(|| aether_policy::config::DEFAULT_AGENT.to_string());
-    let session = match p.session(&agent, Transport::InProcess, "api".into()) {
-        Ok(s) => s,
-        Err(e) => return failed(e),
-    };
-    Json(p.openai_functions(&session)).into_response()
+    let session = p.session(&agent, Transport::InProcess, "api".into())?;
+    Ok(Json(p.openai_functions(&session)).into_response())
 }
 
 /// An upstream's recorded status, its listing as JSON.
@@ -380,31 +287,23 @@ fn status_json(s: aether_store::UpstreamStatus) -> Value {
     v
 }
 
-async fn sources_list(State(p): State<Arc<Pipeline>>) -> Response {
-    match p.store().upstream_statuses().await {
-        Ok(rows) => Json(rows.into_iter().map(status_json).collect::<Vec<_>>()).into_response(),
-        Err(e) => failed(e),
-    }
+async fn sources_list(State(p): State<Arc<Pipeline>>) -> Answer {
+    let rows = p.store().upstream_statuses().await?;
+    Ok(Json(rows.into_iter().map(status_json).collect::<Vec<_>>()).into_response())
 }
 
-async fn source_show(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Response {
-    match p.store().upstream_statuses().await {
-        Ok(rows) => match rows.into_iter().find(|s| s.name == name) {
-            Some(s) => Json(status_json(s)).into_response(),
-            None => error(
-                StatusCode::NOT_FOUND,
-                &format!("no upstream {name:?} has been seen"),
-            ),
-        },
-        Err(e) => failed(e),
-    }
+async fn source_show(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Answer {
+    let rows = p.store().upstream_statuses().await?;
+    let status = rows
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| ApiError::not_found(format!("no upstream {name:?} has been seen")))?;
+    Ok(Json(status_json(status)).into_response())
 }
 
-async fn sources_refresh(State(p): State<Arc<Pipeline>>) -> Response {
-    match p.store().request_sources_refresh().await {
-        Ok(()) => Json(json!({"refresh": "requested"})).into_response(),
-        Err(e) => failed(e),
-    }
+async fn sources_refresh(State(p): State<Arc<Pipeline>>) -> Answer {
+    p.store().request_sources_refresh().await?;
+    Ok(Json(json!({"refresh": "requested"})).into_response())
 }
 
 #[derive(Deserialize)]
@@ -421,15 +320,14 @@ async fn source_approve(
     Extension(Operator(by)): Extension<Operator>,
     Path(name): Path<String>,
     body: Result<Json<SourceApproval>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Answer {
     let Ok(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
+        return Err(ApiError::bad_request(
             "the body must be JSON: {\"why\": \"...\", \"fingerprint\": \"optional\"}",
-        );
+        ));
     };
     let by = format!("{by} (api)");
-    match aether_pipeline::operator::approve_source(
+    let rows = aether_pipeline::operator::approve_source(
         p.store(),
         &name,
         body.fingerprint.as_deref(),
@@ -437,16 +335,9 @@ async fn source_approve(
         &body.why,
         p.screen(),
     )
-    .await
-    {
-        Ok(rows) => {
-            if let Err(e) = p.sync().await {
-                return failed(e);
-            }
-            Json(json!({ "approved": rows })).into_response()
-        }
-        Err(e) => failed(e),
-    }
+    .await?;
+    p.sync().await?;
+    Ok(Json(json!({ "approved": rows })).into_response())
 }
 
 #[derive(Deserialize)]
@@ -456,11 +347,8 @@ struct LimitQuery {
     limit: Option<usize>,
 }
 
-async fn datasets_list(State(p): State<Arc<Pipeline>>, Query(q): Query<LimitQuery>) -> Response {
-    match p.store().datasets(q.limit.unwrap_or(100)).await {
-        Ok(rows) => Json(rows).into_response(),
-        Err(e) => failed(e),
-    }
+async fn datasets_list(State(p): State<Arc<Pipeline>>, Query(q): Query<LimitQuery>) -> Answer {
+    Ok(Json(p.store().datasets(q.limit.unwrap_or(100)).await?).into_response())
 }
 
 #[derive(Deserialize)]
@@ -474,21 +362,17 @@ async fn dataset_export(
     State(p): State<Arc<Pipeline>>,
     Path(call_id): Path<String>,
     Query(q): Query<ExportQuery>,
-) -> Response {
-    let dataset = match p.store().dataset(&call_id).await {
-        Ok(Some(d)) => d,
-        Ok(None) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                &format!("no data set for call {call_id:?}"),
-            );
-        }
-        Err(e) => return failed(e),
-    };
+) -> Answer {
+    let dataset = p
+        .store()
+        .dataset(&call_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no data set for call {call_id:?}")))?;
     match q.format.as_deref().unwrap_or("json") {
-        "json" => Json(aether_pipeline::tables::to_json(&dataset)).into_response(),
-        "csv" => match aether_pipeline::tables::to_csv(&dataset) {
-            Ok(text) => (
+        "json" => Ok(Json(aether_pipeline::tables::to_json(&dataset)).into_response()),
+        "csv" => {
+            let text = aether_pipeline::tables::to_csv(&dataset).map_err(ApiError::internal)?;
+            Ok((
                 [
                     (
                         http::header::CONTENT_TYPE,
@@ -501,21 +385,16 @@ async fn dataset_export(
                 ],
                 text,
             )
-                .into_response(),
-            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
-        },
-        other => error(
-            StatusCode::BAD_REQUEST,
-            &format!("format {other:?}: use csv or json"),
-        ),
+                .into_response())
+        }
+        other => Err(ApiError::bad_request(format!(
+            "format {other:?}: use csv or json"
+        ))),
     }
 }
 
-async fn reports_list(State(p): State<Arc<Pipeline>>) -> Response {
-    match p.store().reports().await {
-        Ok(rows) => Json(rows).into_response(),
-        Err(e) => failed(e),
-    }
+async fn reports_list(State(p): State<Arc<Pipeline>>) -> Answer {
+    Ok(Json(p.store().reports().await?).into_response())
 }
 
 #[derive(Deserialize)]
@@ -530,29 +409,22 @@ async fn report_save(
     Extension(Operator(by)): Extension<Operator>,
     Path(name): Path<String>,
     body: Result<Json<SaveReport>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Answer {
     let Ok(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
+        return Err(ApiError::bad_request(
             "the body must be JSON: {\"from\": \"CALL_ID\"} (a call that returned a table)",
-        );
+        ));
     };
     if !aether_policy::is_plain_name(&name) {
-        return error(
-            StatusCode::BAD_REQUEST,
+        return Err(ApiError::bad_request(
             "a report name is 1-64 of letters, digits, -, _ and .",
-        );
+        ));
     }
-    let dataset = match p.store().dataset(&body.from).await {
-        Ok(Some(d)) => d,
-        Ok(None) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                &format!("no data set for call {:?}", body.from),
-            );
-        }
-        Err(e) => return failed(e),
-    };
+    let dataset = p
+        .store()
+        .dataset(&body.from)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no data set for call {:?}", body.from)))?;
     let report = aether_store::Report {
         name,
         tool: dataset.tool,
@@ -562,46 +434,43 @@ async fn report_save(
         at_us: aether_store::now_us(),
         last_call: Some(dataset.call_id),
     };
-    match p.store().save_report(report.clone()).await {
-        Ok(()) => Json(report).into_response(),
-        Err(e) => failed(e),
-    }
+    p.store().save_report(report.clone()).await?;
+    Ok(Json(report).into_response())
 }
 
 async fn report_action(
     State(p): State<Arc<Pipeline>>,
     Extension(Operator(by)): Extension<Operator>,
     Path((name, action)): Path<(String, String)>,
-) -> Response {
-    let report = match p.store().reports().await {
-        Ok(rows) => rows.into_iter().find(|r| r.name == name),
-        Err(e) => return failed(e),
-    };
-    let Some(report) = report else {
-        return error(StatusCode::NOT_FOUND, &format!("no report named {name:?}"));
-    };
+) -> Answer {
+    let no_report = || ApiError::not_found(format!("no report named {name:?}"));
+    let report = p
+        .store()
+        .reports()
+        .await?
+        .into_iter()
+        .find(|r| r.name == name)
+        .ok_or_else(no_report)?;
     match action.as_str() {
         "run" => {
-            match aether_pipeline::tables::run_report(&p, &report, &format!("{by} (api)")).await {
-                Ok((call_id, _)) => {
-                    if let Err(e) = p.store().report_ran(&name, &call_id).await {
-                        return failed(e);
-                    }
-                    match p.store().dataset(&call_id).await {
-                    Ok(Some(d)) => Json(aether_pipeline::tables::to_json(&d)).into_response(),
-                    Ok(None) => Json(json!({"call_id": call_id, "rows": null, "note": "the call returned no table"})).into_response(),
-                    Err(e) => failed(e),
-                }
-                }
-                Err(why) => error(StatusCode::CONFLICT, &why),
-            }
+            let (call_id, _) =
+                aether_pipeline::tables::run_report(&p, &report, &format!("{by} (api)"))
+                    .await
+                    .map_err(ApiError::conflict)?;
+            p.store().report_ran(&name, &call_id).await?;
+            Ok(match p.store().dataset(&call_id).await? {
+                Some(d) => Json(aether_pipeline::tables::to_json(&d)).into_response(),
+                None => Json(
+                    json!({"call_id": call_id, "rows": null, "note": "the call returned no table"}),
+                )
+                .into_response(),
+            })
         }
-        "remove" => match p.store().remove_report(&name).await {
-            Ok(true) => Json(json!({"removed": name})).into_response(),
-            Ok(false) => error(StatusCode::NOT_FOUND, &format!("no report named {name:?}")),
-            Err(e) => failed(e),
+        "remove" => match p.store().remove_report(&name).await? {
+            true => Ok(Json(json!({"removed": name})).into_response()),
+            false => Err(no_report()),
         },
-        _ => error(StatusCode::NOT_FOUND, "report actions are run and remove"),
+        _ => Err(ApiError::not_found("report actions are run and remove")),
     }
 }
 
@@ -661,7 +530,7 @@ struct AuditFilter {
 }
 
 impl AuditFilter {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ApiError> {
         for (what, v) in [
             ("agent", &self.agent),
             ("tool", &self.tool),
@@ -669,13 +538,15 @@ impl AuditFilter {
             ("call_id", &self.call_id),
         ] {
             if v.as_ref().is_some_and(|v| v.len() > 256) {
-                return Err(format!("{what} is longer than 256 characters"));
+                return Err(ApiError::bad_request(format!(
+                    "{what} is longer than 256 characters"
+                )));
             }
         }
         if let (Some(a), Some(b)) = (self.since_us, self.until_us)
             && a > b
         {
-            return Err("since_us is after until_us".into());
+            return Err(ApiError::bad_request("since_us is after until_us"));
         }
         Ok(())
     }
@@ -709,32 +580,21 @@ async fn audit_rows(
     Ok((rows, more))
 }
 
-async fn audit_search(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilter>) -> Response {
-    if let Err(why) = f.check() {
-        return error(StatusCode::BAD_REQUEST, &why);
+async fn audit_search(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilter>) -> Answer {
+    f.check()?;
+    let (rows, more) = audit_rows(&p, &f, f.limit.unwrap_or(100).clamp(1, 1_000)).await?;
+    let mut response = Json(rows).into_response();
+    if more {
+        response
+            .headers_mut()
+            .insert("x-aether-more", http::HeaderValue::from_static("true"));
     }
-    match audit_rows(&p, &f, f.limit.unwrap_or(100).clamp(1, 1_000)).await {
-        Ok((rows, more)) => {
-            let mut response = Json(rows).into_response();
-            if more {
-                response
-                    .headers_mut()
-                    .insert("x-aether-more", http::HeaderValue::from_static("true"));
-            }
-            response
-        }
-        Err(e) => failed(e),
-    }
+    Ok(response)
 }
 
-async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilter>) -> Response {
-    if let Err(why) = f.check() {
-        return error(StatusCode::BAD_REQUEST, &why);
-    }
-    let (rows, more) = match audit_rows(&p, &f, f.limit.unwrap_or(9_999)).await {
-        Ok(found) => found,
-        Err(e) => return failed(e),
-    };
+async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilter>) -> Answer {
+    f.check()?;
+    let (rows, more) = audit_rows(&p, &f, f.limit.unwrap_or(9_999)).await?;
     let format = f.format.as_deref().unwrap_or("json");
     let (body, kind) = match format {
         "json" => (
@@ -785,10 +645,9 @@ async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilte
             )
         }
         other => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("format {other:?}: use csv or json"),
-            );
+            return Err(ApiError::bad_request(format!(
+                "format {other:?}: use csv or json"
+            )));
         }
     };
     let mut response = (
@@ -808,33 +667,28 @@ async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilte
         "x-aether-truncated",
         http::HeaderValue::from_static(if more { "true" } else { "false" }),
     );
-    response
+    Ok(response)
 }
 
-async fn audit_verify(State(p): State<Arc<Pipeline>>) -> Response {
-    match p.store().verify_audit(None).await {
-        Ok(report) => Json(json!({
-            "intact": report.is_intact(),
-            "report": report,
-        }))
-        .into_response(),
-        Err(e) => failed(e),
-    }
+async fn audit_verify(State(p): State<Arc<Pipeline>>) -> Answer {
+    let report = p.store().verify_audit(None).await?;
+    Ok(Json(json!({
+        "intact": report.is_intact(),
+        "report": report,
+    }))
+    .into_response())
 }
 
 /// Every agent's effective catalog: each tool, offered or not, and why not.
-async fn agents_list(State(p): State<Arc<Pipeline>>) -> Response {
+async fn agents_list(State(p): State<Arc<Pipeline>>) -> Answer {
     let mut out = Vec::new();
     let catalog = p.catalog();
     for agent in p.agents() {
-        let ctx = match p.session(
+        let ctx = p.session(
             &agent.name,
             Transport::InProcess,
             format!("console:{}", agent.name),
-        ) {
-            Ok(ctx) => ctx,
-            Err(e) => return failed(e),
-        };
+        )?;
         let tools: Vec<Value> = catalog
             .iter()
             .map(|entry| {
@@ -859,7 +713,7 @@ async fn agents_list(State(p): State<Arc<Pipeline>>) -> Response {
             "tools": tools,
         }));
     }
-    Json(out).into_response()
+    Ok(Json(out).into_response())
 }
 
 #[derive(Deserialize)]
@@ -874,25 +728,17 @@ struct ReplayRequest {
 async fn policy_replay(
     State(p): State<Arc<Pipeline>>,
     body: Result<Json<ReplayRequest>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Answer {
     let Ok(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
+        return Err(ApiError::bad_request(
             "the body must be JSON: {\"draft\": \"rules: ...\", \"hours\": 24}",
-        );
+        ));
     };
     if body.draft.len() > 1 << 20 {
-        return error(StatusCode::BAD_REQUEST, "the draft is larger than 1 MiB");
+        return Err(ApiError::bad_request("the draft is larger than 1 MiB"));
     }
-    let draft = match aether_policy::rules::RuleSet::parse(&body.draft) {
-        Ok(d) => d,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("the draft is not valid: {e}"),
-            );
-        }
-    };
+    let draft = aether_policy::rules::RuleSet::parse(&body.draft)
+        .map_err(|e| ApiError::bad_request(format!("the draft is not valid: {e}")))?;
     let hours = i64::from(body.hours.unwrap_or(24).clamp(1, 8_760));
     let since = aether_store::now_us() - hours * 3_600 * 1_000_000;
     let roots: Vec<(String, String)> = p
@@ -901,7 +747,7 @@ async fn policy_replay(
         .map(|r| (r.name.clone(), r.path.display().to_string()))
         .collect();
     let agents = p.agents().map(|a| (a.name.clone(), a.clone())).collect();
-    match aether_pipeline::replay::replay(
+    let report = aether_pipeline::replay::replay(
         p.store(),
         &p.rules().current(),
         &draft,
@@ -909,22 +755,17 @@ async fn policy_replay(
         &roots,
         &agents,
     )
-    .await
-    {
-        Ok(report) => Json(report).into_response(),
-        Err(e) => failed(e),
-    }
+    .await?;
+    Ok(Json(report).into_response())
 }
 
-async fn accounts_list(State(p): State<Arc<Pipeline>>) -> Response {
-    match p.store().accounts().await {
-        Ok(rows) => Json(json!({
-            "accounts": rows,
-            "roles": aether_policy::roles::ROLES,
-        }))
-        .into_response(),
-        Err(e) => failed(e),
-    }
+async fn accounts_list(State(p): State<Arc<Pipeline>>) -> Answer {
+    let rows = p.store().accounts().await?;
+    Ok(Json(json!({
+        "accounts": rows,
+        "roles": aether_policy::roles::ROLES,
+    }))
+    .into_response())
 }
 
 #[derive(Deserialize)]
@@ -935,27 +776,17 @@ struct NewAccount {
     role: String,
 }
 
-fn account_failed(e: aether_pipeline::accounts::AccountError) -> Response {
-    use aether_pipeline::accounts::AccountError;
-    match e {
-        AccountError::Invalid(m) => error(StatusCode::BAD_REQUEST, &m),
-        AccountError::Store(StoreError::Invalid(m)) => error(StatusCode::CONFLICT, &m),
-        other => error(StatusCode::INTERNAL_SERVER_ERROR, &other.to_string()),
-    }
-}
-
 async fn account_create(
     State(p): State<Arc<Pipeline>>,
     Extension(Operator(by)): Extension<Operator>,
     body: Result<Json<NewAccount>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Answer {
     let Ok(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
+        return Err(ApiError::bad_request(
             "the body must be JSON: {\"name\", \"password\", \"role\"}",
-        );
+        ));
     };
-    match aether_pipeline::accounts::create(
+    let account = aether_pipeline::accounts::create(
         p.store(),
         &body.name,
         &body.password,
@@ -963,11 +794,8 @@ async fn account_create(
         &format!("{by} (console)"),
         None,
     )
-    .await
-    {
-        Ok(account) => Json(account).into_response(),
-        Err(e) => account_failed(e),
-    }
+    .await?;
+    Ok(Json(account).into_response())
 }
 
 #[derive(Deserialize)]
@@ -982,57 +810,48 @@ async fn account_update(
     Extension(Operator(by)): Extension<Operator>,
     Path(name): Path<String>,
     body: Result<Json<AccountChange>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Answer {
     let Ok(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
+        return Err(ApiError::bad_request(
             "the body must be JSON: {\"role\"?, \"password\"?}",
-        );
+        ));
     };
-    match aether_pipeline::accounts::update(
+    aether_pipeline::accounts::update(
         p.store(),
         &name,
         body.role.as_deref(),
         body.password.as_deref(),
         &format!("{by} (console)"),
     )
-    .await
-    {
-        Ok(()) => Json(json!({"changed": name})).into_response(),
-        Err(e) => account_failed(e),
-    }
+    .await?;
+    Ok(Json(json!({"changed": name})).into_response())
 }
 
 async fn account_remove(
     State(p): State<Arc<Pipeline>>,
     Extension(Operator(by)): Extension<Operator>,
     Path(name): Path<String>,
-) -> Response {
-    match aether_pipeline::accounts::remove(p.store(), &name, &format!("{by} (console)")).await {
-        Ok(()) => Json(json!({"removed": name})).into_response(),
-        Err(e) => account_failed(e),
-    }
+) -> Answer {
+    aether_pipeline::accounts::remove(p.store(), &name, &format!("{by} (console)")).await?;
+    Ok(Json(json!({"removed": name})).into_response())
 }
 
 /// The agents' latest progress reports (one per session), newest first.
-async fn progress_list(State(p): State<Arc<Pipeline>>) -> Response {
-    match p.store().documents_of_kind("progress", 50).await {
-        Ok(docs) => Json(
-            docs.into_iter()
-                .map(|d| {
-                    let body: Value = serde_json::from_str(&d.body).unwrap_or_default();
-                    json!({
-                        "agent": d.updated_by,
-                        "session": d.name,
-                        "percent": body["percent"],
-                        "message": body["message"],
-                        "call_id": body["call_id"],
-                        "at_us": d.updated_us,
-                    })
-                })
-                .collect::<Vec<_>>(),
-        )
-        .into_response(),
-        Err(e) => failed(e),
-    }
+async fn progress_list(State(p): State<Arc<Pipeline>>) -> Answer {
+    let docs = p.store().documents_of_kind("progress", 50).await?;
+    let reports: Vec<Value> = docs
+        .into_iter()
+        .map(|d| {
+            let body: Value = serde_json::from_str(&d.body).unwrap_or_default();
+            json!({
+                "agent": d.updated_by,
+                "session": d.name,
+                "percent": body["percent"],
+                "message": body["message"],
+                "call_id": body["call_id"],
+                "at_us": d.updated_us,
+            })
+        })
+        .collect();
+    Ok(Json(reports).into_response())
 }

@@ -29,7 +29,7 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, ORIGIN, SET_COOKIE};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::admin::{Operator, bearer, error, unauthorized};
+use crate::api::{bearer, error, unauthorized};
 
 /// The session cookie's name.
 pub const COOKIE_NAME: &str = "aether_console";
@@ -39,6 +39,11 @@ pub const KEY_HEADER: &str = "x-aether-key";
 const INDEX: &str = include_str!("../console/index.html");
 const APP_JS: &str = include_str!("../console/app.js");
 const APP_CSS: &str = include_str!("../console/app.css");
+
+/// The operator an admin request authenticated as (its account or token's name), for the
+/// record of who made a change.
+#[derive(Clone, Debug)]
+pub struct Operator(pub String);
 
 /// Who is acting on the admin API, and what they may do.
 #[derive(Clone, Debug)]
@@ -519,7 +524,7 @@ pub async fn events(
     // What the stream was opened with: a signed-in page's session, or an operator token.
     let credential = match session {
         Some(Extension(s)) => Credential::Session(s),
-        None => Credential::Token(crate::admin::bearer(&headers).unwrap_or("").to_string()),
+        None => Credential::Token(bearer(&headers).unwrap_or("").to_string()),
     };
     let state = (
         pipeline,

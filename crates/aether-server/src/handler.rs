@@ -7,7 +7,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use aether_pipeline::{CallOutcome, Entry, Pipeline, SessionContext, capabilities};
+use aether_pipeline::{
+    CallOutcome, Entry, Pipeline, ReadError, ReadKind, SessionContext, capabilities,
+};
 use aether_policy::decision::Step;
 use aether_tools::Content;
 use rmcp::model::{
@@ -357,13 +359,12 @@ fn reach(session: &SessionContext) -> std::collections::BTreeSet<String> {
 }
 
 impl AetherMcp {
-    /// An upstream's resource read or prompt, for this session: refused while Aether is
-    /// halted, unknown when the session does not reach the upstream, and audited either way
-    /// (no receipt: it runs nothing, it reads).
+    /// An upstream's resource read or prompt, for this session, through the pipeline's read
+    /// seam (halt, credential screen, audit): its answer or its error as MCP has them.
     async fn upstream_read<T, F>(
         &self,
         session: &SessionContext,
-        what: &str,
+        kind: ReadKind,
         request: Value,
         read: F,
     ) -> Result<T, ErrorData>
@@ -371,74 +372,15 @@ impl AetherMcp {
         F: std::future::Future<Output = Option<Result<Value, String>>>,
         T: serde::de::DeserializeOwned,
     {
-        let started = std::time::Instant::now();
-        let target = request["target"].as_str().unwrap_or_default().to_string();
-        // What goes upstream (a URI, a prompt's arguments) is scanned for credentials like a
-        // tool's arguments; a request that carries one is refused and not kept in the audit.
-        let leak = aether_policy::dlp::Scanner::shared().scan_json(&request);
-        let arguments = match &leak {
-            Some(finding) => format!("[withheld by {}]", finding.rule),
-            None => request.to_string(),
-        };
-        // The store's halt flag, not a cached one: a read while halted is refused, and so is
-        // one whose halt state cannot be read.
-        let halted = match self.pipeline.store().halt_state().await {
-            Ok(state) => state.halted,
-            Err(_) => true,
-        };
-        let outcome = if halted {
-            Err((
-                "refused",
-                "Aether is halted by an operator (or its halt state cannot be read); nothing is read until it is resumed".to_string(),
-            ))
-        } else if let Some(finding) = &leak {
-            Err((
-                "refused",
-                format!(
-                    "the request carries what looks like a credential ({}, at {}); it was not sent upstream",
-                    finding.rule, finding.place
-                ),
-            ))
-        } else {
-            match read.await {
-                None => Err((
-                    "refused",
-                    format!(
-                        "no {} {target:?} for agent {:?}",
-                        if what == "prompts/get" {
-                            "prompt"
-                        } else {
-                            "resource"
-                        },
-                        session.agent.name
-                    ),
-                )),
-                Some(Err(why)) => Err(("failed", why)),
-                Some(Ok(value)) => Ok(value),
-            }
-        };
-        let (label, detail) = match &outcome {
-            Ok(v) => ("ok", format!("{} bytes", v.to_string().len())),
-            Err((label, why)) => (*label, why.clone()),
-        };
-        self.pipeline
-            .audit_read(session, what, &arguments, label, &detail, started.elapsed())
-            .await
-            .map_err(|e| {
-                ErrorData::internal_error(
-                    format!("the audit row could not be written, so nothing is returned: {e}"),
-                    None,
-                )
-            })?;
-        match outcome {
+        match self.pipeline.read(session, kind, request, read).await {
             Ok(value) => serde_json::from_value(value).map_err(|e| {
                 ErrorData::internal_error(format!("the upstream's answer is malformed: {e}"), None)
             }),
-            Err(("refused", why)) if what == "prompts/get" => {
+            Err(ReadError::Refused(why)) if kind == ReadKind::Prompt => {
                 Err(ErrorData::invalid_params(why, None))
             }
-            Err(("refused", why)) => Err(ErrorData::resource_not_found(why, None)),
-            Err((_, why)) => Err(ErrorData::internal_error(why, None)),
+            Err(ReadError::Refused(why)) => Err(ErrorData::resource_not_found(why, None)),
+            Err(ReadError::Failed(why)) => Err(ErrorData::internal_error(why, None)),
         }
     }
 }
@@ -605,7 +547,7 @@ impl ServerHandler for AetherMcp {
             return self
                 .upstream_read::<ReadResourceResult, _>(
                     &session,
-                    "resources/read",
+                    ReadKind::Resource,
                     json!({ "target": request.uri }),
                     async {
                         self.upstreams
@@ -669,7 +611,7 @@ impl ServerHandler for AetherMcp {
         let arguments = request.arguments.clone();
         self.upstream_read::<rmcp::model::GetPromptResult, _>(
             &session,
-            "prompts/get",
+            ReadKind::Prompt,
             json!({ "target": request.name, "arguments": request.arguments }),
             async {
                 self.upstreams

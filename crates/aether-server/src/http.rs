@@ -19,9 +19,9 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin;
 use crate::gate::{self, HostGate};
 use crate::handler::{AetherMcp, Caller, Mode};
+use crate::{admin, api};
 use aether_pipeline::Principal;
 use aether_policy::config::HttpAuth;
 use aether_store::TokenKind;
@@ -367,7 +367,7 @@ async fn authenticate(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let mut token_id = None;
-    let agent = match admin::bearer(request.headers()) {
+    let agent = match api::bearer(request.headers()) {
         Some(token) => match auth.pipeline.authenticate(token) {
             Some(Principal {
                 kind: TokenKind::Agent,
@@ -384,10 +384,16 @@ async fn authenticate(
                     "an operator's token cannot call tools; use an agent's token",
                 );
             }
-            None => return mcp_unauthorized("the bearer token is unknown or revoked"),
+            None => {
+                return mcp_unauthorized(
+                    Challenge::InvalidToken,
+                    "the bearer token is unknown or revoked",
+                );
+            }
         },
         None if auth.required() => {
             return mcp_unauthorized(
+                Challenge::Bearer,
                 "this server needs a bearer token (Authorization: Bearer …); an operator makes one with `aether tokens create --agent NAME`",
             );
         }
@@ -395,7 +401,7 @@ async fn authenticate(
     };
     if !auth.pipeline.has_agent(&agent) {
         // A token for an agent the configuration no longer has.
-        return admin::error(
+        return api::error(
             StatusCode::FORBIDDEN,
             &format!("this token's agent {agent:?} is not configured on this server"),
         );
@@ -413,7 +419,7 @@ async fn authenticate(
             None => match auth.pipeline.store().bind_mcp_session(id, &agent).await {
                 Ok(bound) => bound,
                 Err(e) => {
-                    return admin::error(
+                    return api::error(
                         StatusCode::SERVICE_UNAVAILABLE,
                         &format!("cannot check this MCP session's owner: {e}"),
                     );
@@ -422,7 +428,7 @@ async fn authenticate(
         };
         if let Some(bound) = bound {
             if bound != agent {
-                return admin::error(
+                return api::error(
                     StatusCode::FORBIDDEN,
                     &format!(
                         "this MCP session belongs to another agent; a token for agent {agent:?} must open its own session"
@@ -497,14 +503,21 @@ fn mcp_error(status: StatusCode, code: i64, message: &str) -> axum::response::Re
         .into_response()
 }
 
+/// What a 401 from `/mcp` tells the caller in `WWW-Authenticate` (RFC 6750).
+enum Challenge {
+    /// No token was sent: one is needed.
+    Bearer,
+    /// The token sent is not one this server knows (or it was revoked).
+    InvalidToken,
+}
+
 /// The answer to an `/mcp` caller without a valid token: 401, a JSON-RPC body, and
 /// `WWW-Authenticate: Bearer` (RFC 6750).
-fn mcp_unauthorized(message: &str) -> axum::response::Response {
+fn mcp_unauthorized(challenge: Challenge, message: &str) -> axum::response::Response {
     let mut response = mcp_error(StatusCode::UNAUTHORIZED, -32001, message);
-    let challenge = if message.contains("unknown or revoked") {
-        "Bearer error=\"invalid_token\""
-    } else {
-        "Bearer"
+    let challenge = match challenge {
+        Challenge::InvalidToken => "Bearer error=\"invalid_token\"",
+        Challenge::Bearer => "Bearer",
     };
     response.headers_mut().insert(
         http::header::WWW_AUTHENTICATE,

@@ -9,6 +9,7 @@
 #![allow(deprecated)]
 
 mod admin;
+mod api;
 pub mod console;
 mod fixtures;
 mod gate;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use aether_tools::{ClientLink, LogLevel};
+use aether_tools::{AnswerShape, ClientLink, FieldKind, LogLevel, Question, Reply};
 use async_trait::async_trait;
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -12,7 +12,7 @@ use rmcp::model::{
     ProgressToken, ServerRequest,
 };
 use rmcp::service::Peer;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The client's chosen log level, per session (`logging/setLevel`).
 #[derive(Clone, Debug)]
@@ -114,7 +114,101 @@ impl ClientLink for McpClientLink {
         self.ask("sampling/createMessage", params).await
     }
 
-    async fn elicit(&self, params: Value) -> Result<Value, String> {
-        self.ask("elicitation/create", params).await
+    async fn elicit(&self, question: Question) -> Result<Reply, String> {
+        let answer = self
+            .ask("elicitation/create", elicitation_params(&question))
+            .await?;
+        reply_of(&answer)
+    }
+}
+
+/// A question as MCP's `elicitation/create` params.
+fn elicitation_params(question: &Question) -> Value {
+    let schema = match &question.answer {
+        AnswerShape::Schema(schema) => schema.clone(),
+        AnswerShape::Fields(fields) => {
+            let properties: serde_json::Map<String, Value> = fields
+                .iter()
+                .map(|f| {
+                    let kind = match f.kind {
+                        FieldKind::YesNo => "boolean",
+                        FieldKind::Text => "string",
+                    };
+                    (f.name.clone(), json!({"type": kind, "title": f.title}))
+                })
+                .collect();
+            let required: Vec<&str> = fields
+                .iter()
+                .filter(|f| f.required)
+                .map(|f| f.name.as_str())
+                .collect();
+            json!({"type": "object", "properties": properties, "required": required})
+        }
+    };
+    json!({"message": question.message, "requestedSchema": schema})
+}
+
+/// MCP's elicitation result as a reply: `accept` with its content, `decline`, `cancel`.
+fn reply_of(answer: &Value) -> Result<Reply, String> {
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => Ok(Reply::Accepted(
+            answer
+                .get("content")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+        )),
+        Some("decline") => Ok(Reply::Declined),
+        Some("cancel") => Ok(Reply::Cancelled),
+        other => Err(format!(
+            "the client's answer to an elicitation has no known action ({other:?})"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aether_tools::Field;
+
+    #[test]
+    fn questions_and_replies_translate_to_and_from_mcp() {
+        let question = Question {
+            message: "Approve?".into(),
+            answer: AnswerShape::Fields(vec![
+                Field {
+                    name: "approve".into(),
+                    title: "Approve this call".into(),
+                    kind: FieldKind::YesNo,
+                    required: true,
+                },
+                Field {
+                    name: "why".into(),
+                    title: "Why".into(),
+                    kind: FieldKind::Text,
+                    required: false,
+                },
+            ]),
+        };
+        assert_eq!(
+            elicitation_params(&question),
+            json!({"message": "Approve?", "requestedSchema": {"type": "object",
+                "properties": {"approve": {"type": "boolean", "title": "Approve this call"},
+                               "why": {"type": "string", "title": "Why"}},
+                "required": ["approve"]}})
+        );
+        let accepted =
+            reply_of(&json!({"action": "accept", "content": {"approve": true}})).unwrap();
+        assert_eq!(accepted.action(), "accept");
+        assert!(matches!(accepted, Reply::Accepted(c) if c["approve"] == true));
+        assert_eq!(
+            reply_of(&json!({"action": "decline"})).unwrap(),
+            Reply::Declined
+        );
+        assert_eq!(
+            reply_of(&json!({"action": "cancel"})).unwrap(),
+            Reply::Cancelled
+        );
+        assert!(reply_of(&json!({"action": "maybe"})).is_err());
     }
 }

@@ -263,6 +263,9 @@ pub struct UpstreamSpec {
     pub tier: Tier,
     /// A new connection (and process) for every call, closed after it.
     pub fresh: bool,
+    /// The operator's additions to what its tools' schemas say of their arguments, by remote
+    /// tool name (`"*"`: every tool).
+    pub arguments: std::collections::BTreeMap<String, aether_policy::ArgumentKinds>,
 }
 
 impl UpstreamSpec {
@@ -457,7 +460,8 @@ impl Upstream {
                 // the vault key and decrypt every credential in the store.
                 let mut cmd = match launcher(
                     aether_tools::shell::Sandbox::shared()
-                        .ready()
+                        .probed()
+                        .await
                         .map(Path::to_path_buf),
                     *uncovered,
                     &spec.name,
@@ -1467,6 +1471,18 @@ fn definition(spec: &UpstreamSpec, raw: &Value) -> Option<ToolDef> {
             .and_then(|a| a.get(key))
             .and_then(Value::as_bool)
     };
+    // Which arguments are paths, URLs, hosts, commands: what the schema says, and what the
+    // operator adds (for this tool, and for every tool of the upstream).
+    let mut arguments = aether_policy::ArgumentKinds::from_schema(&input_schema);
+    for key in [remote, "*"] {
+        if let Some(more) = spec.arguments.get(key) {
+            arguments = arguments.merged(more);
+        }
+    }
+    let (arguments, dropped) = arguments.within(&input_schema);
+    if !dropped.is_empty() && spec.arguments.contains_key(remote) {
+        tracing::warn!(upstream = %spec.name, tool = remote, arguments = ?dropped, "the configuration declares arguments this tool does not take");
+    }
     // MCP's defaults: not read-only, destructive, not idempotent, open world.
     let read_only = hint("readOnlyHint").unwrap_or(false);
     let destructive = !read_only && hint("destructiveHint").unwrap_or(true);
@@ -1492,6 +1508,7 @@ fn definition(spec: &UpstreamSpec, raw: &Value) -> Option<ToolDef> {
             .get("outputSchema")
             .cloned()
             .unwrap_or_else(|| json!({"type": "object"})),
+        arguments,
         meta: ToolMeta {
             risk: if read_only { Risk::Medium } else { Risk::High },
             read_only,
@@ -1789,6 +1806,53 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// An upstream tool's declaration: what its schema says (`format: uri`, the usual names),
+    /// plus what the operator adds for it and for every tool; a name it does not take is
+    /// dropped.
+    #[test]
+    fn an_upstream_tools_arguments_are_its_schemas_and_the_operators() {
+        let mut arguments = std::collections::BTreeMap::new();
+        arguments.insert(
+            "fetch".to_string(),
+            aether_policy::ArgumentKinds::urls(&["where", "gone"]),
+        );
+        arguments.insert(
+            "*".to_string(),
+            aether_policy::ArgumentKinds::paths(&["file_path"]),
+        );
+        let spec = UpstreamSpec {
+            name: "web".into(),
+            endpoint: Endpoint::Http {
+                url: "http://127.0.0.1:1/mcp".into(),
+                headers: Default::default(),
+                credential: None,
+            },
+            timeout: std::time::Duration::from_secs(5),
+            group: "web".into(),
+            tier: Tier::Elevated,
+            fresh: false,
+            arguments,
+        };
+        let raw = json!({"name": "fetch", "inputSchema": {"type": "object", "properties": {
+            "link": {"type": "string", "format": "uri"},
+            "where": {"type": "string"},
+            "file_path": {"type": "string"},
+            "url": {"type": "string"},
+            "n": {"type": "integer"}
+        }}});
+        let def = definition(&spec, &raw).unwrap();
+        let mut urls = def.arguments.urls.clone();
+        urls.sort();
+        assert_eq!(urls, ["link", "url", "where"]);
+        assert_eq!(def.arguments.paths, ["file_path"]);
+        assert!(def.problems().is_empty(), "{:?}", def.problems());
+        // The declaration is not the definition's digest: the operator's word changes no
+        // approval.
+        let mut bare = spec.clone();
+        bare.arguments.clear();
+        assert_eq!(definition(&bare, &raw).unwrap().digest(), def.digest());
     }
 
     #[test]

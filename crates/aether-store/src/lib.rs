@@ -336,6 +336,16 @@ pub enum StoreError {
     Write(String),
     #[error("store: {0}")]
     Invalid(String),
+    /// A new document's name is taken (a document is written as version 1 only once).
+    #[error("store: {kind} {name:?} already exists (version {version})")]
+    DocumentExists {
+        kind: String,
+        name: String,
+        version: i64,
+    },
+    /// A document changed since the version its new content was made from.
+    #[error("store: {kind} {name:?} changed since it was read; read it again and retry")]
+    DocumentChanged { kind: String, name: String },
 }
 
 impl StoreError {

@@ -457,6 +457,7 @@ impl Calculate {
                     .into(),
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Answer>(),
+                arguments: Default::default(),
                 meta: ToolMeta {
                     idempotent: true,
                     ..ToolMeta::read_only()

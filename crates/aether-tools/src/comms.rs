@@ -30,6 +30,7 @@ fn def(
         description: description.into(),
         input_schema: input,
         output_schema: output,
+        arguments: Default::default(),
         meta: ToolMeta::local_writer(),
     }
 }
@@ -207,7 +208,7 @@ impl Tool for SendMessageTo {
                 body: a.message,
             })
             .await
-            .map_err(ToolError::InvalidArguments)?;
+            .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
         Ok(text(
             format!("Message {id} left for {}.", a.to),
             json!({"id": id, "to": a.to}),

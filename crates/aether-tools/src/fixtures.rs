@@ -52,6 +52,7 @@ fn fixture(name: &str, description: &str, input: Value, kind: Kind) -> Arc<dyn T
             description: description.into(),
             input_schema: input,
             output_schema: json!({"type": "object"}),
+            arguments: Default::default(),
             meta: ToolMeta {
                 risk: Risk::Low,
                 ..ToolMeta::read_only()
@@ -326,13 +327,22 @@ impl Tool for Fixture {
     }
 }
 
+/// Asks the client's user `params` (`message` and `requestedSchema`, as the conformance
+/// suite expects them) and reports the answer.
 async fn elicit(cx: &CallContext, params: Value, label: &str) -> Result<ToolOutput, ToolError> {
-    match cx.client.elicit(params).await {
-        Ok(answer) => {
-            let action = answer["action"].as_str().unwrap_or("unknown");
-            let content = answer.get("content").cloned().unwrap_or(Value::Null);
+    let question = crate::Question {
+        message: params["message"].as_str().unwrap_or_default().to_string(),
+        answer: crate::AnswerShape::Schema(params["requestedSchema"].clone()),
+    };
+    match cx.client.elicit(question).await {
+        Ok(reply) => {
+            let content = match &reply {
+                crate::Reply::Accepted(content) => Value::Object(content.clone()),
+                _ => Value::Null,
+            };
             Ok(ToolOutput::text(format!(
-                "{label}: action={action}, content={content}"
+                "{label}: action={}, content={content}",
+                reply.action()
             )))
         }
         Err(e) => Err(ToolError::failed(format!("elicitation failed: {e}"))),

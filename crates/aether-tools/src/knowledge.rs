@@ -204,7 +204,7 @@ impl Tool for WriteKnowledge {
             path: path.clone(),
             bytes: body.len(),
             indexed: indexed.is_ok(),
-            index_error: indexed.as_ref().err().cloned(),
+            index_error: indexed.as_ref().err().map(ToString::to_string),
             scope,
             call_id: cx.call_id.clone(),
         };
@@ -233,6 +233,7 @@ pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
             description: "Ranked full-text search over the knowledge you may read (your team's packs, your project's and your own documents): each hit with its source, line and a snippet.".into(),
             input_schema: schema_of::<SearchArgs>(),
             output_schema: schema_of::<SearchOut>(),
+            arguments: Default::default(),
             meta: ToolMeta::read_only(),
         })),
         std::sync::Arc::new(WriteKnowledge(ToolDef {
@@ -243,6 +244,7 @@ pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
             description: "Save a document into the workspace (knowledge/NAME.md, undoable) and index it for search_knowledge. The receipt says what was saved and whether it was indexed: a saved document is kept even if indexing fails, so do not write it again.".into(),
             input_schema: schema_of::<WriteArgs>(),
             output_schema: schema_of::<WriteOut>(),
+            arguments: Default::default(),
             meta: ToolMeta {
                 idempotent: true,
                 ..ToolMeta::local_writer()

@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use ledger::{Ledger, NoLedger};
+pub use ledger::{Ledger, LedgerError, NoLedger};
 pub use roots::{Root, RootError, Roots, SealManifest};
 
 /// One block of a tool's result.
@@ -107,6 +107,14 @@ impl ToolError {
     }
 }
 
+/// A ledger that did not do what a tool asked failed the call, with the ledger's message; a
+/// tool that can do something about a particular variant matches it first.
+impl From<LedgerError> for ToolError {
+    fn from(e: LedgerError) -> ToolError {
+        ToolError::failed(e)
+    }
+}
+
 /// Severity of a log message sent to the client (RFC 5424 names, as MCP uses them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
@@ -120,6 +128,59 @@ pub enum LogLevel {
     Emergency,
 }
 
+/// A question for the person at the client (MCP's elicitation, without MCP): what to say, and
+/// what the answer holds. The server translates it for its transport.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Question {
+    pub message: String,
+    pub answer: AnswerShape,
+}
+
+/// What an answer to a [`Question`] holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnswerShape {
+    /// Named fields, each a yes/no or a line of text.
+    Fields(Vec<Field>),
+    /// A flat JSON Schema object as the client should show it (the conformance fixtures ask
+    /// for every kind of field MCP has).
+    Schema(Value),
+}
+
+/// One field of an answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub title: String,
+    pub kind: FieldKind,
+    pub required: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    YesNo,
+    Text,
+}
+
+/// The person's answer to a [`Question`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// Answered, with the fields' values (as the client sent them: check each).
+    Accepted(serde_json::Map<String, Value>),
+    Declined,
+    Cancelled,
+}
+
+impl Reply {
+    /// `accept`, `decline` or `cancel`, as MCP names them.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Reply::Accepted(_) => "accept",
+            Reply::Declined => "decline",
+            Reply::Cancelled => "cancel",
+        }
+    }
+}
+
 /// The way back to whoever made the call, while the call runs. The server implements it for
 /// its transport; in-process callers may implement it as a no-op.
 #[async_trait]
@@ -131,8 +192,8 @@ pub trait ClientLink: Send + Sync {
     /// Asks the client's model for a completion (MCP sampling). `params` and the answer are
     /// in MCP's `sampling/createMessage` shape.
     async fn create_message(&self, params: Value) -> Result<Value, String>;
-    /// Asks the client's user a question (MCP elicitation), in `elicitation/create` shape.
-    async fn elicit(&self, params: Value) -> Result<Value, String>;
+    /// Asks the client's user a question (MCP elicitation); `Err` when it cannot be asked.
+    async fn elicit(&self, question: Question) -> Result<Reply, String>;
 }
 
 /// Judges a destination reached during a call (a redirect) by the rules the call's own URL
@@ -151,6 +212,54 @@ impl DestinationCheck for AnyDestination {
     }
 }
 
+/// Judges the file or folder an open really landed on by the operator's path rules, as the
+/// pipeline judged the paths the call named: the root consults it on every open it checks
+/// ([`Root::open_file`], [`Root::open_folder`], [`Root::open_parent`]), so a rule is never
+/// judged on one file and applied to another (a folder swapped for a link in between). `Err`
+/// refuses the open.
+pub trait PathCheck: Send + Sync {
+    /// `real_rel`: where the open landed, relative to `root`; `is_dir`: a folder.
+    fn check(&self, root: &Root, real_rel: &str, is_dir: bool) -> Result<(), ToolError>;
+}
+
+/// No rules on paths (tests, and calls outside the pipeline).
+#[derive(Debug, Default)]
+pub struct AnyPath;
+
+impl PathCheck for AnyPath {
+    fn check(&self, _: &Root, _: &str, _: bool) -> Result<(), ToolError> {
+        Ok(())
+    }
+}
+
+/// What an open is checked against besides the root's own confinement: the credential and
+/// private files, and the call's path rules.
+#[derive(Clone, Copy)]
+pub struct Opening<'a> {
+    pub credentials: &'a aether_policy::paths::CredentialFilter,
+    pub paths: &'a dyn PathCheck,
+}
+
+impl<'a> Opening<'a> {
+    /// An open outside any call (tests, the operator's tools): no path rules.
+    pub fn unruled(credentials: &'a aether_policy::paths::CredentialFilter) -> Opening<'a> {
+        Opening {
+            credentials,
+            paths: &AnyPath,
+        }
+    }
+}
+
+impl CallContext {
+    /// How this call's opens are checked.
+    pub fn opening(&self) -> Opening<'_> {
+        Opening {
+            credentials: self.roots.credentials(),
+            paths: &*self.paths,
+        }
+    }
+}
+
 /// A [`ClientLink`] that drops progress and logs and cannot ask anything.
 #[derive(Debug, Default)]
 pub struct NoClient;
@@ -162,7 +271,7 @@ impl ClientLink for NoClient {
     async fn create_message(&self, _: Value) -> Result<Value, String> {
         Err("this caller cannot answer sampling requests".into())
     }
-    async fn elicit(&self, _: Value) -> Result<Value, String> {
+    async fn elicit(&self, _: Question) -> Result<Reply, String> {
         Err("this caller cannot answer elicitation requests".into())
     }
 }
@@ -183,6 +292,8 @@ pub struct CallContext {
     /// The operator's rules on a destination a network tool reaches mid-call (a redirect
     /// hop), which the pipeline judged only for the URL it was given.
     pub destinations: Arc<dyn DestinationCheck>,
+    /// The operator's path rules on what each open really lands on ([`PathCheck`]).
+    pub paths: Arc<dyn PathCheck>,
 }
 
 #[async_trait]

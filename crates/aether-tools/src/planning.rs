@@ -14,7 +14,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::{CallContext, Content, Tool, ToolError, ToolOutput, parse_args, schema_of};
+use crate::{
+    CallContext, Content, LedgerError, Tool, ToolError, ToolOutput, parse_args, schema_of,
+};
 
 /// Steps a plan may have, and items a to-do list.
 pub const MAX_STEPS: usize = 100;
@@ -60,12 +62,9 @@ fn writer(name: &str, title: &str, description: &str, input: Value, output: Valu
         description: description.into(),
         input_schema: input,
         output_schema: output,
+        arguments: Default::default(),
         meta: ToolMeta::local_writer(),
     }
-}
-
-fn failed(e: String) -> ToolError {
-    ToolError::failed(e)
 }
 
 async fn load_plan(cx: &CallContext, name: &str) -> Result<(Document, Plan), ToolError> {
@@ -73,15 +72,14 @@ async fn load_plan(cx: &CallContext, name: &str) -> Result<(Document, Plan), Too
     let doc = cx
         .ledger
         .document("plan", &scope, name)
-        .await
-        .map_err(failed)?
+        .await?
         .ok_or_else(|| {
             ToolError::InvalidArguments(format!(
                 "no plan named {name:?} for {scope} (create_plan makes one)"
             ))
         })?;
     let plan: Plan = serde_json::from_str(&doc.body)
-        .map_err(|e| failed(format!("plan {name:?} is unreadable: {e}")))?;
+        .map_err(|e| ToolError::failed(format!("plan {name:?} is unreadable: {e}")))?;
     Ok((doc, plan))
 }
 
@@ -185,15 +183,12 @@ impl Tool for CreatePlan {
             updated_us: crate::now_us(),
             updated_by: cx.agent.name.clone(),
         };
-        cx.ledger.put_document(doc).await.map_err(|e| {
-            if e.contains("already exists") {
-                ToolError::InvalidArguments(format!(
-                    "a plan named {:?} already exists; read_plan shows it, update_plan changes it",
-                    a.name
-                ))
-            } else {
-                failed(e)
-            }
+        cx.ledger.put_document(doc).await.map_err(|e| match e {
+            LedgerError::AlreadyExists(_) => ToolError::InvalidArguments(format!(
+                "a plan named {:?} already exists; read_plan shows it, update_plan changes it",
+                a.name
+            )),
+            e => ToolError::from(e),
         })?;
         plan_output(
             &a.name,
@@ -318,11 +313,11 @@ impl Tool for UpdatePlan {
                         format!("Plan {} updated:\n{}", a.name, describe(&plan)),
                     );
                 }
-                Err(e) if e.contains("changed since") => continue,
-                Err(e) => return Err(failed(e)),
+                Err(LedgerError::Conflict(_)) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
-        Err(failed(format!(
+        Err(ToolError::failed(format!(
             "plan {} kept changing under this update; try again",
             a.name
         )))
@@ -387,14 +382,10 @@ impl Tool for Todo {
         let a: TodoArgs = parse_args(args)?;
         let scope = format!("agent:{}", cx.agent.name);
         let run = a.run.clone().unwrap_or_else(|| cx.session.clone());
-        let current = cx
-            .ledger
-            .document("todo", &scope, &run)
-            .await
-            .map_err(failed)?;
+        let current = cx.ledger.document("todo", &scope, &run).await?;
         let mut items: Vec<TodoItem> = match &current {
             Some(doc) => serde_json::from_str(&doc.body)
-                .map_err(|e| failed(format!("the to-do list is unreadable: {e}")))?,
+                .map_err(|e| ToolError::failed(format!("the to-do list is unreadable: {e}")))?,
             None => Vec::new(),
         };
         let version = current.as_ref().map(|d| d.version).unwrap_or(0);
@@ -440,8 +431,7 @@ impl Tool for Todo {
                     updated_us: crate::now_us(),
                     updated_by: cx.agent.name.clone(),
                 })
-                .await
-                .map_err(failed)?;
+                .await?;
         }
         let text = if items.is_empty() {
             "The to-do list is empty.".to_string()

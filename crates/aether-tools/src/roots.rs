@@ -37,7 +37,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use sha2::Digest as _;
 
-use crate::ToolError;
+use crate::{Opening, PathCheck, ToolError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RootError {
@@ -594,11 +594,12 @@ impl Root {
     pub fn open_parent(
         &self,
         roots: &Roots,
+        paths: &dyn PathCheck,
         rel: &str,
         create: bool,
     ) -> Result<(Dir, PathBuf, String, Vec<String>), ToolError> {
         let mut created = Vec::new();
-        let opened = self.open_parent_in(roots, rel, create, &mut created);
+        let opened = self.open_parent_in(roots, paths, rel, create, &mut created);
         if opened.is_err() {
             // A refused write leaves no folder behind (one could be named like a private file
             // that a link let it reach).
@@ -612,6 +613,7 @@ impl Root {
     fn open_parent_in(
         &self,
         roots: &Roots,
+        paths: &dyn PathCheck,
         rel: &str,
         create: bool,
         created: &mut Vec<String>,
@@ -646,7 +648,9 @@ impl Root {
                 _ => self.io_error(parent, e),
             })?
         };
-        let real = self.check_real_path(parent, &dir, &roots.credentials)?;
+        // The folder is checked for confinement; the rules judge where the write lands (below).
+        let real =
+            self.check_real_path(parent, &dir, Opening::unruled(&roots.credentials), true)?;
         if roots.is_private(&real) {
             return Err(private(&self.display(rel)));
         }
@@ -696,6 +700,11 @@ impl Root {
         if roots.is_private(&full) || roots.holds_private(&full) {
             return Err(private(&self.display(rel)));
         }
+        // The operator's path rules, on where the write really lands.
+        if let Some(landing) = self.relative_of(&full) {
+            let is_dir = std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir());
+            paths.check(self, landing.trim_start_matches('/'), is_dir)?;
+        }
         Ok((dir, real, name.to_string()))
     }
 
@@ -736,7 +745,7 @@ impl Root {
     pub fn open_file(
         &self,
         rel: &str,
-        credentials: &CredentialFilter,
+        opening: Opening<'_>,
     ) -> Result<(File, std::fs::Metadata), ToolError> {
         if rel.is_empty() {
             return Err(ToolError::failed(format!(
@@ -772,7 +781,7 @@ impl Root {
                 ),
             ));
         }
-        let real = self.check_real_path(rel, &file, credentials)?;
+        let real = self.check_real_path(rel, &file, opening, false)?;
         let real_rel = self.relative_of(&real).unwrap_or_default();
         let file = self.verified(&real_rel, file)?;
         Ok((file, meta))
@@ -782,14 +791,14 @@ impl Root {
     pub fn open_folder(
         &self,
         rel: &str,
-        credentials: &CredentialFilter,
+        opening: Opening<'_>,
     ) -> Result<(Dir, PathBuf), ToolError> {
         let dir = if rel.is_empty() {
             self.dir.try_clone().map_err(|e| self.io_error(rel, e))?
         } else {
             self.dir.open_dir(rel).map_err(|e| self.io_error(rel, e))?
         };
-        let real = self.check_real_path(rel, &dir, credentials)?;
+        let real = self.check_real_path(rel, &dir, opening, true)?;
         Ok((dir, real))
     }
 
@@ -822,14 +831,17 @@ impl Root {
         }
     }
 
-    /// The real path of an open handle must still lie under the root and must not be a
-    /// credential file.
+    /// The real path of an open handle must still lie under the root, must not be a
+    /// credential or private file, and must pass the call's path rules (`is_dir`: the handle
+    /// is a folder's).
     pub(crate) fn check_real_path(
         &self,
         rel: &str,
         fd: &impl AsRawFd,
-        credentials: &CredentialFilter,
+        opening: Opening<'_>,
+        is_dir: bool,
     ) -> Result<PathBuf, ToolError> {
+        let credentials = opening.credentials;
         let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
             .map_err(|e| self.io_error(rel, e))?;
         let real_rel = real
@@ -850,6 +862,9 @@ impl Root {
                 ),
             ));
         }
+        opening
+            .paths
+            .check(self, real_rel.trim_start_matches('/'), is_dir)?;
         Ok(real)
     }
 

@@ -114,7 +114,20 @@ pub fn docs(tools: &[std::sync::Arc<dyn aether_tools::Tool>]) -> String {
             out.push_str("No arguments.\n");
             continue;
         };
-        out.push_str("| argument | type | required | description |\n|---|---|---|---|\n");
+        out.push_str(
+            "| argument | type | required | declared as | description |\n|---|---|---|---|---|\n",
+        );
+        let a = &d.arguments;
+        let kind = |name: &str| {
+            let has = |names: &Vec<String>| names.iter().any(|n| n == name);
+            match () {
+                _ if has(&a.paths) => "path",
+                _ if has(&a.urls) => "URL",
+                _ if has(&a.hosts) => "host",
+                _ if has(&a.commands) => "command",
+                _ => "",
+            }
+        };
         for (name, p) in props {
             let ty = match &p["type"] {
                 serde_json::Value::String(t) => t.clone(),
@@ -132,8 +145,9 @@ pub fn docs(tools: &[std::sync::Arc<dyn aether_tools::Tool>]) -> String {
                 .replace('\n', " ");
             let _ = writeln!(
                 out,
-                "| `{name}` | {ty} | {} | {description} |",
-                yes(required.contains(&name.as_str()))
+                "| `{name}` | {ty} | {} | {} | {description} |",
+                yes(required.contains(&name.as_str())),
+                kind(name)
             );
         }
     }

@@ -296,7 +296,8 @@ fn protocol_errors_come_back_as_json_rpc_errors() {
     assert_eq!(code, 0, "{err}");
     let mut unknown = init_headers(&host, None);
     unknown.push(("Authorization", "Bearer aether_not-a-real-token"));
-    for headers in [init_headers(&host, None), unknown] {
+    // No token: a token is needed; an unknown one: RFC 6750's `invalid_token`.
+    for (headers, invalid) in [(init_headers(&host, None), false), (unknown, true)] {
         let mut r = crate::util::HttpReply {
             status: 0,
             head: String::new(),
@@ -314,6 +315,12 @@ fn protocol_errors_come_back_as_json_rpc_errors() {
             r.head
                 .to_ascii_lowercase()
                 .contains("www-authenticate: bearer"),
+            "{}",
+            r.head
+        );
+        assert_eq!(
+            r.head.contains("error=\"invalid_token\""),
+            invalid,
             "{}",
             r.head
         );

@@ -168,6 +168,7 @@ fn the_tool_catalog_is_well_formed() {
         .filter(|e| e.def().group != "conformance")
         .collect();
     assert!(builtins.len() >= 7);
+    let mut undeclared = Vec::new();
     for entry in builtins {
         let def = entry.def();
         assert!(
@@ -175,16 +176,14 @@ fn the_tool_catalog_is_well_formed() {
             "{}: output schema describes its fields",
             def.name
         );
-        // Any tool whose arguments name a network destination must say it reaches the network
-        // (so the egress gate applies).
-        let props = def.input_schema["properties"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        let networked = props
-            .keys()
-            .any(|k| ["url", "uri", "host", "endpoint", "domain"].contains(&k.as_str()));
-        if networked {
+        // Its declaration of which arguments are paths, URLs, hosts and commands agrees with
+        // its schema (every argument the names and formats of `aether_policy::arguments` say
+        // is one is declared, and nothing else).
+        let problems = def.arguments.problems(&def.input_schema);
+        undeclared.extend(problems.into_iter().map(|p| format!("{}: {p}", def.name)));
+        // Any tool that takes a network destination must say it reaches the network (so the
+        // egress gate applies).
+        if !def.arguments.urls.is_empty() || !def.arguments.hosts.is_empty() {
             assert!(
                 def.meta.reaches_network,
                 "{} takes a destination but does not declare reaches_network",
@@ -201,6 +200,11 @@ fn the_tool_catalog_is_well_formed() {
         }
         assert_eq!(entry.digest, def.digest(), "{}: cached digest", def.name);
     }
+    assert!(
+        undeclared.is_empty(),
+        "declarations that disagree with their schemas:\n{}",
+        undeclared.join("\n")
+    );
 }
 
 #[test]

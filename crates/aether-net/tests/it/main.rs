@@ -172,6 +172,7 @@ fn cx(agent: AgentProfile) -> CallContext {
         client: Arc::new(NoClient),
         ledger: Arc::new(aether_tools::NoLedger),
         destinations: Arc::new(aether_tools::AnyDestination),
+        paths: Arc::new(aether_tools::AnyPath),
     }
 }
 

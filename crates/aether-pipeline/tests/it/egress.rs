@@ -167,7 +167,8 @@ async fn credentials_and_disallowed_destinations_never_leave() {
 }
 
 /// A tool that follows a redirect: it asks the pipeline whether the hop named in its
-/// arguments (`hop`) may be reached, as `aether-net`'s client does for every redirect.
+/// arguments (`hop`, without its scheme: what a server's `Location` would say, not a URL the
+/// call itself names) may be reached, as `aether-net`'s client does for every redirect.
 struct Redirected {
     def: ToolDef,
 }
@@ -183,7 +184,8 @@ impl Tool for Redirected {
             args["hop"].as_str().unwrap(),
             args["hop_host"].as_str().unwrap(),
         );
-        cx.destinations.check(hop, host)?;
+        let hop = format!("https://{hop}");
+        cx.destinations.check(&hop, host)?;
         Ok(ToolOutput::text(format!("reached {hop}")))
     }
 }
@@ -235,8 +237,8 @@ async fn a_redirect_hop_meets_the_same_rules_as_the_call_itself() {
     // A DELETE sent to a.example.com that a redirect would carry to prod: stopped at the hop,
     // by the rule that tests the method, exactly as a DELETE sent to prod directly is.
     for (hop, host) in [
-        ("https://prod.example.com/users/1", "prod.example.com"),
-        ("https://PROD.example.com./users/1", "prod.example.com."),
+        ("prod.example.com/users/1", "prod.example.com"),
+        ("PROD.example.com./users/1", "prod.example.com."),
     ] {
         let result = call(
             &p,
@@ -252,7 +254,7 @@ async fn a_redirect_hop_meets_the_same_rules_as_the_call_itself() {
         &p,
         &ctx,
         "request",
-        json!({"url": "https://prod.example.com/users/1", "hop": "https://prod.example.com/users/1",
+        json!({"url": "https://prod.example.com/users/1", "hop": "prod.example.com/users/1",
                "hop_host": "prod.example.com", "method": "DELETE"}),
     )
     .await;
@@ -267,7 +269,7 @@ async fn a_redirect_hop_meets_the_same_rules_as_the_call_itself() {
             &p,
             &ctx,
             "request",
-            json!({"url": first, "hop": "https://prod.example.com/users/1",
+            json!({"url": first, "hop": "prod.example.com/users/1",
                    "hop_host": "prod.example.com", "method": "GET"}),
         )
         .await,
@@ -277,7 +279,7 @@ async fn a_redirect_hop_meets_the_same_rules_as_the_call_itself() {
         &p,
         &ctx,
         "request",
-        json!({"url": first, "hop": "https://[2606:4700::1111]/", "hop_host": "2606:4700::1111",
+        json!({"url": first, "hop": "[2606:4700::1111]/", "hop_host": "2606:4700::1111",
                "method": "GET"}),
     )
     .await;
@@ -424,5 +426,80 @@ async fn a_credential_split_over_an_agents_calls_and_sessions_is_refused_at_its_
     }
     assert_eq!(tool.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
     // Another agent's pieces are its own: the same last piece from a fresh agent goes through.
+    h.check().await;
+}
+
+/// A tool whose URL argument has a name of its own (an upstream's `target`, say) meets egress
+/// and the host rules like any other: every string that is a URL by itself is judged, however
+/// deep; an argument the declaration names a URL is judged even without a scheme; text that
+/// only mentions a URL is not a destination.
+#[tokio::test]
+async fn a_url_under_any_name_meets_egress_and_the_host_rules() {
+    let h = Harness::new();
+    let mut d = def(
+        "reach",
+        "research",
+        Tier::Elevated,
+        json!({"type": "object", "properties": {
+            "target": {"type": "string"},
+            "where": {"type": "string"},
+            "opts": {"type": "object"}
+        }}),
+    );
+    d.meta.reaches_network = true;
+    d.meta.read_only = false;
+    d.arguments = aether_policy::ArgumentKinds::urls(&["where"]);
+    let tool = Echo::with_def(d);
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("permissions.yaml");
+    std::fs::write(
+        &rules,
+        "rules:\n  - name: no-v2\n    match: { url_host: v2.api.example.com }\n    action: always_deny\n",
+    )
+    .unwrap();
+    let p = h
+        .pipeline_with(vec![researcher()], vec![tool.clone()], |s| {
+            s.rules = aether_pipeline::Rules::load(&rules, true).unwrap();
+        })
+        .await;
+    let ctx = session(&p, "researcher", "s1");
+    ok_text(
+        &call(
+            &p,
+            &ctx,
+            "reach",
+            json!({"target": "https://docs.example.com/x"}),
+        )
+        .await,
+    );
+    ok_text(
+        &call(
+            &p,
+            &ctx,
+            "reach",
+            json!({"target": "see https://evil.test for more"}),
+        )
+        .await,
+    );
+    for args in [
+        json!({"target": "https://evil.test/"}),
+        json!({"opts": {"next": ["https://docs.example.com/", "https://evil.test/"]}}),
+    ] {
+        let result = call(&p, &ctx, "reach", args.clone()).await;
+        refused(&h.store, &result, Step::Egress, "egress:domain-not-allowed").await;
+    }
+    // Declared a URL: judged as one, scheme or not.
+    let result = call(&p, &ctx, "reach", json!({"where": "evil.test/x"})).await;
+    refused(&h.store, &result, Step::Egress, "egress:malformed-url").await;
+    // The operator's host rule sees the undeclared URL too.
+    let result = call(
+        &p,
+        &ctx,
+        "reach",
+        json!({"target": "https://v2.api.example.com/"}),
+    )
+    .await;
+    refused(&h.store, &result, Step::Rules, "rule:no-v2").await;
+    assert_eq!(tool.calls(), 2);
     h.check().await;
 }

@@ -9,6 +9,7 @@ mod egress;
 mod envelope;
 mod halt;
 mod offers;
+mod order;
 mod outcomes;
 mod refusals;
 mod registry;

@@ -854,3 +854,94 @@ async fn a_path_rule_holds_for_the_folder_a_glob_leads_to() {
     assert!(found.contains("docs/a.txt"), "{found}");
     h.check().await;
 }
+
+/// A tool that, once admitted, swaps the folder its path names for a link to another folder
+/// (as a racing process could between the pipeline's judgement and the tool's open), then
+/// reads the path as `read_file` does.
+struct SwapThenRead {
+    def: aether_policy::ToolDef,
+}
+
+#[async_trait::async_trait]
+impl Tool for SwapThenRead {
+    fn def(&self) -> &aether_policy::ToolDef {
+        &self.def
+    }
+    async fn call(
+        &self,
+        cx: aether_tools::CallContext,
+        args: serde_json::Value,
+    ) -> Result<aether_tools::ToolOutput, aether_tools::ToolError> {
+        let path = args["path"].as_str().unwrap_or_default();
+        let root = cx.roots.iter().next().unwrap();
+        let folder = path.split('/').next().unwrap();
+        fs::rename(
+            root.path.join(folder),
+            root.path.join(format!("{folder}.old")),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("secrets", root.path.join(folder)).unwrap();
+        let mut rel = String::new();
+        let loc = cx.roots.locate(None, path, &mut rel)?;
+        let (file, _) = loc.root.open_file(loc.rel, cx.opening())?;
+        let text = std::io::read_to_string(file).unwrap_or_default();
+        Ok(aether_tools::ToolOutput::text(text))
+    }
+}
+
+/// The rules are held where the file is opened: a path judged allowed at admission, whose
+/// folder becomes a link to a denied one before the open, is refused by the open.
+#[tokio::test]
+async fn a_path_swapped_after_admission_meets_the_rules_where_it_is_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    fs::create_dir_all(base.join("ws/secrets")).unwrap();
+    fs::create_dir_all(base.join("ws/docs")).unwrap();
+    fs::write(base.join("ws/secrets/a.txt"), "the secret").unwrap();
+    fs::write(base.join("ws/docs/a.txt"), "public").unwrap();
+    let path = rules_file(
+        &base,
+        "rules:\n  - name: no-secrets\n    match: { path: \"secrets/**\" }\n    action: always_deny\n",
+    );
+    let roots = Roots::open(&[RootSpec {
+        name: "ws".into(),
+        path: base.join("ws").to_string_lossy().into_owned(),
+        mode: RootMode::ReadOnly,
+        writable: None,
+        allow_delete: false,
+    }])
+    .unwrap();
+    let mut def = def(
+        "swap_then_read",
+        "alpha",
+        Tier::Standard,
+        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+    );
+    def.arguments = aether_policy::ArgumentKinds::paths(&["path"]);
+    let tool: Arc<dyn Tool> = Arc::new(SwapThenRead { def });
+    let h = Harness::new();
+    let mut settings = h.settings(vec![worker()], Limits::default(), vec![tool], roots);
+    settings.rules = Rules::load(&path, true).unwrap();
+    let p = aether_pipeline::Pipeline::new(settings).await.unwrap();
+    let ctx = session(&p, "worker", "s1");
+    let result = call(&p, &ctx, "swap_then_read", json!({"path": "docs/a.txt"})).await;
+    match &result.outcome {
+        CallOutcome::Ran(out) => {
+            let text = format!("{out:?}");
+            assert!(out.is_error, "{text}");
+            assert!(text.contains("no-secrets"), "{text}");
+            assert!(!text.contains("the secret"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The audit names the rule that refused the open.
+    assert_eq!(
+        row_of(&h.store, &result.call_id)
+            .await
+            .event
+            .rule
+            .as_deref(),
+        Some("rules")
+    );
+    h.check().await;
+}

@@ -29,6 +29,7 @@ pub fn def(name: &str, group: &str, tier: Tier, input_schema: Value) -> ToolDef 
         group: group.into(),
         tier,
         description: DESCRIPTION.into(),
+        arguments: aether_policy::ArgumentKinds::from_schema(&input_schema),
         input_schema,
         output_schema: json!({"type": "object"}),
         meta: ToolMeta {
@@ -75,6 +76,15 @@ impl Echo {
     pub fn new(name: &str, group: &str, tier: Tier) -> Arc<Echo> {
         Arc::new(Echo {
             def: def(name, group, tier, strict_schema()),
+            calls: AtomicUsize::new(0),
+            seen: Mutex::default(),
+        })
+    }
+
+    /// An echo with a definition of the test's own.
+    pub fn with_def(def: ToolDef) -> Arc<Echo> {
+        Arc::new(Echo {
+            def,
             calls: AtomicUsize::new(0),
             seen: Mutex::default(),
         })

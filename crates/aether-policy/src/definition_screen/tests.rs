@@ -39,6 +39,7 @@ fn def(description: &str, input_schema: Value) -> ToolDef {
         description: format!("{description} (from the upstream server \"trivia\")"),
         input_schema,
         output_schema: json!({"type": "object"}),
+        arguments: Default::default(),
         meta: ToolMeta::read_only(),
     }
 }
@@ -1524,6 +1525,7 @@ fn upstream(server: &str, tool: Value) -> ToolDef {
             .get("outputSchema")
             .cloned()
             .unwrap_or_else(|| json!({"type": "object"})),
+        arguments: Default::default(),
         meta: ToolMeta::read_only(),
     }
 }
@@ -2025,6 +2027,7 @@ fn the_built_in_style_definitions_pass_too() {
                 .into(),
         input_schema: path_schema("Root-relative path, e.g. src/main.rs"),
         output_schema: json!({"type": "object"}),
+        arguments: Default::default(),
         meta: ToolMeta::read_only(),
     };
     let findings = DefinitionScreen::new(CATALOG).screen(&def);

@@ -70,15 +70,17 @@ impl SqlStore {
                 .optional()
                 .map_err(StoreError::sql(context))?;
             if current.unwrap_or(0) != doc.version - 1 {
-                return Err(StoreError::Invalid(match current {
-                    Some(v) if doc.version == 1 => {
-                        format!("{} {:?} already exists (version {v})", doc.kind, doc.name)
-                    }
-                    _ => format!(
-                        "{} {:?} changed since it was read; read it again and retry",
-                        doc.kind, doc.name
-                    ),
-                }));
+                return Err(match current {
+                    Some(version) if doc.version == 1 => StoreError::DocumentExists {
+                        kind: doc.kind,
+                        name: doc.name,
+                        version,
+                    },
+                    _ => StoreError::DocumentChanged {
+                        kind: doc.kind,
+                        name: doc.name,
+                    },
+                });
             }
             tx.execute(
                 "INSERT INTO documents (kind, scope, name, version, body, updated_us, updated_by)

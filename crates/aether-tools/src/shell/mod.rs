@@ -29,8 +29,10 @@ pub use sandbox::{
 };
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    // One sandbox (and so one probe of it) for every tool that runs in it.
-    let sandbox = Sandbox::detect();
+    // One sandbox (and so one probe of it) for every tool that runs in it, `run_command`'s
+    // too; probed from now, on a thread of its own, so the first listing seldom waits.
+    let sandbox = Sandbox::shared().clone();
+    sandbox.start_probe();
     vec![
         Arc::new(RunCommand::new()),
         Arc::new(RunShell::new(sandbox.clone())),

@@ -82,7 +82,7 @@ pub(crate) fn working_folder<'a>(
         .roots
         .get(&name)
         .expect("a root that was just located is among the roots");
-    let (_dir, path) = root.open_folder(&rel, cx.roots.credentials())?;
+    let (_dir, path) = root.open_folder(&rel, cx.opening())?;
     if cx.roots.is_private(&path) {
         return Err(ToolError::denied(
             "protected-path",
@@ -265,9 +265,20 @@ impl Tree {
 }
 
 impl Drop for Tree {
+    /// The call ended some other way (dropped by the pipeline, a panic): the whole tree is
+    /// killed here and now, and the wait for the kernel to empty its cgroup (and the cgroup's
+    /// removal) goes to the blocking pool, never a runtime thread. Without a runtime this is
+    /// no async thread, and it waits where it is.
     fn drop(&mut self) {
-        if let Some(mut containment) = self.containment.take() {
-            containment.kill_all(self.leader);
+        let Some(mut containment) = self.containment.take() else {
+            return;
+        };
+        containment.signal_all(self.leader);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(move || containment.wait_empty());
+            }
+            Err(_) => containment.wait_empty(),
         }
     }
 }

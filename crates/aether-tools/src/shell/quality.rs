@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::tool::groups;
 use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
@@ -237,6 +238,7 @@ fn quality_def(name: &str, title: &str, description: &str, input: Value, output:
         description: description.into(),
         input_schema: input,
         output_schema: output,
+        arguments: Default::default(),
         meta: ToolMeta {
             risk: Risk::Medium,
             ..ToolMeta::local_writer()
@@ -258,7 +260,8 @@ impl RunTests {
                 "Run the project's tests (cargo, pytest, npm/jest or node --test, go, dotnet: found from the project's files) inside the shell sandbox, and get the pass, fail and skip counts and the failing tests' names.",
                 schema_of::<TestArgs>(),
                 schema_of::<TestOut>(),
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["cwd"])),
             shell: RunShell::new(sandbox),
         }
     }
@@ -421,7 +424,8 @@ impl AnalyzeCode {
                 "Check one file with a linter chosen by its extension (ruff/pyflakes/flake8, eslint or node --check, shellcheck or bash -n, gofmt/go vet, rubocop or ruby -wc, json.tool) where one is installed; says plainly when none is.",
                 schema_of::<AnalyzeArgs>(),
                 schema_of::<AnalyzeOut>(),
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
             shell: RunShell::new(sandbox),
         }
     }

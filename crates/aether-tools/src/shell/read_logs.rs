@@ -10,6 +10,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::tool::groups;
 use aether_policy::{Tier, ToolDef, ToolMeta};
 use async_trait::async_trait;
@@ -82,6 +83,7 @@ impl ReadLogs {
                         .into(),
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Output>(),
+                arguments: ArgumentKinds::paths(&["path"]),
                 meta: ToolMeta::read_only(),
             },
         }
@@ -113,7 +115,7 @@ impl Tool for ReadLogs {
                 }
                 let mut rel = String::new();
                 let loc = cx.roots.locate(args.root.as_deref(), path, &mut rel)?;
-                let (file, _) = loc.root.open_file(loc.rel, cx.roots.credentials())?;
+                let (file, _) = loc.root.open_file(loc.rel, cx.opening())?;
                 crate::blocking(move || tail(file, want, &filter)).await?
             }
             None => journal(want, &filter, args.unit.as_deref(), args.since.as_deref()).await?,

@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::argv::{Kind, Reading, Role};
 use aether_policy::commands::{
     CommandRule, GIT_OVERRIDES, forced_arguments, git_config_programs, git_program_key,
@@ -76,6 +77,7 @@ impl RunCommand {
                     .into(),
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Output>(),
+                arguments: ArgumentKinds::paths(&["cwd"]).and_commands(&["command"]),
                 meta: ToolMeta {
                     risk: Risk::High,
                     read_only: false,
@@ -178,7 +180,7 @@ impl Tool for RunCommand {
         // The program runs on the filesystem as it is, but where bubblewrap can, with Aether's
         // own files and the credential files under the roots covered: a program that walks
         // folders (`grep -r`, `tar c .`) reads what no argument named.
-        let sandbox = cover(super::Sandbox::shared().ready(), rule)?;
+        let sandbox = cover(super::Sandbox::shared().probed().await, rule)?;
         let home = Home::new(&cx.call_id)?;
         // Kept until the program has ended (see `pin_names`).
         let mut pin_files = None;

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::journal::CommandStart;
 use aether_policy::tool::groups;
 use aether_policy::{AgentProfile, Risk, Tier, ToolDef, ToolMeta};
@@ -65,6 +66,7 @@ impl RunShell {
                     .into(),
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Output>(),
+                arguments: ArgumentKinds::paths(&["cwd"]).and_commands(&["command"]),
                 meta: ToolMeta {
                     risk: Risk::High,
                     read_only: false,
@@ -111,7 +113,8 @@ impl Tool for RunShell {
         };
         let bwrap = self
             .sandbox
-            .ready()
+            .probed()
+            .await
             .map_err(|why| ToolError::denied("sandbox", why))?;
         if args.command.trim().is_empty() {
             return Err(ToolError::InvalidArguments("the command is empty".into()));

@@ -72,7 +72,23 @@ const TMP_BYTES: u64 = 512 << 20;
 #[derive(Clone)]
 pub struct Sandbox {
     bwrap: Option<PathBuf>,
-    ready: Arc<OnceLock<Result<(), String>>>,
+    probe: Arc<Probe>,
+}
+
+/// The one probe of a [`Sandbox`] (shared by its clones): started once, on a thread of its
+/// own, which waits for bubblewrap while no async thread does; its answer is kept.
+struct Probe {
+    started: std::sync::Once,
+    answer: OnceLock<Result<(), String>>,
+}
+
+impl Default for Probe {
+    fn default() -> Probe {
+        Probe {
+            started: std::sync::Once::new(),
+            answer: OnceLock::new(),
+        }
+    }
 }
 
 impl Sandbox {
@@ -84,7 +100,7 @@ impl Sandbox {
             .find(|p| p.metadata().is_ok_and(|m| m.is_file()));
         Sandbox {
             bwrap: found,
-            ready: Arc::default(),
+            probe: Arc::default(),
         }
     }
 
@@ -99,23 +115,66 @@ impl Sandbox {
     pub fn at(path: impl Into<PathBuf>) -> Sandbox {
         Sandbox {
             bwrap: Some(path.into()),
-            ready: Arc::default(),
+            probe: Arc::default(),
         }
     }
 
-    /// Whether a sandbox can be made here: bubblewrap is installed and a probe sandbox ran.
-    /// Asked once; the answer is kept.
-    pub fn ready(&self) -> Result<&Path, String> {
-        let Some(bwrap) = &self.bwrap else {
-            return Err(
-                "no sandbox is available: bubblewrap is not installed (apt-get install bubblewrap)"
-                    .into(),
-            );
+    /// Starts the probe on its thread, if it has not started; returns at once. Whoever asks
+    /// [`Sandbox::ready`] later finds the answer there, or waits less for it.
+    pub fn start_probe(&self) {
+        let Some(bwrap) = self.bwrap.clone() else {
+            return;
         };
-        self.ready
-            .get_or_init(|| probe(bwrap))
-            .clone()
-            .map(|()| bwrap.as_path())
+        let probe = self.probe.clone();
+        self.probe.started.call_once(move || {
+            let answer = probe.clone();
+            let spawned = std::thread::Builder::new()
+                .name("aether-sandbox-probe".into())
+                .spawn(move || {
+                    // Always answered, so no one waits for ever.
+                    let found =
+                        std::panic::catch_unwind(|| self::probe(&bwrap)).unwrap_or_else(|_| {
+                            Err("no sandbox is available: its probe panicked".into())
+                        });
+                    let _ = answer.answer.set(found);
+                });
+            if let Err(e) = spawned {
+                let _ = probe.answer.set(Err(format!(
+                    "no sandbox is available: its probe could not start a thread: {e}"
+                )));
+            }
+        });
+    }
+
+    /// Whether a sandbox can be made here: bubblewrap is installed and a probe sandbox ran.
+    /// Asked once; the answer is kept. Until the probe's thread has answered, this waits for
+    /// it (parked, not polling): an async caller asks [`Sandbox::probed`] instead.
+    pub fn ready(&self) -> Result<&Path, String> {
+        let bwrap = self.installed()?;
+        self.start_probe();
+        self.probe.answer.wait().clone().map(|()| bwrap)
+    }
+
+    /// [`Sandbox::ready`] for an async caller: the probe's answer is awaited on the blocking
+    /// pool, never on a runtime thread.
+    pub async fn probed(&self) -> Result<&Path, String> {
+        let bwrap = self.installed()?;
+        if let Some(answer) = self.probe.answer.get() {
+            return answer.clone().map(|()| bwrap);
+        }
+        self.start_probe();
+        let probe = self.probe.clone();
+        tokio::task::spawn_blocking(move || probe.answer.wait().clone())
+            .await
+            .unwrap_or_else(|e| Err(format!("no sandbox is available: its probe failed: {e}")))
+            .map(|()| bwrap)
+    }
+
+    fn installed(&self) -> Result<&Path, String> {
+        self.bwrap.as_deref().ok_or_else(|| {
+            "no sandbox is available: bubblewrap is not installed (apt-get install bubblewrap)"
+                .to_string()
+        })
     }
 }
 
@@ -402,7 +461,8 @@ pub fn shell() -> &'static str {
     }
 }
 
-/// Runs `true` in a sandbox built like a real one (without roots).
+/// Runs `true` in a sandbox built like a real one (without roots). It polls the child and
+/// blocks: it runs on the probe's own thread ([`Sandbox::start_probe`]).
 fn probe(bwrap: &Path) -> Result<(), String> {
     // A fresh private folder (never one that already exists: someone else could have put
     // links in it for these writes to follow).

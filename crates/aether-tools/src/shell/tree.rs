@@ -77,8 +77,17 @@ impl Containment {
     }
 
     /// Kills everything in the tree (the child's group, and with a cgroup every process that
-    /// ever descended from it), and waits a little for the cgroup to empty.
+    /// ever descended from it), and waits a little for the cgroup to empty. It blocks: call
+    /// it off the async threads.
     pub fn kill_all(&mut self, leader: Option<u32>) {
+        self.signal_all(leader);
+        self.wait_empty();
+    }
+
+    /// Sends every process in the tree SIGKILL, without waiting for any to go: a few system
+    /// calls, safe on any thread. The tree is dead once they are delivered; what is left is
+    /// the kernel reaping it ([`Containment::wait_empty`]).
+    pub fn signal_all(&mut self, leader: Option<u32>) {
         if let Some(pid) = leader
             && let Some(pid) = rustix::process::Pid::from_raw(pid as i32)
         {
@@ -91,6 +100,13 @@ impl Containment {
                 // Kernels before 5.14: kill each process listed.
                 kill_listed(dir);
             }
+        }
+    }
+
+    /// Waits (at most 2 s, polling) for a killed cgroup to empty, so that it can be removed
+    /// when the containment is dropped. Blocks: call it off the async threads.
+    pub fn wait_empty(&mut self) {
+        if let Containment::Cgroup { dir, .. } = self {
             let deadline = Instant::now() + Duration::from_secs(2);
             while populated(dir) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));

@@ -1,5 +1,6 @@
 //! `create_directory`: create a folder and any missing parents, undoably.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::journal::JournalWrite;
 use async_trait::async_trait;
@@ -43,7 +44,8 @@ impl CreateDirectory {
                  if it exists. Journalled: aether undo removes what it created (if still empty).",
                 false,
                 true,
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }
@@ -62,7 +64,7 @@ impl Tool for CreateDirectory {
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let (root, rel) = (loc.root, loc.rel.to_string());
         root.check_writable(&rel, "create")?;
-        let existed = root.open_folder(&rel, cx.roots.credentials()).is_ok();
+        let existed = root.open_folder(&rel, cx.opening()).is_ok();
         let mut created = Vec::new();
         if !existed {
             // The folder that will hold it, its missing parents created (and journalled).
@@ -104,7 +106,7 @@ impl Tool for CreateDirectory {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     // Something else made it meanwhile; it must be a folder.
-                    root.open_folder(&rel, cx.roots.credentials())?;
+                    root.open_folder(&rel, cx.opening())?;
                 }
                 Err(e) => return Err(root.io_error(&rel, e)),
             }

@@ -1,5 +1,6 @@
 //! `delete_file`: delete one file, undoably, in a root whose operator opted in.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::journal::{JournalOp, JournalWrite};
 use async_trait::async_trait;
@@ -44,7 +45,8 @@ impl DeleteFile {
                  revert_file brings the file back.",
                 true,
                 false,
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `edit_file`: search and replace in a file (see `edit.rs` for the exact rules), atomically
 //! and undoably, or as a dry run that shows the diff.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::journal::{JournalOp, content_hash};
 use async_trait::async_trait;
@@ -87,7 +88,8 @@ impl EditFile {
                  dry_run shows the diff without writing. Atomic and journalled: revert_file undoes it.",
                 true,
                 false,
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

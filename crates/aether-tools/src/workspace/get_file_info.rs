@@ -2,6 +2,7 @@
 
 use cap_std::fs::MetadataExt;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -52,7 +53,8 @@ impl GetFileInfo {
                 "Describe a path",
                 "Describe a file or folder under a root without reading it: kind, size in bytes, last \
                  modification time, permissions, and a symlink's target.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }
@@ -75,7 +77,7 @@ impl Tool for GetFileInfo {
         // read through the folder handle just checked, not looked up again by name.
         let (folder, name) = match loc.rel.rsplit_once('/') {
             Some((parent, name)) => {
-                let (folder, real_parent) = root.open_folder(parent, cx.roots.credentials())?;
+                let (folder, real_parent) = root.open_folder(parent, cx.opening())?;
                 let real_path = real_parent.join(name);
                 if cx
                     .roots
@@ -126,7 +128,7 @@ impl Tool for GetFileInfo {
             }
             // A pinned file is checked as a read checks it (its content against the hash).
             if ft.is_file() && pinned == Some(meta.len()) {
-                root.open_file(loc.rel, cx.roots.credentials())?;
+                root.open_file(loc.rel, cx.opening())?;
             }
             if ft.is_file() && pinned != Some(meta.len()) {
                 return Err(ToolError::denied(

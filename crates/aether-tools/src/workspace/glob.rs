@@ -4,6 +4,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use ignore::WalkState;
@@ -58,7 +59,8 @@ impl GlobTool {
                 "Find files by name",
                 "Find files whose names match a glob (\"*.rs\", \"**/test_*.py\", \"src/**/mod.rs\") under a \
                  root, honouring .gitignore. Returns paths relative to the root, sorted, capped.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

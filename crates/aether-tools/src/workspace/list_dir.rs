@@ -1,5 +1,6 @@
 //! `list_dir`: one folder's entries, folders first, with kinds and sizes.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use cap_std::fs::MetadataExt;
@@ -59,7 +60,8 @@ impl ListDir {
                 "List a folder",
                 "List the entries of one folder under a root: name, kind (file, dir, symlink) and size. \
                  Folders come first. Use glob or search_files to find files deeper in the tree.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }
@@ -77,7 +79,7 @@ impl Tool for ListDir {
             .roots
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
         let seal = loc.root.seal_in_force()?;
-        let (dir, real) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+        let (dir, real) = loc.root.open_folder(loc.rel, cx.opening())?;
         // Seal keys are real root-relative paths: the folder as it really is.
         let here = loc
             .root

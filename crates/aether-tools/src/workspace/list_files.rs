@@ -2,6 +2,7 @@
 //! a depth and an entry limit and a marker where it stops. The whole tree (to the depth) is
 //! walked in parallel so the marker can say how much was left out.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -72,7 +73,8 @@ impl ListFiles {
                 "The files and folders under a folder as an indented tree (folders end in \"/\"), \
                  sorted, honouring .gitignore and .ignore, skipping hidden entries unless asked. \
                  Limited by depth and entry count; a marker says where and how much it left out.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

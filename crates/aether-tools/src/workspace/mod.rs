@@ -66,6 +66,7 @@ fn reader<I: JsonSchema, O: JsonSchema>(name: &str, title: &str, description: &s
         description: description.into(),
         input_schema: schema_of::<I>(),
         output_schema: schema_of::<O>(),
+        arguments: Default::default(),
         meta: ToolMeta::read_only(),
     }
 }

@@ -1,6 +1,7 @@
 //! `move_file`: rename a file or folder within a root, undoably. Never replaces what is at the
 //! destination.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::journal::{JournalOp, JournalWrite};
 use async_trait::async_trait;
@@ -51,7 +52,8 @@ impl MoveFile {
                  destination exists (nothing is overwritten). Journalled: aether undo moves it back.",
                 false,
                 false,
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["source", "destination"])),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::truncate::{bound_partial, bound_text};
 use async_trait::async_trait;
@@ -105,7 +106,8 @@ impl ReadFile {
                 "Read a text file under a root. Whole, or part of it: `start_line`/`end_line` (1-based, \
                  inclusive), `head` (first N lines) or `tail` (last N lines). Large files must be read by \
                  part; binary files are described, not shown. Credential files (.env, keys, .ssh) are refused.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }
@@ -123,7 +125,7 @@ impl Tool for ReadFile {
         let loc = cx
             .roots
             .locate(args.root.as_deref(), &args.path, &mut rel)?;
-        let (file, meta) = loc.root.open_file(loc.rel, cx.roots.credentials())?;
+        let (file, meta) = loc.root.open_file(loc.rel, cx.opening())?;
         let size = meta.len();
         let shown = loc.root.display(loc.rel);
         if span == Span::Whole && size > cx.limits.read_file_bytes {

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::config::Limits;
 use async_trait::async_trait;
@@ -57,7 +58,8 @@ impl ReadMultipleFiles {
                 "Read several files",
                 "Read up to 50 whole text files in one call. Each file reports its own content or error, \
                  so one bad path does not fail the rest. Use read_file for ranges of large files.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["paths"])),
             one: ReadFile::new(),
         }
     }

@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use async_trait::async_trait;
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
@@ -97,7 +98,8 @@ impl SearchFiles {
                  optionally only in files matching `glob`; or, with only `glob`, file names. Honours \
                  .gitignore, skips binary and credential files, caps the output. Use this instead of \
                  grep, find or ls in a shell.",
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }
@@ -240,7 +242,11 @@ async fn search_lines(
                             return WalkState::Continue;
                         };
                         let file = file.into_std();
-                        let Ok(real) = root.check_real_path(&rel, &file, credentials) else {
+                        let opening = crate::Opening {
+                            credentials,
+                            paths: &*walked.paths,
+                        };
+                        let Ok(real) = root.check_real_path(&rel, &file, opening, false) else {
                             return WalkState::Continue;
                         };
                         (file, real)

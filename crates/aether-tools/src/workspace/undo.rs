@@ -7,6 +7,7 @@
 //! and the message names what changed. Then it records its own journal entries (so an undo can
 //! be undone) and marks the undone entries, durably, and only then changes the files.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::journal::{JournalEntry, JournalOp, JournalQuery, JournalWrite, content_hash};
 use async_trait::async_trait;
@@ -347,7 +348,8 @@ impl RevertFile {
                  touched it. The revert is itself journalled.",
                 true,
                 false,
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

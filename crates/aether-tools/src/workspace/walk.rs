@@ -44,6 +44,8 @@ pub(super) struct Walk {
     /// The folder walked, opened beneath the root.
     pub folder: cap_std::fs::Dir,
     pub credentials: Arc<CredentialFilter>,
+    /// The call's path rules, for a file whose open is checked where it landed.
+    pub paths: Arc<dyn crate::PathCheck>,
     pub opts: WalkOptions,
     /// Results returned at most: the caller's wish within the operator's limit.
     pub max: usize,
@@ -62,7 +64,7 @@ impl Walk {
         let mut rel = String::new();
         let loc = cx.roots.locate(root, path, &mut rel)?;
         let seal = loc.root.seal_in_force()?;
-        let (folder, base) = loc.root.open_folder(loc.rel, cx.roots.credentials())?;
+        let (folder, base) = loc.root.open_folder(loc.rel, cx.opening())?;
         let root_dir = loc
             .root
             .dir()
@@ -75,6 +77,7 @@ impl Walk {
             root_dir,
             folder,
             credentials: Arc::new(cx.roots.credentials().clone()),
+            paths: cx.paths.clone(),
             opts,
             max: max_results
                 .unwrap_or(usize::MAX)

@@ -63,6 +63,7 @@ pub(super) fn writer<I: JsonSchema, O: JsonSchema>(
         description: description.into(),
         input_schema: schema_of::<I>(),
         output_schema: schema_of::<O>(),
+        arguments: Default::default(),
         meta: ToolMeta {
             risk: if destructive { Risk::Medium } else { Risk::Low },
             read_only: false,
@@ -115,7 +116,8 @@ fn open<'a>(
     rel: String,
     create_parents: bool,
 ) -> Result<Target<'a>, ToolError> {
-    let (dir, real_parent, name, created) = root.open_parent(&cx.roots, &rel, create_parents)?;
+    let (dir, real_parent, name, created) =
+        root.open_parent(&cx.roots, &*cx.paths, &rel, create_parents)?;
     Ok(Target {
         root,
         real: real_parent.join(&name),
@@ -512,7 +514,7 @@ pub(super) async fn record(
 }
 
 /// The error of a change refused because the journal could not record it.
-fn not_recorded(e: String) -> ToolError {
+fn not_recorded(e: crate::LedgerError) -> ToolError {
     ToolError::failed(format!(
         "the change could not be recorded in the journal, so nothing was changed: {e}"
     ))

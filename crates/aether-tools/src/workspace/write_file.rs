@@ -1,5 +1,6 @@
 //! `write_file`: create a file or replace its content, atomically and undoably.
 
+use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
 use aether_policy::journal::content_hash;
 use async_trait::async_trait;
@@ -61,7 +62,8 @@ impl WriteFile {
                  part of a file.",
                 true,
                 true,
-            ),
+            )
+            .declaring(ArgumentKinds::paths(&["path"])),
         }
     }
 }

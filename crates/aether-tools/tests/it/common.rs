@@ -136,6 +136,7 @@ pub fn context(roots: Arc<Roots>, limits: Limits) -> CallContext {
         client: Arc::new(NoClient),
         ledger: Arc::new(MemoryLedger::default()),
         destinations: Arc::new(aether_tools::AnyDestination),
+        paths: Arc::new(aether_tools::AnyPath),
     }
 }
 
@@ -184,13 +185,13 @@ impl aether_tools::Ledger for MemoryLedger {
     async fn record(
         &self,
         write: aether_policy::journal::JournalWrite,
-    ) -> Result<Vec<i64>, String> {
+    ) -> Result<Vec<i64>, aether_tools::LedgerError> {
         let mut entries = self.entries.lock().unwrap();
         for id in &write.reverts {
             let e = entries
                 .iter_mut()
                 .find(|e| e.id == *id)
-                .ok_or("no such entry")?;
+                .ok_or_else(|| aether_tools::LedgerError::Unavailable("no such entry".into()))?;
             e.reverted_by = write.entries.first().map(|n| n.call_id.clone());
         }
         self.blobs.lock().unwrap().extend(write.blobs);
@@ -206,7 +207,7 @@ impl aether_tools::Ledger for MemoryLedger {
     async fn entries(
         &self,
         q: aether_policy::journal::JournalQuery,
-    ) -> Result<Vec<aether_policy::journal::JournalEntry>, String> {
+    ) -> Result<Vec<aether_policy::journal::JournalEntry>, aether_tools::LedgerError> {
         let entries = self.entries.lock().unwrap();
         Ok(entries
             .iter()
@@ -225,7 +226,7 @@ impl aether_tools::Ledger for MemoryLedger {
             .collect())
     }
 
-    async fn image(&self, hash: &str) -> Result<Option<Vec<u8>>, String> {
+    async fn image(&self, hash: &str) -> Result<Option<Vec<u8>>, aether_tools::LedgerError> {
         Ok(self.blobs.lock().unwrap().get(hash).cloned())
     }
 
@@ -234,16 +235,26 @@ impl aether_tools::Ledger for MemoryLedger {
         _: &str,
         _: &str,
         _: &str,
-    ) -> Result<Option<aether_policy::journal::Document>, String> {
+    ) -> Result<Option<aether_policy::journal::Document>, aether_tools::LedgerError> {
         Ok(None)
     }
 
-    async fn put_document(&self, _: aether_policy::journal::Document) -> Result<(), String> {
-        Err("the workspace tools' tests keep no plans".into())
+    async fn put_document(
+        &self,
+        _: aether_policy::journal::Document,
+    ) -> Result<(), aether_tools::LedgerError> {
+        Err(aether_tools::LedgerError::Unavailable(
+            "the workspace tools' tests keep no plans".into(),
+        ))
     }
 
-    async fn send_message(&self, _: aether_policy::journal::Message) -> Result<i64, String> {
-        Err("the workspace tools' tests keep no messages".into())
+    async fn send_message(
+        &self,
+        _: aether_policy::journal::Message,
+    ) -> Result<i64, aether_tools::LedgerError> {
+        Err(aether_tools::LedgerError::Unavailable(
+            "the workspace tools' tests keep no messages".into(),
+        ))
     }
 
     async fn take_messages(
@@ -251,15 +262,17 @@ impl aether_tools::Ledger for MemoryLedger {
         _: &str,
         _: &str,
         _: usize,
-    ) -> Result<Vec<aether_policy::journal::Message>, String> {
+    ) -> Result<Vec<aether_policy::journal::Message>, aether_tools::LedgerError> {
         Ok(Vec::new())
     }
 
     async fn knowledge_put(
         &self,
         _: Vec<aether_policy::journal::KnowledgeDoc>,
-    ) -> Result<usize, String> {
-        Err("the workspace tools' tests keep no knowledge".into())
+    ) -> Result<usize, aether_tools::LedgerError> {
+        Err(aether_tools::LedgerError::Unavailable(
+            "the workspace tools' tests keep no knowledge".into(),
+        ))
     }
 
     async fn knowledge_search(
@@ -268,14 +281,14 @@ impl aether_tools::Ledger for MemoryLedger {
         _: &str,
         _: usize,
         _: f64,
-    ) -> Result<Vec<aether_policy::journal::KnowledgeHit>, String> {
+    ) -> Result<Vec<aether_policy::journal::KnowledgeHit>, aether_tools::LedgerError> {
         Ok(Vec::new())
     }
 
     async fn command_started(
         &self,
         start: aether_policy::journal::CommandStart,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, aether_tools::LedgerError> {
         let mut commands = self.commands.lock().unwrap();
         let id = commands.len() as i64 + 1;
         commands.push(aether_policy::journal::CommandRecord {
@@ -290,12 +303,12 @@ impl aether_tools::Ledger for MemoryLedger {
         &self,
         id: i64,
         end: aether_policy::journal::CommandEnd,
-    ) -> Result<(), String> {
+    ) -> Result<(), aether_tools::LedgerError> {
         let mut commands = self.commands.lock().unwrap();
         let row = commands
             .iter_mut()
             .find(|c| c.id == id)
-            .ok_or("no such command")?;
+            .ok_or_else(|| aether_tools::LedgerError::Unavailable("no such command".into()))?;
         row.end = Some(end);
         Ok(())
     }

@@ -443,3 +443,69 @@ async fn a_path_through_a_file_is_not_a_folder() {
     let message = failed(call(&cx, "list_dir", json!({"path": "a.txt"})).await);
     assert!(message.contains("not a folder"), "{message}");
 }
+
+/// Refuses every open that lands under `secrets/`, as an operator's `always_deny` on
+/// `secrets/**` does in the pipeline.
+struct NoSecrets;
+
+impl aether_tools::PathCheck for NoSecrets {
+    fn check(&self, _: &aether_tools::Root, real_rel: &str, _: bool) -> Result<(), ToolError> {
+        match real_rel == "secrets" || real_rel.starts_with("secrets/") {
+            true => Err(ToolError::denied(
+                "rules",
+                format!("{real_rel} meets no-secrets"),
+            )),
+            false => Ok(()),
+        }
+    }
+}
+
+/// The call's path rules are held where each open really lands: a folder that is a link to
+/// a ruled one (swapped in after the pipeline judged the name, say) is refused by the read,
+/// listing, information and write tools alike, and nothing is written there.
+#[tokio::test]
+async fn the_path_rules_judge_where_an_open_lands() {
+    let t = Tree::new();
+    t.file("secrets/key.txt", "s3cret");
+    t.file("docs/readme.txt", "fine");
+    t.link("secrets", "shortcut");
+    let cx = CallContext {
+        paths: Arc::new(NoSecrets),
+        ..t.cx_writable()
+    };
+    // What the rules allow still works.
+    ok(call(&cx, "read_file", json!({"path": "docs/readme.txt"})).await);
+    for (tool, args) in [
+        ("read_file", json!({"path": "shortcut/key.txt"})),
+        ("get_file_info", json!({"path": "shortcut/key.txt"})),
+        ("list_dir", json!({"path": "shortcut"})),
+        ("glob", json!({"pattern": "*", "path": "shortcut"})),
+        (
+            "search_files",
+            json!({"query": "s3cret", "path": "shortcut"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "shortcut/new.txt", "content": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "shortcut/key.txt", "search": "s3cret", "replace": "x"}),
+        ),
+    ] {
+        match call(&cx, tool, args).await {
+            Err(ToolError::Denied {
+                rule: "rules",
+                message,
+            }) => {
+                assert!(message.contains("no-secrets"), "{tool}: {message}")
+            }
+            other => panic!("{tool}: expected the rules' refusal, got {other:?}"),
+        }
+    }
+    assert!(!std::path::Path::new(&t.abs("secrets/new.txt")).exists());
+    assert_eq!(
+        fs::read_to_string(t.abs("secrets/key.txt")).unwrap(),
+        "s3cret"
+    );
+}

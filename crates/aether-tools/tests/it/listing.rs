@@ -449,7 +449,12 @@ async fn a_sealed_file_is_served_as_it_was_checked_whatever_happens_on_disk_afte
             .collect(),
         folders: Default::default(),
     }));
-    let (mut file, _) = root.open_file("spec.md", roots.credentials()).unwrap();
+    let (mut file, _) = root
+        .open_file(
+            "spec.md",
+            aether_tools::Opening::unruled(roots.credentials()),
+        )
+        .unwrap();
     // Rewritten in place (same length, same inode) between the check and the read: what is
     // read is still what was checked.
     fs::OpenOptions::new()
@@ -461,7 +466,12 @@ async fn a_sealed_file_is_served_as_it_was_checked_whatever_happens_on_disk_afte
     file.read_to_string(&mut text).unwrap();
     assert_eq!(text, "the pinned text\n");
     // The next open sees the change and refuses it.
-    let refusal = root.open_file("spec.md", roots.credentials()).unwrap_err();
+    let refusal = root
+        .open_file(
+            "spec.md",
+            aether_tools::Opening::unruled(roots.credentials()),
+        )
+        .unwrap_err();
     assert!(refusal.to_string().contains("changed on disk"), "{refusal}");
 }
 

@@ -2,7 +2,10 @@
 //! waiting for a person, change the registry. Each is one store transaction holding the change
 //! and its own audit row (agent `operator:BY`): both or neither. Each needs only the store, so
 //! the CLI can act on a store that a running server shares; the server notices through the
-//! store's revision counters.
+//! store's revision counters. The same, on a running [`Pipeline`], bring it in step at once;
+//! the operator's undo (`undo.rs`) is a receipted and audited call of its own.
+
+mod undo;
 
 use aether_store::{
     ApprovalRow, ApprovalState, HaltState, RegistryAction, RegistryChange, RegistryRow, Store,
@@ -13,6 +16,7 @@ use serde_json::json;
 use aether_policy::definition_screen::ScreenMode;
 
 use crate::audit::operator_event;
+use crate::{Pipeline, PipelineError};
 
 fn need_why(why: &str, what: &str) -> Result<(), StoreError> {
     if why.trim().is_empty() {
@@ -161,4 +165,42 @@ pub async fn approve_source(
         );
     }
     Ok(approved)
+}
+
+impl Pipeline {
+    /// Halts or resumes, as the operator `by` (see [`set_halt`]), and brings this
+    /// process in step at once.
+    pub async fn set_halt(
+        &self,
+        halted: bool,
+        by: &str,
+        why: &str,
+    ) -> Result<HaltState, PipelineError> {
+        let state = set_halt(&self.store, halted, by, why).await?;
+        self.sync().await?;
+        Ok(state)
+    }
+
+    /// An operator's decision on a call waiting for a person (see [`decide`]).
+    pub async fn decide(
+        &self,
+        call_id: &str,
+        approve: bool,
+        by: &str,
+        why: &str,
+    ) -> Result<ApprovalRow, PipelineError> {
+        let row = decide(&self.store, call_id, approve, by, why).await?;
+        self.sync().await?;
+        Ok(row)
+    }
+
+    /// An operator's change to the registry (see [`change_registry`]).
+    pub async fn change_registry(
+        &self,
+        change: RegistryChange,
+    ) -> Result<RegistryRow, PipelineError> {
+        let row = change_registry(&self.store, change, self.screen).await?;
+        self.sync().await?;
+        Ok(row)
+    }
 }

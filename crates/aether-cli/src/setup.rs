@@ -388,6 +388,7 @@ pub async fn pipeline_and_host(
         screen: loaded.raw.registry.screen,
         // The configuration read, and the one a start here without --config would read: an
         // agent that could write either would configure Aether (or the CLI run here).
+        undo: Arc::new(aether_tools::workspace::UndoCall::new()),
         private: loaded
             .file
             .iter()

@@ -21,7 +21,7 @@ use aether_policy::egress::{
     Destination, EgressPolicy, EgressRefusal, Host, MAX_REDIRECTS, parse_destination,
     redirect_target,
 };
-use aether_tools::{DestinationCheck, ToolError};
+use aether_tools_core::{DestinationCheck, ToolError};
 use async_trait::async_trait;
 use reqwest::Method;
 
@@ -288,16 +288,13 @@ fn client_for(
     timeout: Duration,
 ) -> Result<reqwest::Client, ToolError> {
     install_tls();
-    let mut builder = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .user_agent(concat!("aether/", env!("CARGO_PKG_VERSION")))
-        .default_headers(reqwest::header::HeaderMap::from_iter([(
-            reqwest::header::HeaderName::from_static(aether_policy::egress::EGRESS_MARK),
-            reqwest::header::HeaderValue::from_static("1"),
-        )]));
+    let mut builder =
+        outbound(timeout)
+            .timeout(timeout)
+            .default_headers(reqwest::header::HeaderMap::from_iter([(
+                reqwest::header::HeaderName::from_static(aether_policy::egress::EGRESS_MARK),
+                reqwest::header::HeaderValue::from_static("1"),
+            )]));
     if let Host::Domain(name) = &d.host {
         builder = builder.resolve(name, SocketAddr::new(address, d.port));
     }
@@ -360,4 +357,17 @@ fn transport_error(d: &Destination, e: &reqwest::Error, limit: Duration) -> Tool
         source = s.source();
     }
     ToolError::failed(format!("{what} {}: {cause}", shown(&d.url)))
+}
+
+/// Every HTTP client Aether connects out with starts here — the network tools' (per hop,
+/// pinned to the vetted address), the upstreams' and the model connections': no proxy from
+/// the environment (a proxy would see, and choose, where a call goes), no redirects of its own
+/// (each hop is judged again by whoever follows it), TLS as the build configures it, a
+/// connection time bounded by `within` (at most 10 s), Aether's user agent.
+pub fn outbound(within: Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(within.min(Duration::from_secs(10)))
+        .user_agent(concat!("aether/", env!("CARGO_PKG_VERSION")))
 }

@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use aether_policy::AgentProfile;
 use aether_policy::egress::EgressPolicy;
-use aether_tools::{Tool, ToolError};
+use aether_tools_core::{Tool, ToolError};
 
-pub use client::{Request, Resolve, Response, SystemResolver, fetch};
+pub use client::{Request, Resolve, Response, SystemResolver, fetch, outbound};
 
 /// The network tools, resolving names through `resolver`.
 pub fn tools(resolver: Arc<dyn Resolve>) -> Vec<Arc<dyn Tool>> {
@@ -83,7 +83,7 @@ pub(crate) fn reaches_somewhere(agent: &AgentProfile) -> Result<(), String> {
 
 /// The egress policy of the agent making the call.
 pub fn policy_for(agent: &AgentProfile) -> Result<EgressPolicy, ToolError> {
-    EgressPolicy::for_agent(agent).map_err(ToolError::failed)
+    agent.egress().map_err(ToolError::failed)
 }
 
 /// Text of a body for a model: UTF-8 as it is, anything else described, not dumped.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aether_policy::egress::{DomainAllowlist, EgressPolicy};
 use aether_policy::{AgentProfile, Risk, ToolDef};
-use aether_tools::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
+use aether_tools_core::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -16,7 +16,7 @@ use aether_policy::decision::{Refusal, Step};
 use aether_policy::dlp::Finding;
 use aether_policy::{Hidden, Offer, Tier};
 use aether_store::IdempotencyClaim;
-use aether_tools::{ClientLink, Content, ToolOutput};
+use aether_tools_core::{ClientLink, Content, ToolOutput};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use aether_policy::agent::ApprovalRoute;
 use aether_policy::decision::Step;
 use aether_store::{ApprovalRequest, ApprovalRow, ApprovalState};
-use aether_tools::{AnswerShape, Field, FieldKind, LogLevel, Question, Reply};
+use aether_tools_core::{AnswerShape, Field, FieldKind, LogLevel, Question, Reply};
 use serde_json::{Value, json};
 
 use crate::admission::{Call, Stop, halted};

@@ -11,7 +11,7 @@ use std::time::Duration;
 use aether_policy::decision::Step;
 use aether_policy::{Digest, Tier, ToolDef, canonical_json, sha256};
 use aether_store::{AuditEvent, Location, Store};
-use aether_tools::{Content, ToolError};
+use aether_tools_core::{Content, ToolError};
 use serde_json::Value;
 
 use crate::{CallOutcome, SessionContext};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use aether_policy::{Digest, ToolDef};
-use aether_tools::Tool;
+use aether_tools_core::Tool;
 use serde_json::Value;
 
 #[derive(Debug, thiserror::Error)]

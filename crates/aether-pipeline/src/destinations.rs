@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use aether_policy::AgentProfile;
 use aether_policy::decision::{Refusal, Step};
-use aether_tools::{Root, Roots, ToolError};
+use aether_tools_core::{Root, Roots, ToolError};
 use serde_json::Value;
 
 use crate::admission::Call;
@@ -140,7 +140,7 @@ fn in_other_roots(roots: &Roots, root: &Root, forms: &mut Vec<String>) {
     }
 }
 
-/// The operator's path rules held where a tool opens a file (`aether_tools::PathCheck`): the
+/// The operator's path rules held where a tool opens a file (`aether_tools_core::PathCheck`): the
 /// file or folder an open really lands on is judged as the call's own paths were, so a path
 /// swapped for a link between admission and the open meets the rules where it leads. An
 /// `always_deny` refuses the open; so does an `ask_user` the call's person did not approve
@@ -180,7 +180,7 @@ impl RuledPaths {
     }
 }
 
-impl aether_tools::PathCheck for RuledPaths {
+impl aether_tools_core::PathCheck for RuledPaths {
     fn check(&self, root: &Root, real_rel: &str, is_dir: bool) -> Result<(), ToolError> {
         if self.rules.is_empty()
             || !self
@@ -238,7 +238,7 @@ struct Facts {
 /// common case, found with one `lstat` per component below the root, whose own path is
 /// already real), else its real path relative to the root (`None` if that leaves the root,
 /// where the tool refuses it anyway). Also says whether it is a folder.
-fn real_relative(root: &aether_tools::Root, rel: &str) -> (Option<String>, bool) {
+fn real_relative(root: &aether_tools_core::Root, rel: &str) -> (Option<String>, bool) {
     let mut full = root.path.clone();
     let mut is_dir = rel.is_empty();
     for part in rel.split('/').filter(|p| !p.is_empty()) {
@@ -255,7 +255,7 @@ fn real_relative(root: &aether_tools::Root, rel: &str) -> (Option<String>, bool)
 
 /// The slow path of [`real_relative`]: the real path of the deepest existing ancestor, plus
 /// the rest.
-fn resolved(root: &aether_tools::Root, rel: &str) -> (Option<String>, bool) {
+fn resolved(root: &aether_tools_core::Root, rel: &str) -> (Option<String>, bool) {
     let mut existing = root.path.join(rel);
     let mut rest = Vec::new();
     let real = loop {
@@ -314,7 +314,7 @@ impl RuledDestinations {
     }
 }
 
-impl aether_tools::DestinationCheck for RuledDestinations {
+impl aether_tools_core::DestinationCheck for RuledDestinations {
     fn check(&self, url: &str, host: &str) -> Result<(), ToolError> {
         if self.rules.is_empty() {
             return Ok(());
@@ -375,7 +375,9 @@ pub(crate) fn egress_check(
             format!("the call carries {finding}; nothing was sent"),
         ));
     }
-    let policy = aether_policy::egress::EgressPolicy::for_agent(&ctx.agent)
+    let policy = ctx
+        .agent
+        .egress()
         .map_err(|why| Refusal::new(Step::Egress, "egress:configuration", why))?;
     let kinds = &def.arguments;
     let hosts = kinds.strings_named(&kinds.hosts, args);

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aether_store::{AdmissionReceipt, ReceiptOutcome};
-use aether_tools::{CallContext, Content, DestinationCheck, PathCheck, ToolError, ToolOutput};
+use aether_tools_core::{CallContext, Content, DestinationCheck, PathCheck, ToolError, ToolOutput};
 use futures::FutureExt;
 use serde_json::Value;
 

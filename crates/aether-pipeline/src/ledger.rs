@@ -3,7 +3,7 @@
 
 use aether_policy::journal::{CommandEnd, CommandStart, JournalEntry, JournalQuery, JournalWrite};
 use aether_store::{Store, StoreError};
-use aether_tools::{Ledger, LedgerError};
+use aether_tools_core::{Ledger, LedgerError};
 use async_trait::async_trait;
 
 /// [`Ledger`] over the store: records go through the store's group commit, durably.

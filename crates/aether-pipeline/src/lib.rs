@@ -65,7 +65,7 @@ use aether_policy::RegistryView;
 use aether_policy::config::{JournalSection, Limits};
 use aether_policy::decision::Refusal;
 use aether_store::{AuditQuery, AuditRecord, BuiltinDefinition, Revisions, Store};
-use aether_tools::{Ledger, Roots, Tool, ToolOutput};
+use aether_tools_core::{Ledger, Roots, Tool, ToolOutput};
 use tokio_util::sync::CancellationToken;
 
 pub use admission::STEPS;
@@ -97,6 +97,9 @@ pub struct Settings {
     /// Files of the operator's (the configuration) that no tool may read or write, whatever
     /// root they lie in. The rules file and the store are added to these.
     pub private: Vec<std::path::PathBuf>,
+    /// The tool the operator's undo runs (`aether_tools::workspace::UndoCall`): served to no
+    /// agent, run only by [`Pipeline::operator_undo`].
+    pub undo: Arc<dyn Tool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +133,8 @@ pub struct CallResult {
 
 /// The admission pipeline. Cheap to share: wrap it in an `Arc`.
 pub struct Pipeline {
+    /// The operator's undo tool (see [`Settings::undo`]).
+    undo: Arc<dyn Tool>,
     /// Replaced, never changed in place, when an upstream's tools change.
     catalog: RwLock<Arc<Catalog>>,
     registry: RwLock<Arc<RegistryView>>,
@@ -234,6 +239,7 @@ impl Pipeline {
             seen: std::sync::Mutex::new(revisions),
             metrics: metrics::Metrics::default(),
             fragments: std::sync::Mutex::default(),
+            undo: settings.undo,
         };
         pipeline.reload_registry().await?;
         pipeline.reload_seals().await?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use aether_policy::{Hidden, Offer};
 use aether_store::BuiltinDefinition;
-use aether_tools::Tool;
+use aether_tools_core::Tool;
 use serde_json::Value;
 
 use crate::{Entry, Pipeline, PipelineError, SessionContext, Transport, screening};

@@ -7,7 +7,7 @@
 //! whose only block is text holding such JSON.
 
 use aether_store::{DATASET_ROWS, Dataset, Report};
-use aether_tools::{Content, ToolOutput};
+use aether_tools_core::{Content, ToolOutput};
 use serde_json::{Map, Value};
 
 /// The most rows of a table the model sees.
@@ -222,7 +222,7 @@ pub async fn run_report(
             &ctx,
             &report.tool,
             arguments,
-            std::sync::Arc::new(aether_tools::NoClient),
+            std::sync::Arc::new(aether_tools_core::NoClient),
             tokio_util::sync::CancellationToken::new(),
         )
         .await;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use aether_policy::registry::RegistryEntry;
 use aether_policy::{Digest, RegistryState, RegistryView};
 use aether_store::Revisions;
-use aether_tools::SealManifest;
+use aether_tools_core::SealManifest;
 
 use crate::{Pipeline, PipelineError, TokenIndex, envelope, rules, tables};
 

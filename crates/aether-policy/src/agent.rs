@@ -57,6 +57,16 @@ pub struct AgentProfile {
 }
 
 impl AgentProfile {
+    /// This agent's egress policy (`crate::egress`): its allowed domains, whether it may
+    /// reach private networks. An invalid allowed domain is an error naming the agent.
+    pub fn egress(&self) -> Result<crate::egress::EgressPolicy, String> {
+        crate::egress::EgressPolicy::for_agent(
+            &self.name,
+            &self.allowed_domains,
+            self.allow_private_network,
+        )
+    }
+
     /// The knowledge scopes this agent searches: its packs, its team's, its project's, its
     /// own (from its identity and the operator's configuration, never a call's arguments).
     pub fn knowledge_scopes(&self) -> Vec<String> {

@@ -4,37 +4,10 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::agent::Hidden;
 use crate::canon::Digest;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RegistryState {
-    Approved,
-    Unapproved,
-    Withdrawn,
-}
-
-impl RegistryState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RegistryState::Approved => "approved",
-            RegistryState::Unapproved => "unapproved",
-            RegistryState::Withdrawn => "withdrawn",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<RegistryState> {
-        match s {
-            "approved" => Some(RegistryState::Approved),
-            "unapproved" => Some(RegistryState::Unapproved),
-            "withdrawn" => Some(RegistryState::Withdrawn),
-            _ => None,
-        }
-    }
-}
+pub use aether_vocab::registry::RegistryState;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegistryEntry {

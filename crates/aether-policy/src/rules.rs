@@ -47,6 +47,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
 
+pub use crate::arguments::url_host;
+
 /// The name the operator's rule file goes by in messages.
 pub const RULES_FILE: &str = "permissions.yaml";
 
@@ -1044,22 +1046,6 @@ impl<'de> Deserialize<'de> for Strings {
 
 // ---------------------------------------------------------------------------------------------
 // Facts from arguments.
-
-/// The host a URL reaches, as a client would connect: parsed by the WHATWG rules
-/// (`http://good.example@evil.test/` reaches `evil.test`), IDNA applied, lower-cased, trailing
-/// dots removed, IPv6 in brackets (`[::1]`). A URL without a scheme (`evil.test/x`) is read as
-/// `http://` would read it, since lenient clients do; `None` when it still does not parse, or
-/// has no host.
-pub fn url_host(text: &str) -> Option<String> {
-    let url = match url::Url::parse(text.trim()) {
-        Err(url::ParseError::RelativeUrlWithoutBase) => {
-            url::Url::parse(&format!("http://{}", text.trim())).ok()?
-        }
-        other => other.ok()?,
-    };
-    let host = url.host_str()?.trim_end_matches('.');
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
 
 #[cfg(test)]
 mod tests {

@@ -97,12 +97,8 @@ impl ModelClient {
             )));
         }
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(spec.timeout.min(Duration::from_secs(10)))
+        let http = aether_net::outbound(spec.timeout)
             .timeout(spec.timeout)
-            .user_agent(concat!("aether/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ModelError::Refused(format!("cannot build an HTTP client: {e}")))?;
         Ok(ModelClient { spec, key, http })

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use aether_policy::tool::groups;
 use aether_policy::{AgentProfile, Tier, ToolDef, ToolMeta};
-use aether_tools::{CallContext, Content, Tool, ToolError, ToolOutput, parse_args, schema_of};
+use aether_tools_core::{CallContext, Content, Tool, ToolError, ToolOutput, parse_args, schema_of};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

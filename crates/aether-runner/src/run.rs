@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use aether_pipeline::{CallOutcome, Pipeline, Transport};
 use aether_store::{RunStart, Store};
-use aether_tools::{ClientLink, Content, LogLevel};
+use aether_tools_core::{ClientLink, Content, LogLevel};
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -631,7 +631,10 @@ impl ClientLink for RunLink {
         Err("an agent run cannot answer sampling requests".into())
     }
 
-    async fn elicit(&self, _: aether_tools::Question) -> Result<aether_tools::Reply, String> {
+    async fn elicit(
+        &self,
+        _: aether_tools_core::Question,
+    ) -> Result<aether_tools_core::Reply, String> {
         Err("an agent run has no user to ask".into())
     }
 }

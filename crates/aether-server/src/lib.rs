@@ -17,7 +17,7 @@ mod handler;
 mod http;
 mod link;
 pub mod protocol;
-pub mod upstream;
+pub use aether_upstream as upstream;
 
 pub use gate::HostGate;
 pub use handler::{AetherMcp, Caller, Mode};

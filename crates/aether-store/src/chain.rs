@@ -4,7 +4,7 @@
 //! row before it, so editing, deleting or inserting a row anywhere breaks every hash after it,
 //! and a gap in sequence numbers is visible on its own.
 
-use aether_policy::sha256;
+use aether_vocab::sha256;
 use serde::Serialize;
 use serde_json::json;
 

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use aether_policy::journal::{
+pub use aether_vocab::journal::{
     CommandEnd, CommandQuery, CommandRecord, CommandStart, Document, JournalEntry, JournalOp,
     JournalQuery, JournalWrite, KnowledgeDoc, KnowledgeHit, Message, SealPin, SealRecord,
     content_hash,

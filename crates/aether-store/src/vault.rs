@@ -36,7 +36,7 @@ impl std::fmt::Debug for Vault {
 
 /// A credential's name: 1-64 of letters, digits, `-`, `_` and `.`.
 pub fn valid_secret_name(name: &str) -> bool {
-    aether_policy::is_plain_name(name)
+    aether_vocab::is_plain_name(name)
 }
 
 impl Vault {

@@ -103,11 +103,16 @@ fn only_the_store_knows_sql_and_only_the_server_knows_mcp() {
         std::fs::read_to_string(repo_root().join("crates").join(krate).join("Cargo.toml")).unwrap()
     };
     for krate in [
+        "aether-vocab",
+        "aether-screens",
         "aether-policy",
+        "aether-tools-core",
         "aether-tools",
         "aether-net",
         "aether-pipeline",
+        "aether-upstream",
         "aether-server",
+        "aether-runner",
         "aether-cli",
     ] {
         let manifest = deps_of(krate);
@@ -126,8 +131,11 @@ fn only_the_store_knows_sql_and_only_the_server_knows_mcp() {
         );
     }
     for krate in [
+        "aether-vocab",
+        "aether-screens",
         "aether-policy",
         "aether-store",
+        "aether-tools-core",
         "aether-tools",
         "aether-net",
         "aether-pipeline",
@@ -146,11 +154,12 @@ fn only_the_store_knows_sql_and_only_the_server_knows_mcp() {
             "{krate} must not know MCP or HTTP"
         );
     }
-    let policy = deps_of("aether-policy");
-    assert!(
-        !policy.contains("tokio"),
-        "aether-policy has no async runtime"
-    );
+    for krate in ["aether-vocab", "aether-screens", "aether-policy"] {
+        assert!(
+            !deps_of(krate).contains("tokio"),
+            "{krate} has no async runtime"
+        );
+    }
 }
 
 #[test]

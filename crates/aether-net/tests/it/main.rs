@@ -9,7 +9,7 @@ use std::time::Duration;
 use aether_net::Resolve;
 use aether_policy::AgentProfile;
 use aether_policy::config::Limits;
-use aether_tools::{CallContext, NoClient, Roots, Tool, ToolError, ToolOutput};
+use aether_tools_core::{CallContext, NoClient, Roots, Tool, ToolError, ToolOutput};
 use async_trait::async_trait;
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -170,16 +170,16 @@ fn cx(agent: AgentProfile) -> CallContext {
         limits: Arc::new(Limits::default()),
         cancel: CancellationToken::new(),
         client: Arc::new(NoClient),
-        ledger: Arc::new(aether_tools::NoLedger),
-        destinations: Arc::new(aether_tools::AnyDestination),
-        paths: Arc::new(aether_tools::AnyPath),
+        ledger: Arc::new(aether_tools_core::NoLedger),
+        destinations: Arc::new(aether_tools_core::AnyDestination),
+        paths: Arc::new(aether_tools_core::AnyPath),
     }
 }
 
 /// A destination rule: `other.test` is denied mid-call.
 struct DenyOther;
 
-impl aether_tools::DestinationCheck for DenyOther {
+impl aether_tools_core::DestinationCheck for DenyOther {
     fn check(&self, _url: &str, host: &str) -> Result<(), ToolError> {
         if host == "other.test" {
             return Err(ToolError::denied("rules", "other.test is denied by a rule"));

@@ -22,8 +22,15 @@ impl Pipeline {
             agent: Arc::new(AgentProfile::with_groups(&format!("operator:{by}"), &[])),
             groups: Arc::new(Default::default()),
         };
-        let entry = Entry::outside(Arc::new(aether_tools::workspace::UndoCall::new()))
-            .expect("the undo tool is well-formed (a tidy test checks every built-in)");
+        let entry = match Entry::outside(self.undo.clone()) {
+            Ok(entry) => entry,
+            Err(e) => {
+                return CallResult {
+                    call_id: String::new(),
+                    outcome: CallOutcome::Failed(format!("the undo tool is malformed: {e}")),
+                };
+            }
+        };
         let envelope = Envelope::default();
         let args = serde_json::json!({ "call_id": call_id });
         let mut call = self.start(
@@ -31,7 +38,7 @@ impl Pipeline {
             &entry.def().name,
             &envelope,
             args,
-            Arc::new(aether_tools::NoClient),
+            Arc::new(aether_tools_core::NoClient),
             CancellationToken::new(),
         );
         call.draft_mut().tool_known(entry.def(), entry.digest);

@@ -155,7 +155,7 @@ async fn each_reason_taken_away_lets_the_call_on_to_the_next_step_in_spec_order(
 /// module doc lists.
 #[test]
 fn the_step_enum_and_the_crate_doc_list_the_steps_in_the_same_order() {
-    let decision = include_str!("../../../aether-policy/src/decision.rs");
+    let decision = include_str!("../../../aether-vocab/src/decision.rs");
     let body = &decision[decision.find("pub enum Step {").unwrap()..];
     let body = &body[..body.find('}').unwrap()];
     let declared: Vec<&str> = body

@@ -384,6 +384,7 @@ impl Harness {
             rules: aether_pipeline::Rules::none(),
             screen: Default::default(),
             private: Vec::new(),
+            undo: Arc::new(aether_tools::workspace::UndoCall::new()),
         }
     }
 

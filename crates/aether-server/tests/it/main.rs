@@ -23,6 +23,7 @@ async fn pipeline(dir: &tempfile::TempDir) -> Arc<Pipeline> {
         rules: aether_pipeline::Rules::none(),
         screen: Default::default(),
         private: Vec::new(),
+        undo: std::sync::Arc::new(aether_tools::workspace::UndoCall::new()),
     })
     .await
     .unwrap();

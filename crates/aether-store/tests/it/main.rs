@@ -386,7 +386,7 @@ async fn direct_and_grouped_writers_interleave_into_one_chain(b: Backend) {
 }
 
 async fn direct_and_grouped_journal_writes_read_back_alike(b: Backend) {
-    use aether_policy::journal::{
+    use aether_vocab::journal::{
         JournalEntry, JournalOp, JournalQuery, JournalWrite, content_hash,
     };
     let (_dir, store) = b.store();

@@ -559,7 +559,7 @@ async fn confine_urls(
     cwd: &Path,
     judged: &[(&str, Vec<&str>)],
 ) -> Result<Pins, ToolError> {
-    use aether_policy::egress::{EgressPolicy, Host, parse_destination};
+    use aether_policy::egress::{Host, parse_destination};
     let mut pins = Pins::new();
     let refused = |r: aether_policy::egress::EgressRefusal| ToolError::denied(r.rule(), r);
     for (arg, pieces) in judged {
@@ -604,7 +604,9 @@ async fn confine_urls(
                             format!("an argument carries {finding}; nothing ran"),
                         ));
                     }
-                    let policy = EgressPolicy::for_agent(&cx.agent)
+                    let policy = cx
+                        .agent
+                        .egress()
                         .map_err(|why| ToolError::denied("egress:configuration", why))?;
                     let destination = parse_destination(value).map_err(refused)?;
                     // The host as written must be the host judged: `//` then the host, no

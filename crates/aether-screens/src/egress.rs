@@ -33,7 +33,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use url::Url;
 
-use crate::decision::{Refusal, Step};
+use aether_vocab::decision::{Refusal, Step};
 
 /// The redirect limit: a tool follows at most this many hops, each checked like the first
 /// request, and refuses the next with [`EgressRefusal::TooManyRedirects`].
@@ -377,18 +377,18 @@ pub struct EgressPolicy {
 }
 
 impl EgressPolicy {
-    /// The policy of `agent`: its allowed domains and whether it may reach private networks.
-    /// An invalid allowed domain is an error naming the agent.
-    pub fn for_agent(agent: &crate::AgentProfile) -> Result<EgressPolicy, String> {
-        let domains = DomainAllowlist::new(&agent.allowed_domains).map_err(|e| {
-            format!(
-                "agent {:?} has an invalid allowed_domains entry: {e}",
-                agent.name
-            )
-        })?;
+    /// The policy of agent `agent`: its allowed domains and whether it may reach private
+    /// networks. An invalid allowed domain is an error naming the agent.
+    pub fn for_agent(
+        agent: &str,
+        allowed_domains: &[String],
+        allow_private: bool,
+    ) -> Result<EgressPolicy, String> {
+        let domains = DomainAllowlist::new(allowed_domains)
+            .map_err(|e| format!("agent {agent:?} has an invalid allowed_domains entry: {e}"))?;
         Ok(EgressPolicy {
             domains,
-            allow_private: agent.allow_private_network,
+            allow_private,
         })
     }
 

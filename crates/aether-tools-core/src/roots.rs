@@ -807,7 +807,7 @@ impl Root {
     /// `RESOLVE_NO_SYMLINKS`). What it opens is the file at `root/rel`, so where it landed needs
     /// no check. `None` where the kernel has no `openat2` (before 5.6): open the usual way and
     /// check the landing with [`Root::check_real_path`].
-    pub(crate) fn open_exact(&self, rel: &Path) -> Option<io::Result<File>> {
+    pub fn open_exact(&self, rel: &Path) -> Option<io::Result<File>> {
         use rustix::fs::{Mode, OFlags, ResolveFlags};
         use std::sync::atomic::{AtomicBool, Ordering};
         static MISSING: AtomicBool = AtomicBool::new(false);
@@ -834,7 +834,7 @@ impl Root {
     /// The real path of an open handle must still lie under the root, must not be a
     /// credential or private file, and must pass the call's path rules (`is_dir`: the handle
     /// is a folder's).
-    pub(crate) fn check_real_path(
+    pub fn check_real_path(
         &self,
         rel: &str,
         fd: &impl AsRawFd,
@@ -879,7 +879,7 @@ impl Root {
 /// A folder git may take for a repository when run inside it, judged as loosely as git
 /// judges it: a `HEAD` of any kind (a file, or a link, even dangling), and `objects` and
 /// `refs` of any kind, or a `commondir` file naming where they are.
-pub(crate) fn is_bare(dir: &Path) -> bool {
+pub fn is_bare(dir: &Path) -> bool {
     makes_repository(|name| std::fs::symlink_metadata(dir.join(name)).is_ok())
 }
 
@@ -887,25 +887,24 @@ pub(crate) fn is_bare(dir: &Path) -> bool {
 const GIT_PIECES: [&str; 4] = ["HEAD", "objects", "refs", "commondir"];
 
 /// Whether `name` is one of [`GIT_PIECES`] (without case: a filesystem may fold it).
-pub(crate) fn is_git_piece(name: &str) -> bool {
+pub fn is_git_piece(name: &str) -> bool {
     GIT_PIECES.iter().any(|p| p.eq_ignore_ascii_case(name))
 }
 
 /// Whether a folder where `there` holds is one git takes for a repository: a `HEAD`, and
 /// `objects` and `refs` or a `commondir`.
-pub(crate) fn makes_repository(there: impl Fn(&str) -> bool) -> bool {
+pub fn makes_repository(there: impl Fn(&str) -> bool) -> bool {
     there("HEAD") && ((there("objects") && there("refs")) || there("commondir"))
 }
 
 /// Why this text is refused for a folder git takes for a repository.
-pub(crate) const GIT_FOLDER: &str =
-    "a git repository's own folder, whose config and hooks run programs";
+pub const GIT_FOLDER: &str = "a git repository's own folder, whose config and hooks run programs";
 
 /// Why a write of `name` in the real folder `parent` (inside the root at `top`) would change a
 /// git repository's own files, if it would: `parent` or a folder above it (up to the root)
 /// is one git would take for a repository (a bare one, or the folder a `gitdir:` file names,
 /// whatever it is called), or the write would make `parent` one.
-pub(crate) fn git_folder_write(top: &Path, parent: &Path, name: &str) -> Option<String> {
+pub fn git_folder_write(top: &Path, parent: &Path, name: &str) -> Option<String> {
     let mut at = Some(parent);
     while let Some(folder) = at.filter(|f| f.starts_with(top)) {
         if is_bare(folder) {
@@ -937,7 +936,7 @@ static ARRIVALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// repository (`HEAD`, and `objects` and `refs` or `commondir`). For those names the check is
 /// made again under a lock every such arrival takes, so two writes made at once cannot each
 /// find the other's piece missing. Names are compared without case (a filesystem may fold it).
-pub(crate) fn land_git_piece<T>(
+pub fn land_git_piece<T>(
     dir: &Dir,
     parent: &str,
     name: &str,
@@ -977,7 +976,7 @@ impl std::error::Error for GitPiece {}
 
 /// `path` with its deepest existing folder resolved to its real path and the rest (folders
 /// that do not exist yet) appended as written.
-pub(crate) fn real_as_far_as_it_exists(path: &Path) -> PathBuf {
+pub fn real_as_far_as_it_exists(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut at = path;
     loop {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::tool::{Tier, ToolMeta, groups};
+use aether_vocab::tool::{Tier, ToolMeta, groups};
 
 /// The catalog the tests screen against: built-ins and three other upstreams.
 const CATALOG: &[&str] = &[

@@ -5,7 +5,7 @@
 
 use std::hint::black_box;
 
-use aether_policy::shell::review;
+use aether_screens::shell::review;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn bench(c: &mut Criterion) {

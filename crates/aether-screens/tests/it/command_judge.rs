@@ -14,8 +14,8 @@
 //! Bounded for CI: 96 cases by default, `PROPTEST_CASES` raises it. No nightly toolchain is
 //! needed (this is not cargo-fuzz).
 
-use aether_policy::argv::{Role, read};
-use aether_policy::commands::{CommandRule, program_name};
+use aether_screens::argv::{Role, read};
+use aether_screens::commands::{CommandRule, program_name};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

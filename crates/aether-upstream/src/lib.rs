@@ -19,6 +19,10 @@
 //! prompts as `SERVER__PROMPT`, resources under `aether://upstream/SERVER/<its URI, escaped>`.
 //! The client's own token never reaches an upstream: Aether is its client.
 
+// rmcp names the client's initialize parameters `ClientInfo` in the protocol versions Aether
+// speaks to upstreams today; the alias is deprecated for the coming revision.
+#![allow(deprecated)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -532,11 +536,7 @@ impl Upstream {
                 config = config.custom_headers(extra);
                 config.max_json_response_size = MAX_REPLY + (64 << 10);
                 aether_net_tls();
-                let client = reqwest::Client::builder()
-                    .no_proxy()
-                    .redirect(reqwest::redirect::Policy::none())
-                    .connect_timeout(spec.timeout.min(Duration::from_secs(10)))
-                    .user_agent(concat!("aether/", env!("CARGO_PKG_VERSION")))
+                let client = aether_net::outbound(spec.timeout)
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);

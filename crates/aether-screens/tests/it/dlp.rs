@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use aether_policy::dlp::{Finding, Scanner, SessionFragments};
+use aether_screens::dlp::{Finding, Scanner, SessionFragments};
 use proptest::prelude::*;
 use serde_json::json;
 

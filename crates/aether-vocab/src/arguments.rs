@@ -234,7 +234,7 @@ impl ArgumentKinds {
         urls
     }
 
-    /// The hosts a call would reach, as a client would connect ([`crate::rules::url_host`]):
+    /// The hosts a call would reach, as a client would connect ([`url_host`]):
     /// those of [`ArgumentKinds::urls_in`] and its declared host arguments; sorted, once
     /// each.
     pub fn hosts_in(&self, args: &Value) -> Vec<String> {
@@ -242,7 +242,7 @@ impl ArgumentKinds {
             .urls_in(args)
             .into_iter()
             .chain(self.strings_named(&self.hosts, args))
-            .filter_map(crate::rules::url_host)
+            .filter_map(url_host)
             .collect();
         hosts.sort();
         hosts.dedup();
@@ -262,6 +262,22 @@ impl ArgumentKinds {
             .flat_map(strings)
             .collect()
     }
+}
+
+/// The host a URL reaches, as a client would connect: parsed by the WHATWG rules
+/// (`http://good.example@evil.test/` reaches `evil.test`), IDNA applied, lower-cased, trailing
+/// dots removed, IPv6 in brackets (`[::1]`). A URL without a scheme (`evil.test/x`) is read as
+/// `http://` would read it, since lenient clients do; `None` when it still does not parse, or
+/// has no host.
+pub fn url_host(text: &str) -> Option<String> {
+    let url = match url::Url::parse(text.trim()) {
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            url::Url::parse(&format!("http://{}", text.trim())).ok()?
+        }
+        other => other.ok()?,
+    };
+    let host = url.host_str()?.trim_end_matches('.');
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
 /// Whether `text` is, by itself, a URL a client could fetch: a scheme, `://`, a host, no

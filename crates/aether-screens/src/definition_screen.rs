@@ -95,7 +95,7 @@ use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::ToolDef;
+use aether_vocab::tool::ToolDef;
 
 /// A description longer than this (in characters) is reported.
 pub const MAX_DESCRIPTION_CHARS: usize = 1_000;

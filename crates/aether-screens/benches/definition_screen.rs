@@ -7,8 +7,8 @@
 
 use std::hint::black_box;
 
-use aether_policy::definition_screen::DefinitionScreen;
-use aether_policy::{Tier, ToolDef, ToolMeta};
+use aether_screens::definition_screen::DefinitionScreen;
+use aether_vocab::{Tier, ToolDef, ToolMeta};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 

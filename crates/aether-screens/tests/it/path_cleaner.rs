@@ -12,7 +12,7 @@
 //!
 //! Bounded for CI: 256 cases by default, `PROPTEST_CASES` raises it.
 
-use aether_policy::paths::{PathRefusal, clean_relative, confine_glob};
+use aether_screens::paths::{PathRefusal, clean_relative, confine_glob};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

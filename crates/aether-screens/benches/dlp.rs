@@ -9,7 +9,7 @@
 use std::fmt::Write;
 use std::hint::black_box;
 
-use aether_policy::dlp::Scanner;
+use aether_screens::dlp::Scanner;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 

@@ -1,0 +1,342 @@
+//! The tool interface, as `axum-core` is to axum: what a tool is ([`Tool`]: a definition and
+//! an async `call`), what it gets ([`CallContext`]: the calling agent, the roots it may touch
+//! and their confinement ([`Roots`]), the limits, a cancellation token, the way back to the
+//! client ([`ClientLink`]), the journal ([`Ledger`]), the operator's rules on each network hop
+//! and each open), and what it returns ([`ToolOutput`], [`ToolError`]).
+//!
+//! The built-in tools (`aether-tools`), the network tools (`aether-net`), the runner's
+//! orchestration tools and the upstreams' tools build on this alone. It knows files (the
+//! roots' confinement) and nothing of MCP, HTTP or SQL.
+
+pub mod ledger;
+pub mod roots;
+
+use std::fmt;
+use std::sync::Arc;
+
+use aether_policy::config::Limits;
+use aether_policy::{AgentProfile, ToolDef};
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use ledger::{Ledger, LedgerError, NoLedger};
+pub use roots::{Root, RootError, Roots, SealManifest};
+
+/// One block of a tool's result.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Content {
+    Text(String),
+    Image {
+        data_base64: String,
+        mime_type: String,
+    },
+    Audio {
+        data_base64: String,
+        mime_type: String,
+    },
+    Resource {
+        uri: String,
+        mime_type: String,
+        text: Option<String>,
+        blob_base64: Option<String>,
+    },
+}
+
+/// What a tool hands back: blocks for the model, and structured data matching the tool's
+/// output schema.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ToolOutput {
+    pub content: Vec<Content>,
+    pub structured: Option<Value>,
+    /// The tool ran and reports failure (MCP `isError`).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: vec![Content::Text(text.into())],
+            ..Default::default()
+        }
+    }
+
+    /// Text for the model plus structured data for programs.
+    pub fn with_structured(text: impl Into<String>, structured: Value) -> ToolOutput {
+        ToolOutput {
+            content: vec![Content::Text(text.into())],
+            structured: Some(structured),
+            is_error: false,
+        }
+    }
+}
+
+/// How a tool failed. Every variant carries a message meant for the caller.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// Confinement refused the request (a path outside the roots, a credential file, ...).
+    #[error("{message}")]
+    Denied { rule: &'static str, message: String },
+    /// The arguments parse but make no sense together.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// The thing asked for is not there, is too big, is binary, ...
+    #[error("{0}")]
+    Failed(String),
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
+impl ToolError {
+    pub fn denied(rule: &'static str, message: impl fmt::Display) -> ToolError {
+        ToolError::Denied {
+            rule,
+            message: message.to_string(),
+        }
+    }
+
+    pub fn failed(message: impl fmt::Display) -> ToolError {
+        ToolError::Failed(message.to_string())
+    }
+}
+
+/// A ledger that did not do what a tool asked failed the call, with the ledger's message; a
+/// tool that can do something about a particular variant matches it first.
+impl From<LedgerError> for ToolError {
+    fn from(e: LedgerError) -> ToolError {
+        ToolError::failed(e)
+    }
+}
+
+/// Severity of a log message sent to the client (RFC 5424 names, as MCP uses them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+/// A question for the person at the client (MCP's elicitation, without MCP): what to say, and
+/// what the answer holds. The server translates it for its transport.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Question {
+    pub message: String,
+    pub answer: AnswerShape,
+}
+
+/// What an answer to a [`Question`] holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnswerShape {
+    /// Named fields, each a yes/no or a line of text.
+    Fields(Vec<Field>),
+    /// A flat JSON Schema object as the client should show it (the conformance fixtures ask
+    /// for every kind of field MCP has).
+    Schema(Value),
+}
+
+/// One field of an answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub title: String,
+    pub kind: FieldKind,
+    pub required: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    YesNo,
+    Text,
+}
+
+/// The person's answer to a [`Question`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// Answered, with the fields' values (as the client sent them: check each).
+    Accepted(serde_json::Map<String, Value>),
+    Declined,
+    Cancelled,
+}
+
+impl Reply {
+    /// `accept`, `decline` or `cancel`, as MCP names them.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Reply::Accepted(_) => "accept",
+            Reply::Declined => "decline",
+            Reply::Cancelled => "cancel",
+        }
+    }
+}
+
+/// The way back to whoever made the call, while the call runs. The server implements it for
+/// its transport; in-process callers may implement it as a no-op.
+#[async_trait]
+pub trait ClientLink: Send + Sync {
+    /// Reports progress, if the caller asked for progress.
+    async fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>);
+    /// Sends a log message, if the client's level lets it through.
+    async fn log(&self, level: LogLevel, data: Value);
+    /// Asks the client's model for a completion (MCP sampling). `params` and the answer are
+    /// in MCP's `sampling/createMessage` shape.
+    async fn create_message(&self, params: Value) -> Result<Value, String>;
+    /// Asks the client's user a question (MCP elicitation); `Err` when it cannot be asked.
+    async fn elicit(&self, question: Question) -> Result<Reply, String>;
+}
+
+/// Judges a destination reached during a call (a redirect) by the rules the call's own URL
+/// was judged by. `Err` stops the call there.
+pub trait DestinationCheck: Send + Sync {
+    fn check(&self, url: &str, host: &str) -> Result<(), ToolError>;
+}
+
+/// No rules on destinations (tests, and calls outside the pipeline).
+#[derive(Debug, Default)]
+pub struct AnyDestination;
+
+impl DestinationCheck for AnyDestination {
+    fn check(&self, _url: &str, _host: &str) -> Result<(), ToolError> {
+        Ok(())
+    }
+}
+
+/// Judges the file or folder an open really landed on by the operator's path rules, as the
+/// pipeline judged the paths the call named: the root consults it on every open it checks
+/// ([`Root::open_file`], [`Root::open_folder`], [`Root::open_parent`]), so a rule is never
+/// judged on one file and applied to another (a folder swapped for a link in between). `Err`
+/// refuses the open.
+pub trait PathCheck: Send + Sync {
+    /// `real_rel`: where the open landed, relative to `root`; `is_dir`: a folder.
+    fn check(&self, root: &Root, real_rel: &str, is_dir: bool) -> Result<(), ToolError>;
+}
+
+/// No rules on paths (tests, and calls outside the pipeline).
+#[derive(Debug, Default)]
+pub struct AnyPath;
+
+impl PathCheck for AnyPath {
+    fn check(&self, _: &Root, _: &str, _: bool) -> Result<(), ToolError> {
+        Ok(())
+    }
+}
+
+/// What an open is checked against besides the root's own confinement: the credential and
+/// private files, and the call's path rules.
+#[derive(Clone, Copy)]
+pub struct Opening<'a> {
+    pub credentials: &'a aether_policy::paths::CredentialFilter,
+    pub paths: &'a dyn PathCheck,
+}
+
+impl<'a> Opening<'a> {
+    /// An open outside any call (tests, the operator's tools): no path rules.
+    pub fn unruled(credentials: &'a aether_policy::paths::CredentialFilter) -> Opening<'a> {
+        Opening {
+            credentials,
+            paths: &AnyPath,
+        }
+    }
+}
+
+impl CallContext {
+    /// How this call's opens are checked.
+    pub fn opening(&self) -> Opening<'_> {
+        Opening {
+            credentials: self.roots.credentials(),
+            paths: &*self.paths,
+        }
+    }
+}
+
+/// A [`ClientLink`] that drops progress and logs and cannot ask anything.
+#[derive(Debug, Default)]
+pub struct NoClient;
+
+#[async_trait]
+impl ClientLink for NoClient {
+    async fn progress(&self, _: f64, _: Option<f64>, _: Option<String>) {}
+    async fn log(&self, _: LogLevel, _: Value) {}
+    async fn create_message(&self, _: Value) -> Result<Value, String> {
+        Err("this caller cannot answer sampling requests".into())
+    }
+    async fn elicit(&self, _: Question) -> Result<Reply, String> {
+        Err("this caller cannot answer elicitation requests".into())
+    }
+}
+
+/// Everything a tool may use while it runs.
+#[derive(Clone)]
+pub struct CallContext {
+    pub call_id: String,
+    /// The caller's session (what `revert_file` undoes is this session's changes).
+    pub session: String,
+    pub agent: Arc<AgentProfile>,
+    pub roots: Arc<Roots>,
+    pub limits: Arc<Limits>,
+    pub cancel: CancellationToken,
+    pub client: Arc<dyn ClientLink>,
+    /// The journal every change is recorded in before it is made.
+    pub ledger: Arc<dyn Ledger>,
+    /// The operator's rules on a destination a network tool reaches mid-call (a redirect
+    /// hop), which the pipeline judged only for the URL it was given.
+    pub destinations: Arc<dyn DestinationCheck>,
+    /// The operator's path rules on what each open really lands on ([`PathCheck`]).
+    pub paths: Arc<dyn PathCheck>,
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    fn def(&self) -> &ToolDef;
+    /// Whether this agent could ever use the tool (say, a command runner for an agent whose
+    /// project allows no command). A tool that is not is neither offered nor run for it:
+    /// offered equals runnable.
+    fn available_to(&self, _agent: &aether_policy::AgentProfile) -> Result<(), String> {
+        Ok(())
+    }
+    /// Why a person must approve this particular call before it runs (say, a shell command
+    /// that deletes recursively); `None` for most calls. The pipeline asks before the
+    /// receipt, on arguments that passed the schema.
+    fn needs_person(&self, _args: &Value) -> Option<String> {
+        None
+    }
+    async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError>;
+}
+
+/// Microseconds since the Unix epoch, as the journal and the command log record times.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// Parses arguments that the pipeline has already validated against the schema.
+pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args)
+        .map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))
+}
+
+/// The JSON Schema of `T`, as a tool's input or output schema.
+pub fn schema_of<T: schemars::JsonSchema>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    if let Some(obj) = schema.as_object_mut() {
+        // The Rust type name means nothing to a client.
+        obj.remove("title");
+    }
+    schema
+}
+
+/// Runs blocking file work off the async threads; a panic inside becomes a panic here, so the
+/// pipeline's panic handling sees it.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(value) => value,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => panic!("blocking tool task was cancelled by the runtime"),
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use aether_policy::registry::RegistryEntry;
-use aether_policy::{Digest, RegistryState, RegistryView};
+use aether_policy::{Digest, RegistryView};
 use aether_store::Revisions;
 use aether_tools_core::SealManifest;
 
@@ -63,10 +63,10 @@ impl Pipeline {
     /// Re-reads the registry from the store.
     pub async fn reload_registry(&self) -> Result<(), PipelineError> {
         let rows = self.store.registry().await?;
-        let view = RegistryView::new(rows.into_iter().filter_map(|r| {
-            let state = RegistryState::parse(&r.state)?;
+        let view = RegistryView::new(rows.into_iter().map(|r| {
             let approved = r.approved_digest.as_deref().and_then(Digest::parse);
-            Some((r.name, RegistryEntry { state, approved }))
+            let state = r.state;
+            (r.name, RegistryEntry { state, approved })
         }));
         *self.registry.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
         Ok(())

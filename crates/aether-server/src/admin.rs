@@ -3,14 +3,15 @@
 //! `/mcp`, behind the same Host/Origin gate, described by `openapi.json` (served at
 //! `/api/openapi.json` and checked against these routes by a test).
 //!
-//! Every route is behind `console::authorize`: a session cookie or an operator bearer token,
-//! and the route's named permission. An agent's token is refused, so no agent can approve its
+//! Every route is behind `console::authorize` (a session cookie or an operator bearer token)
+//! and declares, where it is routed, the permission it needs ([`routes`]). An agent's token is refused, so no agent can approve its
 //! own calls. Each change is made through `aether_pipeline::operator` (or `accounts`), so it is
 //! recorded with who and why and audited, exactly as the same change from the CLI.
 
 use std::sync::Arc;
 
 use aether_pipeline::{Pipeline, Transport};
+use aether_policy::roles::Permission;
 use aether_store::{RegistryAction, RegistryChange, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Json, Response};
@@ -26,40 +27,117 @@ use crate::console::Operator;
 type Answer = Result<Response, ApiError>;
 
 pub fn routes() -> Router<Arc<Pipeline>> {
-    Router::new()
-        .route("/api/registry", get(registry_list))
-        .route("/api/registry/history", get(registry_history))
-        .route("/api/registry/{name}", get(registry_show))
-        .route("/api/registry/{name}/{action}", post(registry_change))
-        .route("/api/approvals", get(approvals_list))
-        .route("/api/commands", get(commands_list))
-        .route("/api/approvals/{id}/{decision}", post(approvals_decide))
-        .route("/api/halt", get(halt_state).post(halt))
-        .route("/api/resume", post(resume))
-        .route("/api/policy", get(policy))
-        .route("/api/tools/mcp-schemas", get(schemas))
-        .route("/api/sources", get(sources_list))
-        .route("/api/sources/refresh", post(sources_refresh))
-        .route("/api/sources/datasets", get(datasets_list))
-        .route("/api/sources/datasets/{call_id}", get(dataset_export))
-        .route("/api/sources/reports", get(reports_list))
-        .route("/api/sources/reports/{name}", post(report_save))
-        .route("/api/sources/reports/{name}/{action}", post(report_action))
-        .route("/api/sources/{name}", get(source_show))
-        .route("/api/sources/{name}/approve", post(source_approve))
-        .route("/api/session", get(session_info))
-        .route("/api/events", get(crate::console::events))
-        .route("/api/audit", get(audit_search))
-        .route("/api/audit/export", get(audit_export))
-        .route("/api/audit/verify", post(audit_verify))
-        .route("/api/agents", get(agents_list))
-        .route("/api/policy/replay", post(policy_replay))
-        .route("/api/accounts", get(accounts_list).post(account_create))
-        .route("/api/accounts/{name}", post(account_update))
-        .route("/api/accounts/{name}/remove", post(account_remove))
-        .route("/api/progress", get(progress_list))
-        .route("/api/openapi.json", get(openapi))
-        .route("/metrics", get(crate::console::metrics))
+    guarded().router
+}
+
+/// Every admin route's method and path (as routed, `{name}` for a parameter) and the
+/// permission it declares.
+pub fn permissions() -> Vec<(&'static str, &'static str, Permission)> {
+    guarded().declared
+}
+
+fn guarded() -> Guarded {
+    use Permission::*;
+    Guarded::default()
+        .get("/api/registry", View, registry_list)
+        .get("/api/registry/history", View, registry_history)
+        .get("/api/registry/{name}", View, registry_show)
+        .post(
+            "/api/registry/{name}/{action}",
+            ManageRegistry,
+            registry_change,
+        )
+        .get("/api/approvals", View, approvals_list)
+        .get("/api/commands", View, commands_list)
+        .post(
+            "/api/approvals/{id}/{decision}",
+            ApproveCalls,
+            approvals_decide,
+        )
+        .get("/api/halt", View, halt_state)
+        .post("/api/halt", Halt, halt)
+        .post("/api/resume", Halt, resume)
+        .get("/api/policy", View, policy)
+        .get("/api/tools/mcp-schemas", View, schemas)
+        .get("/api/sources", View, sources_list)
+        .post("/api/sources/refresh", ManageSources, sources_refresh)
+        .get("/api/sources/datasets", View, datasets_list)
+        .get("/api/sources/datasets/{call_id}", View, dataset_export)
+        .get("/api/sources/reports", View, reports_list)
+        .post("/api/sources/reports/{name}", ManageSources, report_save)
+        .post(
+            "/api/sources/reports/{name}/{action}",
+            ManageSources,
+            report_action,
+        )
+        .get("/api/sources/{name}", View, source_show)
+        .post("/api/sources/{name}/approve", ManageSources, source_approve)
+        .get("/api/session", View, session_info)
+        .get("/api/events", View, crate::console::events)
+        .get("/api/audit", View, audit_search)
+        .get("/api/audit/export", View, audit_export)
+        .post("/api/audit/verify", View, audit_verify)
+        .get("/api/agents", View, agents_list)
+        .post("/api/policy/replay", ManagePolicy, policy_replay)
+        .get("/api/accounts", ManageAccounts, accounts_list)
+        .post("/api/accounts", ManageAccounts, account_create)
+        .post("/api/accounts/{name}", ManageAccounts, account_update)
+        .post(
+            "/api/accounts/{name}/remove",
+            ManageAccounts,
+            account_remove,
+        )
+        .get("/api/progress", View, progress_list)
+        .get("/api/openapi.json", View, openapi)
+        .get("/metrics", View, crate::console::metrics)
+}
+
+/// The admin routes, each method of each declared with the permission it needs: the router
+/// is built only through [`Guarded::get`] and [`Guarded::post`], so no route exists without
+/// one (`console::authorize` finds who is asking; [`crate::console::require`], layered on the
+/// route itself, checks the permission).
+#[derive(Default)]
+struct Guarded {
+    router: Router<Arc<Pipeline>>,
+    /// What was declared: (method, path, permission).
+    declared: Vec<(&'static str, &'static str, Permission)>,
+}
+
+impl Guarded {
+    fn get<H, T>(self, path: &'static str, needs: Permission, handler: H) -> Guarded
+    where
+        H: axum::handler::Handler<T, Arc<Pipeline>>,
+        T: 'static,
+    {
+        self.at(path, "GET", needs, get(handler))
+    }
+
+    fn post<H, T>(self, path: &'static str, needs: Permission, handler: H) -> Guarded
+    where
+        H: axum::handler::Handler<T, Arc<Pipeline>>,
+        T: 'static,
+    {
+        self.at(path, "POST", needs, post(handler))
+    }
+
+    fn at(
+        mut self,
+        path: &'static str,
+        method: &'static str,
+        needs: Permission,
+        route: axum::routing::MethodRouter<Arc<Pipeline>>,
+    ) -> Guarded {
+        self.declared.push((method, path, needs));
+        let route = route.route_layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                crate::console::require(needs, request, next)
+            },
+        ));
+        Guarded {
+            router: self.router.route(path, route),
+            declared: self.declared,
+        }
+    }
 }
 
 /// The OpenAPI description of this API (kept true by a test against these routes).

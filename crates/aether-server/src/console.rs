@@ -6,7 +6,7 @@
 //! SameSite=Strict) *and* the key the page keeps in its own session storage and sends as
 //! `X-Aether-Key` (a browser sends cookies to every server on the same host name, whatever its
 //! port; the key stays with this origin) — the store keeping only their SHA-256s; or by an
-//! operator bearer token (a script). Every admin route needs one named permission (`aether_policy::roles::required`);
+//! operator bearer token (a script). Every admin route declares the one permission it needs where it is routed (`admin::routes`);
 //! an account has those of its role, an operator token all of them. A change made with a
 //! cookie must carry this console's own `Origin` (the gate refuses any other Origin, and here
 //! a missing one): a page elsewhere cannot make the operator's browser act.
@@ -151,7 +151,6 @@ pub async fn authorize(
     next: Next,
 ) -> Response {
     let method = request.method().as_str().to_string();
-    let needed = roles::required(&method, request.uri().path());
     // The actor, and the session it signed in with (None for an operator token).
     let (actor, live) = match bearer(request.headers()) {
         Some(token) => match pipeline.authenticate(token) {
@@ -222,17 +221,6 @@ pub async fn authorize(
     {
         return refused;
     }
-    if !actor.may(needed) {
-        return error(
-            StatusCode::FORBIDDEN,
-            &format!(
-                "{} ({}) does not have the permission {}",
-                actor.name,
-                actor.role,
-                needed.as_str()
-            ),
-        );
-    }
     request
         .extensions_mut()
         .insert(Operator(actor.name.clone()));
@@ -240,6 +228,26 @@ pub async fn authorize(
         request.extensions_mut().insert(live);
     }
     request.extensions_mut().insert(actor);
+    next.run(request).await
+}
+
+/// Checks that whoever [`authorize`] found has `needs`, the permission the route declared
+/// (`admin::routes`).
+pub async fn require(needs: Permission, request: Request, next: Next) -> Response {
+    let Some(actor) = request.extensions().get::<Actor>() else {
+        return unauthorized("sign in to the console, or send an operator bearer token");
+    };
+    if !actor.may(needs) {
+        return error(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "{} ({}) does not have the permission {}",
+                actor.name,
+                actor.role,
+                needs.as_str()
+            ),
+        );
+    }
     next.run(request).await
 }
 

@@ -17,6 +17,7 @@ mod handler;
 mod http;
 mod link;
 pub mod protocol;
+pub use admin::permissions as admin_permissions;
 pub use aether_upstream as upstream;
 
 pub use gate::HostGate;

@@ -126,7 +126,7 @@ pub struct HaltState {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RegistryRow {
     pub name: String,
-    pub state: String,
+    pub state: aether_vocab::RegistryState,
     pub approved_digest: Option<String>,
     /// The definition (JSON) the row was last written with.
     pub definition: String,

@@ -81,11 +81,12 @@ fn store(common: &Common) -> Result<aether_store::Store> {
 /// `approved`, or `approved (definition changed: held back)` when the seen definition is not
 /// the approved one.
 fn state_of(row: &RegistryRow) -> String {
-    let changed = row.state == "approved" && row.seen_digest != row.approved_digest;
+    let changed = row.state == aether_policy::RegistryState::Approved
+        && row.seen_digest != row.approved_digest;
     if changed {
         "approved, but the definition changed since: held back".into()
     } else {
-        row.state.clone()
+        row.state.as_str().to_string()
     }
 }
 

@@ -238,10 +238,12 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                     .iter()
                     .find(|r| r.name == name)
                     .map(|r| {
-                        if r.state == "approved" && r.approved_digest != r.seen_digest {
+                        if r.state == aether_policy::RegistryState::Approved
+                            && r.approved_digest != r.seen_digest
+                        {
                             "approved, but changed since: held back".to_string()
                         } else {
-                            r.state.clone()
+                            r.state.as_str().to_string()
                         }
                     })
                     .unwrap_or_else(|| "unknown".into());

@@ -13,6 +13,7 @@ use aether_store::{
 };
 use serde_json::json;
 
+use aether_policy::RegistryState;
 use aether_policy::definition_screen::ScreenMode;
 
 use crate::audit::operator_event;
@@ -137,7 +138,8 @@ pub async fn approve_source(
         .iter()
         .filter(|r| r.origin == "external" && r.name.starts_with(&prefix))
         .filter(|r| {
-            r.state == "unapproved" || (r.state == "approved" && r.approved_digest != r.seen_digest)
+            r.state == RegistryState::Unapproved
+                || (r.state == RegistryState::Approved && r.approved_digest != r.seen_digest)
         })
         .cloned()
         .collect();

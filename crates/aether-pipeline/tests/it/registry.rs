@@ -60,7 +60,7 @@ async fn an_external_tool_runs_only_once_its_definition_is_approved() {
 
     let rows = h.store.registry().await.unwrap();
     let row = rows.iter().find(|r| r.name == "up__search").unwrap();
-    assert_eq!(row.state, "unapproved");
+    assert_eq!(row.state.as_str(), "unapproved");
     assert_eq!(row.origin, "external");
     let seen = row.seen_digest.clone().unwrap();
     // Approving a definition other than the one seen (say, reviewed before it changed) is
@@ -138,7 +138,7 @@ async fn a_changed_definition_is_held_back_and_a_renamed_tool_is_new() {
         .into_iter()
         .find(|r| r.name == "up__search")
         .unwrap();
-    assert_eq!(row.state, "approved");
+    assert_eq!(row.state.as_str(), "approved");
     assert_ne!(row.seen_digest, row.approved_digest);
     assert!(row.definition.contains("sends your files"));
     assert!(
@@ -187,7 +187,7 @@ async fn withdraw_undo_and_history_record_who_and_why() {
         ))
         .await
         .unwrap();
-    assert_eq!(row.state, "withdrawn");
+    assert_eq!(row.state.as_str(), "withdrawn");
     assert!(offered(&p, "worker").is_empty());
     let result = call(&p, &ctx, "echo", valid()).await;
     refused(&h.store, &result, Step::Registry, "registry:withdrawn").await;
@@ -202,7 +202,7 @@ async fn withdraw_undo_and_history_record_who_and_why() {
         .change_registry(change("echo", RegistryAction::Undo, "false alarm"))
         .await
         .unwrap();
-    assert_eq!(row.state, "approved");
+    assert_eq!(row.state.as_str(), "approved");
     ok_text(&call(&p, &ctx, "echo", valid()).await);
     // Nothing left to undo but the first record.
     let err = p

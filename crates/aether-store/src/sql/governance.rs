@@ -6,6 +6,8 @@
 
 use super::SqlStore;
 use crate::db::{Conn, DbResult, Optional, Row, Sql, SqlExt, Tx, args};
+use aether_vocab::RegistryState;
+
 use crate::{
     ApprovalRequest, ApprovalRow, ApprovalState, AuditEvent, RegistryAction, RegistryChange,
     RegistryHistoryRow, RegistryRow, Result, Revisions, StoreError, TokenKind, TokenRow, now_us,
@@ -17,7 +19,8 @@ const REGISTRY_COLUMNS: &str = "name, state, approved_digest, definition, origin
 pub(super) fn registry_row(r: &Row) -> DbResult<RegistryRow> {
     Ok(RegistryRow {
         name: r.get(0)?,
-        state: r.get(1)?,
+        // A state this build does not know is the least: offered to nobody.
+        state: RegistryState::parse(&r.get::<String>(1)?).unwrap_or(RegistryState::Unapproved),
         approved_digest: r.get(2)?,
         definition: r.get(3)?,
         origin: r.get(4)?,
@@ -56,7 +59,7 @@ fn invalid(message: impl Into<String>) -> StoreError {
 fn history(
     tx: &mut dyn Sql,
     row: &RegistryRow,
-    from_state: Option<&str>,
+    from_state: Option<RegistryState>,
     by: &str,
     why: &str,
     undoes: Option<i64>,
@@ -69,8 +72,8 @@ fn history(
         args![
             row.updated_at_us,
             row.name,
-            from_state,
-            row.state,
+            from_state.map(RegistryState::as_str),
+            row.state.as_str(),
             row.approved_digest,
             by,
             why,
@@ -126,24 +129,26 @@ impl SqlStore {
                             change.name, change.name
                         )));
                     }
-                    if current.state == "approved" && current.approved_digest.as_deref() == Some(&seen) {
+                    if current.state == RegistryState::Approved
+                        && current.approved_digest.as_deref() == Some(&seen)
+                    {
                         return Err(invalid(format!(
                             "{:?} is already approved with definition {seen}; nothing changed",
                             change.name
                         )));
                     }
-                    next.state = "approved".into();
+                    next.state = RegistryState::Approved;
                     next.approved_digest = Some(seen);
                     next.approved_definition = Some(current.definition.clone());
                 }
                 RegistryAction::Withdraw => {
-                    if current.state == "withdrawn" {
+                    if current.state == RegistryState::Withdrawn {
                         return Err(invalid(format!(
                             "{:?} is already withdrawn; nothing changed",
                             change.name
                         )));
                     }
-                    next.state = "withdrawn".into();
+                    next.state = RegistryState::Withdrawn;
                 }
                 RegistryAction::Undo => {
                     // The newest change that is not itself undone, and the state before it.
@@ -188,7 +193,8 @@ impl SqlStore {
                         )));
                     }
                     let before = live[1];
-                    next.state = before.1.clone();
+                    next.state =
+                        RegistryState::parse(&before.1).unwrap_or(RegistryState::Unapproved);
                     next.approved_digest = before.2.clone();
                     next.approved_definition = before.3.clone();
                     undoes = Some(last.0);
@@ -199,7 +205,7 @@ impl SqlStore {
                      updated_at_us = ?, updated_by = ?, why = ?
                  WHERE name = ?",
                 args![
-                    next.state,
+                    next.state.as_str(),
                     next.approved_digest,
                     next.approved_definition,
                     next.updated_at_us,
@@ -209,7 +215,7 @@ impl SqlStore {
                 ],
             )
             .map_err(StoreError::sql(context))?;
-            history(&mut *tx, &next, Some(&current.state), &change.by, &change.why, undoes)
+            history(&mut *tx, &next, Some(current.state), &change.by, &change.why, undoes)
                 .map_err(StoreError::sql(context))?;
             changed(&mut *tx, "registry", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
@@ -245,7 +251,7 @@ impl SqlStore {
                     None => {
                         let row = RegistryRow {
                             name: t.name.clone(),
-                            state: "unapproved".into(),
+                            state: RegistryState::Unapproved,
                             approved_digest: None,
                             definition: t.definition.clone(),
                             origin: origin.clone(),
@@ -259,7 +265,7 @@ impl SqlStore {
                             &format!("INSERT INTO registry ({REGISTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                             args![
                                 row.name,
-                                row.state,
+                                row.state.as_str(),
                                 row.approved_digest,
                                 row.definition,
                                 row.origin,

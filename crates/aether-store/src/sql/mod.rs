@@ -9,6 +9,7 @@
 //! transaction, under the store's write lock, so several Aether processes sharing one store
 //! still build one chain.
 
+use aether_vocab::RegistryState;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
@@ -593,7 +594,7 @@ impl SqlStore {
                     .map_err(StoreError::sql(context))?;
                 let why = match &current {
                     None => "built-in, approved from source",
-                    Some((state, digest, _)) if state == "approved" && digest.as_deref() != Some(&b.digest) => {
+                    Some((state, digest, _)) if state == RegistryState::Approved.as_str() && digest.as_deref() != Some(&b.digest) => {
                         "built-in definition changed with this release; approved from source"
                     }
                     // Withdrawn or unapproved by an operator: stays so, but the registry keeps

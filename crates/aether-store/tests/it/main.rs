@@ -260,7 +260,7 @@ async fn builtins_are_approved_from_source_and_withdrawals_stick(b: Backend) {
     );
     let rows = store.registry().await.unwrap();
     assert_eq!(rows[0].approved_digest.as_deref(), Some("sha256:2"));
-    assert_eq!(rows[0].state, "approved");
+    assert_eq!(rows[0].state, aether_vocab::RegistryState::Approved);
     dir.raw("UPDATE registry SET state = 'withdrawn'");
     assert!(
         store
@@ -269,7 +269,10 @@ async fn builtins_are_approved_from_source_and_withdrawals_stick(b: Backend) {
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.registry().await.unwrap()[0].state, "withdrawn");
+    assert_eq!(
+        store.registry().await.unwrap()[0].state,
+        aether_vocab::RegistryState::Withdrawn
+    );
     let history = dir.count("SELECT count(*) FROM registry_history WHERE name = 'read_file'");
     assert_eq!(history, 2, "each approval is recorded with who and why");
 }

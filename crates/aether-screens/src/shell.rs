@@ -2422,52 +2422,75 @@ fn judge_interpreter(
     })
 }
 
+/// `git` with `args`: asked about when a setting or an option names a program git runs, or
+/// when the subcommand discards or rewrites history or work.
 fn judge_git(args: &[Word]) -> Option<Escalation> {
+    let i = match git_global_options(args) {
+        Ok(i) => i,
+        Err(e) => return Some(e),
+    };
+    let sub = args.get(i)?.text.as_str();
+    let rest = &args[i + 1..];
+    if let Some(e) = git_program_option(sub, rest) {
+        return Some(e);
+    }
+    if sub == "config" {
+        return git_config_command(rest);
+    }
+    git_discards(sub, GitRest(rest)).then(|| {
+        esc(
+            "git-destructive",
+            format!(
+                "`git {sub}{}` discards or rewrites history or work",
+                rest.iter()
+                    .take(3)
+                    .map(|w| format!(" {}", w.text))
+                    .collect::<String>()
+            ),
+        )
+    })
+}
+
+/// The `git -c` keys that are plainly harmless (lower-case prefixes).
+const GIT_SAFE_SETTINGS: &[&str] = &[
+    "color.",
+    "user.",
+    "advice.",
+    "init.defaultbranch",
+    "log.",
+    "format.",
+    "column.",
+    "i18n.",
+    "core.quotepath",
+    "core.autocrlf",
+    "core.safecrlf",
+    "safe.directory",
+    "diff.renames",
+    "pull.rebase",
+    "merge.conflictstyle",
+    "commit.gpgsign",
+    "tag.gpgsign",
+    "gc.auto",
+    "protocol.version",
+];
+
+/// Reads git's global options (before the subcommand): where the subcommand is, or why an
+/// option is asked about.
+fn git_global_options(args: &[Word]) -> Result<usize, Escalation> {
     let mut i = 0;
-    // Global options before the subcommand.
     while i < args.len() && args[i].text.starts_with('-') {
         let t = args[i].text.as_str();
         if t == "-c" {
-            // Settings change what git runs in more ways than program-valued keys (a remote's
-            // push refspec, mirror mode): only plainly harmless ones pass.
-            if let Some(kv) = args.get(i + 1) {
-                if let Some(e) = git_config_pair(&kv.text) {
-                    return Some(e);
-                }
-                let key = kv.text.split('=').next().unwrap_or("").to_ascii_lowercase();
-                const SAFE: &[&str] = &[
-                    "color.",
-                    "user.",
-                    "advice.",
-                    "init.defaultbranch",
-                    "log.",
-                    "format.",
-                    "column.",
-                    "i18n.",
-                    "core.quotepath",
-                    "core.autocrlf",
-                    "core.safecrlf",
-                    "safe.directory",
-                    "diff.renames",
-                    "pull.rebase",
-                    "merge.conflictstyle",
-                    "commit.gpgsign",
-                    "tag.gpgsign",
-                    "gc.auto",
-                    "protocol.version",
-                ];
-                if kv.dynamic || !SAFE.iter().any(|p| key.starts_with(p)) {
-                    return Some(esc(
-                        "git-config",
-                        format!("`git -c {key}=…` changes what git does"),
-                    ));
-                }
+            if let Some(kv) = args.get(i + 1)
+                && let Some(e) = git_setting(kv)
+            {
+                return Err(e);
             }
             i += 2;
             continue;
         }
         if t.starts_with("--config-env") {
-            return Some(esc(
+            return Err(esc(
                 "git-config",
                 "`git --config-env` sets config from the environment".into(),
             ));
@@ -2480,30 +2503,34 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
             continue;
         }
         if t.starts_with("--exec-path=") {
-            return Some(esc(
+            return Err(esc(
                 "git-config",
                 "`git --exec-path` runs git programs from elsewhere".into(),
             ));
         }
         i += 1;
     }
-    let sub = args.get(i)?.text.as_str();
-    let rest = &args[i + 1..];
-    let has = |f: &[&str]| rest.iter().any(|w| f.contains(&w.text.as_str()));
-    let short = |c: char| {
-        rest.iter().any(|w| {
-            w.text.starts_with('-') && !w.text.starts_with("--") && w.text[1..].contains(c)
-        })
-    };
-    // Git takes any unambiguous prefix of a long option (`--dele` is `--delete`).
-    let long_prefix = |names: &[&str]| {
-        rest.iter().any(|w| {
-            let t = w.text.split('=').next().unwrap_or("");
-            t.len() > 2 && t.starts_with("--") && names.iter().any(|n| n.starts_with(t))
-        })
-    };
-    // Options that name a program git runs.
-    if let Some(w) = rest.iter().find(|w| {
+    Ok(i)
+}
+
+/// The `KEY=VALUE` of `git -c`. Settings change what git runs in more ways than
+/// program-valued keys (a remote's push refspec, mirror mode): only plainly harmless ones pass.
+fn git_setting(kv: &Word) -> Option<Escalation> {
+    if let Some(e) = git_config_pair(&kv.text) {
+        return Some(e);
+    }
+    let key = kv.text.split('=').next().unwrap_or("").to_ascii_lowercase();
+    (kv.dynamic || !GIT_SAFE_SETTINGS.iter().any(|p| key.starts_with(p))).then(|| {
+        esc(
+            "git-config",
+            format!("`git -c {key}=…` changes what git does"),
+        )
+    })
+}
+
+/// Options of git's subcommand `sub` (its arguments `rest`) that name a program git runs.
+fn git_program_option(sub: &str, rest: &[Word]) -> Option<Escalation> {
+    let w = rest.iter().find(|w| {
         let t = w.text.as_str();
         [
             "--upload-pack",
@@ -2520,132 +2547,147 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
         .any(|o| t.starts_with(o))
             || (t == "-u" && matches!(sub, "clone" | "fetch" | "pull" | "ls-remote" | "archive"))
             || t.contains("ext::")
+    })?;
+    Some(esc(
+        "git-config",
+        format!("`git {sub} {}` names a program git runs", w.text),
+    ))
+}
+
+/// `git config` with `rest`: a program-valued key (an alias with `!`, core.sshCommand, …) runs
+/// code later; `include` pulls in another file's keys.
+fn git_config_command(rest: &[Word]) -> Option<Escalation> {
+    let mut pair: Vec<&str> = rest
+        .iter()
+        .filter(|w| !w.text.starts_with('-'))
+        .map(|w| w.text.as_str())
+        .collect();
+    if pair.first().is_some_and(|w| {
+        matches!(
+            *w,
+            "set"
+                | "add"
+                | "replace-all"
+                | "unset"
+                | "get"
+                | "list"
+                | "edit"
+                | "rename-section"
+                | "remove-section"
+        )
     }) {
+        pair.remove(0);
+    }
+    if pair.first().is_some_and(|k| {
+        k.to_ascii_lowercase().starts_with("include") || k.eq_ignore_ascii_case("core.hookspath")
+    }) || rest.iter().any(|w| w.dynamic)
+    {
         return Some(esc(
             "git-config",
-            format!("`git {sub} {}` names a program git runs", w.text),
+            "`git config` of an include, the hooks path, or a computed key".into(),
         ));
     }
-    let found = match sub {
+    let key = pair.first()?;
+    git_config_pair(&format!("{key}={}", pair.get(1).copied().unwrap_or("")))
+}
+
+/// The arguments after git's subcommand, asked about by option.
+#[derive(Clone, Copy)]
+struct GitRest<'a>(&'a [Word]);
+
+impl GitRest<'_> {
+    /// Whether any argument is one of `flags`, exactly.
+    fn has(self, flags: &[&str]) -> bool {
+        self.0.iter().any(|w| flags.contains(&w.text.as_str()))
+    }
+
+    /// Whether a cluster of short options (`-fd`) holds `c`.
+    fn short(self, c: char) -> bool {
+        self.0.iter().any(|w| {
+            w.text.starts_with('-') && !w.text.starts_with("--") && w.text[1..].contains(c)
+        })
+    }
+
+    /// Whether a long option is one of `names`: git takes any unambiguous prefix of a long
+    /// option (`--dele` is `--delete`).
+    fn long_prefix(self, names: &[&str]) -> bool {
+        self.0.iter().any(|w| {
+            let t = w.text.split('=').next().unwrap_or("");
+            t.len() > 2 && t.starts_with("--") && names.iter().any(|n| n.starts_with(t))
+        })
+    }
+
+    /// Whether the first argument is one of `words` (a sub-subcommand such as `stash drop`).
+    fn first_is(self, words: &[&str]) -> bool {
+        self.0
+            .first()
+            .is_some_and(|w| words.contains(&w.text.as_str()))
+    }
+}
+
+/// Whether git's subcommand `sub` with `rest` discards or rewrites history or work.
+fn git_discards(sub: &str, rest: GitRest) -> bool {
+    match sub {
         "push" => {
-            long_prefix(&[
+            rest.long_prefix(&[
                 "--force",
                 "--force-with-lease",
                 "--mirror",
                 "--delete",
                 "--prune",
                 "--force-if-includes",
-            ]) || rest.iter().any(|w| {
+            ]) || rest.0.iter().any(|w| {
                 w.text.starts_with("--force-with-lease=")
                     || (w.text.starts_with('+') && w.text.len() > 1)
                     || (w.text.starts_with(':') && w.text.len() > 1)
-            }) || short('f')
-                || short('d')
+            }) || rest.short('f')
+                || rest.short('d')
         }
-        "reset" => long_prefix(&["--hard", "--merge", "--keep"]),
+        "reset" => rest.long_prefix(&["--hard", "--merge", "--keep"]),
         "grep" => {
-            has(&["-O"])
+            rest.has(&["-O"])
                 || rest
+                    .0
                     .iter()
                     .any(|w| w.text.starts_with("-O") || w.text.starts_with("--open-files"))
         }
         "difftool" | "mergetool" | "bisect" | "daemon" | "instaweb" | "web--browse"
         | "submodule" | "filter-process" => true,
         "clean" => true,
-        "checkout" => has(&["-f", "--force", ".", "--", "--ours", "--theirs"]) || short('f'),
-        "restore" => !has(&["--staged", "-S"]) || has(&["--worktree", "-W"]),
+        "checkout" => {
+            rest.has(&["-f", "--force", ".", "--", "--ours", "--theirs"]) || rest.short('f')
+        }
+        "restore" => !rest.has(&["--staged", "-S"]) || rest.has(&["--worktree", "-W"]),
         "switch" => {
-            short('f')
-                || short('C')
-                || long_prefix(&["--discard-changes", "--force", "--force-create"])
+            rest.short('f')
+                || rest.short('C')
+                || rest.long_prefix(&["--discard-changes", "--force", "--force-create"])
         }
         "branch" => {
-            short('D')
-                || short('d')
-                || short('M')
-                || short('C')
-                || short('f')
-                || long_prefix(&["--delete", "--force", "--move", "--copy"])
+            rest.short('D')
+                || rest.short('d')
+                || rest.short('M')
+                || rest.short('C')
+                || rest.short('f')
+                || rest.long_prefix(&["--delete", "--force", "--move", "--copy"])
         }
-        "tag" => short('d') || short('f') || long_prefix(&["--delete", "--force"]),
-        "rebase" => short('x') || long_prefix(&["--exec"]),
+        "tag" => rest.short('d') || rest.short('f') || rest.long_prefix(&["--delete", "--force"]),
+        "rebase" => rest.short('x') || rest.long_prefix(&["--exec"]),
         "checkout-index" | "read-tree" | "apply" | "am" => true,
-        "stash" => rest
-            .first()
-            .is_some_and(|w| matches!(w.text.as_str(), "drop" | "clear")),
+        "stash" => rest.first_is(&["drop", "clear"]),
         "filter-branch" | "filter-repo" | "replace" => true,
-        "reflog" => rest
-            .first()
-            .is_some_and(|w| matches!(w.text.as_str(), "expire" | "delete")),
+        "reflog" => rest.first_is(&["expire", "delete"]),
         "gc" | "prune" => {
-            has(&["--prune=now", "--aggressive"])
+            rest.has(&["--prune=now", "--aggressive"])
                 || sub == "prune"
-                || rest.iter().any(|w| w.text.starts_with("--prune"))
+                || rest.0.iter().any(|w| w.text.starts_with("--prune"))
         }
-        "update-ref" => has(&["-d", "--stdin"]),
-        "rm" => short('r') || short('f') || has(&["--force"]),
-        "worktree" => rest
-            .first()
-            .is_some_and(|w| matches!(w.text.as_str(), "remove" | "prune")),
-        "remote" => rest
-            .first()
-            .is_some_and(|w| matches!(w.text.as_str(), "remove" | "rm" | "set-url")),
-        "config" => {
-            // A program-valued key (an alias with `!`, core.sshCommand, …) runs code later;
-            // `include` pulls in another file's keys.
-            let mut pair: Vec<&str> = rest
-                .iter()
-                .filter(|w| !w.text.starts_with('-'))
-                .map(|w| w.text.as_str())
-                .collect();
-            if pair.first().is_some_and(|w| {
-                matches!(
-                    *w,
-                    "set"
-                        | "add"
-                        | "replace-all"
-                        | "unset"
-                        | "get"
-                        | "list"
-                        | "edit"
-                        | "rename-section"
-                        | "remove-section"
-                )
-            }) {
-                pair.remove(0);
-            }
-            if pair.first().is_some_and(|k| {
-                k.to_ascii_lowercase().starts_with("include")
-                    || k.eq_ignore_ascii_case("core.hookspath")
-            }) || rest.iter().any(|w| w.dynamic)
-            {
-                return Some(esc(
-                    "git-config",
-                    "`git config` of an include, the hooks path, or a computed key".into(),
-                ));
-            }
-            if let Some(key) = pair.first()
-                && let Some(e) =
-                    git_config_pair(&format!("{key}={}", pair.get(1).copied().unwrap_or("")))
-            {
-                return Some(e);
-            }
-            false
-        }
+        "update-ref" => rest.has(&["-d", "--stdin"]),
+        "rm" => rest.short('r') || rest.short('f') || rest.has(&["--force"]),
+        "worktree" => rest.first_is(&["remove", "prune"]),
+        "remote" => rest.first_is(&["remove", "rm", "set-url"]),
         _ => false,
-    };
-    found.then(|| {
-        esc(
-            "git-destructive",
-            format!(
-                "`git {sub}{}` discards or rewrites history or work",
-                rest.iter()
-                    .take(3)
-                    .map(|w| format!(" {}", w.text))
-                    .collect::<String>()
-            ),
-        )
-    })
+    }
 }
 
 /// `section.key=value` from `git -c` or `git config`: asked about when the key runs programs.

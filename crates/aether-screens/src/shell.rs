@@ -2158,6 +2158,54 @@ fn judge_interpreter(
     fed: bool,
     written: &[String],
 ) -> Option<Escalation> {
+    let family = interpreter_family(name)?;
+    let interpreter = Interpreter {
+        name,
+        family,
+        options: code_options(family),
+    };
+    let given = match interpreter.read(args, written) {
+        Ok(given) => given,
+        Err(e) => return Some(e),
+    };
+    if given.dynamic {
+        return Some(esc(
+            "computed-command",
+            format!("`{name}` runs code computed when the command runs"),
+        ));
+    }
+    if let Some(script) = given.script {
+        if is_input_path(&script.text) {
+            return Some(esc(
+                "interpreter-input",
+                format!("`{name} {}` runs code from its input", script.text),
+            ));
+        }
+        if let Some(e) = judge_script(name, Some(script), written) {
+            return Some(e);
+        }
+    }
+    if given.codes.is_empty() {
+        let reads_input = given.script.is_none() || args.iter().any(|w| w.text == "-");
+        return (reads_input && fed && family != "awk" && !given.program_file).then(|| {
+            esc(
+                "interpreter-input",
+                format!("`{name}` runs code from its input"),
+            )
+        });
+    }
+    let code = given.codes.join("\n");
+    if family == "awk"
+        && let Some(e) = judge_awk_code(&code)
+    {
+        return Some(e);
+    }
+    reaching_code(family, &code)
+}
+
+/// The family of the interpreter `name` (`python`, `perl`, `awk`, …), if it is one that
+/// takes inline code.
+fn interpreter_family(name: &str) -> Option<&'static str> {
     let family = if name.starts_with("python") || name == "pypy" || name == "pypy3" {
         "python"
     } else if name.starts_with("perl") {
@@ -2180,8 +2228,22 @@ fn judge_interpreter(
     } else {
         return None;
     };
-    // The short options that take inline code, and the long ones.
-    let (short, long): (&[char], &[&str]) = match family {
+    Some(family)
+}
+
+/// How an interpreter family is given code on its command line.
+struct CodeOptions {
+    /// The short options that take inline code.
+    short: &'static [char],
+    /// The long options that take inline code.
+    long: &'static [&'static str],
+    /// Options whose value is the next word (so that value is not taken for code or a script).
+    valued: &'static [&'static str],
+}
+
+/// The options that give the interpreter family `family` code.
+fn code_options(family: &str) -> CodeOptions {
+    let (short, long): (&'static [char], &'static [&'static str]) = match family {
         "python" => (&['c'], &[]),
         // `-M`/`-m`'s module text is code too: `-M'x;system…'` is `use x;system…;`.
         "perl" => (&['e', 'E', 'M', 'm'], &[]),
@@ -2192,229 +2254,242 @@ fn judge_interpreter(
         "awk" => (&['e'], &["--source"]),
         _ => (&['e', 'c'], &["--eval", "-Command", "-command", "-c"]),
     };
-    // Options whose value is the next word (so that value is not taken for code or a script).
-    let valued: &[&str] = match family {
+    let valued: &'static [&'static str] = match family {
         "awk" => &["-v", "-F", "-W", "-i", "-l", "-f"],
         "python" => &["-m", "-W", "-X", "-Q"],
         "perl" => &["-I"],
         "node" => &["-r", "--require", "--import", "--loader"],
         _ => &[],
     };
-    // Every piece of inline code given (perl and gawk take several `-e`).
-    let mut codes: Vec<String> = Vec::new();
-    let mut dynamic = false;
-    let mut script: Option<&Word> = None;
-    let mut program_file = false;
-    let mut take = |w: Option<&Word>, skip: usize, codes: &mut Vec<String>| {
+    CodeOptions {
+        short,
+        long,
+        valued,
+    }
+}
+
+/// An interpreter met on a command line: its name, its family, and how it takes code.
+struct Interpreter<'a> {
+    name: &'a str,
+    family: &'static str,
+    options: CodeOptions,
+}
+
+/// What an interpreter's arguments give it to run.
+#[derive(Default)]
+struct GivenCode<'a> {
+    /// Every piece of inline code given (perl and gawk take several `-e`).
+    codes: Vec<String>,
+    /// Whether a piece of code is computed when the command runs.
+    dynamic: bool,
+    /// The script named to run.
+    script: Option<&'a Word>,
+    /// Whether awk's program comes from a file (`-f`, `-E`).
+    program_file: bool,
+}
+
+impl GivenCode<'_> {
+    /// Takes `w`'s text from byte `skip` on as a piece of code, if there is a word.
+    fn take(&mut self, w: Option<&Word>, skip: usize) {
         if let Some(w) = w {
-            dynamic |= w.dynamic;
-            codes.push(w.text.get(skip..).unwrap_or("").to_string());
+            self.dynamic |= w.dynamic;
+            self.codes
+                .push(w.text.get(skip..).unwrap_or("").to_string());
         }
-    };
-    let mut i = 0;
-    while i < args.len() {
-        let w = &args[i];
-        let t = w.text.as_str();
-        if let Some(flag) = long
-            .iter()
-            .find(|f| t == **f || t.starts_with(&format!("{f}=")))
-        {
-            if t == *flag {
-                take(args.get(i + 1), 0, &mut codes);
-                i += 2;
-            } else {
-                take(Some(w), flag.len() + 1, &mut codes);
-                i += 1;
-            }
-            continue;
-        }
-        if t == "--" {
-            if family == "awk" && codes.is_empty() && !program_file {
-                take(args.get(i + 1), 0, &mut codes);
-            } else {
-                script = args.get(i + 1);
-            }
-            break;
-        }
-        if family == "python" && t == "-m" {
-            // `python -m MODULE ARGS…`: the module's arguments can be code (`timeit`).
-            for rest in &args[i + 1..] {
-                take(Some(rest), 0, &mut codes);
-            }
-            break;
-        }
-        if valued.contains(&t) {
-            program_file |= family == "awk" && t == "-f";
-            if family == "awk"
-                && t == "-f"
-                && let Some(file) = args.get(i + 1)
-                && (is_input_path(&file.text) || written.iter().any(|x| same_file(x, &file.text)))
+    }
+}
+
+impl Interpreter<'_> {
+    /// Reads `args` for the code given, or why an awk program file is asked about.
+    fn read<'w>(&self, args: &'w [Word], written: &[String]) -> Result<GivenCode<'w>, Escalation> {
+        let (name, family) = (self.name, self.family);
+        let CodeOptions {
+            short,
+            long,
+            valued,
+        } = self.options;
+        let mut given = GivenCode::default();
+        let mut i = 0;
+        while i < args.len() {
+            let w = &args[i];
+            let t = w.text.as_str();
+            if let Some(flag) = long
+                .iter()
+                .find(|f| t == **f || t.starts_with(&format!("{f}=")))
             {
-                return Some(esc(
-                    "interpreter-input",
-                    format!(
-                        "`{name} -f {}` runs a program from its input or one this command wrote",
-                        file.text
-                    ),
-                ));
-            }
-            i += 2;
-            continue;
-        }
-        if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 {
-            // A cluster: the first code option in it takes the rest, or the next word (also
-            // when the rest is only more option letters, as in `node -pe CODE`).
-            if let Some(at) = t[1..].find(|c: char| short.contains(&c)) {
-                let rest = &t[1 + at + 1..];
-                if rest.is_empty() || rest.chars().all(|c| short.contains(&c)) {
-                    take(args.get(i + 1), 0, &mut codes);
+                if t == *flag {
+                    given.take(args.get(i + 1), 0);
                     i += 2;
                 } else {
-                    take(Some(w), 1 + at + 1, &mut codes);
+                    given.take(Some(w), flag.len() + 1);
                     i += 1;
                 }
                 continue;
             }
-            program_file |= family == "awk" && (t.starts_with("-f") || t == "-E");
-            i += 1;
-            continue;
-        }
-        if t.starts_with("--") {
-            i += 1;
-            continue;
-        }
-        // The first word that is not an option: awk's program, or a script to run.
-        if !codes.is_empty() {
+            if t == "--" {
+                if family == "awk" && given.codes.is_empty() && !given.program_file {
+                    given.take(args.get(i + 1), 0);
+                } else {
+                    given.script = args.get(i + 1);
+                }
+                break;
+            }
+            if family == "python" && t == "-m" {
+                // `python -m MODULE ARGS…`: the module's arguments can be code (`timeit`).
+                for rest in &args[i + 1..] {
+                    given.take(Some(rest), 0);
+                }
+                break;
+            }
+            if valued.contains(&t) {
+                given.program_file |= family == "awk" && t == "-f";
+                if family == "awk"
+                    && t == "-f"
+                    && let Some(file) = args.get(i + 1)
+                    && (is_input_path(&file.text)
+                        || written.iter().any(|x| same_file(x, &file.text)))
+                {
+                    return Err(esc(
+                        "interpreter-input",
+                        format!(
+                            "`{name} -f {}` runs a program from its input or one this command wrote",
+                            file.text
+                        ),
+                    ));
+                }
+                i += 2;
+                continue;
+            }
+            if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 {
+                // A cluster: the first code option in it takes the rest, or the next word
+                // (also when the rest is only more option letters, as in `node -pe CODE`).
+                if let Some(at) = t[1..].find(|c: char| short.contains(&c)) {
+                    let rest = &t[1 + at + 1..];
+                    if rest.is_empty() || rest.chars().all(|c| short.contains(&c)) {
+                        given.take(args.get(i + 1), 0);
+                        i += 2;
+                    } else {
+                        given.take(Some(w), 1 + at + 1);
+                        i += 1;
+                    }
+                    continue;
+                }
+                given.program_file |= family == "awk" && (t.starts_with("-f") || t == "-E");
+                i += 1;
+                continue;
+            }
+            if t.starts_with("--") {
+                i += 1;
+                continue;
+            }
+            // The first word that is not an option: awk's program, or a script to run.
+            if !given.codes.is_empty() {
+                break;
+            }
+            if family == "awk" && !given.program_file {
+                given.take(Some(w), 0);
+            } else {
+                given.script = Some(w);
+            }
             break;
         }
-        if family == "awk" && !program_file {
-            take(Some(w), 0, &mut codes);
-        } else {
-            script = Some(w);
-        }
-        break;
+        Ok(given)
     }
-    if dynamic {
-        return Some(esc(
-            "computed-command",
-            format!("`{name}` runs code computed when the command runs"),
-        ));
+}
+
+/// Inline awk code read as awk reads it (`scripts::awk`): a `|` outside strings and regexes
+/// pipes (`/error|warn/` does not), `print $1 > f` redirects as surely as `print > f`; a
+/// program that cannot be read for certain asks too.
+fn judge_awk_code(code: &str) -> Option<Escalation> {
+    match crate::scripts::awk(code) {
+        Err(unreadable) => Some(esc(
+            "inline-code",
+            format!(
+                "inline awk code {} {unreadable}",
+                crate::scripts::shown(code)
+            ),
+        )),
+        Ok(found) => found
+            .into_iter()
+            .find(|f| f.effect != crate::scripts::Effect::Reads)
+            .map(|f| esc("inline-code", format!("inline awk code: {f}"))),
     }
-    if let Some(script) = script {
-        if is_input_path(&script.text) {
-            return Some(esc(
-                "interpreter-input",
-                format!("`{name} {}` runs code from its input", script.text),
-            ));
-        }
-        if let Some(e) = judge_script(name, Some(script), written) {
-            return Some(e);
-        }
-    }
-    if codes.is_empty() {
-        let reads_input = script.is_none() || args.iter().any(|w| w.text == "-");
-        return (reads_input && fed && family != "awk" && !program_file).then(|| {
-            esc(
-                "interpreter-input",
-                format!("`{name}` runs code from its input"),
-            )
-        });
-    }
-    let code = codes.join("\n");
-    // awk read as awk reads it (`scripts::awk`): a `|` outside strings and regexes pipes
-    // (`/error|warn/` does not), `print $1 > f` redirects as surely as `print > f`; a
-    // program that cannot be read for certain asks too.
-    if family == "awk" {
-        match crate::scripts::awk(&code) {
-            Err(unreadable) => {
-                return Some(esc(
-                    "inline-code",
-                    format!(
-                        "inline awk code {} {unreadable}",
-                        crate::scripts::shown(&code)
-                    ),
-                ));
-            }
-            Ok(found) => {
-                if let Some(f) = found
-                    .into_iter()
-                    .find(|f| f.effect != crate::scripts::Effect::Reads)
-                {
-                    return Some(esc("inline-code", format!("inline awk code: {f}")));
-                }
-            }
-        }
-    }
+}
+
+/// Words in inline code (lower-cased) that reach the system: processes, files, dynamic code.
+const SYSTEM_REACH: &[&str] = &[
+    "system",
+    "exec",
+    "eval",
+    "spawn",
+    "popen",
+    "subprocess",
+    "shutil",
+    "rmtree",
+    "unlink",
+    "remove",
+    "qx",
+    "readpipe",
+    "\"|",
+    "'|",
+    "import(",
+    "vars(",
+    "globals(",
+    "builtins",
+    "sys.modules",
+    "passthru",
+    "shell_exec",
+    "proc_open",
+    "pcntl",
+    "rmsync",
+    "|\"",
+    "| \"",
+    "\\x",
+    "rmdir",
+    "chmod",
+    "chown",
+    "kill",
+    "os.",
+    "__import__",
+    "import os",
+    "from os",
+    "importlib",
+    "getattr",
+    "compile",
+    "child_process",
+    "require(",
+    "fs.",
+    "deno.",
+    "bun.",
+    "file.delete",
+    "fileutils",
+    "base64",
+    "decode",
+    "fromhex",
+    "chr(",
+    "`",
+    "%x",
+    "open(",
+    "fork",
+    "socket",
+    "ctypes",
+    "ffi",
+    "unlink",
+    "io.popen",
+    "os.execute",
+    "write",
+    "| getline",
+    "|getline",
+    "print >",
+    "printf >",
+    "print>",
+    "printf>",
+];
+
+/// The first word of `SYSTEM_REACH` in the inline `family` code `code`, as an escalation.
+fn reaching_code(family: &str, code: &str) -> Option<Escalation> {
     let lower = code.to_ascii_lowercase();
-    const REACH: &[&str] = &[
-        "system",
-        "exec",
-        "eval",
-        "spawn",
-        "popen",
-        "subprocess",
-        "shutil",
-        "rmtree",
-        "unlink",
-        "remove",
-        "qx",
-        "readpipe",
-        "\"|",
-        "'|",
-        "import(",
-        "vars(",
-        "globals(",
-        "builtins",
-        "sys.modules",
-        "passthru",
-        "shell_exec",
-        "proc_open",
-        "pcntl",
-        "rmsync",
-        "|\"",
-        "| \"",
-        "\\x",
-        "rmdir",
-        "chmod",
-        "chown",
-        "kill",
-        "os.",
-        "__import__",
-        "import os",
-        "from os",
-        "importlib",
-        "getattr",
-        "compile",
-        "child_process",
-        "require(",
-        "fs.",
-        "deno.",
-        "bun.",
-        "file.delete",
-        "fileutils",
-        "base64",
-        "decode",
-        "fromhex",
-        "chr(",
-        "`",
-        "%x",
-        "open(",
-        "fork",
-        "socket",
-        "ctypes",
-        "ffi",
-        "unlink",
-        "io.popen",
-        "os.execute",
-        "write",
-        "| getline",
-        "|getline",
-        "print >",
-        "printf >",
-        "print>",
-        "printf>",
-    ];
-    REACH.iter().find(|k| lower.contains(*k)).map(|k| {
+    SYSTEM_REACH.iter().find(|k| lower.contains(*k)).map(|k| {
         esc(
             "inline-code",
             format!("inline {family} code that reaches the system ({k})"),

@@ -14,8 +14,10 @@ use crate::admission::Call;
 use crate::{Pipeline, SessionContext};
 
 impl Pipeline {
-    /// The rules' verdict on this call (none without rules, or when no rule matches).
-    pub(crate) fn verdict<'r>(
+    /// The rules' verdict on this call (none without rules, or when no rule matches). Where
+    /// a rule looks at this call's paths, they are found (links resolved, folders told apart)
+    /// on the blocking pool, not on the runtime's threads.
+    pub(crate) async fn verdict<'r>(
         &self,
         rules: &'r aether_policy::rules::RuleSet,
         ctx: &SessionContext,
@@ -25,7 +27,15 @@ impl Pipeline {
         if rules.is_empty() {
             return None;
         }
-        let known = self.facts(rules, ctx, def, args);
+        let known = if rules.looks_at_paths(&def.name, &ctx.agent.name, ctx.agent.team.as_deref()) {
+            let (roots, def, args) = (self.roots.clone(), def.clone(), args.clone());
+            aether_tools_core::blocking(move || facts(&roots, &def, &args)).await
+        } else {
+            Facts {
+                hosts: def.arguments.hosts_in(args),
+                ..Facts::default()
+            }
+        };
         rules.evaluate(&aether_policy::rules::CallFacts {
             tool: &def.name,
             agent: &ctx.agent.name,
@@ -38,89 +48,78 @@ impl Pipeline {
     }
 
     /// Whether the rules in force now deny this call (asked again after a wait).
-    pub(crate) fn denied_now(
+    pub(crate) async fn denied_now(
         &self,
         ctx: &SessionContext,
         def: &aether_policy::ToolDef,
         args: &Value,
     ) -> Option<Refusal> {
         let rules = self.rules.current();
-        let v = self.verdict(&rules, ctx, def, args)?;
+        let v = self.verdict(&rules, ctx, def, args).await?;
         (v.action == aether_policy::rules::Action::AlwaysDeny).then(|| denial(&v, def))
     }
+}
 
-    /// What the rules judge a call on: every path it names, relative to its root, as written
-    /// (cleaned) and, where it differs, as it really is after symlinks (so a link cannot walk
-    /// a call around a path rule); which of them are folders, plus the root itself when the
-    /// tool takes a `path` and the call left it out (it then walks the whole root); each
-    /// URL's host.
-    fn facts(
-        &self,
-        rules: &aether_policy::rules::RuleSet,
-        ctx: &SessionContext,
-        def: &aether_policy::ToolDef,
-        args: &Value,
-    ) -> Facts {
-        let mut facts = Facts {
-            hosts: def.arguments.hosts_in(args),
-            ..Facts::default()
-        };
-        if !rules.looks_at_paths(&def.name, &ctx.agent.name, ctx.agent.team.as_deref()) {
-            return facts;
-        }
-        let (root, named) = def.arguments.paths_in(args);
-        for path in &named {
-            let mut rel = String::new();
-            match self.roots.locate(root, path, &mut rel) {
-                Ok(loc) => {
-                    let rel = loc.rel.to_string();
-                    let (real, is_dir) = real_relative(loc.root, &rel);
-                    let mut forms = vec![rel.clone()];
-                    if let Some(real) = real
-                        && real != rel
-                    {
-                        forms.push(real);
-                    }
-                    in_other_roots(&self.roots, loc.root, &mut forms);
-                    if is_dir {
-                        facts.dirs.extend(forms.iter().cloned());
-                    }
-                    facts.paths.extend(forms);
+/// What the rules judge a call on: every path it names, relative to its root, as written
+/// (cleaned) and, where it differs, as it really is after symlinks (so a link cannot walk
+/// a call around a path rule); which of them are folders, plus the root itself when the
+/// tool takes a `path` and the call left it out (it then walks the whole root); each
+/// URL's host.
+fn facts(roots: &Roots, def: &aether_policy::ToolDef, args: &Value) -> Facts {
+    let mut facts = Facts {
+        hosts: def.arguments.hosts_in(args),
+        ..Facts::default()
+    };
+    let (root, named) = def.arguments.paths_in(args);
+    for path in &named {
+        let mut rel = String::new();
+        match roots.locate(root, path, &mut rel) {
+            Ok(loc) => {
+                let rel = loc.rel.to_string();
+                let (real, is_dir) = real_relative(loc.root, &rel);
+                let mut forms = vec![rel.clone()];
+                if let Some(real) = real
+                    && real != rel
+                {
+                    forms.push(real);
                 }
-                // The tool refuses it anyway; the rules still see what was asked for.
-                Err(_) => facts.paths.push(path.trim_start_matches("./").to_string()),
-            }
-        }
-        let takes_path = def.input_schema["properties"].get("path").is_some();
-        if named.is_empty() && takes_path {
-            facts.dirs.push(String::new());
-        }
-        // A glob's literal part can move the folder walked (`../hr/*` from `docs` walks `hr`;
-        // an absolute pattern names its own): that folder is judged as one the call names.
-        let base = args.get("path").and_then(Value::as_str).unwrap_or("");
-        for key in ["pattern", "glob"] {
-            let Some(pattern) = args.get(key).and_then(Value::as_str) else {
-                continue;
-            };
-            let mut rel = String::new();
-            let Ok(loc) = self.roots.locate(root, base, &mut rel) else {
-                continue;
-            };
-            if let Ok(place) = aether_policy::paths::confine_glob(
-                loc.rel,
-                pattern,
-                &loc.root.path.to_string_lossy(),
-            ) && place.folder != loc.rel
-            {
-                let (real, _) = real_relative(loc.root, &place.folder);
-                for folder in [Some(place.folder), real].into_iter().flatten() {
-                    facts.paths.push(folder.clone());
-                    facts.dirs.push(folder);
+                in_other_roots(roots, loc.root, &mut forms);
+                if is_dir {
+                    facts.dirs.extend(forms.iter().cloned());
                 }
+                facts.paths.extend(forms);
             }
+            // The tool refuses it anyway; the rules still see what was asked for.
+            Err(_) => facts.paths.push(path.trim_start_matches("./").to_string()),
         }
-        facts
     }
+    let takes_path = def.input_schema["properties"].get("path").is_some();
+    if named.is_empty() && takes_path {
+        facts.dirs.push(String::new());
+    }
+    // A glob's literal part can move the folder walked (`../hr/*` from `docs` walks `hr`;
+    // an absolute pattern names its own): that folder is judged as one the call names.
+    let base = args.get("path").and_then(Value::as_str).unwrap_or("");
+    for key in ["pattern", "glob"] {
+        let Some(pattern) = args.get(key).and_then(Value::as_str) else {
+            continue;
+        };
+        let mut rel = String::new();
+        let Ok(loc) = roots.locate(root, base, &mut rel) else {
+            continue;
+        };
+        if let Ok(place) =
+            aether_policy::paths::confine_glob(loc.rel, pattern, &loc.root.path.to_string_lossy())
+            && place.folder != loc.rel
+        {
+            let (real, _) = real_relative(loc.root, &place.folder);
+            for folder in [Some(place.folder), real].into_iter().flatten() {
+                facts.paths.push(folder.clone());
+                facts.dirs.push(folder);
+            }
+        }
+    }
+    facts
 }
 
 /// Roots may nest: the same file is also judged relative to every other root that holds it,

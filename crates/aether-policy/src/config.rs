@@ -526,6 +526,20 @@ impl RawConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
+        self.check_listen_roots_store(&mut problems);
+        self.check_agents_and_projects(&mut problems);
+        self.check_server_and_limits(&mut problems);
+        self.check_upstreams(&mut problems);
+        self.check_models_and_delegation(&mut problems);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError { problems })
+        }
+    }
+
+    /// The listener, the roots and the store's URL.
+    fn check_listen_roots_store(&self, problems: &mut Vec<String>) {
         if self.server.listen.parse::<SocketAddr>().is_err() {
             problems.push(format!(
                 "server.listen {:?} must be an IP address and port, e.g. {DEFAULT_LISTEN}",
@@ -562,6 +576,10 @@ impl RawConfig {
                 "store.url: {scheme:?} is not a store Aether keeps; use sqlite://PATH or postgres://USER@HOST:PORT/DATABASE"
             ));
         }
+    }
+
+    /// Each agent's name, groups and tools; each project's shell and commands.
+    fn check_agents_and_projects(&self, problems: &mut Vec<String>) {
         for (name, agent) in &self.agents {
             if !is_root_name(name) {
                 problems.push(format!(
@@ -593,6 +611,10 @@ impl RawConfig {
                 }
             }
         }
+    }
+
+    /// Sessions, the HTTP agent and auth, the limits, the journal, research, approvals, the rules file.
+    fn check_server_and_limits(&self, problems: &mut Vec<String>) {
         if self.server.max_sessions == 0 || self.server.max_sessions_per_caller == 0 {
             problems.push(
                 "server.max_sessions and server.max_sessions_per_caller are at least 1 (for no sessions, set server.sessions = false)".into(),
@@ -659,6 +681,10 @@ impl RawConfig {
         if l.search_results == 0 || l.search_results > 10_000 {
             problems.push("limits.search_results must be between 1 and 10000".into());
         }
+    }
+
+    /// Each upstream: its name, transport options and time limit.
+    fn check_upstreams(&self, problems: &mut Vec<String>) {
         for (name, u) in &self.upstreams {
             let valid = !name.is_empty()
                 && name.len() <= 32
@@ -691,6 +717,10 @@ impl RawConfig {
                 ));
             }
         }
+    }
+
+    /// Each model connection, and the workers and models each agent names.
+    fn check_models_and_delegation(&self, problems: &mut Vec<String>) {
         for (name, model) in &self.models {
             if !is_root_name(name) {
                 problems.push(format!(
@@ -716,11 +746,6 @@ impl RawConfig {
                     ));
                 }
             }
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError { problems })
         }
     }
 

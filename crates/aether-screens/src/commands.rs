@@ -173,11 +173,12 @@ fn git_program_subcommand(args: &[String]) -> Option<String> {
 /// its target was judged from, and later programs follow it out of the roots. Never an entry.
 const LINKERS: &[&str] = &["ln", "link"];
 
-/// Options that run code or write where they like, per executable (by file name); a name
-/// ending in `=` is matched as a prefix of the option.
-fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
-    match exe_name {
-        "git" => &[
+/// Options that run code or write where they like, per executable (by file name); an option
+/// ending in `=` is matched as a prefix. The first row naming an executable is its row.
+const DANGEROUS_OPTIONS: &[(&[&str], &[&str])] = &[
+    (
+        &["git"],
+        &[
             "-c",
             "--config-env",
             "--exec-path",
@@ -202,16 +203,22 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "--namespace",
             "-C",
         ],
-        "rg" => &[
+    ),
+    (
+        &["rg"],
+        &[
             "--pre",
             "--pre-glob",
             "-z",
             "--search-zip",
             "--hostname-bin",
         ],
-        "grep" | "egrep" | "fgrep" => &[],
-        // `-files0-from`: starting points read from a file, which no argument names.
-        "find" => &[
+    ),
+    (&["grep", "egrep", "fgrep"], &[]),
+    // `-files0-from`: starting points read from a file, which no argument names.
+    (
+        &["find"],
+        &[
             "-exec",
             "-execdir",
             "-ok",
@@ -223,9 +230,12 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "-fls",
             "-files0-from",
         ],
-        // `-C`: each relative `-C` is taken from the one before, so `-C .. -C ..` climbs
-        // from where the arguments were judged; `-P` extracts to absolute paths.
-        "tar" | "gtar" | "bsdtar" => &[
+    ),
+    // `-C`: each relative `-C` is taken from the one before, so `-C .. -C ..` climbs
+    // from where the arguments were judged; `-P` extracts to absolute paths.
+    (
+        &["tar", "gtar", "bsdtar"],
+        &[
             "-C",
             "--directory",
             "-P",
@@ -244,14 +254,17 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "-T",
             "--files-from",
         ],
-        // `-f`: a script in a file, not read at admission (and changeable until sed reads it).
-        // `-i` is allowed where listed: its files are operands, judged as paths, and its
-        // backup suffix is judged by `check_sed`.
-        "sed" | "gsed" => &["-f", "--file", "-s", "--separate"],
-        // Programs from files (`-f`, `-E`, `-i`/`--include`, `@include`), extensions
-        // (`-l`), and files written by the program itself (a profile, a dump, a pretty
-        // print); mawk's `-W` takes a program file too (`-W exec`).
-        "awk" | "gawk" | "mawk" | "nawk" => &[
+    ),
+    // `-f`: a script in a file, not read at admission (and changeable until sed reads it).
+    // `-i` is allowed where listed: its files are operands, judged as paths, and its
+    // backup suffix is judged by `check_sed`.
+    (&["sed", "gsed"], &["-f", "--file", "-s", "--separate"]),
+    // Programs from files (`-f`, `-E`, `-i`/`--include`, `@include`), extensions
+    // (`-l`), and files written by the program itself (a profile, a dump, a pretty
+    // print); mawk's `-W` takes a program file too (`-W exec`).
+    (
+        &["awk", "gawk", "mawk", "nawk"],
+        &[
             "-f",
             "--file",
             "-E",
@@ -270,11 +283,14 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "--debug",
             "-W",
         ],
-        // `--files0-from`: the names of the files to read, from a file no argument names.
-        "sort" => &["--compress-program", "--files0-from"],
-        "wc" | "du" => &["--files0-from"],
-        // A log file written, a key file read; `+cmd` operands are judged by `check_rest`.
-        "less" | "more" => &[
+    ),
+    // `--files0-from`: the names of the files to read, from a file no argument names.
+    (&["sort"], &["--compress-program", "--files0-from"]),
+    (&["wc", "du"], &["--files0-from"]),
+    // A log file written, a key file read; `+cmd` operands are judged by `check_rest`.
+    (
+        &["less", "more"],
+        &[
             "-o",
             "-O",
             "--log-file",
@@ -284,15 +300,20 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "--lesskey-src",
             "--lesskey-content",
         ],
-        "fd" | "fdfind" => &["-x", "--exec", "-X", "--exec-batch"],
-        "zip" => &["-TT", "--unzip-command"],
-        "man" => &["-P", "--pager", "-H", "--html"],
-        "psql" => &["-c", "--command", "-f", "--file"],
-        "mysql" | "mariadb" => &["-e", "--execute"],
-        "python" | "pypy" => &["-c", "-m"],
-        // Besides inline code: perl's `-M`/`-m` (the module text is code: `-M'x;system…'`),
-        // node's preloaded modules.
-        "perl" | "ruby" | "node" | "nodejs" | "deno" | "bun" | "php" | "lua" | "tclsh" => &[
+    ),
+    (&["fd", "fdfind"], &["-x", "--exec", "-X", "--exec-batch"]),
+    (&["zip"], &["-TT", "--unzip-command"]),
+    (&["man"], &["-P", "--pager", "-H", "--html"]),
+    (&["psql"], &["-c", "--command", "-f", "--file"]),
+    (&["mysql", "mariadb"], &["-e", "--execute"]),
+    (&["python", "pypy"], &["-c", "-m"]),
+    // Besides inline code: perl's `-M`/`-m` (the module text is code: `-M'x;system…'`),
+    // node's preloaded modules.
+    (
+        &[
+            "perl", "ruby", "node", "nodejs", "deno", "bun", "php", "lua", "tclsh",
+        ],
+        &[
             "-e",
             "-E",
             "-r",
@@ -309,9 +330,15 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "--loader",
             "--experimental-loader",
         ],
-        "cargo" => &["--config", "-Z"],
-        "npm" | "npx" | "pnpm" | "yarn" => &["--node-options", "--script-shell", "-c", "--call"],
-        "make" | "gmake" => &[
+    ),
+    (&["cargo"], &["--config", "-Z"]),
+    (
+        &["npm", "npx", "pnpm", "yarn"],
+        &["--node-options", "--script-shell", "-c", "--call"],
+    ),
+    (
+        &["make", "gmake"],
+        &[
             "--eval",
             "-E",
             "-f",
@@ -320,11 +347,19 @@ fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
             "-C",
             "--directory",
         ],
-        // Links made by the program: a relative one is resolved from its own folder, which
-        // the arguments are not judged from.
-        "cp" => &["-s", "--symbolic-link", "-l", "--link"],
-        _ => &[],
-    }
+    ),
+    // Links made by the program: a relative one is resolved from its own folder, which
+    // the arguments are not judged from.
+    (&["cp"], &["-s", "--symbolic-link", "-l", "--link"]),
+];
+
+/// Options that run code or write where they like for the executable `exe_name` (by file
+/// name), from `DANGEROUS_OPTIONS`; none for one it does not list.
+fn dangerous_options(exe_name: &str) -> &'static [&'static str] {
+    DANGEROUS_OPTIONS
+        .iter()
+        .find(|(names, _)| names.contains(&exe_name))
+        .map_or(&[], |(_, options)| options)
 }
 
 /// The program-valued git keys an override cannot be trusted to cover. Lower-case section

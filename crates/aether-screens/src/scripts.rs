@@ -587,85 +587,15 @@ fn awk_tokens(program: &str) -> Result<Vec<Token>, Unreadable> {
                 if prev_is_division {
                     return Err(bad(at, "a string right after a `/` read as division"));
                 }
-                let mut s = String::new();
-                i += 1;
-                loop {
-                    match c.get(i) {
-                        None | Some('\n') => return Err(bad(at, "an unclosed string")),
-                        Some('"') => break,
-                        Some('\\') => {
-                            if let Some(&n) = c.get(i + 1) {
-                                s.push('\\');
-                                s.push(n);
-                            }
-                            i += 2;
-                        }
-                        Some(&x) => {
-                            s.push(x);
-                            i += 1;
-                        }
-                    }
-                }
-                i += 1;
+                let (s, end) = awk_string(&c, at)?;
+                i = end;
                 out.push(Token {
                     kind: Tok::Str(s),
                     at,
                 });
             }
             '/' if regex_may_start(out.last().map(|t| &t.kind), head_closed) => {
-                i += 1;
-                loop {
-                    match c.get(i) {
-                        None | Some('\n') => return Err(bad(at, "an unclosed regex")),
-                        Some('/') => break,
-                        Some('\\') => i += 2,
-                        Some('[') => {
-                            // Awks disagree on a `/` inside a bracket; none is allowed.
-                            i += 1;
-                            if c.get(i) == Some(&'^') {
-                                i += 1;
-                            }
-                            if c.get(i) == Some(&']') {
-                                i += 1;
-                            }
-                            loop {
-                                match c.get(i) {
-                                    None | Some('\n') => {
-                                        return Err(bad(at, "an unclosed bracket in a regex"));
-                                    }
-                                    Some('/') => {
-                                        return Err(bad(i, "a `/` inside a bracket in a regex"));
-                                    }
-                                    Some(']') => break,
-                                    Some('[') if matches!(c.get(i + 1), Some(':' | '.' | '=')) => {
-                                        // A class (`[:alpha:]`) up to its own `:]`.
-                                        let close = c[i + 1];
-                                        i += 2;
-                                        while !(c.get(i) == Some(&close)
-                                            && c.get(i + 1) == Some(&']'))
-                                        {
-                                            match c.get(i) {
-                                                None | Some('\n' | '/') => {
-                                                    return Err(bad(
-                                                        i,
-                                                        "a class in a regex's bracket left open",
-                                                    ));
-                                                }
-                                                _ => i += 1,
-                                            }
-                                        }
-                                        i += 2;
-                                    }
-                                    Some('\\') => i += 2,
-                                    Some(_) => i += 1,
-                                }
-                            }
-                            i += 1;
-                        }
-                        Some(_) => i += 1,
-                    }
-                }
-                i += 1;
+                i = awk_regex_end(&c, at)?;
                 out.push(Token {
                     kind: Tok::Regex,
                     at,
@@ -689,13 +619,7 @@ fn awk_tokens(program: &str) -> Result<Vec<Token>, Unreadable> {
             c0 if c0.is_ascii_digit()
                 || (c0 == '.' && c.get(i + 1).is_some_and(char::is_ascii_digit)) =>
             {
-                while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '.') {
-                    // An exponent's sign: `1e-5`.
-                    if matches!(c[i], 'e' | 'E') && matches!(c.get(i + 1), Some('+' | '-')) {
-                        i += 1;
-                    }
-                    i += 1;
-                }
+                i = awk_number_end(&c, at);
                 out.push(Token {
                     kind: Tok::Number,
                     at,
@@ -726,6 +650,123 @@ fn awk_tokens(program: &str) -> Result<Vec<Token>, Unreadable> {
         }
     }
     Ok(out)
+}
+
+/// Reads the string whose `"` is at `at`: its text (escapes kept as written) and where the
+/// next token may start.
+fn awk_string(c: &[char], at: usize) -> Result<(String, usize), Unreadable> {
+    let mut s = String::new();
+    let mut i = at + 1;
+    loop {
+        match c.get(i) {
+            None | Some('\n') => {
+                return Err(Unreadable {
+                    at,
+                    why: "an unclosed string",
+                });
+            }
+            Some('"') => break,
+            Some('\\') => {
+                if let Some(&n) = c.get(i + 1) {
+                    s.push('\\');
+                    s.push(n);
+                }
+                i += 2;
+            }
+            Some(&x) => {
+                s.push(x);
+                i += 1;
+            }
+        }
+    }
+    Ok((s, i + 1))
+}
+
+/// Where the next token may start after the regex whose `/` is at `at`.
+fn awk_regex_end(c: &[char], at: usize) -> Result<usize, Unreadable> {
+    let mut i = at + 1;
+    loop {
+        match c.get(i) {
+            None | Some('\n') => {
+                return Err(Unreadable {
+                    at,
+                    why: "an unclosed regex",
+                });
+            }
+            Some('/') => break,
+            Some('\\') => i += 2,
+            Some('[') => i = regex_bracket_end(c, i, at)?,
+            Some(_) => i += 1,
+        }
+    }
+    Ok(i + 1)
+}
+
+/// Where a regex goes on after the bracket whose `[` is at `open` (the regex's `/` is at
+/// `at`). Awks disagree on a `/` inside a bracket; none is allowed.
+fn regex_bracket_end(c: &[char], open: usize, at: usize) -> Result<usize, Unreadable> {
+    let mut i = open + 1;
+    if c.get(i) == Some(&'^') {
+        i += 1;
+    }
+    if c.get(i) == Some(&']') {
+        i += 1;
+    }
+    loop {
+        match c.get(i) {
+            None | Some('\n') => {
+                return Err(Unreadable {
+                    at,
+                    why: "an unclosed bracket in a regex",
+                });
+            }
+            Some('/') => {
+                return Err(Unreadable {
+                    at: i,
+                    why: "a `/` inside a bracket in a regex",
+                });
+            }
+            Some(']') => break,
+            Some('[') if matches!(c.get(i + 1), Some(':' | '.' | '=')) => {
+                i = bracket_class_end(c, i)?;
+            }
+            Some('\\') => i += 2,
+            Some(_) => i += 1,
+        }
+    }
+    Ok(i + 1)
+}
+
+/// Where a bracket goes on after the class (`[:alpha:]`, `[.x.]`, `[=e=]`) whose `[` is at
+/// `open`, up to its own `:]`.
+fn bracket_class_end(c: &[char], open: usize) -> Result<usize, Unreadable> {
+    let close = c[open + 1];
+    let mut i = open + 2;
+    while !(c.get(i) == Some(&close) && c.get(i + 1) == Some(&']')) {
+        match c.get(i) {
+            None | Some('\n' | '/') => {
+                return Err(Unreadable {
+                    at: i,
+                    why: "a class in a regex's bracket left open",
+                });
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(i + 2)
+}
+
+/// Where the next token may start after the number starting at `at`.
+fn awk_number_end(c: &[char], at: usize) -> usize {
+    let mut i = at;
+    while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '.') {
+        // An exponent's sign: `1e-5`.
+        if matches!(c[i], 'e' | 'E') && matches!(c.get(i + 1), Some('+' | '-')) {
+            i += 1;
+        }
+        i += 1;
+    }
+    i
 }
 
 /// Whether a `/` after `prev` starts a regex: where awk's grammar expects an operand. Where

@@ -1052,7 +1052,71 @@ fn judge(
         return None;
     }
     let args = &words[1..];
-    let dynamic_args = fed_args || args.iter().any(|w| w.dynamic || w.glob);
+    if let Some(e) = judge_always(name, args) {
+        return Some(e);
+    }
+    let program = Program {
+        cmd,
+        at: from + start,
+        name,
+        words,
+        args,
+        written,
+        depth,
+        fed_args,
+    };
+    if let Some(verdict) = judge_builtin(&program) {
+        return verdict;
+    }
+    if let Some(verdict) = judge_program(&program) {
+        return verdict;
+    }
+    if SHELLS.contains(&name) {
+        return judge_shell(name, args, cmd.fed, written, depth);
+    }
+    if let Some(e) = judge_interpreter(name, args, cmd.fed, written) {
+        return Some(e);
+    }
+    if matches!(name, "source" | ".") {
+        return judge_script(name, args.first(), written);
+    }
+    if let Some(known) = known_wrapper(name) {
+        return judge_known_wrapper(&program, &known);
+    }
+    if WRAPPERS.contains(&name) {
+        return judge_wrapper(&program);
+    }
+    // A script this same command wrote, run by path.
+    if written.iter().any(|t| same_file(t, &first.text)) {
+        return Some(esc(
+            "written-script",
+            format!("runs {}, which this command wrote", first.text),
+        ));
+    }
+    None
+}
+
+/// A simple command read up to its program: what the judges of one program need.
+struct Program<'a> {
+    cmd: &'a Simple,
+    /// Where the program's word is in `cmd.words`.
+    at: usize,
+    /// The program's file name.
+    name: &'a str,
+    /// The program's word and every word after it.
+    words: &'a [Word],
+    /// The program's arguments.
+    args: &'a [Word],
+    /// The files this same command wrote.
+    written: &'a [String],
+    depth: usize,
+    /// Whether its arguments come from elsewhere at run time (after `xargs`).
+    fed_args: bool,
+}
+
+/// Programs asked about whatever their arguments: `ALWAYS`, `mkfs*`, and any program given
+/// a disk device.
+fn judge_always(name: &str, args: &[Word]) -> Option<Escalation> {
     if let Some((_, what)) = ALWAYS.iter().find(|(n, _)| *n == name) {
         return Some(esc(name_pattern(name), format!("`{name}` {what}")));
     }
@@ -1065,61 +1129,20 @@ fn judge(
             return Some(e);
         }
     }
-    match name {
-        "eval" | "trap" => {
-            if args.iter().any(|w| w.dynamic) {
-                return Some(esc(
-                    "computed-command",
-                    format!("`{name}` runs text computed when the command runs"),
-                ));
-            }
-            let mut text: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-            // `eval -- CODE`, `trap -- CODE SIGNAL`
-            while text.first().is_some_and(|t| {
-                *t == "--" || (name == "trap" && t.starts_with('-') && t.len() > 1 && *t != "-")
-            }) {
-                text.remove(0);
-            }
-            // `trap CODE SIGNAL…`: the code is the first argument.
-            let code = if name == "trap" {
-                text.first().copied().unwrap_or("").to_string()
-            } else {
-                text.join(" ")
-            };
-            return review_with(&code, depth + 1, written);
-        }
+    None
+}
+
+/// Shell builtins that run text, change what names run, or evaluate subscripts: the verdict
+/// when the builtin (with these arguments) is one, `None` when the general judges go on.
+fn judge_builtin(p: &Program) -> Option<Option<Escalation>> {
+    let (name, args) = (p.name, p.args);
+    let found = match name {
+        "eval" | "trap" => return Some(judge_eval(p)),
         "hash" if args.iter().any(|w| w.text.starts_with("-p")) => {
-            return Some(esc(
-                "alias",
-                "`hash -p` makes a name run another program".into(),
-            ));
+            esc("alias", "`hash -p` makes a name run another program".into())
         }
         "declare" | "typeset" | "export" | "local" | "readonly" => {
-            for w in args {
-                if w.text.contains('=')
-                    && let Some(e) = risky_assignment(w)
-                {
-                    return Some(e);
-                }
-                let name_part = w.text.split('=').next().unwrap_or("");
-                if startup_variable(name_part) || (w.dynamic && !w.text.contains('=')) {
-                    return Some(esc(
-                        "startup-code",
-                        format!("`{name}` of {}, which changes what programs run", shown(w)),
-                    ));
-                }
-                if w.text.starts_with('-') && w.text.contains('n') && !w.text.starts_with("--") {
-                    // `declare -n r=BASH_ENV`: a name that sets another.
-                    return Some(esc(
-                        "startup-code",
-                        format!(
-                            "`{name} {}` makes a name that sets another variable",
-                            w.text
-                        ),
-                    ));
-                }
-            }
-            return None;
+            return Some(judge_declare(name, args));
         }
         "set"
             if args.iter().any(|w| {
@@ -1127,408 +1150,476 @@ fn judge(
                     || w.text == "allexport"
             }) =>
         {
-            return Some(esc(
+            esc(
                 "startup-code",
                 "`set -a` exports every variable set from then on".into(),
-            ));
+            )
         }
-        "let" => {
-            return Some(esc(
-                "stored-code",
-                "`let` evaluates text as arithmetic, which can run commands".into(),
-            ));
-        }
+        "let" => esc(
+            "stored-code",
+            "`let` evaluates text as arithmetic, which can run commands".into(),
+        ),
         "mapfile" | "readarray" | "compgen" | "complete"
             if args
                 .iter()
                 .any(|w| w.text.starts_with("-C") || w.text.starts_with("-F")) =>
         {
-            return Some(esc(
+            esc(
                 "stored-code",
                 format!("`{name} -C/-F` runs a command or function it is given"),
-            ));
+            )
         }
         "read" | "mapfile" | "readarray" | "printf"
             if args.iter().any(|w| w.text.contains('[') || w.dynamic)
                 && (name != "printf" || args.iter().any(|w| w.text == "-v")) =>
         {
             // `read 'a[$(rm …)]'`: the subscript of the variable read into is evaluated.
-            return Some(esc(
+            esc(
                 "stored-code",
                 format!("`{name}` into a computed or subscripted name"),
-            ));
+            )
         }
         "shopt" if args.iter().any(|w| w.text == "expand_aliases" || w.dynamic) => {
-            return Some(esc(
-                "alias",
-                "`shopt expand_aliases` turns aliases on".into(),
-            ));
+            esc("alias", "`shopt expand_aliases` turns aliases on".into())
         }
-        "rm" => {
-            for w in args {
-                let t = &w.text;
-                let long =
-                    |full: &str| t.len() > 2 && t.starts_with("--") && full.starts_with(t.as_str());
-                let forced = long("--recursive")
-                    || long("--force")
-                    || long("--no-preserve-root")
-                    || (t.starts_with('-')
-                        && !t.starts_with("--")
-                        && t.chars().skip(1).any(|c| matches!(c, 'r' | 'R' | 'f')));
-                if forced {
-                    return Some(esc(
-                        "rm-rf",
-                        format!("`rm {t}` removes recursively or by force"),
-                    ));
-                }
-                if matches!(
-                    t.as_str(),
-                    "/" | "~" | "." | ".." | "*" | "/*" | "~/" | "{}"
-                ) {
-                    return Some(esc("rm-rf", format!("`rm` of {t}")));
-                }
-            }
-            if dynamic_args {
-                return Some(esc(
-                    "rm-rf",
-                    "`rm` of files named when the command runs (a variable, a glob, xargs)".into(),
-                ));
-            }
-        }
-        "find" => {
-            if let Some(w) = args.iter().find(|w| {
-                matches!(
-                    w.text.as_str(),
-                    "-delete"
-                        | "-exec"
-                        | "-execdir"
-                        | "-ok"
-                        | "-okdir"
-                        | "-fprint"
-                        | "-fprint0"
-                        | "-fprintf"
-                        | "-fls"
-                )
-            }) {
-                return Some(esc(
-                    "find-delete",
-                    format!("`find {}` deletes or runs programs", w.text),
-                ));
-            }
-            return None;
-        }
-        "git" => return judge_git(args),
-        "docker" | "podman" | "nerdctl" => {
-            let sub: Vec<&str> = args
-                .iter()
-                .filter(|w| !w.text.starts_with('-'))
-                .map(|w| w.text.as_str())
-                .take(2)
-                .collect();
-            let destroys = |s: &str| {
-                matches!(
-                    s,
-                    "rm" | "rmi" | "stop" | "kill" | "restart" | "prune" | "down" | "remove"
-                )
-            };
-            if sub.iter().any(|s| destroys(s)) {
-                return Some(esc(
-                    "container",
-                    format!(
-                        "`{name} {}` stops or removes containers or images",
-                        sub.join(" ")
-                    ),
-                ));
-            }
-            return None;
-        }
-        "kubectl" | "oc" => {
-            if let Some(s) = args.iter().find(|w| {
-                matches!(
-                    w.text.as_str(),
-                    "delete"
-                        | "drain"
-                        | "replace"
-                        | "scale"
-                        | "restart"
-                        | "undo"
-                        | "cordon"
-                        | "uncordon"
-                        | "taint"
-                        | "evict"
-                )
-            }) {
-                return Some(esc(
-                    "cluster",
-                    format!("`{name} {}` changes a cluster", s.text),
-                ));
-            }
-            return None;
-        }
-        "dotnet" | "terraform" | "tofu" | "helm" | "npm" | "yarn" | "pnpm" | "cargo" | "twine" => {
-            let verbs: &[&str] = match name {
-                "dotnet" => &["publish"],
-                "terraform" | "tofu" => &["apply", "destroy", "import", "taint"],
-                "helm" => &["uninstall", "delete", "rollback"],
-                "cargo" => &["publish", "yank", "owner"],
-                "twine" => &["upload"],
-                _ => &["publish", "unpublish", "deprecate"],
-            };
-            if let Some(s) = args.iter().find(|w| verbs.contains(&w.text.as_str())) {
-                return Some(esc(
-                    "publish",
-                    format!("`{name} {}` changes something outside the project", s.text),
-                ));
-            }
-            return None;
-        }
-        "sed" | "gsed" | "perl" | "cp" | "mv" | "install" | "ln" | "tee" => {
-            for w in args {
-                if let Some(e) = sensitive_target(&w.text) {
-                    return Some(e);
-                }
-            }
-            if name == "perl" {
-                return judge_interpreter(name, args, cmd.fed, written);
-            }
-            // The destination is the last operand (or `-t DIR`); one out of the roots, or
-            // computed from its very start (`"$TMPDIR"`), moves files away for good.
-            let operands: Vec<&Word> = args.iter().filter(|w| !w.text.starts_with('-')).collect();
-            let target = args
-                .windows(2)
-                .find(|p| p[0].text == "-t" || p[0].text == "--target-directory")
-                .map(|p| &p[1])
-                .or(operands.last().copied());
-            if name == "mv"
-                && let Some(w) = target.filter(|w| {
-                    let t = collapse_slashes(&w.text);
-                    t == "/tmp"
-                        || t.starts_with("/tmp/")
-                        || t.starts_with("/dev/")
-                        || t.starts_with('~')
-                        || (w.dynamic && (t.is_empty() || t.starts_with('/')))
-                })
-            {
-                return Some(esc(
-                    "rm-rf",
-                    format!("`mv` to {}, out of the roots (a deletion)", w.text),
-                ));
-            }
-            if name.ends_with("sed") && !args.iter().any(|w| w.text == "--sandbox") {
-                return judge_sed(args, written);
-            }
-            return None;
-        }
-        "tar" | "bsdtar" | "gtar" => {
-            if let Some(w) = args.iter().find(|w| {
-                let t = w.text.as_str();
-                [
-                    "--checkpoint-action",
-                    "--to-command",
-                    "--use-compress-program",
-                    "--info-script",
-                    "--new-volume-script",
-                    "--rsh-command",
-                    "--rmt-command",
-                    "--remove-files",
-                    "-I",
-                    "-F",
-                ]
-                .iter()
-                .any(|o| t.starts_with(o))
-            }) {
-                return Some(esc(
-                    "program-option",
-                    format!("`tar {}` runs a program or removes files", w.text),
-                ));
-            }
-            return None;
-        }
-        "rsync" => {
-            if let Some(w) = args.iter().find(|w| {
-                let t = w.text.as_str();
-                t.starts_with("--del")
-                    || t.starts_with("--remove-s")
-                    || t.starts_with("--rsh")
-                    || t.starts_with("--rsync-path")
-                    || t == "-e"
-                    || (t.starts_with('-') && !t.starts_with("--") && t.contains('e'))
-            }) {
-                return Some(esc(
-                    "program-option",
-                    format!("`rsync {}` deletes or runs a program", w.text),
-                ));
-            }
-            return None;
-        }
-        "zip" => {
-            if let Some(w) = args.iter().find(|w| {
-                let t = w.text.as_str();
-                t.starts_with("-T")
-                    || t.starts_with("--unzip-command")
-                    || t == "--move"
-                    || (t.starts_with('-') && !t.starts_with("--") && t.contains('m'))
-            }) {
-                return Some(esc(
-                    "program-option",
-                    format!("`zip {}` runs a program or moves files away", w.text),
-                ));
-            }
-            return None;
-        }
-        "ssh" | "scp" | "sftp" => {
-            if args.iter().any(|w| {
-                let t = w.text.to_ascii_lowercase();
-                t.contains("proxycommand")
-                    || t.contains("localcommand")
-                    || t.contains("permitlocalcommand")
-            }) {
-                return Some(esc(
-                    "program-option",
-                    format!("`{name}` with a command option"),
-                ));
-            }
-            return None;
-        }
-        "gdb" | "ed" | "red" | "ex" | "vim" | "vi" | "nvim" | "view" | "emacs" | "nano"
-        | "expect" => {
-            return Some(esc(
-                "program-option",
-                format!("`{name}` runs commands given to it"),
-            ));
-        }
-        "sqlite3" | "sqlite" => {
-            if args
-                .iter()
-                .any(|w| w.text.contains(".system") || w.text.contains(".shell") || w.dynamic)
-                || cmd.fed
-            {
-                return Some(esc(
-                    "program-option",
-                    "`sqlite3` with .system or .shell, or commands from its input".into(),
-                ));
-            }
-            return None;
-        }
-        "make" | "gmake" => {
-            if args.iter().any(|w| w.text.starts_with("--eval")) {
-                return Some(esc(
-                    "shell-input",
-                    "`make --eval` runs rules given on the command line".into(),
-                ));
-            }
-            if let Some(w) = args.windows(2).find(|p| {
-                matches!(p[0].text.as_str(), "-f" | "--file" | "--makefile")
-                    && (is_input_path(&p[1].text)
-                        || written.iter().any(|t| same_file(t, &p[1].text)))
-            }) {
-                return Some(esc(
-                    "shell-input",
-                    format!("`make -f {}` runs recipes from its input", w[1].text),
-                ));
-            }
-            return None;
-        }
-        _ => {}
+        _ => return None,
+    };
+    Some(Some(found))
+}
+
+/// `eval CODE…` and `trap CODE SIGNAL…`: the code is reviewed as a command of its own.
+fn judge_eval(p: &Program) -> Option<Escalation> {
+    let (name, args) = (p.name, p.args);
+    if args.iter().any(|w| w.dynamic) {
+        return Some(esc(
+            "computed-command",
+            format!("`{name}` runs text computed when the command runs"),
+        ));
     }
-    if SHELLS.contains(&name) {
-        return judge_shell(name, args, cmd.fed, written, depth);
+    let mut text: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+    // `eval -- CODE`, `trap -- CODE SIGNAL`
+    while text.first().is_some_and(|t| {
+        *t == "--" || (name == "trap" && t.starts_with('-') && t.len() > 1 && *t != "-")
+    }) {
+        text.remove(0);
     }
-    if let Some(e) = judge_interpreter(name, args, cmd.fed, written) {
-        return Some(e);
-    }
-    if matches!(name, "source" | ".") {
-        return judge_script(name, args.first(), written);
-    }
-    if let Some(known) = known_wrapper(name) {
-        let fed = fed_args || matches!(name, "xargs" | "parallel");
-        if known.assignments
-            && let Some(e) = args
-                .iter()
-                .filter(|w| is_assignment(&w.text))
-                .find_map(risky_assignment)
+    // `trap CODE SIGNAL…`: the code is the first argument.
+    let code = if name == "trap" {
+        text.first().copied().unwrap_or("").to_string()
+    } else {
+        text.join(" ")
+    };
+    review_with(&code, p.depth + 1, p.written)
+}
+
+/// `declare`, `export` and kin: asked about when they set a variable that changes what
+/// programs run, or make a name that sets another.
+fn judge_declare(name: &str, args: &[Word]) -> Option<Escalation> {
+    for w in args {
+        if w.text.contains('=')
+            && let Some(e) = risky_assignment(w)
         {
             return Some(e);
         }
-        // Should the options be misread (a spelling getopt takes that this table does not
-        // know), every later word is also tried as the program.
-        for at in 1..words.len().min(TRIED_WORDS + 1) {
-            if let Some(e) = judge(cmd, from + start + at, written, depth, fed, true) {
-                return Some(e);
-            }
-        }
-        return match known.wrapped(args) {
-            Wrapped::Program(at) => {
-                // Each wrapper in a chain is read by a call of its own: a chain longer than
-                // any real one (`timeout 5 nice env …`) is asked about, not read.
-                if depth >= MAX_DEPTH {
-                    return Some(esc(
-                        "unreadable",
-                        "cannot read the command: wrappers nested too deep".into(),
-                    ));
-                }
-                judge(cmd, from + start + 1 + at, written, depth + 1, fed, false)
-            }
-            Wrapped::Code(at, skip) => {
-                let code = &args[at];
-                if code.dynamic {
-                    Some(esc(
-                        "computed-command",
-                        format!("`{name}` runs text computed when the command runs"),
-                    ))
-                } else {
-                    review_with(&decode_split_string(&code.text[skip..]), depth + 1, written)
-                }
-            }
-            Wrapped::Nothing => None,
-        };
-    }
-    if WRAPPERS.contains(&name) {
-        if let Some(program) = args.iter().find(|w| !w.text.starts_with('-'))
-            && (program.dynamic || program.glob)
-        {
+        let name_part = w.text.split('=').next().unwrap_or("");
+        if startup_variable(name_part) || (w.dynamic && !w.text.contains('=')) {
             return Some(esc(
-                "computed-command",
-                format!("`{name}` runs a program named when the command runs"),
+                "startup-code",
+                format!("`{name}` of {}, which changes what programs run", shown(w)),
             ));
         }
-        let mut fed = fed_args || matches!(name, "xargs" | "parallel");
-        // Which word is the wrapped program depends on each wrapper's options: every later
-        // position is tried (a wrapper met there is covered by the later positions), and any
-        // text with spaces (`env -S '…'`, `watch '…'`) is read as a command of its own.
-        for (i, w) in words.iter().enumerate().skip(1).take(TRIED_WORDS) {
-            if let Some(e) = judge(cmd, from + start + i, written, depth, fed, true) {
-                return Some(e);
-            }
-            fed |= matches!(basename(&w.text), "xargs" | "parallel");
+        if w.text.starts_with('-') && w.text.contains('n') && !w.text.starts_with("--") {
+            // `declare -n r=BASH_ENV`: a name that sets another.
+            return Some(esc(
+                "startup-code",
+                format!(
+                    "`{name} {}` makes a name that sets another variable",
+                    w.text
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// Programs judged by their own arguments: the verdict when `p` is one of them, `None` when
+/// the general judges go on (also after an `rm` found harmless).
+fn judge_program(p: &Program) -> Option<Option<Escalation>> {
+    let (name, args) = (p.name, p.args);
+    let verdict = match name {
+        "rm" => return judge_rm(p).map(Some),
+        "find" => judge_find(args),
+        "git" => judge_git(args),
+        "docker" | "podman" | "nerdctl" => judge_containers(name, args),
+        "kubectl" | "oc" => judge_cluster(name, args),
+        "dotnet" | "terraform" | "tofu" | "helm" | "npm" | "yarn" | "pnpm" | "cargo" | "twine" => {
+            judge_publish(name, args)
+        }
+        "sed" | "gsed" | "perl" | "cp" | "mv" | "install" | "ln" | "tee" => judge_writer(p),
+        "tar" | "bsdtar" | "gtar" => judge_tar(args),
+        "rsync" => judge_rsync(args),
+        "zip" => judge_zip(args),
+        "ssh" | "scp" | "sftp" => judge_ssh(name, args),
+        "gdb" | "ed" | "red" | "ex" | "vim" | "vi" | "nvim" | "view" | "emacs" | "nano"
+        | "expect" => Some(esc(
+            "program-option",
+            format!("`{name}` runs commands given to it"),
+        )),
+        "sqlite3" | "sqlite" => judge_sqlite(p),
+        "make" | "gmake" => judge_make(args, p.written),
+        _ => return None,
+    };
+    Some(verdict)
+}
+
+/// `rm` recursive, forced, of a whole tree, or of files named when the command runs.
+fn judge_rm(p: &Program) -> Option<Escalation> {
+    for w in p.args {
+        let t = &w.text;
+        let long = |full: &str| t.len() > 2 && t.starts_with("--") && full.starts_with(t.as_str());
+        let forced = long("--recursive")
+            || long("--force")
+            || long("--no-preserve-root")
+            || (t.starts_with('-')
+                && !t.starts_with("--")
+                && t.chars().skip(1).any(|c| matches!(c, 'r' | 'R' | 'f')));
+        if forced {
+            return Some(esc(
+                "rm-rf",
+                format!("`rm {t}` removes recursively or by force"),
+            ));
         }
         if matches!(
-            name,
-            "watch"
-                | "script"
-                | "parallel"
-                | "sem"
-                | "runuser"
-                | "systemd-run"
-                | "ssh-agent"
-                | "entr"
+            t.as_str(),
+            "/" | "~" | "." | ".." | "*" | "/*" | "~/" | "{}"
         ) {
-            for w in args {
-                if w.text.contains(char::is_whitespace)
-                    && let Some(e) = review_with(&w.text, depth + 1, written)
-                {
-                    return Some(e);
-                }
+            return Some(esc("rm-rf", format!("`rm` of {t}")));
+        }
+    }
+    let dynamic_args = p.fed_args || p.args.iter().any(|w| w.dynamic || w.glob);
+    dynamic_args.then(|| {
+        esc(
+            "rm-rf",
+            "`rm` of files named when the command runs (a variable, a glob, xargs)".into(),
+        )
+    })
+}
+
+/// `find` with an action that deletes, runs programs or writes files.
+fn judge_find(args: &[Word]) -> Option<Escalation> {
+    let w = args.iter().find(|w| {
+        matches!(
+            w.text.as_str(),
+            "-delete"
+                | "-exec"
+                | "-execdir"
+                | "-ok"
+                | "-okdir"
+                | "-fprint"
+                | "-fprint0"
+                | "-fprintf"
+                | "-fls"
+        )
+    })?;
+    Some(esc(
+        "find-delete",
+        format!("`find {}` deletes or runs programs", w.text),
+    ))
+}
+
+/// Container tools whose subcommand stops or removes containers or images.
+fn judge_containers(name: &str, args: &[Word]) -> Option<Escalation> {
+    let sub: Vec<&str> = args
+        .iter()
+        .filter(|w| !w.text.starts_with('-'))
+        .map(|w| w.text.as_str())
+        .take(2)
+        .collect();
+    let destroys = |s: &str| {
+        matches!(
+            s,
+            "rm" | "rmi" | "stop" | "kill" | "restart" | "prune" | "down" | "remove"
+        )
+    };
+    sub.iter().any(|s| destroys(s)).then(|| {
+        esc(
+            "container",
+            format!(
+                "`{name} {}` stops or removes containers or images",
+                sub.join(" ")
+            ),
+        )
+    })
+}
+
+/// Cluster tools with a verb that changes the cluster.
+fn judge_cluster(name: &str, args: &[Word]) -> Option<Escalation> {
+    let s = args.iter().find(|w| {
+        matches!(
+            w.text.as_str(),
+            "delete"
+                | "drain"
+                | "replace"
+                | "scale"
+                | "restart"
+                | "undo"
+                | "cordon"
+                | "uncordon"
+                | "taint"
+                | "evict"
+        )
+    })?;
+    Some(esc(
+        "cluster",
+        format!("`{name} {}` changes a cluster", s.text),
+    ))
+}
+
+/// Build, package and infrastructure tools with a verb that changes something outside the
+/// project (publishes, applies, uninstalls).
+fn judge_publish(name: &str, args: &[Word]) -> Option<Escalation> {
+    let verbs: &[&str] = match name {
+        "dotnet" => &["publish"],
+        "terraform" | "tofu" => &["apply", "destroy", "import", "taint"],
+        "helm" => &["uninstall", "delete", "rollback"],
+        "cargo" => &["publish", "yank", "owner"],
+        "twine" => &["upload"],
+        _ => &["publish", "unpublish", "deprecate"],
+    };
+    let s = args.iter().find(|w| verbs.contains(&w.text.as_str()))?;
+    Some(esc(
+        "publish",
+        format!("`{name} {}` changes something outside the project", s.text),
+    ))
+}
+
+/// Programs that write files they are given (`sed`, `perl`, `cp`, `mv`, `install`, `ln`,
+/// `tee`): a sensitive target, perl's code, a move out of the roots, sed's script.
+fn judge_writer(p: &Program) -> Option<Escalation> {
+    let (name, args) = (p.name, p.args);
+    for w in args {
+        if let Some(e) = sensitive_target(&w.text) {
+            return Some(e);
+        }
+    }
+    if name == "perl" {
+        return judge_interpreter(name, args, p.cmd.fed, p.written);
+    }
+    // The destination is the last operand (or `-t DIR`); one out of the roots, or
+    // computed from its very start (`"$TMPDIR"`), moves files away for good.
+    let operands: Vec<&Word> = args.iter().filter(|w| !w.text.starts_with('-')).collect();
+    let target = args
+        .windows(2)
+        .find(|p| p[0].text == "-t" || p[0].text == "--target-directory")
+        .map(|p| &p[1])
+        .or(operands.last().copied());
+    if name == "mv"
+        && let Some(w) = target.filter(|w| {
+            let t = collapse_slashes(&w.text);
+            t == "/tmp"
+                || t.starts_with("/tmp/")
+                || t.starts_with("/dev/")
+                || t.starts_with('~')
+                || (w.dynamic && (t.is_empty() || t.starts_with('/')))
+        })
+    {
+        return Some(esc(
+            "rm-rf",
+            format!("`mv` to {}, out of the roots (a deletion)", w.text),
+        ));
+    }
+    if name.ends_with("sed") && !args.iter().any(|w| w.text == "--sandbox") {
+        return judge_sed(args, p.written);
+    }
+    None
+}
+
+/// `tar` with an option that runs a program or removes files.
+fn judge_tar(args: &[Word]) -> Option<Escalation> {
+    let w = args.iter().find(|w| {
+        let t = w.text.as_str();
+        [
+            "--checkpoint-action",
+            "--to-command",
+            "--use-compress-program",
+            "--info-script",
+            "--new-volume-script",
+            "--rsh-command",
+            "--rmt-command",
+            "--remove-files",
+            "-I",
+            "-F",
+        ]
+        .iter()
+        .any(|o| t.starts_with(o))
+    })?;
+    Some(esc(
+        "program-option",
+        format!("`tar {}` runs a program or removes files", w.text),
+    ))
+}
+
+/// `rsync` with an option that deletes or runs a program.
+fn judge_rsync(args: &[Word]) -> Option<Escalation> {
+    let w = args.iter().find(|w| {
+        let t = w.text.as_str();
+        t.starts_with("--del")
+            || t.starts_with("--remove-s")
+            || t.starts_with("--rsh")
+            || t.starts_with("--rsync-path")
+            || t == "-e"
+            || (t.starts_with('-') && !t.starts_with("--") && t.contains('e'))
+    })?;
+    Some(esc(
+        "program-option",
+        format!("`rsync {}` deletes or runs a program", w.text),
+    ))
+}
+
+/// `zip` with an option that runs a program or moves files away.
+fn judge_zip(args: &[Word]) -> Option<Escalation> {
+    let w = args.iter().find(|w| {
+        let t = w.text.as_str();
+        t.starts_with("-T")
+            || t.starts_with("--unzip-command")
+            || t == "--move"
+            || (t.starts_with('-') && !t.starts_with("--") && t.contains('m'))
+    })?;
+    Some(esc(
+        "program-option",
+        format!("`zip {}` runs a program or moves files away", w.text),
+    ))
+}
+
+/// `ssh` and kin with an option that runs a local command.
+fn judge_ssh(name: &str, args: &[Word]) -> Option<Escalation> {
+    args.iter()
+        .any(|w| {
+            let t = w.text.to_ascii_lowercase();
+            t.contains("proxycommand")
+                || t.contains("localcommand")
+                || t.contains("permitlocalcommand")
+        })
+        .then(|| esc("program-option", format!("`{name}` with a command option")))
+}
+
+/// `sqlite3` with `.system` or `.shell`, or reading commands from its input.
+fn judge_sqlite(p: &Program) -> Option<Escalation> {
+    (p.args
+        .iter()
+        .any(|w| w.text.contains(".system") || w.text.contains(".shell") || w.dynamic)
+        || p.cmd.fed)
+        .then(|| {
+            esc(
+                "program-option",
+                "`sqlite3` with .system or .shell, or commands from its input".into(),
+            )
+        })
+}
+
+/// `make` running rules given on the command line, or a makefile from its input or one this
+/// command wrote.
+fn judge_make(args: &[Word], written: &[String]) -> Option<Escalation> {
+    if args.iter().any(|w| w.text.starts_with("--eval")) {
+        return Some(esc(
+            "shell-input",
+            "`make --eval` runs rules given on the command line".into(),
+        ));
+    }
+    let w = args.windows(2).find(|p| {
+        matches!(p[0].text.as_str(), "-f" | "--file" | "--makefile")
+            && (is_input_path(&p[1].text) || written.iter().any(|t| same_file(t, &p[1].text)))
+    })?;
+    Some(esc(
+        "shell-input",
+        format!("`make -f {}` runs recipes from its input", w[1].text),
+    ))
+}
+
+/// A wrapper whose options this module knows (`known`): its assignments, every later word
+/// tried as the program, then the program or code its options say it runs.
+fn judge_known_wrapper(p: &Program, known: &KnownWrapper) -> Option<Escalation> {
+    let (name, args) = (p.name, p.args);
+    let fed = p.fed_args || matches!(name, "xargs" | "parallel");
+    if known.assignments
+        && let Some(e) = args
+            .iter()
+            .filter(|w| is_assignment(&w.text))
+            .find_map(risky_assignment)
+    {
+        return Some(e);
+    }
+    // Should the options be misread (a spelling getopt takes that this table does not
+    // know), every later word is also tried as the program.
+    for at in 1..p.words.len().min(TRIED_WORDS + 1) {
+        if let Some(e) = judge(p.cmd, p.at + at, p.written, p.depth, fed, true) {
+            return Some(e);
+        }
+    }
+    match known.wrapped(args) {
+        Wrapped::Program(at) => {
+            // Each wrapper in a chain is read by a call of its own: a chain longer than
+            // any real one (`timeout 5 nice env …`) is asked about, not read.
+            if p.depth >= MAX_DEPTH {
+                return Some(esc(
+                    "unreadable",
+                    "cannot read the command: wrappers nested too deep".into(),
+                ));
+            }
+            judge(p.cmd, p.at + 1 + at, p.written, p.depth + 1, fed, false)
+        }
+        Wrapped::Code(at, skip) => {
+            let code = &args[at];
+            if code.dynamic {
+                Some(esc(
+                    "computed-command",
+                    format!("`{name}` runs text computed when the command runs"),
+                ))
+            } else {
+                review_with(
+                    &decode_split_string(&code.text[skip..]),
+                    p.depth + 1,
+                    p.written,
+                )
             }
         }
-        return None;
+        Wrapped::Nothing => None,
     }
-    // A script this same command wrote, run by path.
-    if written.iter().any(|t| same_file(t, &first.text)) {
+}
+
+/// A wrapper from `WRAPPERS`, whose options this module does not read: every later position
+/// is tried as the program, and text with spaces given to some is read as a command.
+fn judge_wrapper(p: &Program) -> Option<Escalation> {
+    let (name, args) = (p.name, p.args);
+    if let Some(program) = args.iter().find(|w| !w.text.starts_with('-'))
+        && (program.dynamic || program.glob)
+    {
         return Some(esc(
-            "written-script",
-            format!("runs {}, which this command wrote", first.text),
+            "computed-command",
+            format!("`{name}` runs a program named when the command runs"),
         ));
+    }
+    let mut fed = p.fed_args || matches!(name, "xargs" | "parallel");
+    // Which word is the wrapped program depends on each wrapper's options: every later
+    // position is tried (a wrapper met there is covered by the later positions), and any
+    // text with spaces (`env -S '…'`, `watch '…'`) is read as a command of its own.
+    for (i, w) in p.words.iter().enumerate().skip(1).take(TRIED_WORDS) {
+        if let Some(e) = judge(p.cmd, p.at + i, p.written, p.depth, fed, true) {
+            return Some(e);
+        }
+        fed |= matches!(basename(&w.text), "xargs" | "parallel");
+    }
+    if matches!(
+        name,
+        "watch" | "script" | "parallel" | "sem" | "runuser" | "systemd-run" | "ssh-agent" | "entr"
+    ) {
+        for w in args {
+            if w.text.contains(char::is_whitespace)
+                && let Some(e) = review_with(&w.text, p.depth + 1, p.written)
+            {
+                return Some(e);
+            }
+        }
     }
     None
 }
@@ -2158,6 +2249,54 @@ fn judge_interpreter(
     fed: bool,
     written: &[String],
 ) -> Option<Escalation> {
+    let family = interpreter_family(name)?;
+    let interpreter = Interpreter {
+        name,
+        family,
+        options: code_options(family),
+    };
+    let given = match interpreter.read(args, written) {
+        Ok(given) => given,
+        Err(e) => return Some(e),
+    };
+    if given.dynamic {
+        return Some(esc(
+            "computed-command",
+            format!("`{name}` runs code computed when the command runs"),
+        ));
+    }
+    if let Some(script) = given.script {
+        if is_input_path(&script.text) {
+            return Some(esc(
+                "interpreter-input",
+                format!("`{name} {}` runs code from its input", script.text),
+            ));
+        }
+        if let Some(e) = judge_script(name, Some(script), written) {
+            return Some(e);
+        }
+    }
+    if given.codes.is_empty() {
+        let reads_input = given.script.is_none() || args.iter().any(|w| w.text == "-");
+        return (reads_input && fed && family != "awk" && !given.program_file).then(|| {
+            esc(
+                "interpreter-input",
+                format!("`{name}` runs code from its input"),
+            )
+        });
+    }
+    let code = given.codes.join("\n");
+    if family == "awk"
+        && let Some(e) = judge_awk_code(&code)
+    {
+        return Some(e);
+    }
+    reaching_code(family, &code)
+}
+
+/// The family of the interpreter `name` (`python`, `perl`, `awk`, …), if it is one that
+/// takes inline code.
+fn interpreter_family(name: &str) -> Option<&'static str> {
     let family = if name.starts_with("python") || name == "pypy" || name == "pypy3" {
         "python"
     } else if name.starts_with("perl") {
@@ -2180,8 +2319,22 @@ fn judge_interpreter(
     } else {
         return None;
     };
-    // The short options that take inline code, and the long ones.
-    let (short, long): (&[char], &[&str]) = match family {
+    Some(family)
+}
+
+/// How an interpreter family is given code on its command line.
+struct CodeOptions {
+    /// The short options that take inline code.
+    short: &'static [char],
+    /// The long options that take inline code.
+    long: &'static [&'static str],
+    /// Options whose value is the next word (so that value is not taken for code or a script).
+    valued: &'static [&'static str],
+}
+
+/// The options that give the interpreter family `family` code.
+fn code_options(family: &str) -> CodeOptions {
+    let (short, long): (&'static [char], &'static [&'static str]) = match family {
         "python" => (&['c'], &[]),
         // `-M`/`-m`'s module text is code too: `-M'x;system…'` is `use x;system…;`.
         "perl" => (&['e', 'E', 'M', 'm'], &[]),
@@ -2192,229 +2345,242 @@ fn judge_interpreter(
         "awk" => (&['e'], &["--source"]),
         _ => (&['e', 'c'], &["--eval", "-Command", "-command", "-c"]),
     };
-    // Options whose value is the next word (so that value is not taken for code or a script).
-    let valued: &[&str] = match family {
+    let valued: &'static [&'static str] = match family {
         "awk" => &["-v", "-F", "-W", "-i", "-l", "-f"],
         "python" => &["-m", "-W", "-X", "-Q"],
         "perl" => &["-I"],
         "node" => &["-r", "--require", "--import", "--loader"],
         _ => &[],
     };
-    // Every piece of inline code given (perl and gawk take several `-e`).
-    let mut codes: Vec<String> = Vec::new();
-    let mut dynamic = false;
-    let mut script: Option<&Word> = None;
-    let mut program_file = false;
-    let mut take = |w: Option<&Word>, skip: usize, codes: &mut Vec<String>| {
+    CodeOptions {
+        short,
+        long,
+        valued,
+    }
+}
+
+/// An interpreter met on a command line: its name, its family, and how it takes code.
+struct Interpreter<'a> {
+    name: &'a str,
+    family: &'static str,
+    options: CodeOptions,
+}
+
+/// What an interpreter's arguments give it to run.
+#[derive(Default)]
+struct GivenCode<'a> {
+    /// Every piece of inline code given (perl and gawk take several `-e`).
+    codes: Vec<String>,
+    /// Whether a piece of code is computed when the command runs.
+    dynamic: bool,
+    /// The script named to run.
+    script: Option<&'a Word>,
+    /// Whether awk's program comes from a file (`-f`, `-E`).
+    program_file: bool,
+}
+
+impl GivenCode<'_> {
+    /// Takes `w`'s text from byte `skip` on as a piece of code, if there is a word.
+    fn take(&mut self, w: Option<&Word>, skip: usize) {
         if let Some(w) = w {
-            dynamic |= w.dynamic;
-            codes.push(w.text.get(skip..).unwrap_or("").to_string());
+            self.dynamic |= w.dynamic;
+            self.codes
+                .push(w.text.get(skip..).unwrap_or("").to_string());
         }
-    };
-    let mut i = 0;
-    while i < args.len() {
-        let w = &args[i];
-        let t = w.text.as_str();
-        if let Some(flag) = long
-            .iter()
-            .find(|f| t == **f || t.starts_with(&format!("{f}=")))
-        {
-            if t == *flag {
-                take(args.get(i + 1), 0, &mut codes);
-                i += 2;
-            } else {
-                take(Some(w), flag.len() + 1, &mut codes);
-                i += 1;
-            }
-            continue;
-        }
-        if t == "--" {
-            if family == "awk" && codes.is_empty() && !program_file {
-                take(args.get(i + 1), 0, &mut codes);
-            } else {
-                script = args.get(i + 1);
-            }
-            break;
-        }
-        if family == "python" && t == "-m" {
-            // `python -m MODULE ARGS…`: the module's arguments can be code (`timeit`).
-            for rest in &args[i + 1..] {
-                take(Some(rest), 0, &mut codes);
-            }
-            break;
-        }
-        if valued.contains(&t) {
-            program_file |= family == "awk" && t == "-f";
-            if family == "awk"
-                && t == "-f"
-                && let Some(file) = args.get(i + 1)
-                && (is_input_path(&file.text) || written.iter().any(|x| same_file(x, &file.text)))
+    }
+}
+
+impl Interpreter<'_> {
+    /// Reads `args` for the code given, or why an awk program file is asked about.
+    fn read<'w>(&self, args: &'w [Word], written: &[String]) -> Result<GivenCode<'w>, Escalation> {
+        let (name, family) = (self.name, self.family);
+        let CodeOptions {
+            short,
+            long,
+            valued,
+        } = self.options;
+        let mut given = GivenCode::default();
+        let mut i = 0;
+        while i < args.len() {
+            let w = &args[i];
+            let t = w.text.as_str();
+            if let Some(flag) = long
+                .iter()
+                .find(|f| t == **f || t.starts_with(&format!("{f}=")))
             {
-                return Some(esc(
-                    "interpreter-input",
-                    format!(
-                        "`{name} -f {}` runs a program from its input or one this command wrote",
-                        file.text
-                    ),
-                ));
-            }
-            i += 2;
-            continue;
-        }
-        if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 {
-            // A cluster: the first code option in it takes the rest, or the next word (also
-            // when the rest is only more option letters, as in `node -pe CODE`).
-            if let Some(at) = t[1..].find(|c: char| short.contains(&c)) {
-                let rest = &t[1 + at + 1..];
-                if rest.is_empty() || rest.chars().all(|c| short.contains(&c)) {
-                    take(args.get(i + 1), 0, &mut codes);
+                if t == *flag {
+                    given.take(args.get(i + 1), 0);
                     i += 2;
                 } else {
-                    take(Some(w), 1 + at + 1, &mut codes);
+                    given.take(Some(w), flag.len() + 1);
                     i += 1;
                 }
                 continue;
             }
-            program_file |= family == "awk" && (t.starts_with("-f") || t == "-E");
-            i += 1;
-            continue;
-        }
-        if t.starts_with("--") {
-            i += 1;
-            continue;
-        }
-        // The first word that is not an option: awk's program, or a script to run.
-        if !codes.is_empty() {
+            if t == "--" {
+                if family == "awk" && given.codes.is_empty() && !given.program_file {
+                    given.take(args.get(i + 1), 0);
+                } else {
+                    given.script = args.get(i + 1);
+                }
+                break;
+            }
+            if family == "python" && t == "-m" {
+                // `python -m MODULE ARGS…`: the module's arguments can be code (`timeit`).
+                for rest in &args[i + 1..] {
+                    given.take(Some(rest), 0);
+                }
+                break;
+            }
+            if valued.contains(&t) {
+                given.program_file |= family == "awk" && t == "-f";
+                if family == "awk"
+                    && t == "-f"
+                    && let Some(file) = args.get(i + 1)
+                    && (is_input_path(&file.text)
+                        || written.iter().any(|x| same_file(x, &file.text)))
+                {
+                    return Err(esc(
+                        "interpreter-input",
+                        format!(
+                            "`{name} -f {}` runs a program from its input or one this command wrote",
+                            file.text
+                        ),
+                    ));
+                }
+                i += 2;
+                continue;
+            }
+            if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 {
+                // A cluster: the first code option in it takes the rest, or the next word
+                // (also when the rest is only more option letters, as in `node -pe CODE`).
+                if let Some(at) = t[1..].find(|c: char| short.contains(&c)) {
+                    let rest = &t[1 + at + 1..];
+                    if rest.is_empty() || rest.chars().all(|c| short.contains(&c)) {
+                        given.take(args.get(i + 1), 0);
+                        i += 2;
+                    } else {
+                        given.take(Some(w), 1 + at + 1);
+                        i += 1;
+                    }
+                    continue;
+                }
+                given.program_file |= family == "awk" && (t.starts_with("-f") || t == "-E");
+                i += 1;
+                continue;
+            }
+            if t.starts_with("--") {
+                i += 1;
+                continue;
+            }
+            // The first word that is not an option: awk's program, or a script to run.
+            if !given.codes.is_empty() {
+                break;
+            }
+            if family == "awk" && !given.program_file {
+                given.take(Some(w), 0);
+            } else {
+                given.script = Some(w);
+            }
             break;
         }
-        if family == "awk" && !program_file {
-            take(Some(w), 0, &mut codes);
-        } else {
-            script = Some(w);
-        }
-        break;
+        Ok(given)
     }
-    if dynamic {
-        return Some(esc(
-            "computed-command",
-            format!("`{name}` runs code computed when the command runs"),
-        ));
+}
+
+/// Inline awk code read as awk reads it (`scripts::awk`): a `|` outside strings and regexes
+/// pipes (`/error|warn/` does not), `print $1 > f` redirects as surely as `print > f`; a
+/// program that cannot be read for certain asks too.
+fn judge_awk_code(code: &str) -> Option<Escalation> {
+    match crate::scripts::awk(code) {
+        Err(unreadable) => Some(esc(
+            "inline-code",
+            format!(
+                "inline awk code {} {unreadable}",
+                crate::scripts::shown(code)
+            ),
+        )),
+        Ok(found) => found
+            .into_iter()
+            .find(|f| f.effect != crate::scripts::Effect::Reads)
+            .map(|f| esc("inline-code", format!("inline awk code: {f}"))),
     }
-    if let Some(script) = script {
-        if is_input_path(&script.text) {
-            return Some(esc(
-                "interpreter-input",
-                format!("`{name} {}` runs code from its input", script.text),
-            ));
-        }
-        if let Some(e) = judge_script(name, Some(script), written) {
-            return Some(e);
-        }
-    }
-    if codes.is_empty() {
-        let reads_input = script.is_none() || args.iter().any(|w| w.text == "-");
-        return (reads_input && fed && family != "awk" && !program_file).then(|| {
-            esc(
-                "interpreter-input",
-                format!("`{name}` runs code from its input"),
-            )
-        });
-    }
-    let code = codes.join("\n");
-    // awk read as awk reads it (`scripts::awk`): a `|` outside strings and regexes pipes
-    // (`/error|warn/` does not), `print $1 > f` redirects as surely as `print > f`; a
-    // program that cannot be read for certain asks too.
-    if family == "awk" {
-        match crate::scripts::awk(&code) {
-            Err(unreadable) => {
-                return Some(esc(
-                    "inline-code",
-                    format!(
-                        "inline awk code {} {unreadable}",
-                        crate::scripts::shown(&code)
-                    ),
-                ));
-            }
-            Ok(found) => {
-                if let Some(f) = found
-                    .into_iter()
-                    .find(|f| f.effect != crate::scripts::Effect::Reads)
-                {
-                    return Some(esc("inline-code", format!("inline awk code: {f}")));
-                }
-            }
-        }
-    }
+}
+
+/// Words in inline code (lower-cased) that reach the system: processes, files, dynamic code.
+const SYSTEM_REACH: &[&str] = &[
+    "system",
+    "exec",
+    "eval",
+    "spawn",
+    "popen",
+    "subprocess",
+    "shutil",
+    "rmtree",
+    "unlink",
+    "remove",
+    "qx",
+    "readpipe",
+    "\"|",
+    "'|",
+    "import(",
+    "vars(",
+    "globals(",
+    "builtins",
+    "sys.modules",
+    "passthru",
+    "shell_exec",
+    "proc_open",
+    "pcntl",
+    "rmsync",
+    "|\"",
+    "| \"",
+    "\\x",
+    "rmdir",
+    "chmod",
+    "chown",
+    "kill",
+    "os.",
+    "__import__",
+    "import os",
+    "from os",
+    "importlib",
+    "getattr",
+    "compile",
+    "child_process",
+    "require(",
+    "fs.",
+    "deno.",
+    "bun.",
+    "file.delete",
+    "fileutils",
+    "base64",
+    "decode",
+    "fromhex",
+    "chr(",
+    "`",
+    "%x",
+    "open(",
+    "fork",
+    "socket",
+    "ctypes",
+    "ffi",
+    "unlink",
+    "io.popen",
+    "os.execute",
+    "write",
+    "| getline",
+    "|getline",
+    "print >",
+    "printf >",
+    "print>",
+    "printf>",
+];
+
+/// The first word of `SYSTEM_REACH` in the inline `family` code `code`, as an escalation.
+fn reaching_code(family: &str, code: &str) -> Option<Escalation> {
     let lower = code.to_ascii_lowercase();
-    const REACH: &[&str] = &[
-        "system",
-        "exec",
-        "eval",
-        "spawn",
-        "popen",
-        "subprocess",
-        "shutil",
-        "rmtree",
-        "unlink",
-        "remove",
-        "qx",
-        "readpipe",
-        "\"|",
-        "'|",
-        "import(",
-        "vars(",
-        "globals(",
-        "builtins",
-        "sys.modules",
-        "passthru",
-        "shell_exec",
-        "proc_open",
-        "pcntl",
-        "rmsync",
-        "|\"",
-        "| \"",
-        "\\x",
-        "rmdir",
-        "chmod",
-        "chown",
-        "kill",
-        "os.",
-        "__import__",
-        "import os",
-        "from os",
-        "importlib",
-        "getattr",
-        "compile",
-        "child_process",
-        "require(",
-        "fs.",
-        "deno.",
-        "bun.",
-        "file.delete",
-        "fileutils",
-        "base64",
-        "decode",
-        "fromhex",
-        "chr(",
-        "`",
-        "%x",
-        "open(",
-        "fork",
-        "socket",
-        "ctypes",
-        "ffi",
-        "unlink",
-        "io.popen",
-        "os.execute",
-        "write",
-        "| getline",
-        "|getline",
-        "print >",
-        "printf >",
-        "print>",
-        "printf>",
-    ];
-    REACH.iter().find(|k| lower.contains(*k)).map(|k| {
+    SYSTEM_REACH.iter().find(|k| lower.contains(*k)).map(|k| {
         esc(
             "inline-code",
             format!("inline {family} code that reaches the system ({k})"),
@@ -2422,52 +2588,75 @@ fn judge_interpreter(
     })
 }
 
+/// `git` with `args`: asked about when a setting or an option names a program git runs, or
+/// when the subcommand discards or rewrites history or work.
 fn judge_git(args: &[Word]) -> Option<Escalation> {
+    let i = match git_global_options(args) {
+        Ok(i) => i,
+        Err(e) => return Some(e),
+    };
+    let sub = args.get(i)?.text.as_str();
+    let rest = &args[i + 1..];
+    if let Some(e) = git_program_option(sub, rest) {
+        return Some(e);
+    }
+    if sub == "config" {
+        return git_config_command(rest);
+    }
+    git_discards(sub, GitRest(rest)).then(|| {
+        esc(
+            "git-destructive",
+            format!(
+                "`git {sub}{}` discards or rewrites history or work",
+                rest.iter()
+                    .take(3)
+                    .map(|w| format!(" {}", w.text))
+                    .collect::<String>()
+            ),
+        )
+    })
+}
+
+/// The `git -c` keys that are plainly harmless (lower-case prefixes).
+const GIT_SAFE_SETTINGS: &[&str] = &[
+    "color.",
+    "user.",
+    "advice.",
+    "init.defaultbranch",
+    "log.",
+    "format.",
+    "column.",
+    "i18n.",
+    "core.quotepath",
+    "core.autocrlf",
+    "core.safecrlf",
+    "safe.directory",
+    "diff.renames",
+    "pull.rebase",
+    "merge.conflictstyle",
+    "commit.gpgsign",
+    "tag.gpgsign",
+    "gc.auto",
+    "protocol.version",
+];
+
+/// Reads git's global options (before the subcommand): where the subcommand is, or why an
+/// option is asked about.
+fn git_global_options(args: &[Word]) -> Result<usize, Escalation> {
     let mut i = 0;
-    // Global options before the subcommand.
     while i < args.len() && args[i].text.starts_with('-') {
         let t = args[i].text.as_str();
         if t == "-c" {
-            // Settings change what git runs in more ways than program-valued keys (a remote's
-            // push refspec, mirror mode): only plainly harmless ones pass.
-            if let Some(kv) = args.get(i + 1) {
-                if let Some(e) = git_config_pair(&kv.text) {
-                    return Some(e);
-                }
-                let key = kv.text.split('=').next().unwrap_or("").to_ascii_lowercase();
-                const SAFE: &[&str] = &[
-                    "color.",
-                    "user.",
-                    "advice.",
-                    "init.defaultbranch",
-                    "log.",
-                    "format.",
-                    "column.",
-                    "i18n.",
-                    "core.quotepath",
-                    "core.autocrlf",
-                    "core.safecrlf",
-                    "safe.directory",
-                    "diff.renames",
-                    "pull.rebase",
-                    "merge.conflictstyle",
-                    "commit.gpgsign",
-                    "tag.gpgsign",
-                    "gc.auto",
-                    "protocol.version",
-                ];
-                if kv.dynamic || !SAFE.iter().any(|p| key.starts_with(p)) {
-                    return Some(esc(
-                        "git-config",
-                        format!("`git -c {key}=…` changes what git does"),
-                    ));
-                }
+            if let Some(kv) = args.get(i + 1)
+                && let Some(e) = git_setting(kv)
+            {
+                return Err(e);
             }
             i += 2;
             continue;
         }
         if t.starts_with("--config-env") {
-            return Some(esc(
+            return Err(esc(
                 "git-config",
                 "`git --config-env` sets config from the environment".into(),
             ));
@@ -2480,30 +2669,34 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
             continue;
         }
         if t.starts_with("--exec-path=") {
-            return Some(esc(
+            return Err(esc(
                 "git-config",
                 "`git --exec-path` runs git programs from elsewhere".into(),
             ));
         }
         i += 1;
     }
-    let sub = args.get(i)?.text.as_str();
-    let rest = &args[i + 1..];
-    let has = |f: &[&str]| rest.iter().any(|w| f.contains(&w.text.as_str()));
-    let short = |c: char| {
-        rest.iter().any(|w| {
-            w.text.starts_with('-') && !w.text.starts_with("--") && w.text[1..].contains(c)
-        })
-    };
-    // Git takes any unambiguous prefix of a long option (`--dele` is `--delete`).
-    let long_prefix = |names: &[&str]| {
-        rest.iter().any(|w| {
-            let t = w.text.split('=').next().unwrap_or("");
-            t.len() > 2 && t.starts_with("--") && names.iter().any(|n| n.starts_with(t))
-        })
-    };
-    // Options that name a program git runs.
-    if let Some(w) = rest.iter().find(|w| {
+    Ok(i)
+}
+
+/// The `KEY=VALUE` of `git -c`. Settings change what git runs in more ways than
+/// program-valued keys (a remote's push refspec, mirror mode): only plainly harmless ones pass.
+fn git_setting(kv: &Word) -> Option<Escalation> {
+    if let Some(e) = git_config_pair(&kv.text) {
+        return Some(e);
+    }
+    let key = kv.text.split('=').next().unwrap_or("").to_ascii_lowercase();
+    (kv.dynamic || !GIT_SAFE_SETTINGS.iter().any(|p| key.starts_with(p))).then(|| {
+        esc(
+            "git-config",
+            format!("`git -c {key}=…` changes what git does"),
+        )
+    })
+}
+
+/// Options of git's subcommand `sub` (its arguments `rest`) that name a program git runs.
+fn git_program_option(sub: &str, rest: &[Word]) -> Option<Escalation> {
+    let w = rest.iter().find(|w| {
         let t = w.text.as_str();
         [
             "--upload-pack",
@@ -2520,132 +2713,147 @@ fn judge_git(args: &[Word]) -> Option<Escalation> {
         .any(|o| t.starts_with(o))
             || (t == "-u" && matches!(sub, "clone" | "fetch" | "pull" | "ls-remote" | "archive"))
             || t.contains("ext::")
+    })?;
+    Some(esc(
+        "git-config",
+        format!("`git {sub} {}` names a program git runs", w.text),
+    ))
+}
+
+/// `git config` with `rest`: a program-valued key (an alias with `!`, core.sshCommand, …) runs
+/// code later; `include` pulls in another file's keys.
+fn git_config_command(rest: &[Word]) -> Option<Escalation> {
+    let mut pair: Vec<&str> = rest
+        .iter()
+        .filter(|w| !w.text.starts_with('-'))
+        .map(|w| w.text.as_str())
+        .collect();
+    if pair.first().is_some_and(|w| {
+        matches!(
+            *w,
+            "set"
+                | "add"
+                | "replace-all"
+                | "unset"
+                | "get"
+                | "list"
+                | "edit"
+                | "rename-section"
+                | "remove-section"
+        )
     }) {
+        pair.remove(0);
+    }
+    if pair.first().is_some_and(|k| {
+        k.to_ascii_lowercase().starts_with("include") || k.eq_ignore_ascii_case("core.hookspath")
+    }) || rest.iter().any(|w| w.dynamic)
+    {
         return Some(esc(
             "git-config",
-            format!("`git {sub} {}` names a program git runs", w.text),
+            "`git config` of an include, the hooks path, or a computed key".into(),
         ));
     }
-    let found = match sub {
+    let key = pair.first()?;
+    git_config_pair(&format!("{key}={}", pair.get(1).copied().unwrap_or("")))
+}
+
+/// The arguments after git's subcommand, asked about by option.
+#[derive(Clone, Copy)]
+struct GitRest<'a>(&'a [Word]);
+
+impl GitRest<'_> {
+    /// Whether any argument is one of `flags`, exactly.
+    fn has(self, flags: &[&str]) -> bool {
+        self.0.iter().any(|w| flags.contains(&w.text.as_str()))
+    }
+
+    /// Whether a cluster of short options (`-fd`) holds `c`.
+    fn short(self, c: char) -> bool {
+        self.0.iter().any(|w| {
+            w.text.starts_with('-') && !w.text.starts_with("--") && w.text[1..].contains(c)
+        })
+    }
+
+    /// Whether a long option is one of `names`: git takes any unambiguous prefix of a long
+    /// option (`--dele` is `--delete`).
+    fn long_prefix(self, names: &[&str]) -> bool {
+        self.0.iter().any(|w| {
+            let t = w.text.split('=').next().unwrap_or("");
+            t.len() > 2 && t.starts_with("--") && names.iter().any(|n| n.starts_with(t))
+        })
+    }
+
+    /// Whether the first argument is one of `words` (a sub-subcommand such as `stash drop`).
+    fn first_is(self, words: &[&str]) -> bool {
+        self.0
+            .first()
+            .is_some_and(|w| words.contains(&w.text.as_str()))
+    }
+}
+
+/// Whether git's subcommand `sub` with `rest` discards or rewrites history or work.
+fn git_discards(sub: &str, rest: GitRest) -> bool {
+    match sub {
         "push" => {
-            long_prefix(&[
+            rest.long_prefix(&[
                 "--force",
                 "--force-with-lease",
                 "--mirror",
                 "--delete",
                 "--prune",
                 "--force-if-includes",
-            ]) || rest.iter().any(|w| {
+            ]) || rest.0.iter().any(|w| {
                 w.text.starts_with("--force-with-lease=")
                     || (w.text.starts_with('+') && w.text.len() > 1)
                     || (w.text.starts_with(':') && w.text.len() > 1)
-            }) || short('f')
-                || short('d')
+            }) || rest.short('f')
+                || rest.short('d')
         }
-        "reset" => long_prefix(&["--hard", "--merge", "--keep"]),
+        "reset" => rest.long_prefix(&["--hard", "--merge", "--keep"]),
         "grep" => {
-            has(&["-O"])
+            rest.has(&["-O"])
                 || rest
+                    .0
                     .iter()
                     .any(|w| w.text.starts_with("-O") || w.text.starts_with("--open-files"))
         }
         "difftool" | "mergetool" | "bisect" | "daemon" | "instaweb" | "web--browse"
         | "submodule" | "filter-process" => true,
         "clean" => true,
-        "checkout" => has(&["-f", "--force", ".", "--", "--ours", "--theirs"]) || short('f'),
-        "restore" => !has(&["--staged", "-S"]) || has(&["--worktree", "-W"]),
+        "checkout" => {
+            rest.has(&["-f", "--force", ".", "--", "--ours", "--theirs"]) || rest.short('f')
+        }
+        "restore" => !rest.has(&["--staged", "-S"]) || rest.has(&["--worktree", "-W"]),
         "switch" => {
-            short('f')
-                || short('C')
-                || long_prefix(&["--discard-changes", "--force", "--force-create"])
+            rest.short('f')
+                || rest.short('C')
+                || rest.long_prefix(&["--discard-changes", "--force", "--force-create"])
         }
         "branch" => {
-            short('D')
-                || short('d')
-                || short('M')
-                || short('C')
-                || short('f')
-                || long_prefix(&["--delete", "--force", "--move", "--copy"])
+            rest.short('D')
+                || rest.short('d')
+                || rest.short('M')
+                || rest.short('C')
+                || rest.short('f')
+                || rest.long_prefix(&["--delete", "--force", "--move", "--copy"])
         }
-        "tag" => short('d') || short('f') || long_prefix(&["--delete", "--force"]),
-        "rebase" => short('x') || long_prefix(&["--exec"]),
+        "tag" => rest.short('d') || rest.short('f') || rest.long_prefix(&["--delete", "--force"]),
+        "rebase" => rest.short('x') || rest.long_prefix(&["--exec"]),
         "checkout-index" | "read-tree" | "apply" | "am" => true,
-        "stash" => rest
-            .first()
-            .is_some_and(|w| matches!(w.text.as_str(), "drop" | "clear")),
+        "stash" => rest.first_is(&["drop", "clear"]),
         "filter-branch" | "filter-repo" | "replace" => true,
-        "reflog" => rest
-            .first()
-            .is_some_and(|w| matches!(w.text.as_str(), "expire" | "delete")),
+        "reflog" => rest.first_is(&["expire", "delete"]),
         "gc" | "prune" => {
-            has(&["--prune=now", "--aggressive"])
+            rest.has(&["--prune=now", "--aggressive"])
                 || sub == "prune"
-                || rest.iter().any(|w| w.text.starts_with("--prune"))
+                || rest.0.iter().any(|w| w.text.starts_with("--prune"))
         }
-        "update-ref" => has(&["-d", "--stdin"]),
-        "rm" => short('r') || short('f') || has(&["--force"]),
-        "worktree" => rest
-            .first()
-            .is_some_and(|w| matches!(w.text.as_str(), "remove" | "prune")),
-        "remote" => rest
-            .first()
-            .is_some_and(|w| matches!(w.text.as_str(), "remove" | "rm" | "set-url")),
-        "config" => {
-            // A program-valued key (an alias with `!`, core.sshCommand, …) runs code later;
-            // `include` pulls in another file's keys.
-            let mut pair: Vec<&str> = rest
-                .iter()
-                .filter(|w| !w.text.starts_with('-'))
-                .map(|w| w.text.as_str())
-                .collect();
-            if pair.first().is_some_and(|w| {
-                matches!(
-                    *w,
-                    "set"
-                        | "add"
-                        | "replace-all"
-                        | "unset"
-                        | "get"
-                        | "list"
-                        | "edit"
-                        | "rename-section"
-                        | "remove-section"
-                )
-            }) {
-                pair.remove(0);
-            }
-            if pair.first().is_some_and(|k| {
-                k.to_ascii_lowercase().starts_with("include")
-                    || k.eq_ignore_ascii_case("core.hookspath")
-            }) || rest.iter().any(|w| w.dynamic)
-            {
-                return Some(esc(
-                    "git-config",
-                    "`git config` of an include, the hooks path, or a computed key".into(),
-                ));
-            }
-            if let Some(key) = pair.first()
-                && let Some(e) =
-                    git_config_pair(&format!("{key}={}", pair.get(1).copied().unwrap_or("")))
-            {
-                return Some(e);
-            }
-            false
-        }
+        "update-ref" => rest.has(&["-d", "--stdin"]),
+        "rm" => rest.short('r') || rest.short('f') || rest.has(&["--force"]),
+        "worktree" => rest.first_is(&["remove", "prune"]),
+        "remote" => rest.first_is(&["remove", "rm", "set-url"]),
         _ => false,
-    };
-    found.then(|| {
-        esc(
-            "git-destructive",
-            format!(
-                "`git {sub}{}` discards or rewrites history or work",
-                rest.iter()
-                    .take(3)
-                    .map(|w| format!(" {}", w.text))
-                    .collect::<String>()
-            ),
-        )
-    })
+    }
 }
 
 /// `section.key=value` from `git -c` or `git config`: asked about when the key runs programs.

@@ -264,57 +264,9 @@ impl Tool for Fixture {
                     Err(e) => Err(ToolError::failed(format!("sampling failed: {e}"))),
                 }
             }
-            Kind::Elicitation => {
-                let params = json!({
-                    "message": args["message"].as_str().unwrap_or_default(),
-                    "requestedSchema": {
-                        "type": "object",
-                        "properties": {
-                            "username": {"type": "string", "description": "User's response"},
-                            "email": {"type": "string", "description": "User's email address"}
-                        },
-                        "required": ["username", "email"]
-                    }
-                });
-                elicit(&cx, params, "User response").await
-            }
-            Kind::ElicitationDefaults => {
-                let params = json!({
-                    "message": "Please review and update the form fields with defaults",
-                    "requestedSchema": {
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string", "description": "User name", "default": "John Doe"},
-                            "age": {"type": "integer", "description": "User age", "default": 30},
-                            "score": {"type": "number", "description": "User score", "default": 95.5},
-                            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
-                            "verified": {"type": "boolean", "description": "Verification status", "default": true}
-                        },
-                        "required": []
-                    }
-                });
-                elicit(&cx, params, "Elicitation completed").await
-            }
-            Kind::ElicitationEnums => {
-                let params = json!({
-                    "message": "Please select options from the enum fields",
-                    "requestedSchema": {
-                        "type": "object",
-                        "properties": {
-                            "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
-                            "titledSingle": {"type": "string", "description": "Select one option with titles",
-                                "oneOf": [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
-                            "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
-                                "enumNames": ["Option One", "Option Two", "Option Three"]},
-                            "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3,
-                                "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
-                            "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1, "maxItems": 3,
-                                "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}
-                        },
-                        "required": []
-                    }
-                });
-                elicit(&cx, params, "Elicitation completed").await
+            Kind::Elicitation | Kind::ElicitationDefaults | Kind::ElicitationEnums => {
+                let (params, label) = elicitation_request(&self.kind, &args);
+                elicit(&cx, params, label).await
             }
             Kind::JsonSchema2020 => text(&format!("JSON Schema 2020-12 tool called with: {args}")),
             Kind::Wait => {
@@ -324,6 +276,65 @@ impl Tool for Fixture {
                 }
             }
         }
+    }
+}
+
+/// What an elicitation fixture asks (as the conformance suite expects it) and how its answer
+/// is reported.
+fn elicitation_request(kind: &Kind, args: &Value) -> (Value, &'static str) {
+    match kind {
+        Kind::Elicitation => (
+            json!({
+                "message": args["message"].as_str().unwrap_or_default(),
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "username": {"type": "string", "description": "User's response"},
+                        "email": {"type": "string", "description": "User's email address"}
+                    },
+                    "required": ["username", "email"]
+                }
+            }),
+            "User response",
+        ),
+        Kind::ElicitationDefaults => (
+            json!({
+                "message": "Please review and update the form fields with defaults",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                        "age": {"type": "integer", "description": "User age", "default": 30},
+                        "score": {"type": "number", "description": "User score", "default": 95.5},
+                        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                        "verified": {"type": "boolean", "description": "Verification status", "default": true}
+                    },
+                    "required": []
+                }
+            }),
+            "Elicitation completed",
+        ),
+        _ => (
+            json!({
+                "message": "Please select options from the enum fields",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+                        "titledSingle": {"type": "string", "description": "Select one option with titles",
+                            "oneOf": [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+                        "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
+                            "enumNames": ["Option One", "Option Two", "Option Three"]},
+                        "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3,
+                            "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                        "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1, "maxItems": 3,
+                            "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}
+                    },
+                    "required": []
+                }
+            }),
+            "Elicitation completed",
+        ),
     }
 }
 

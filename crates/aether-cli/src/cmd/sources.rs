@@ -128,219 +128,251 @@ pub struct ReportRunArgs {
 
 pub async fn run(command: Command) -> Result<ExitCode> {
     match command {
-        Command::List(args) => {
-            let loaded = setup::load(&args.common)?;
-            let store = setup::existing_store(&args.common)?;
-            let statuses = store.upstream_statuses().await?;
-            if args.json {
-                say!("{}", serde_json::to_string_pretty(&statuses)?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            if loaded.raw.upstreams.is_empty() && statuses.is_empty() {
-                say!(
-                    "No upstreams are configured. Add one to aether.toml as [upstreams.NAME] with command = \"...\" (stdio) or url = \"https://...\" (Streamable HTTP)."
-                );
-            }
-            for name in loaded.raw.upstreams.keys() {
-                if !statuses.iter().any(|s| &s.name == name) {
-                    say!("{name:<20} configured, not seen yet (no server has run with it)");
-                }
-            }
-            for s in statuses {
-                let configured = loaded.raw.upstreams.contains_key(&s.name);
-                say!(
-                    "{:<20} {:<5} {:<12} {:>3} tools  fingerprint {}  as of {}{}{}",
-                    s.name,
-                    s.transport,
-                    if s.connected { "connected" } else { "down" },
-                    s.tool_count,
-                    &s.fingerprint[..s.fingerprint.len().min(16)],
-                    when(s.updated_us),
-                    s.last_error
-                        .map(|e| format!("\n{:<20} last error: {e}", ""))
-                        .unwrap_or_default(),
-                    if configured {
-                        ""
-                    } else {
-                        "  (no longer in the configuration)"
-                    }
-                );
-            }
+        Command::List(args) => list(args).await,
+        Command::Show(args) => show(args).await,
+        Command::Refresh(args) => refresh(args).await,
+        Command::Approve(args) => approve(args).await,
+        Command::Datasets(args) => datasets(args).await,
+        Command::Export(args) => export(args).await,
+        Command::Report(c) => {
+            report(c).await?;
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Show(args) => {
-            let store = setup::existing_store(&args.common)?;
-            let status = store
-                .upstream_statuses()
-                .await?
-                .into_iter()
-                .find(|s| s.name == args.name)
-                .with_context(|| {
-                    format!(
-                        "no upstream {:?} has been seen (`aether sources list` shows them)",
-                        args.name
-                    )
-                })?;
-            let listing: Value = serde_json::from_str(&status.listing).unwrap_or_default();
-            let registry = store.registry().await?;
-            let screen = aether_pipeline::screening::screen_for(&registry);
-            let findings = |name: &str| {
-                registry
-                    .iter()
-                    .find(|r| r.name == name)
-                    .map(|r| aether_pipeline::screening::screen_row(&screen, r))
-                    .unwrap_or_default()
-            };
-            if args.json {
-                let mut v = serde_json::to_value(&status)?;
-                v["findings"] = listing["tools"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|t| t["name"].as_str())
-                    .map(|name| {
-                        (
-                            name.to_string(),
-                            serde_json::to_value(findings(name).findings).unwrap_or_default(),
-                        )
-                    })
-                    .collect::<serde_json::Map<String, Value>>()
-                    .into();
-                v["listing"] = listing;
-                say!("{}", serde_json::to_string_pretty(&v)?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            say!("upstream:     {}", status.name);
-            say!("transport:    {}", status.transport);
-            say!(
-                "state:        {}",
-                if status.connected {
-                    "connected"
-                } else {
-                    "down"
-                }
-            );
-            say!(
-                "last error:   {}",
-                status.last_error.as_deref().unwrap_or("none")
-            );
-            say!("fingerprint:  {}", status.fingerprint);
-            say!("as of:        {}", when(status.updated_us));
-            say!(
-                "group:        {}   tier: {}   session: {}",
-                listing["group"].as_str().unwrap_or("?"),
-                listing["tier"].as_str().unwrap_or("?"),
-                listing["session"].as_str().unwrap_or("?")
-            );
-            say!("tools ({}):", status.tool_count);
-            for t in listing["tools"].as_array().into_iter().flatten() {
-                let name = t["name"].as_str().unwrap_or_default();
-                let state = registry
-                    .iter()
-                    .find(|r| r.name == name)
-                    .map(|r| {
-                        if r.state == aether_policy::RegistryState::Approved
-                            && r.approved_digest != r.seen_digest
-                        {
-                            "approved, but changed since: held back".to_string()
-                        } else {
-                            r.state.as_str().to_string()
-                        }
-                    })
-                    .unwrap_or_else(|| "unknown".into());
-                say!("  {name:<40} {state}");
-                crate::cmd::registry::print_findings(&findings(name), "      ");
-            }
-            for (what, key) in [
-                ("resources", "resources"),
-                ("resource templates", "resource_templates"),
-                ("prompts", "prompts"),
-            ] {
-                let items = listing[key].as_array().cloned().unwrap_or_default();
-                if !items.is_empty() {
-                    say!("{what} ({}):", items.len());
-                    for i in items {
-                        say!("  {}", i.as_str().unwrap_or_default());
-                    }
-                }
-            }
-        }
-        Command::Refresh(args) => {
-            let store = setup::existing_store(&args.common)?;
-            store.request_sources_refresh().await?;
-            say!(
-                "Asked the running servers to list their upstreams again; `aether sources list` shows the result within a few seconds."
-            );
-        }
-        Command::Approve(args) => {
-            if args.why.trim().is_empty() {
-                bail!("--why must say why");
-            }
-            let store = setup::existing_store(&args.common)?;
-            let approved = aether_pipeline::operator::approve_source(
-                &store,
-                &args.name,
-                args.fingerprint.as_deref(),
-                &setup::operator(),
-                &args.why,
-                setup::load(&args.common)?.raw.registry.screen,
-            )
-            .await?;
-            if approved.is_empty() {
-                say!(
-                    "No tool of upstream {} waits for approval (`aether sources show {}`).",
-                    args.name,
-                    args.name
-                );
-                return Ok(ExitCode::SUCCESS);
-            }
-            for row in approved {
-                say!(
-                    "{} approved (definition {}).",
-                    row.name,
-                    row.approved_digest.as_deref().unwrap_or("?")
-                );
-            }
-            say!("Running servers offer them within a second.");
-        }
-        Command::Datasets(args) => {
-            let store = setup::existing_store(&args.common)?;
-            let sets = store.datasets(args.limit).await?;
-            if args.json {
-                say!("{}", serde_json::to_string_pretty(&sets)?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            if sets.is_empty() {
-                say!("No data sets yet: they are kept when an upstream tool returns a table.");
-            }
-            for d in sets {
-                say!(
-                    "{}  {}  {} by {}: {} rows{} ({})",
-                    d.call_id,
-                    when(d.at_us),
-                    d.tool,
-                    d.agent,
-                    d.row_count,
-                    if d.dropped > 0 {
-                        format!(" (+{} not kept)", d.dropped)
-                    } else {
-                        String::new()
-                    },
-                    d.columns.join(", ")
-                );
-            }
-        }
-        Command::Export(args) => {
-            let store = setup::existing_store(&args.common)?;
-            let dataset = store.dataset(&args.call_id).await?.with_context(|| {
-                format!(
-                    "no data set for call {:?} (`aether sources datasets` lists them)",
-                    args.call_id
-                )
-            })?;
-            print_dataset(&dataset, args.format)?;
-        }
-        Command::Report(c) => report(c).await?,
     }
+}
+
+/// Every upstream, configured or seen, with its status.
+async fn list(args: JsonArgs) -> Result<ExitCode> {
+    let loaded = setup::load(&args.common)?;
+    let store = setup::existing_store(&args.common)?;
+    let statuses = store.upstream_statuses().await?;
+    if args.json {
+        say!("{}", serde_json::to_string_pretty(&statuses)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if loaded.raw.upstreams.is_empty() && statuses.is_empty() {
+        say!(
+            "No upstreams are configured. Add one to aether.toml as [upstreams.NAME] with command = \"...\" (stdio) or url = \"https://...\" (Streamable HTTP)."
+        );
+    }
+    for name in loaded.raw.upstreams.keys() {
+        if !statuses.iter().any(|s| &s.name == name) {
+            say!("{name:<20} configured, not seen yet (no server has run with it)");
+        }
+    }
+    for s in statuses {
+        let configured = loaded.raw.upstreams.contains_key(&s.name);
+        say!(
+            "{:<20} {:<5} {:<12} {:>3} tools  fingerprint {}  as of {}{}{}",
+            s.name,
+            s.transport,
+            if s.connected { "connected" } else { "down" },
+            s.tool_count,
+            &s.fingerprint[..s.fingerprint.len().min(16)],
+            when(s.updated_us),
+            s.last_error
+                .map(|e| format!("\n{:<20} last error: {e}", ""))
+                .unwrap_or_default(),
+            if configured {
+                ""
+            } else {
+                "  (no longer in the configuration)"
+            }
+        );
+    }
+
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One upstream: its status, its tools with their registry state and screening findings, its resources and prompts.
+async fn show(args: NameArgs) -> Result<ExitCode> {
+    let store = setup::existing_store(&args.common)?;
+    let status = store
+        .upstream_statuses()
+        .await?
+        .into_iter()
+        .find(|s| s.name == args.name)
+        .with_context(|| {
+            format!(
+                "no upstream {:?} has been seen (`aether sources list` shows them)",
+                args.name
+            )
+        })?;
+    let listing: Value = serde_json::from_str(&status.listing).unwrap_or_default();
+    let registry = store.registry().await?;
+    let screen = aether_pipeline::screening::screen_for(&registry);
+    let findings = |name: &str| {
+        registry
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| aether_pipeline::screening::screen_row(&screen, r))
+            .unwrap_or_default()
+    };
+    if args.json {
+        let mut v = serde_json::to_value(&status)?;
+        v["findings"] = listing["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str())
+            .map(|name| {
+                (
+                    name.to_string(),
+                    serde_json::to_value(findings(name).findings).unwrap_or_default(),
+                )
+            })
+            .collect::<serde_json::Map<String, Value>>()
+            .into();
+        v["listing"] = listing;
+        say!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    say!("upstream:     {}", status.name);
+    say!("transport:    {}", status.transport);
+    say!(
+        "state:        {}",
+        if status.connected {
+            "connected"
+        } else {
+            "down"
+        }
+    );
+    say!(
+        "last error:   {}",
+        status.last_error.as_deref().unwrap_or("none")
+    );
+    say!("fingerprint:  {}", status.fingerprint);
+    say!("as of:        {}", when(status.updated_us));
+    say!(
+        "group:        {}   tier: {}   session: {}",
+        listing["group"].as_str().unwrap_or("?"),
+        listing["tier"].as_str().unwrap_or("?"),
+        listing["session"].as_str().unwrap_or("?")
+    );
+    say!("tools ({}):", status.tool_count);
+    for t in listing["tools"].as_array().into_iter().flatten() {
+        let name = t["name"].as_str().unwrap_or_default();
+        let state = registry
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| {
+                if r.state == aether_policy::RegistryState::Approved
+                    && r.approved_digest != r.seen_digest
+                {
+                    "approved, but changed since: held back".to_string()
+                } else {
+                    r.state.as_str().to_string()
+                }
+            })
+            .unwrap_or_else(|| "unknown".into());
+        say!("  {name:<40} {state}");
+        crate::cmd::registry::print_findings(&findings(name), "      ");
+    }
+    for (what, key) in [
+        ("resources", "resources"),
+        ("resource templates", "resource_templates"),
+        ("prompts", "prompts"),
+    ] {
+        let items = listing[key].as_array().cloned().unwrap_or_default();
+        if !items.is_empty() {
+            say!("{what} ({}):", items.len());
+            for i in items {
+                say!("  {}", i.as_str().unwrap_or_default());
+            }
+        }
+    }
+
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks the running servers to list every upstream again.
+async fn refresh(args: CommonArgs) -> Result<ExitCode> {
+    let store = setup::existing_store(&args.common)?;
+    store.request_sources_refresh().await?;
+    say!(
+        "Asked the running servers to list their upstreams again; `aether sources list` shows the result within a few seconds."
+    );
+
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Approves every tool of an upstream that waits for approval.
+async fn approve(args: ApproveArgs) -> Result<ExitCode> {
+    if args.why.trim().is_empty() {
+        bail!("--why must say why");
+    }
+    let store = setup::existing_store(&args.common)?;
+    let approved = aether_pipeline::operator::approve_source(
+        &store,
+        &args.name,
+        args.fingerprint.as_deref(),
+        &setup::operator(),
+        &args.why,
+        setup::load(&args.common)?.raw.registry.screen,
+    )
+    .await?;
+    if approved.is_empty() {
+        say!(
+            "No tool of upstream {} waits for approval (`aether sources show {}`).",
+            args.name,
+            args.name
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for row in approved {
+        say!(
+            "{} approved (definition {}).",
+            row.name,
+            row.approved_digest.as_deref().unwrap_or("?")
+        );
+    }
+    say!("Running servers offer them within a second.");
+
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The data sets kept, newest first.
+async fn datasets(args: DatasetsArgs) -> Result<ExitCode> {
+    let store = setup::existing_store(&args.common)?;
+    let sets = store.datasets(args.limit).await?;
+    if args.json {
+        say!("{}", serde_json::to_string_pretty(&sets)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if sets.is_empty() {
+        say!("No data sets yet: they are kept when an upstream tool returns a table.");
+    }
+    for d in sets {
+        say!(
+            "{}  {}  {} by {}: {} rows{} ({})",
+            d.call_id,
+            when(d.at_us),
+            d.tool,
+            d.agent,
+            d.row_count,
+            if d.dropped > 0 {
+                format!(" (+{} not kept)", d.dropped)
+            } else {
+                String::new()
+            },
+            d.columns.join(", ")
+        );
+    }
+
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One data set as CSV or JSON.
+async fn export(args: ExportArgs) -> Result<ExitCode> {
+    let store = setup::existing_store(&args.common)?;
+    let dataset = store.dataset(&args.call_id).await?.with_context(|| {
+        format!(
+            "no data set for call {:?} (`aether sources datasets` lists them)",
+            args.call_id
+        )
+    })?;
+    print_dataset(&dataset, args.format)?;
+
     Ok(ExitCode::SUCCESS)
 }
 

@@ -151,6 +151,70 @@ impl Tool for SearchFiles {
     }
 }
 
+/// Opens a file the walk found beneath the root (`found`: its path relative to the root,
+/// its absolute path, its shown path). The walk reads folders by path, so a folder swapped for
+/// a symlink between the walk and the open (say, to `.ssh`) would make an open land somewhere
+/// the walk never saw: opened through no symlink at all, the file is where the walk saw it
+/// (and judged it); where the kernel cannot refuse symlinks in every component, where it
+/// landed is checked, as read_file does. Only a regular file with one name is searched: one
+/// swapped for a FIFO or a device since the walk saw it is skipped, as is a hard link.
+fn open_found(
+    root: &crate::Root,
+    root_dir: &cap_std::fs::Dir,
+    open: &cap_std::fs::OpenOptions,
+    opening: crate::Opening<'_>,
+    (rel_path, abs, rel): (&std::path::Path, &std::path::Path, &str),
+) -> Option<(std::fs::File, std::path::PathBuf)> {
+    let (file, real) = match root.open_exact(rel_path) {
+        Some(Ok(file)) => (file, abs.to_path_buf()),
+        Some(Err(_)) => return None,
+        None => {
+            let file = root_dir.open_with(rel_path, open).ok()?.into_std();
+            let real = root.check_real_path(rel, &file, opening, false).ok()?;
+            (file, real)
+        }
+    };
+    let plain = file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && std::os::unix::fs::MetadataExt::nlink(&m) <= 1);
+    plain.then_some((file, real))
+}
+
+/// The text of a search's matching lines, and what was left out.
+fn lines_text(
+    matches: &[Match],
+    query: &str,
+    files_searched: usize,
+    (truncated, max): (bool, usize),
+    unsealed: usize,
+) -> String {
+    let mut text = String::new();
+    for m in matches {
+        text.push_str(&format!(
+            "{}:{}: {}\n",
+            m.path,
+            m.line.unwrap_or(0),
+            m.text.as_deref().unwrap_or("")
+        ));
+    }
+    if matches.is_empty() {
+        text.push_str(&format!(
+            "no matches for {query:?} in {files_searched} files\n"
+        ));
+    }
+    if truncated {
+        text.push_str(&format!(
+            "[… more lines match; showing the first {max}. Narrow the query, glob or path]\n"
+        ));
+    }
+    if unsealed > 0 {
+        text.push_str(&format!(
+            "[{unsealed} file(s) not searched: they changed since the root was sealed]\n"
+        ));
+    }
+    text
+}
+
 async fn search_lines(
     cx: &CallContext,
     args: Args,
@@ -228,37 +292,14 @@ async fn search_lines(
                 let Ok(rel_path) = abs.strip_prefix(root_path) else {
                     return WalkState::Continue;
                 };
-                // Opened beneath the root. The walk reads folders by path, so a folder swapped
-                // for a symlink between the walk and the open (say, to `.ssh`) would make an
-                // open land somewhere the walk never saw: opened through no symlink at all,
-                // the file is where the walk saw it (and judged it); where the kernel cannot
-                // refuse symlinks in every component, where it landed is checked, as
-                // read_file does.
-                let (file, real) = match root.open_exact(rel_path) {
-                    Some(Ok(file)) => (file, abs.clone()),
-                    Some(Err(_)) => return WalkState::Continue,
-                    None => {
-                        let Ok(file) = root_dir.open_with(rel_path, open) else {
-                            return WalkState::Continue;
-                        };
-                        let file = file.into_std();
-                        let opening = crate::Opening {
-                            credentials,
-                            paths: &*walked.paths,
-                        };
-                        let Ok(real) = root.check_real_path(&rel, &file, opening, false) else {
-                            return WalkState::Continue;
-                        };
-                        (file, real)
-                    }
+                let opening = crate::Opening {
+                    credentials,
+                    paths: &*walked.paths,
                 };
-                // A regular file with one name only: a file swapped for a FIFO or a device
-                // since the walk saw it is skipped, as is a hard link.
-                if file.metadata().map_or(true, |m| {
-                    !m.is_file() || std::os::unix::fs::MetadataExt::nlink(&m) > 1
-                }) {
+                let opened = open_found(root, root_dir, open, opening, (rel_path, &abs, &rel));
+                let Some((file, real)) = opened else {
                     return WalkState::Continue;
-                }
+                };
                 // In a sealed root, a file changed since the seal is not searched, and what is
                 // searched is the content that was checked.
                 let file = match root.verified(&root.relative_of(&real).unwrap_or_default(), file) {
@@ -309,30 +350,7 @@ async fn search_lines(
         return Err(ToolError::Cancelled);
     }
     matches.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
-    let mut text = String::new();
-    for m in &matches {
-        text.push_str(&format!(
-            "{}:{}: {}\n",
-            m.path,
-            m.line.unwrap_or(0),
-            m.text.as_deref().unwrap_or("")
-        ));
-    }
-    if matches.is_empty() {
-        text.push_str(&format!(
-            "no matches for {query:?} in {files_searched} files\n"
-        ));
-    }
-    if truncated {
-        text.push_str(&format!(
-            "[… more lines match; showing the first {max}. Narrow the query, glob or path]\n"
-        ));
-    }
-    if unsealed > 0 {
-        text.push_str(&format!(
-            "[{unsealed} file(s) not searched: they changed since the root was sealed]\n"
-        ));
-    }
+    let text = lines_text(&matches, &query, files_searched, (truncated, max), unsealed);
     let output = Output {
         root: root_name,
         mode: "lines".into(),

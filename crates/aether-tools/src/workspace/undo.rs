@@ -144,6 +144,9 @@ async fn revert_path(cx: &CallContext, root: &str, path: &str) -> Result<Vec<Str
     execute(cx, "revert_file", vec![(step, Some(oldest.id))], reverts).await
 }
 
+/// The places a step touches: its target, and a rename's destination.
+type Targets<'a> = Vec<(Target<'a>, Option<Target<'a>>)>;
+
 /// Checks every step against the files as they are, records the undo in the journal, then
 /// changes the files.
 async fn execute(
@@ -152,9 +155,27 @@ async fn execute(
     steps: Vec<(Action, Option<i64>)>,
     reverts: Vec<i64>,
 ) -> Result<Vec<String>, ToolError> {
-    // Every place the undo touches, opened and checked like any write.
-    let mut targets: Vec<(Target<'_>, Option<Target<'_>>)> = Vec::new();
-    for (action, _) in &steps {
+    let targets = open_targets(cx, &steps)?;
+    let reals: Vec<&std::path::Path> = targets
+        .iter()
+        .flat_map(|(t, u)| {
+            std::iter::once(t.real.as_path()).chain(u.as_ref().map(|u| u.real.as_path()))
+        })
+        .collect();
+    let _guard = write::lock(&reals).await;
+
+    let (write, images) = check(cx, tool, &steps, &targets, reverts).await?;
+    write::record(cx, write).await?;
+    apply(&steps, &targets, images)
+}
+
+/// Every place the undo touches, opened and checked like any write.
+fn open_targets<'a>(
+    cx: &'a CallContext,
+    steps: &[(Action, Option<i64>)],
+) -> Result<Targets<'a>, ToolError> {
+    let mut targets: Targets<'a> = Vec::new();
+    for (action, _) in steps {
         // What an undo brings back may need its folder back first (a redo of an undo that
         // removed a file and then its folder): those folders are created as the targets are
         // opened.
@@ -171,21 +192,24 @@ async fn execute(
         };
         targets.push((t, u));
     }
-    let reals: Vec<&std::path::Path> = targets
-        .iter()
-        .flat_map(|(t, u)| {
-            std::iter::once(t.real.as_path()).chain(u.as_ref().map(|u| u.real.as_path()))
-        })
-        .collect();
-    let _guard = write::lock(&reals).await;
+    Ok(targets)
+}
 
-    // Check, and gather what the journal needs.
+/// Checks each step against the files as they are now, and gathers what the journal needs
+/// (and the old contents to bring back).
+async fn check(
+    cx: &CallContext,
+    tool: &str,
+    steps: &[(Action, Option<i64>)],
+    targets: &Targets<'_>,
+    reverts: Vec<i64>,
+) -> Result<(JournalWrite, Vec<Option<Vec<u8>>>), ToolError> {
     let mut write = JournalWrite {
         reverts,
         ..Default::default()
     };
     let mut images: Vec<Option<Vec<u8>>> = Vec::new();
-    for ((action, undoes), (t, u)) in steps.iter().zip(&targets) {
+    for ((action, undoes), (t, u)) in steps.iter().zip(targets) {
         let conflict = |what: String| {
             ToolError::failed(format!(
                 "{} changed since the journal recorded it ({what}), so nothing was undone; look at it \
@@ -269,11 +293,17 @@ async fn execute(
         }
         images.push(image);
     }
-    write::record(cx, write).await?;
+    Ok((write, images))
+}
 
-    // Apply, in order.
+/// Changes the files, in order; says what each step did.
+fn apply(
+    steps: &[(Action, Option<i64>)],
+    targets: &Targets<'_>,
+    images: Vec<Option<Vec<u8>>>,
+) -> Result<Vec<String>, ToolError> {
     let mut done = Vec::new();
-    for (((action, _), (t, u)), image) in steps.iter().zip(&targets).zip(images) {
+    for (((action, _), (t, u)), image) in steps.iter().zip(targets).zip(images) {
         match action {
             Action::Restore { to, mode, .. } => match (to, image) {
                 (Some(_), Some(bytes)) => {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Two builds of Aether side by side, in one run, alternating: a governed read over stdio
-(c=1, c=16, c=16 with 200 rules, 40 of them on paths) and over HTTP (c=16). Medians of REPS
-rounds; each round runs A then B, so drift hits both alike.
+(c=1, c=16, c=16 with 200 rules, 40 of them on paths) and over HTTP (c=16); a regex search and
+a glob over a 2,000-file tree; an edit (c=1), each written, journalled and fsynced. Medians of
+REPS rounds; each round runs A then B, so drift hits both alike.
 
     scripts/bench_ab.py OLD_AETHER NEW_AETHER --mcpload PATH [--reps 5] [-n 3000]
 
@@ -50,8 +51,16 @@ def main():
     ws = work / "ws"
     (ws / "fixed").mkdir(parents=True)
     (ws / "fixed/file_4k.txt").write_text(("0123456789abcdef" * 4 + "\n") * 63)
+    for i in range(2000):
+        d = ws / "tree" / f"d{i % 40}"
+        d.mkdir(parents=True, exist_ok=True)
+        body = "".join(f"line {j} of file {i}: {'needle' if (i * 7 + j) % 97 == 0 else 'hay'}\n" for j in range(40))
+        (d / f"f{i}.{'rs' if i % 3 == 0 else 'txt'}").write_text(body)
+    edits = work / "edits"
+    edits.mkdir()
     config = work / "aether.toml"
-    config.write_text(f'[roots.ws]\npath = "{ws}"\nmode = "ro"\n')
+    config.write_text(f'[roots.ws]\npath = "{ws}"\nmode = "ro"\n[roots.ed]\npath = "{edits}"\nmode = "rw"\n'
+                      '[limits]\nsearch_results = 10000\nresult_chars = 1000000\n')
     rules = work / "rules200.yaml"
     lines = ["rules:"]
     for i in range(200):
@@ -82,6 +91,13 @@ def main():
             srv.kill()
             srv.wait()
 
+    def edit(binary):
+        # Every call inserts a line before MARK (which stays unique), so every call writes.
+        (edits / "e.txt").write_text("0123456789abcdef\n" * 256 + "MARK\n")
+        return mcpload(a.mcpload, ["--stdio", stdio(binary, config), "--tool", "edit_file", "--args",
+                                   json.dumps({"root": "ed", "path": "e.txt", "search": "MARK", "replace": "y\nMARK"}),
+                                   "-n", str(max(a.n // 3, 100)), "-c", "1"])
+
     cases = {
         "stdio read c1": lambda b: mcpload(a.mcpload, ["--stdio", stdio(b, config), "--tool", "read_file", "--args",
                                                        read4k, "-n", str(a.n), "-c", "1"]),
@@ -91,6 +107,14 @@ def main():
                                                                    "read_file", "--args", read4k, "-n", str(a.n),
                                                                    "-c", "16"]),
         "http read c16": lambda b: http(b, 18702),
+        "regex search, 2,000 files": lambda b: mcpload(a.mcpload, [
+            "--stdio", stdio(b, config), "--tool", "search_files", "--args",
+            '{"root":"ws","path":"tree","query":"needle [0-9]+|of file 1[0-9]{3}:","regex":true}',
+            "-n", str(max(a.n // 30, 20)), "-c", "1"]),
+        "glob **/*.rs, 2,000 files": lambda b: mcpload(a.mcpload, [
+            "--stdio", stdio(b, config), "--tool", "glob", "--args", '{"root":"ws","pattern":"**/*.rs"}',
+            "-n", str(max(a.n // 10, 50)), "-c", "1"]),
+        "edit_file c1": lambda b: edit(b),
     }
     results = {(case, side): [] for case in cases for side in ("old", "new")}
     for rep in range(a.reps):

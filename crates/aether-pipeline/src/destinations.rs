@@ -16,7 +16,9 @@ use crate::{Pipeline, SessionContext};
 impl Pipeline {
     /// The rules' verdict on this call (none without rules, or when no rule matches). Where
     /// a rule looks at this call's paths, they are found (links resolved, folders told apart)
-    /// on the blocking pool, not on the runtime's threads.
+    /// here, with one `lstat` per component: a hop to the blocking pool cost more than the
+    /// calls it would move (measured: docs/BENCHMARKS.md, thirteenth session), and each open
+    /// is judged again where it lands (`RuledPaths`).
     pub(crate) async fn verdict<'r>(
         &self,
         rules: &'r aether_policy::rules::RuleSet,
@@ -28,8 +30,7 @@ impl Pipeline {
             return None;
         }
         let known = if rules.looks_at_paths(&def.name, &ctx.agent.name, ctx.agent.team.as_deref()) {
-            let (roots, def, args) = (self.roots.clone(), def.clone(), args.clone());
-            aether_tools_core::blocking(move || facts(&roots, &def, &args)).await
+            facts(&self.roots, def, args)
         } else {
             Facts {
                 hosts: def.arguments.hosts_in(args),

@@ -267,7 +267,7 @@ impl Pipeline {
         connection(call, &entry)?;
         capability(call, &entry)?;
         self.arguments(call, &entry)?;
-        self.rules_step(call, &entry).await?;
+        self.rules_step(call, &entry)?;
         egress(call, &entry)?;
         self.tier_gate(call, &entry).await?;
         self.envelope(call, &entry).await?;
@@ -396,10 +396,10 @@ impl Pipeline {
 
     /// Step 7, the operator's rules: `always_deny` refuses, `ask_user` asks a person (step 9),
     /// `always_allow` admits without one.
-    async fn rules_step(&self, call: &mut Call<'_>, entry: &Entry) -> Result<(), Stop> {
+    fn rules_step(&self, call: &mut Call<'_>, entry: &Entry) -> Result<(), Stop> {
         let def = entry.def();
         let rules = self.rules.current();
-        let Some(v) = self.verdict(&rules, call.ctx, def, &call.args).await else {
+        let Some(v) = self.verdict(&rules, call.ctx, def, &call.args) else {
             return Ok(());
         };
         let rule = format!("rule:{}", v.rule);
@@ -470,7 +470,7 @@ impl Pipeline {
         if let Err(hidden) = admitted {
             return Err(registry_refusal(&hidden, &def.name, &call.ctx.agent.name).into());
         }
-        if let Some(refusal) = self.denied_now(call.ctx, def, &call.args).await {
+        if let Some(refusal) = self.denied_now(call.ctx, def, &call.args) {
             return Err(refusal.into());
         }
         call.draft_mut().approved(&note);

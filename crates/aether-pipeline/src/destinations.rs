@@ -18,8 +18,8 @@ impl Pipeline {
     /// a rule looks at this call's paths, they are found (links resolved, folders told apart)
     /// here, with one `lstat` per component: a hop to the blocking pool cost more than the
     /// calls it would move (measured: docs/BENCHMARKS.md, thirteenth session), and each open
-    /// is judged again where it lands (`RuledPaths`).
-    pub(crate) async fn verdict<'r>(
+    /// is judged again where it lands (`RuledCall`).
+    pub(crate) fn verdict<'r>(
         &self,
         rules: &'r aether_policy::rules::RuleSet,
         ctx: &SessionContext,
@@ -49,14 +49,14 @@ impl Pipeline {
     }
 
     /// Whether the rules in force now deny this call (asked again after a wait).
-    pub(crate) async fn denied_now(
+    pub(crate) fn denied_now(
         &self,
         ctx: &SessionContext,
         def: &aether_policy::ToolDef,
         args: &Value,
     ) -> Option<Refusal> {
         let rules = self.rules.current();
-        let v = self.verdict(&rules, ctx, def, args).await?;
+        let v = self.verdict(&rules, ctx, def, args)?;
         (v.action == aether_policy::rules::Action::AlwaysDeny).then(|| denial(&v, def))
     }
 }
@@ -140,47 +140,53 @@ fn in_other_roots(roots: &Roots, root: &Root, forms: &mut Vec<String>) {
     }
 }
 
-/// The operator's path rules held where a tool opens a file (`aether_tools_core::PathCheck`): the
-/// file or folder an open really lands on is judged as the call's own paths were, so a path
-/// swapped for a link between admission and the open meets the rules where it leads. An
-/// `always_deny` refuses the open; so does an `ask_user` the call's person did not approve
-/// (nobody can be asked mid-call), and, for a Restricted call an `always_allow` rule admitted
-/// without a person, a landing that rule does not allow.
-pub(crate) struct RuledPaths {
+/// The operator's rules on what a running call reaches that the pipeline could not judge
+/// before it ran: each network hop ([`aether_tools_core::DestinationCheck`]) and each file or
+/// folder an open really lands on ([`aether_tools_core::PathCheck`]). One per call, serving
+/// both.
+pub(crate) struct RuledCall {
     rules: Arc<aether_policy::rules::RuleSet>,
     roots: Arc<Roots>,
     tool: String,
     agent: Arc<AgentProfile>,
-    /// Kept only when there are rules.
+    /// The call's arguments, kept only when there are rules to judge them.
     arguments: Value,
+    /// Which of them hold URLs (replaced by a hop's).
+    urls: Vec<String>,
     approved_by_person: bool,
     allow_only: bool,
 }
 
-impl RuledPaths {
+impl RuledCall {
     pub(crate) fn new(
         rules: Arc<aether_policy::rules::RuleSet>,
         roots: Arc<Roots>,
         call: &Call<'_>,
         def: &aether_policy::ToolDef,
-    ) -> RuledPaths {
+    ) -> RuledCall {
         let arguments = match rules.is_empty() {
             true => Value::Null,
             false => call.args.clone(),
         };
-        RuledPaths {
+        RuledCall {
             rules,
             roots,
             tool: def.name.clone(),
             agent: call.ctx.agent.clone(),
             arguments,
+            urls: def.arguments.urls.clone(),
             approved_by_person: call.decision.starts_with("approved by"),
             allow_only: call.allowed_by_rule && def.tier == aether_policy::Tier::Restricted,
         }
     }
 }
 
-impl aether_tools_core::PathCheck for RuledPaths {
+/// A file or folder an open really lands on is judged as the call's own paths were, so a path
+/// swapped for a link between admission and the open meets the rules where it leads. An
+/// `always_deny` refuses the open; so does an `ask_user` the call's person did not approve
+/// (nobody can be asked mid-call), and, for a Restricted call an `always_allow` rule admitted
+/// without a person, a landing that rule does not allow.
+impl aether_tools_core::PathCheck for RuledCall {
     fn check(&self, root: &Root, real_rel: &str, is_dir: bool) -> Result<(), ToolError> {
         if self.rules.is_empty()
             || !self
@@ -280,41 +286,9 @@ fn resolved(root: &aether_tools_core::Root, rel: &str) -> (Option<String>, bool)
 
 /// The operator's rules applied to a destination a tool reaches mid-call: a hop to a host a
 /// rule denies, or would ask a person about, stops the call (a person cannot be asked in the
-/// middle of a request).
-pub(crate) struct RuledDestinations {
-    rules: Arc<aether_policy::rules::RuleSet>,
-    tool: String,
-    agent: Arc<AgentProfile>,
-    /// The call's arguments (kept only when there are rules to judge them): a hop is judged
-    /// as the same call sent to the hop's URL, so a rule on its method, body or any other
-    /// argument holds on every hop as on the first.
-    arguments: Value,
-    /// Which of them hold URLs (replaced by the hop's).
-    urls: Vec<String>,
-}
-
-impl RuledDestinations {
-    pub(crate) fn new(
-        rules: Arc<aether_policy::rules::RuleSet>,
-        def: &aether_policy::ToolDef,
-        agent: &Arc<AgentProfile>,
-        arguments: &Value,
-    ) -> RuledDestinations {
-        let arguments = match rules.is_empty() {
-            true => Value::Null,
-            false => arguments.clone(),
-        };
-        RuledDestinations {
-            rules,
-            tool: def.name.clone(),
-            agent: agent.clone(),
-            arguments,
-            urls: def.arguments.urls.clone(),
-        }
-    }
-}
-
-impl aether_tools_core::DestinationCheck for RuledDestinations {
+/// middle of a request). A hop is judged as the same call sent to the hop's URL, so a rule on
+/// its method, body or any other argument holds on every hop as on the first.
+impl aether_tools_core::DestinationCheck for RuledCall {
     fn check(&self, url: &str, host: &str) -> Result<(), ToolError> {
         if self.rules.is_empty() {
             return Ok(());

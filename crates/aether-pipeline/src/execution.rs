@@ -14,7 +14,7 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use crate::admission::{Call, Stop, halted};
-use crate::destinations::{RuledDestinations, RuledPaths};
+use crate::destinations::RuledCall;
 use crate::{CallOutcome, Entry, Pipeline, tables};
 
 impl Pipeline {
@@ -47,19 +47,13 @@ impl Pipeline {
     pub(crate) async fn run(&self, call: &mut Call<'_>, entry: &Entry) -> CallOutcome {
         let def = entry.def();
         let tool_cancel = call.cancel.child_token();
-        let destinations = Arc::new(RuledDestinations::new(
-            self.rules.current(),
-            def,
-            &call.ctx.agent,
-            &call.args,
-        ));
-        let paths = Arc::new(RuledPaths::new(
+        let ruled = Arc::new(RuledCall::new(
             self.rules.current(),
             self.roots.clone(),
             call,
             def,
         ));
-        let cx = self.context(call, tool_cancel.clone(), destinations, paths);
+        let cx = self.context(call, tool_cancel.clone(), ruled.clone(), ruled);
         let limit = Duration::from_secs(self.limits.tool_seconds);
         // An upstream's table is kept as a data set; its arguments go with it (for reports).
         let table_args = entry.external.then(|| call.args.clone());

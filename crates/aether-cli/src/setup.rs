@@ -114,7 +114,7 @@ pub fn store_url(common: &Common, loaded: &Loaded, base: &Path) -> String {
 /// Opens a store a server has already made: a command that reads or decides what a server
 /// recorded must not make a fresh, empty store somewhere else and report that nothing is
 /// there.
-pub fn open_existing_store(url: &str) -> Result<Store> {
+pub fn open_existing_store(url: &str, loaded: &Loaded) -> Result<Store> {
     if let Some(path) = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
@@ -125,19 +125,95 @@ pub fn open_existing_store(url: &str) -> Result<Store> {
              (`aether mcp-serve` without a configuration keeps its store in its first root's .aether/)"
         );
     }
-    open_store(url)
+    open_store(url, loaded)
 }
 
 /// The store a server here has recorded into, found as `serve` finds it (see
 /// [`open_existing_store`]).
 pub fn existing_store(common: &Common) -> Result<Store> {
     let loaded = load(common)?;
-    open_existing_store(&store_url(common, &loaded, &loaded.base))
+    open_existing_store(&store_url(common, &loaded, &loaded.base), &loaded)
 }
 
-pub fn open_store(url: &str) -> Result<Store> {
-    Store::open_url(url)
+/// Opens a store for writing, its audit keyed under the vault's audit key (the key file is
+/// made on first use): rows written without the key cannot pass `aether audit verify`.
+pub fn open_store(url: &str, loaded: &Loaded) -> Result<Store> {
+    let key = audit_key(loaded, true)?;
+    Store::open(url, aether_store::Access::Write(key))
         .with_context(|| format!("cannot open the store {}", aether_store::redact_url(url)))
+}
+
+/// The vault's audit key; with `create`, the key file is made if there is none.
+pub fn audit_key(loaded: &Loaded, create: bool) -> Result<Option<aether_store::AuditKey>> {
+    let key_file = vault_key_file(loaded);
+    if !create && !key_file.exists() {
+        return Ok(None);
+    }
+    let vault = aether_store::Vault::open(&key_file, create)
+        .with_context(|| "the audit is keyed with the vault's key".to_string())?;
+    Ok(Some(vault.audit_key()))
+}
+
+/// The audit's witness file: `[store] witness` (relative to the configuration's folder), or
+/// beside the vault key, `witness/STORE.log`, STORE a digest of the store's location.
+pub fn witness_file(loaded: &Loaded, url: &str) -> PathBuf {
+    if let Some(path) = &loaded.raw.store.witness {
+        return loaded.base.join(path);
+    }
+    let location = match url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        Some(path) => std::path::absolute(path)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| path.to_string()),
+        None => aether_store::redact_url(url),
+    };
+    let digest = aether_policy::sha256(location.as_bytes()).to_hex();
+    let name = &digest[..16];
+    vault_key_file(loaded)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| loaded.base.join(".aether"))
+        .join("witness")
+        .join(format!("{name}.log"))
+}
+
+/// A serving process's books (heartbeat, witness), kept from before it serves until
+/// [`Books::close`].
+pub struct Books {
+    books: aether_pipeline::Books,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Books {
+    /// Records what a crash left unfinished as `interrupted` (before anything is served),
+    /// then keeps the heartbeat and the witness.
+    pub async fn open(loaded: &Loaded, url: &str, pipeline: &Pipeline) -> Result<Books> {
+        pipeline
+            .recover_interrupted()
+            .await
+            .context("cannot record the calls an earlier crash interrupted")?;
+        let witness =
+            audit_key(loaded, false)
+                .ok()
+                .flatten()
+                .map(|key| aether_pipeline::WitnessSpec {
+                    path: witness_file(loaded, url),
+                    key,
+                });
+        let books = aether_pipeline::Books::new(pipeline.store().clone(), witness);
+        let stop = tokio_util::sync::CancellationToken::new();
+        books.run(stop.clone());
+        Ok(Books { books, stop })
+    }
+
+    /// After the pipeline shut down: the last checkpoint, and the writer marked stopped if
+    /// every call ended.
+    pub async fn close(self, pipeline: &Pipeline) {
+        self.stop.cancel();
+        self.books.close(pipeline.calls_in_flight() == 0).await;
+    }
 }
 
 /// Roots from the configuration, paths relative to its folder.
@@ -218,7 +294,7 @@ pub fn store_for_roots(
         _ => loaded.base.clone(),
     };
     let url = store_url(common, loaded, &base);
-    Ok((open_store(&url)?, url))
+    Ok((open_store(&url, loaded)?, url))
 }
 
 /// The vault's key file: `vault.key_file` (relative to the configuration's folder), else

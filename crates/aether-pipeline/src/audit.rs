@@ -59,6 +59,7 @@ impl Draft {
                 arguments: String::new(),
                 result: String::new(),
                 duration_us: 0,
+                single: false,
             },
             tier: Tier::Standard,
             arguments_digest: empty,
@@ -96,6 +97,13 @@ impl Draft {
     pub fn admitted(&mut self) {
         self.event.step = None;
         self.admitted = true;
+    }
+
+    /// Admitted by this row alone: a side-effect-free call has no receipt, and its row,
+    /// written before the caller hears anything, is its only record.
+    pub fn admitted_single(&mut self) {
+        self.admitted();
+        self.event.single = true;
     }
 
     pub fn tool_error(&mut self, e: &ToolError) {
@@ -189,9 +197,14 @@ impl Draft {
         let written = if alone {
             store.audit_alone(self.event).await
         } else {
-            store.audit(self.event).await
+            store.audit_call(self.event).await
         };
         match written {
+            // A side-effect-free call met a halt committed before its record: its result is
+            // withheld (the row says so).
+            Ok((_, Some(halt))) => {
+                CallOutcome::Refused(crate::admission::halted(halt.why.as_deref()))
+            }
             Ok(_) => outcome,
             Err(err) => {
                 tracing::error!(error = %err, unknown_tool = is_unknown, "audit row could not be written");
@@ -248,6 +261,7 @@ pub(crate) fn operator_event(by: &str, action: &str, detail: Value) -> AuditEven
         arguments: text,
         result: String::new(),
         duration_us: 0,
+        single: false,
     }
 }
 

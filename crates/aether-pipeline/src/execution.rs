@@ -20,6 +20,12 @@ use crate::{CallOutcome, Entry, Pipeline, tables};
 impl Pipeline {
     /// Step 11, the receipt, durable before the tool runs; it meets a halt inside its transaction.
     pub(crate) async fn receipt(&self, call: &mut Call<'_>, entry: &Entry) -> Result<(), Stop> {
+        // A call that can change nothing is admitted by its audit row alone, written before
+        // its answer leaves: nothing it did can be seen before its record is durable.
+        if side_effect_free(entry) {
+            call.draft_mut().admitted_single();
+            return Ok(());
+        }
         let receipt = receipt_of(call, entry);
         let admitted = if self.alone().await {
             self.store.admit_alone(receipt).await
@@ -155,6 +161,13 @@ impl Pipeline {
         )));
         shown
     }
+}
+
+/// Whether a call of this tool can change nothing anywhere: a built-in that declares it
+/// writes nothing and reaches no network (an upstream's tool is another server's call).
+pub(crate) fn side_effect_free(entry: &Entry) -> bool {
+    let meta = &entry.def().meta;
+    !entry.external && meta.read_only && !meta.reaches_network
 }
 
 /// Counts a call in [`Pipeline::in_flight`] while it lives.

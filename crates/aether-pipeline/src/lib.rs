@@ -47,6 +47,7 @@ pub mod metrics;
 mod offers;
 pub mod operator;
 mod reads;
+mod recovery;
 pub mod replay;
 pub mod rules;
 pub mod screening;
@@ -74,6 +75,7 @@ pub use catalog::{Catalog, CatalogError, Entry};
 pub use ledger::StoreLedger;
 pub use limits::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URL_BYTES};
 pub use reads::{ReadError, ReadKind};
+pub use recovery::{Books, WitnessSpec};
 pub use rules::Rules;
 pub use session::{SessionContext, Transport};
 pub use tokens::{Principal, TokenIndex};
@@ -290,6 +292,11 @@ impl Pipeline {
         while self.in_flight.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// Calls running now (admitted or on their way).
+    pub fn calls_in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
     }
 
     /// Whether the current call is the only one in flight. Yields first, so that requests

@@ -147,6 +147,7 @@ impl Pipeline {
                 String::new()
             },
             duration_us: elapsed.as_micros() as i64,
+            single: true,
         };
         self.store.audit(event).await?;
         Ok(())

@@ -335,6 +335,10 @@ pub struct StoreSection {
     /// `sqlite://PATH` or `postgres://USER@HOST:PORT/DATABASE`; unset means `.aether/aether.db`
     /// beside the configuration.
     pub url: Option<String>,
+    /// The audit's witness: an append-only file of signed checkpoints of the audit's head,
+    /// outside the store (relative to the configuration's folder). Default: beside the vault
+    /// key, `witness/STORE.log`, STORE naming the store's location.
+    pub witness: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -96,11 +96,12 @@ async fn one_call(
         arguments: r#"{"root":"ws","path":"fixed/file_4k.txt"}"#.into(),
         result: "x".repeat(512),
         duration_us: 100,
+        single: false,
     };
     let audited = if alone {
         store.audit_alone(event).await
     } else {
-        store.audit(event).await
+        store.audit_call(event).await
     };
     audited.expect("audit");
 }

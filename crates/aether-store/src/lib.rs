@@ -14,6 +14,7 @@ mod runs;
 mod sources;
 mod sql;
 mod vault;
+mod witness;
 
 use std::path::Path;
 
@@ -24,7 +25,9 @@ pub use aether_vocab::journal::{
     JournalQuery, JournalWrite, KnowledgeDoc, KnowledgeHit, Message, SealPin, SealRecord,
     content_hash,
 };
-pub use chain::{ChainBreak, ChainReport, Checkpoint, GENESIS, SETTLE_US};
+pub use chain::{
+    ChainBreak, ChainReport, Checkpoint, GENESIS, Keying, SETTLE_US, entry_hash as keyless_hash,
+};
 pub use db::DbError;
 pub use runs::{RunEvent, RunRecord, RunStart};
 pub use sources::{
@@ -32,7 +35,9 @@ pub use sources::{
     SealedSecret, UpstreamStatus,
 };
 pub use sql::Location;
-pub use vault::{Vault, valid_secret_name};
+pub use sql::ledger::{HEARTBEAT, Unfinished};
+pub use vault::{AuditKey, Vault, valid_secret_name};
+pub use witness::{Witness, WitnessLine};
 
 /// An admission receipt: written, durably, before the admitted call runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -83,6 +88,9 @@ pub struct AuditEvent {
     /// The result, whole or summarized according to the tool's tier.
     pub result: String,
     pub duration_us: i64,
+    /// A side-effect-free call's only record: admission and outcome in one row, with no
+    /// receipt before it (the call could change nothing, and its answer waited for this row).
+    pub single: bool,
 }
 
 /// An audit row as stored: the event, its place in the chain and its hash.
@@ -375,29 +383,70 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// What `verify` checks beyond the chain and the receipts.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyOptions {
+    /// A sequence number and hash recorded elsewhere earlier: the chain must still hold it.
+    pub expect_head: Option<(i64, String)>,
+    /// The audit key: a keyed store's rows, marker and witness are checked with it.
+    pub key: Option<AuditKey>,
+    /// The witness file to check the rows against.
+    pub witness: Option<std::path::PathBuf>,
+}
+
+/// How a store is opened.
+#[derive(Clone, Debug)]
+pub enum Access {
+    /// For writing; with a key, the audit is keyed under it (and keyed now if it is not yet).
+    Write(Option<AuditKey>),
+    /// For reading only: no migration, no writer, no lock; writes fail.
+    ReadOnly,
+}
+
 impl Store {
-    /// Opens (creating if needed) the SQLite store at `path`.
+    /// Opens (creating if needed) the SQLite store at `path`, unkeyed (see [`Store::open`]).
     pub fn open_sqlite(path: &Path) -> Result<Store> {
-        Ok(Store(sql::SqlStore::open_sqlite(path)?))
+        Store::open_sqlite_with(path, Access::Write(None))
+    }
+
+    pub fn open_sqlite_with(path: &Path, access: Access) -> Result<Store> {
+        Ok(Store(match access {
+            Access::Write(key) => sql::SqlStore::open_sqlite(path, key)?,
+            Access::ReadOnly => sql::SqlStore::open_sqlite_readonly(path)?,
+        }))
     }
 
     /// Opens a PostgreSQL store (`postgres://…` or `postgresql://…`), creating its tables in
-    /// the connection's schema if they are missing.
+    /// the connection's schema if they are missing; unkeyed.
     pub fn open_postgres(url: &str) -> Result<Store> {
-        Ok(Store(sql::SqlStore::open_postgres(url)?))
+        Store::open_postgres_with(url, Access::Write(None))
+    }
+
+    pub fn open_postgres_with(url: &str, access: Access) -> Result<Store> {
+        Ok(Store(match access {
+            Access::Write(key) => sql::SqlStore::open_postgres(url, key)?,
+            Access::ReadOnly => sql::SqlStore::open_postgres_readonly(url)?,
+        }))
+    }
+
+    /// Opens a store from a URL, unkeyed (see [`Store::open`]).
+    pub fn open_url(url: &str) -> Result<Store> {
+        Store::open(url, Access::Write(None))
     }
 
     /// Opens a store from a URL: `sqlite://PATH` (relative paths from the current folder) or
-    /// `postgres://USER@HOST:PORT/DATABASE`.
-    pub fn open_url(url: &str) -> Result<Store> {
+    /// `postgres://USER@HOST:PORT/DATABASE`. Aether's commands open stores keyed with the
+    /// vault's audit key; a store opened without the key it is keyed under may not append
+    /// audit rows.
+    pub fn open(url: &str, access: Access) -> Result<Store> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Store::open_postgres(url);
+            return Store::open_postgres_with(url, access);
         }
         match url
             .strip_prefix("sqlite://")
             .or_else(|| url.strip_prefix("sqlite:"))
         {
-            Some(path) => Store::open_sqlite(Path::new(path)),
+            Some(path) => Store::open_sqlite_with(Path::new(path), access),
             None => Err(StoreError::Invalid(format!(
                 "unsupported store URL {:?}; use sqlite://PATH or postgres://USER@HOST:PORT/DATABASE",
                 db::postgres::redact(url)
@@ -468,12 +517,20 @@ impl Store {
 
     /// [`Store::audit`] for a caller that is the only one writing right now; see
     /// [`Store::admit_alone`].
-    pub async fn audit_alone(&self, event: AuditEvent) -> Result<i64> {
+    pub async fn audit_alone(&self, event: AuditEvent) -> Result<(i64, Option<HaltState>)> {
         self.0.audit_alone(event).await
     }
 
     /// Appends `event` to the audit chain, durably; returns its sequence number.
     pub async fn audit(&self, event: AuditEvent) -> Result<i64> {
+        Ok(self.0.audit(event).await?.0)
+    }
+
+    /// Appends a call's row, durably. A side-effect-free call's only record (`single`) whose
+    /// result would reach the caller meets the halt flag in the same transaction: when an
+    /// operator halted Aether meanwhile (any process), the row is written as refused at the
+    /// halt and its state returned, and the result must not be handed out.
+    pub async fn audit_call(&self, event: AuditEvent) -> Result<(i64, Option<HaltState>)> {
         self.0.audit(event).await
     }
 
@@ -553,7 +610,52 @@ impl Store {
     /// it, checks every receipt against its audit row, and, given `expect_head` (a sequence
     /// number and hash recorded elsewhere earlier), that the chain still contains it.
     pub async fn verify_audit(&self, expect_head: Option<(i64, String)>) -> Result<ChainReport> {
-        self.0.verify_audit(expect_head).await
+        self.0
+            .verify_audit(VerifyOptions {
+                expect_head,
+                ..Default::default()
+            })
+            .await
+    }
+
+    /// [`Store::verify_audit`] with the audit key (a keyed store needs it) and the witness.
+    pub async fn verify_audit_with(&self, options: VerifyOptions) -> Result<ChainReport> {
+        self.0.verify_audit(options).await
+    }
+
+    /// Renews this process's heartbeat as a writer (every [`HEARTBEAT`] while serving).
+    pub async fn heartbeat(&self) -> Result<()> {
+        self.0.heartbeat().await
+    }
+
+    /// Marks this process's writer stopped: a clean shutdown, its calls all ended.
+    pub async fn writer_stopped(&self) -> Result<()> {
+        self.0.writer_stopped().await
+    }
+
+    /// Calls a gone process admitted and never audited, and the gone writers looked through.
+    pub async fn unfinished(&self) -> Result<(Vec<Unfinished>, Vec<String>)> {
+        self.0.unfinished().await
+    }
+
+    /// Appends the `interrupted` rows of unfinished calls (skipping any audited by now) and
+    /// marks `writers` reaped, in one transaction; returns the rows written.
+    pub async fn record_interrupted(
+        &self,
+        events: Vec<AuditEvent>,
+        writers: Vec<String>,
+    ) -> Result<usize> {
+        self.0.record_interrupted(events, writers).await
+    }
+
+    /// The audit's newest row (sequence number and hash).
+    pub async fn audit_head(&self) -> Result<Option<(i64, String)>> {
+        self.0.audit_head().await
+    }
+
+    /// The audit's keying marker, as read at open; `None` for a store never keyed.
+    pub fn keying(&self) -> Option<&Keying> {
+        self.0.keying()
     }
 
     pub async fn receipt(&self, call_id: &str) -> Result<Option<AdmissionReceipt>> {
@@ -1027,4 +1129,15 @@ pub fn now_us() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
+}
+
+/// A time in microseconds since the epoch as RFC 3339 (UTC, to the second).
+pub fn time_text(at_us: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(at_us / 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| format!("{at_us} µs"))
 }

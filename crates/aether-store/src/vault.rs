@@ -25,6 +25,8 @@ pub struct Vault {
     cipher: XChaCha20Poly1305,
     /// HMAC-SHA256 keyed for signing checkpoints (derived: never the encryption key itself).
     signer: Hmac<Sha256>,
+    /// The key as read, kept only to derive purpose keys from.
+    root: Hmac<Sha256>,
     path: PathBuf,
 }
 
@@ -72,12 +74,20 @@ impl Vault {
                         .create(parent)
                         .map_err(|e| invalid(format!("cannot create its folder: {e}")))?;
                 }
-                let mut file = std::fs::OpenOptions::new()
+                let mut file = match std::fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
                     .mode(0o600)
                     .open(path)
-                    .map_err(|e| invalid(format!("cannot create it: {e}")))?;
+                {
+                    Ok(file) => file,
+                    // Another process made it first: its key is the key.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        return Vault::open(path, false);
+                    }
+                    Err(e) => return Err(invalid(format!("cannot create it: {e}"))),
+                };
                 file.write_all(key.as_slice())
                     .and_then(|()| file.sync_all())
                     .map_err(|e| invalid(format!("cannot write it: {e}")))?;
@@ -102,12 +112,20 @@ impl Vault {
             cipher: XChaCha20Poly1305::new(Key::from_slice(&bytes)),
             signer: <Hmac<Sha256> as MacKey>::new_from_slice(&derived)
                 .expect("HMAC takes any key length"),
+            root: <Hmac<Sha256> as MacKey>::new_from_slice(&bytes)
+                .expect("HMAC takes any key length"),
             path: path.to_path_buf(),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The key that authenticates the audit's rows, its markers and its witness's checkpoints
+    /// (derived under a label of its own).
+    pub fn audit_key(&self) -> AuditKey {
+        AuditKey::derive(&self.root)
     }
 
     /// An HMAC-SHA256 signature (hex) of `text`.
@@ -183,5 +201,76 @@ impl Vault {
             )
             .map_err(|_| fail())?;
         String::from_utf8(plaintext).map_err(|_| fail())
+    }
+}
+
+/// HMAC-SHA256 under a key derived from the vault key: what makes the audit's rows, its
+/// keying marker and its witness's checkpoints impossible to forge with the store alone.
+/// Each text it signs begins with a label naming what it is, so no signature of one kind
+/// passes for another.
+#[derive(Clone)]
+pub struct AuditKey {
+    mac: Hmac<Sha256>,
+    id: String,
+}
+
+impl std::fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AuditKey({})", self.id)
+    }
+}
+
+impl AuditKey {
+    fn derive(root: &Hmac<Sha256>) -> AuditKey {
+        let derived = root
+            .clone()
+            .chain_update(b"aether-audit-chain-v2")
+            .finalize()
+            .into_bytes();
+        let mac =
+            <Hmac<Sha256> as MacKey>::new_from_slice(&derived).expect("HMAC takes any key length");
+        let id = hex::encode(
+            mac.clone()
+                .chain_update(b"aether-audit-key-id")
+                .finalize()
+                .into_bytes(),
+        )[..16]
+            .to_string();
+        AuditKey { mac, id }
+    }
+
+    /// A key from raw bytes (tests, and tools that hold the key some other way).
+    pub fn from_bytes(bytes: &[u8]) -> AuditKey {
+        AuditKey::derive(
+            &<Hmac<Sha256> as MacKey>::new_from_slice(bytes).expect("HMAC takes any key length"),
+        )
+    }
+
+    /// Names the key without revealing it: a store keyed under one key tells another apart.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The signature (hex) of `text`.
+    pub fn sign(&self, text: &str) -> String {
+        hex::encode(
+            self.mac
+                .clone()
+                .chain_update(text.as_bytes())
+                .finalize()
+                .into_bytes(),
+        )
+    }
+
+    /// Whether `signature` is this key's of `text`, compared in constant time.
+    pub fn verify(&self, text: &str, signature: &str) -> bool {
+        let Ok(bytes) = hex::decode(signature) else {
+            return false;
+        };
+        self.mac
+            .clone()
+            .chain_update(text.as_bytes())
+            .verify_slice(&bytes)
+            .is_ok()
     }
 }

@@ -69,7 +69,7 @@ fn read_password() -> Result<String> {
 
 fn store(common: &Common) -> Result<aether_store::Store> {
     let loaded = setup::load(common)?;
-    setup::open_store(&setup::store_url(common, &loaded, &loaded.base))
+    setup::open_store(&setup::store_url(common, &loaded, &loaded.base), &loaded)
 }
 
 pub async fn run(command: Command) -> Result<ExitCode> {

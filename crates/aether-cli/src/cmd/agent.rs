@@ -65,7 +65,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     let client =
         crate::cmd::models::client(&loaded, &args.common, &args.model, Some(&args.agent)).await?;
     let roots = setup::roots(&args.roots, &loaded, true)?;
-    let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::open_store(
+        &setup::store_url(&args.common, &loaded, &loaded.base),
+        &loaded,
+    )?;
     let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let (pipeline, host) =

@@ -1,9 +1,10 @@
 //! `aether audit tail`, `verify`, `head` and `prune`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use aether_store::{AuditQuery, AuditRecord};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args as ClapArgs, Subcommand};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -73,6 +74,10 @@ pub struct VerifyArgs {
     /// the chain, unchanged.
     #[arg(long)]
     expect_head: Option<String>,
+    /// The witness file to check the audit against (default: `[store] witness`, else the
+    /// one beside the vault key for this store). Give it when verifying a copy of a store.
+    #[arg(long)]
+    witness: Option<PathBuf>,
 }
 
 pub async fn run(command: Command) -> Result<ExitCode> {
@@ -87,7 +92,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
 async fn prune(args: PruneArgs) -> Result<ExitCode> {
     let age = setup::age_us("--older-than", &args.older_than)?;
     let loaded = setup::load(&args.common)?;
-    let store = setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::open_existing_store(
+        &setup::store_url(&args.common, &loaded, &loaded.base),
+        &loaded,
+    )?;
     let key_file = setup::vault_key_file(&loaded);
     let vault = std::sync::Arc::new(aether_store::Vault::open(&key_file, true)?);
     match store
@@ -112,7 +120,10 @@ async fn prune(args: PruneArgs) -> Result<ExitCode> {
 
 async fn tail(args: TailArgs) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
-    let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::open_store(
+        &setup::store_url(&args.common, &loaded, &loaded.base),
+        &loaded,
+    )?;
     let mut rows = store
         .audit_query(AuditQuery {
             agent: args.agent,
@@ -162,8 +173,28 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
     };
     let loaded = setup::load(&args.common)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
-    let store = setup::open_store(&url)?;
-    let report = store.verify_audit(expect).await?;
+    // Read-only: verify takes no lock, writes nothing, and works on a copy of the store.
+    let store = aether_store::Store::open(&url, aether_store::Access::ReadOnly)
+        .with_context(|| format!("cannot open the store {}", aether_store::redact_url(&url)))?;
+    let key = setup::audit_key(&loaded, false)?;
+    let witness = args
+        .witness
+        .clone()
+        .unwrap_or_else(|| setup::witness_file(&loaded, &url));
+    let report = store
+        .verify_audit_with(aether_store::VerifyOptions {
+            expect_head: expect,
+            key: key.clone(),
+            witness: Some(witness.clone()),
+        })
+        .await
+        .map_err(|e| match (&e, &key) {
+            (aether_store::StoreError::Invalid(_), None) => anyhow::anyhow!(
+                "{e}: no key file at {}",
+                setup::vault_key_file(&loaded).display()
+            ),
+            _ => e.into(),
+        })?;
     let mut span = match (report.first_seq, report.last_seq) {
         (Some(a), Some(b)) => format!("{} rows, {a}..{b}", report.rows),
         _ => "no rows yet".to_string(),
@@ -193,10 +224,31 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
             "audit chain intact: {span}; {} receipts each with its audit row",
             report.receipts
         );
+        match (report.keyed, report.witnessed) {
+            (Some(_), Some((seq, at))) => say!(
+                "  keyed; the witness ({}) holds {} checkpoints, the newest of row {seq} at {}",
+                witness.display(),
+                report.witness_lines,
+                aether_store::time_text(at)
+            ),
+            (Some(_), None) => say!(
+                "  keyed; no witness checkpoint at {} yet: rows cut from the end since the last checkpoint cannot show",
+                witness.display()
+            ),
+            (None, _) => {
+                say!("  not keyed: no Aether with the vault key has written to this store yet")
+            }
+        }
         if report.in_flight > 0 {
             say!(
-                "  ({} calls admitted in the last 10 minutes have no audit row yet: running, or interrupted)",
+                "  ({} calls are running: admitted, no audit row yet)",
                 report.in_flight
+            );
+        }
+        if report.interrupted > 0 {
+            say!(
+                "  ({} calls were interrupted by a crash; the next start records them as interrupted)",
+                report.interrupted
             );
         }
         say!("head {}:{}", report.last_seq.unwrap_or(0), report.head);
@@ -241,7 +293,10 @@ fn parse_head(text: &str) -> Result<(i64, String)> {
 
 async fn head(args: HeadArgs) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
-    let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::open_store(
+        &setup::store_url(&args.common, &loaded, &loaded.base),
+        &loaded,
+    )?;
     let rows = store
         .audit_query(AuditQuery {
             limit: 1,

@@ -38,7 +38,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Set(args) => {
             let loaded = setup::load(&args.common)?;
-            let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+            let store = setup::open_store(
+                &setup::store_url(&args.common, &loaded, &loaded.base),
+                &loaded,
+            )?;
             if !aether_store::valid_secret_name(&args.name) {
                 bail!(
                     "{:?} is not a credential name (1-64 of letters, digits, -, _ and .)",

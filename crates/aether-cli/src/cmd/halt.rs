@@ -22,7 +22,7 @@ pub async fn run(args: Args, halt: bool) -> Result<ExitCode> {
     }
     let loaded = setup::load(&args.common)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
-    let store = setup::open_store(&url)?;
+    let store = setup::open_store(&url, &loaded)?;
     let state =
         aether_pipeline::operator::set_halt(&store, halt, &setup::operator(), &args.why).await?;
     if state.halted {

@@ -98,7 +98,10 @@ async fn import(args: ImportArgs) -> Result<ExitCode> {
         bail!("{} is not a folder", args.dir.display());
     }
     let loaded = setup::load(&args.common)?;
-    let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::open_store(
+        &setup::store_url(&args.common, &loaded, &loaded.base),
+        &loaded,
+    )?;
     let files: Vec<PathBuf> = walkdir::WalkDir::new(&args.dir)
         .follow_links(false)
         .into_iter()

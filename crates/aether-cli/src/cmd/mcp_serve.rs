@@ -36,7 +36,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         loaded.base = std::path::PathBuf::from(&roots[0].path);
     }
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
-    let store = setup::open_store(&url)?;
+    let store = setup::open_store(&url, &loaded)?;
     let stray = setup::unused_configurations(&loaded, &roots);
     let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
@@ -77,6 +77,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     pipeline.remove_write_leftovers();
+    let books = setup::Books::open(&loaded, &url, &pipeline).await?;
     let session = pipeline
         .session(
             &args.agent,
@@ -96,6 +97,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             .await;
     // The client has gone: stop what still runs and let it write its audit rows.
     pipeline.shut_down(Duration::from_secs(10)).await;
+    books.close(&pipeline).await;
     served?;
     Ok(ExitCode::SUCCESS)
 }

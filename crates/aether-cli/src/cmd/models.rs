@@ -91,7 +91,7 @@ pub async fn client(
     agent: Option<&str>,
 ) -> Result<ModelClient> {
     let models = setup::models(loaded);
-    let store = setup::open_store(&setup::store_url(common, loaded, &loaded.base))?;
+    let store = setup::open_store(&setup::store_url(common, loaded, &loaded.base), loaded)?;
     models
         .client(&store, name, agent.unwrap_or_default())
         .await

@@ -94,7 +94,10 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let draft = RuleSet::parse(&text).with_context(|| format!("in {}", args.file.display()))?;
     let current = setup::rules(&loaded)?.current();
     let since = aether_store::now_us() - setup::age_us("--since", &args.since)?;
-    let store = setup::open_existing_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::open_existing_store(
+        &setup::store_url(&args.common, &loaded, &loaded.base),
+        &loaded,
+    )?;
     let roots: Vec<(String, String)> = setup::configured_roots(&loaded)
         .into_iter()
         .map(|r| (r.name, r.path))

@@ -34,7 +34,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
     let roots = setup::roots(&args.roots, &loaded, true)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
-    let store = setup::open_store(&url)?;
+    let store = setup::open_store(&url, &loaded)?;
     let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let pipeline =
@@ -49,6 +49,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _upstreams = upstreams.run(pipeline.clone());
     let _rules_watch = pipeline.watch_rules();
     pipeline.remove_write_leftovers();
+    let books = setup::Books::open(&loaded, &url, &pipeline).await?;
     let addr = match args.listen {
         Some(a) => a,
         None => loaded.raw.server.listen.parse().context("server.listen")?,
@@ -126,6 +127,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     });
     let served = serve_http(listener, app, shutdown).await;
     pipeline.shut_down(Duration::from_secs(10)).await;
+    books.close(&pipeline).await;
     served.context("the HTTP server stopped")?;
     Ok(ExitCode::SUCCESS)
 }

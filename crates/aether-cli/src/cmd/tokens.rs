@@ -75,7 +75,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 }
                 _ => bail!("give exactly one of --agent NAME or --operator NAME"),
             };
-            let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+            let store = setup::open_store(
+                &setup::store_url(&args.common, &loaded, &loaded.base),
+                &loaded,
+            )?;
             let (row, token) = aether_pipeline::tokens::mint(
                 &store,
                 kind,
@@ -94,7 +97,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         }
         Command::List(args) => {
             let loaded = setup::load(&args.common)?;
-            let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+            let store = setup::open_store(
+                &setup::store_url(&args.common, &loaded, &loaded.base),
+                &loaded,
+            )?;
             let rows: Vec<_> = store
                 .tokens()
                 .await?
@@ -127,7 +133,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Revoke(args) => {
             let loaded = setup::load(&args.common)?;
-            let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+            let store = setup::open_store(
+                &setup::store_url(&args.common, &loaded, &loaded.base),
+                &loaded,
+            )?;
             let row = aether_pipeline::tokens::revoke(&store, &args.id, &setup::operator()).await?;
             say!(
                 "Token {} ({} {:?}) is revoked.",

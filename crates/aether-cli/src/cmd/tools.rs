@@ -39,7 +39,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         }
     };
     let loaded = setup::load(&args.common)?;
-    let store = setup::open_store(&setup::store_url(&args.common, &loaded, &loaded.base))?;
+    let store = setup::open_store(
+        &setup::store_url(&args.common, &loaded, &loaded.base),
+        &loaded,
+    )?;
     let roots = setup::configured_roots(&loaded);
     let pipeline = setup::pipeline(&loaded, &roots, store, false, Vec::new()).await?;
     let ctx = pipeline.session(&args.agent, Transport::InProcess, "cli".into())?;

@@ -178,6 +178,14 @@ impl StdioServer {
         None
     }
 
+    /// Every message received so far, without waiting.
+    pub fn received(&self) -> Vec<Value> {
+        self.lines
+            .try_iter()
+            .filter_map(|line| serde_json::from_str(&line).ok())
+            .collect()
+    }
+
     /// The next message of any kind.
     pub fn next_message(&self) -> Value {
         let line = self

@@ -21,8 +21,16 @@ use tokio_util::sync::CancellationToken;
 
 pub const DESCRIPTION: &str = "A tool that exists only for the pipeline's integration tests.";
 
-/// A well-formed definition.
+/// A well-formed definition of a tool with effects (its calls are receipted before they run;
+/// see [`read_only_def`] for one whose row is its only record).
 pub fn def(name: &str, group: &str, tier: Tier, input_schema: Value) -> ToolDef {
+    let mut d = read_only_def(name, group, tier, input_schema);
+    d.meta.read_only = false;
+    d
+}
+
+/// A well-formed definition of a side-effect-free tool.
+pub fn read_only_def(name: &str, group: &str, tier: Tier, input_schema: Value) -> ToolDef {
     ToolDef {
         name: name.into(),
         title: format!("Test tool {name}"),
@@ -480,10 +488,13 @@ impl Harness {
                     "call {} was refused at {step} but has a receipt",
                     r.event.call_id
                 ),
+                // A side-effect-free call's row is its only record.
                 None => assert!(
-                    receipted,
-                    "call {} ({}) has no receipt",
-                    r.event.call_id, r.event.outcome
+                    receipted != r.event.single,
+                    "call {} ({}): receipt {receipted}, single record {}",
+                    r.event.call_id,
+                    r.event.outcome,
+                    r.event.single
                 ),
             }
         }

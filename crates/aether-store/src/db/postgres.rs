@@ -26,6 +26,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0001_schema.sql"),
     include_str!("../../migrations/postgres/0002_runs.sql"),
     include_str!("../../migrations/postgres/0003_run_leases.sql"),
+    include_str!("../../migrations/postgres/0004_ledger.sql"),
 ];
 
 /// The advisory lock (with the schema's hash as its second half) that serializes writers.

@@ -23,6 +23,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0011_checkpoints.sql"),
     include_str!("../../migrations/sqlite/0012_runs.sql"),
     include_str!("../../migrations/sqlite/0013_run_leases.sql"),
+    include_str!("../../migrations/sqlite/0014_ledger.sql"),
 ];
 
 impl rusqlite::ToSql for Arg<'_> {
@@ -163,6 +164,52 @@ pub(crate) fn connect(path: &Path) -> Result<Connection> {
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
     )
     .map_err(|e| StoreError::sql("configure")(e.into()))?;
+    Ok(conn)
+}
+
+/// Opens the store at `path` for reading only. A store of another release is refused (its
+/// tables are not the ones this release reads). Where SQLite cannot make the shared-memory
+/// file a WAL database reads through (read-only media, a copy without write access), the
+/// file is opened as immutable.
+pub(crate) fn connect_readonly(path: &Path) -> Result<Connection> {
+    use rusqlite::OpenFlags;
+    let sql = |e: rusqlite::Error| StoreError::sql("open read-only")(e.into());
+    if !path.exists() {
+        return Err(StoreError::Invalid(format!(
+            "there is no store at {}",
+            path.display()
+        )));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
+    let plain = Connection::open_with_flags(path, flags).and_then(|c| {
+        c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+            .map(|v| (c, v))
+    });
+    let (conn, version) = match plain {
+        Ok(found) => found,
+        Err(_) => {
+            let uri = format!("file:{}?immutable=1", path.display());
+            let c = Connection::open_with_flags(uri, flags).map_err(sql)?;
+            let v = c
+                .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+                .map_err(sql)?;
+            (c, v)
+        }
+    };
+    let known = MIGRATIONS.len() as i64;
+    if version != known {
+        return Err(StoreError::Invalid(format!(
+            "the store {} is at schema version {version} and this release reads {known}: {}",
+            path.display(),
+            if version < known {
+                "open it once for writing with this release (any command that writes, e.g. `aether serve`) to bring it up to date"
+            } else {
+                "use the newer release that wrote it"
+            }
+        )));
+    }
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(sql)?;
     Ok(conn)
 }
 

@@ -53,6 +53,7 @@ impl SqlStore {
         setup_token_hash: Option<String>,
         audit: Option<AuditEvent>,
     ) -> Result<()> {
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
             let context = "create an account";
             let mut tx = immediate(conn, context)?;
@@ -96,7 +97,7 @@ impl SqlStore {
                     account.name
                 )));
             }
-            changed(&mut *tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, &ledger, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
         })
         .await
@@ -110,6 +111,7 @@ impl SqlStore {
         password_hash: Option<String>,
         audit: Option<AuditEvent>,
     ) -> Result<()> {
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
             let context = "change an account";
             let mut tx = immediate(conn, context)?;
@@ -146,7 +148,7 @@ impl SqlStore {
                 tx.execute("DELETE FROM console_sessions WHERE account = ?", args![name])
                     .map_err(StoreError::sql(context))?;
             }
-            changed(&mut *tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, &ledger, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
         })
         .await
@@ -154,6 +156,7 @@ impl SqlStore {
 
     /// Removes an account and its sessions; refuses to remove the last admin.
     pub async fn remove_account(&self, name: String, audit: Option<AuditEvent>) -> Result<()> {
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
             let context = "remove an account";
             let mut tx = immediate(conn, context)?;
@@ -189,7 +192,8 @@ impl SqlStore {
                 args![name],
             )
             .map_err(StoreError::sql(context))?;
-            changed(&mut *tx, "accounts", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, &ledger, "accounts", audit.as_ref())
+                .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))
         })
         .await

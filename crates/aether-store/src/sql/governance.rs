@@ -39,9 +39,14 @@ pub(super) fn bump(tx: &mut dyn Sql, what: &str) -> DbResult<()> {
 
 /// The end of an operator's change: its kind's counter bumped and its audit row appended, in
 /// the change's own transaction.
-pub(super) fn changed(tx: &mut dyn Sql, what: &str, audit: Option<&AuditEvent>) -> DbResult<()> {
+pub(super) fn changed(
+    tx: &mut dyn Sql,
+    ledger: &super::Ledger,
+    what: &str,
+    audit: Option<&AuditEvent>,
+) -> DbResult<()> {
     bump(&mut *tx, what)?;
-    super::append_audit(tx, &audit.into_iter().collect::<Vec<_>>())?;
+    super::append_audit(tx, ledger, &audit.into_iter().collect::<Vec<_>>())?;
     Ok(())
 }
 
@@ -90,6 +95,7 @@ impl SqlStore {
         change: RegistryChange,
         audit: Option<AuditEvent>,
     ) -> Result<RegistryRow> {
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
             let context = "change the registry";
             let mut tx = immediate(conn, context)?;
@@ -217,7 +223,7 @@ impl SqlStore {
             .map_err(StoreError::sql(context))?;
             history(&mut *tx, &next, Some(current.state), &change.by, &change.why, undoes)
                 .map_err(StoreError::sql(context))?;
-            changed(&mut *tx, "registry", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, &ledger, "registry", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(next)
         })
@@ -399,6 +405,7 @@ impl SqlStore {
         why: String,
         audit: Option<AuditEvent>,
     ) -> Result<ApprovalRow> {
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
             let context = "settle an approval";
             let mut tx = immediate(conn, context)?;
@@ -432,7 +439,8 @@ impl SqlStore {
                 args![to.as_str(), now, by, why, id],
             )
             .map_err(StoreError::sql(context))?;
-            changed(&mut *tx, "approvals", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, &ledger, "approvals", audit.as_ref())
+                .map_err(StoreError::sql(context))?;
             let row = approval_in(&mut *tx, &id)
                 .map_err(StoreError::sql(context))?
                 .ok_or_else(|| invalid(format!("approval {id} vanished")))?;
@@ -493,6 +501,7 @@ impl SqlStore {
         hash: String,
         audit: Option<AuditEvent>,
     ) -> Result<TokenRow> {
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
             let context = "create a token";
             let mut tx = immediate(conn, context)?;
@@ -510,7 +519,8 @@ impl SqlStore {
                 ],
             )
             .map_err(StoreError::sql(context))?;
-            changed(&mut *tx, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, &ledger, "tokens", audit.as_ref())
+                .map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(row)
         })
@@ -523,6 +533,7 @@ impl SqlStore {
         by: String,
         audit: Option<AuditEvent>,
     ) -> Result<TokenRow> {
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
             let context = "revoke a token";
             let mut tx = immediate(conn, context)?;
@@ -541,7 +552,7 @@ impl SqlStore {
             if n == 0 {
                 return Err(invalid(format!("token {id} was already revoked")));
             }
-            changed(&mut *tx, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
+            changed(&mut *tx, &ledger, "tokens", audit.as_ref()).map_err(StoreError::sql(context))?;
             tx.commit().map_err(StoreError::sql(context))?;
             Ok(row)
         })

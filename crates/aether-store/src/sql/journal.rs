@@ -62,6 +62,15 @@ pub(super) fn write(tx: &mut dyn Sql, w: &JournalWrite) -> DbResult<Vec<i64>> {
     Ok(ids)
 }
 
+/// The entries call `call_id` journalled, oldest first.
+pub(super) fn of_call(conn: &mut dyn Sql, call_id: &str) -> DbResult<Vec<JournalEntry>> {
+    conn.query_map(
+        &format!("SELECT {ENTRY_COLUMNS} FROM journal WHERE call_id = ? ORDER BY id"),
+        args![call_id],
+        entry,
+    )
+}
+
 fn entry(r: &Row) -> DbResult<JournalEntry> {
     let op: String = r.get(6)?;
     Ok(JournalEntry {

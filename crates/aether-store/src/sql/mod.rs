@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 
-use crate::chain::{ChainBreak, ChainVerifier, GENESIS, SETTLE_US, entry_hash};
+use crate::chain::{ChainBreak, ChainVerifier, GENESIS, Hashing, SETTLE_US};
 use crate::db::{self, Conn, DbError, DbResult, Optional, Row, Sql, SqlExt, Value, args, bind};
 use crate::{
-    AdmissionReceipt, AuditEvent, AuditQuery, AuditRecord, BuiltinDefinition, ChainReport,
-    HaltState, JournalWrite, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
+    AdmissionReceipt, AuditEvent, AuditKey, AuditQuery, AuditRecord, BuiltinDefinition,
+    ChainReport, HaltState, JournalWrite, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
 };
+use ledger::{Ledger, Liveness};
 
 mod commands;
 mod console;
@@ -29,6 +30,7 @@ mod governance;
 mod idempotency;
 mod journal;
 mod knowledge;
+pub(crate) mod ledger;
 mod mcp_sessions;
 mod planning;
 mod retention;
@@ -40,12 +42,16 @@ const MAX_BATCH: usize = 512;
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
+/// An audit row's sequence number, and the halt that withheld its result (see
+/// [`SqlStore::audit`]).
+type Audited = (i64, Option<HaltState>);
+
 /// Work for the writer thread that is not a receipt, audit row or journal write.
 type WriterTask = Box<dyn FnOnce(&mut dyn Conn) + Send>;
 
 enum Job {
     Receipt(AdmissionReceipt, Reply<ReceiptOutcome>),
-    Audit(AuditEvent, Reply<i64>),
+    Audit(Box<AuditEvent>, Reply<Audited>),
     Journal(JournalWrite, Reply<Vec<i64>>),
     Other(WriterTask),
 }
@@ -76,6 +82,8 @@ struct Inner {
     changes: Option<watch::Receiver<u64>>,
     /// Audit rows that met an unreachable database, written when it answers again.
     late: Mutex<LateAudits>,
+    /// How the audit is keyed, and this process as a writer.
+    ledger: Arc<Ledger>,
 }
 
 /// Audit rows waiting for the database ([`SqlStore::audit_when_back`]).
@@ -91,31 +99,93 @@ struct LateAudits {
 const LATE_ROWS: usize = 100_000;
 
 impl SqlStore {
-    /// Opens (creating if needed) the SQLite store at `path`.
-    pub fn open_sqlite(path: &Path) -> Result<SqlStore> {
+    /// Opens (creating if needed) the SQLite store at `path`; with `key`, its audit is keyed
+    /// under it (see [`crate::Keying`]).
+    pub fn open_sqlite(path: &Path, key: Option<AuditKey>) -> Result<SqlStore> {
         db::sqlite::create(path)?;
         let mut writer = db::sqlite::connect(path)?;
         db::sqlite::migrate(&mut writer, path)?;
         let reader = db::sqlite::connect(path)?;
+        let mut writer: Box<dyn Conn> = Box::new(writer);
+        let ledger = open_ledger(&mut *writer, key, &path.display().to_string())?;
+        SqlStore::start(
+            Location::Sqlite(path.to_path_buf()),
+            writer,
+            Box::new(reader),
+            None,
+            ledger,
+        )
+    }
+
+    /// Opens the SQLite store at `path` for reading only: no migration, no writer, no lock
+    /// (a copy on read-only media opens too). Writes fail.
+    pub fn open_sqlite_readonly(path: &Path) -> Result<SqlStore> {
+        let reader = db::sqlite::connect_readonly(path)?;
+        let writer = db::sqlite::connect_readonly(path)?;
+        let mut reader: Box<dyn Conn> = Box::new(reader);
+        let keying = ledger::read_keying(&mut *reader).map_err(StoreError::sql("open"))?;
         SqlStore::start(
             Location::Sqlite(path.to_path_buf()),
             Box::new(writer),
-            Box::new(reader),
+            reader,
             None,
+            Ledger::new(
+                Hashing::Plain,
+                keying,
+                Some("the store was opened read-only".into()),
+            ),
         )
     }
 
     /// Opens the PostgreSQL store at `url` (`postgres://…`), bringing its schema up to date.
-    pub fn open_postgres(url: &str) -> Result<SqlStore> {
+    pub fn open_postgres(url: &str, key: Option<AuditKey>) -> Result<SqlStore> {
         // The client blocks on a runtime of its own: never on a thread driving async tasks.
         std::thread::scope(|s| {
-            s.spawn(|| SqlStore::connect_postgres(url))
+            s.spawn(|| SqlStore::connect_postgres(url, key))
                 .join()
                 .unwrap_or_else(|_| Err(StoreError::Invalid("opening the store panicked".into())))
         })
     }
 
-    fn connect_postgres(url: &str) -> Result<SqlStore> {
+    /// Opens the PostgreSQL store at `url` for reading only (read-only transactions, no
+    /// migration, no listener).
+    pub fn open_postgres_readonly(url: &str) -> Result<SqlStore> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let shown = db::postgres::redact(url);
+                let config = db::postgres::config(url)?;
+                let connect = || {
+                    let mut conn = db::postgres::PgConn::connect(&config).map_err(|e| {
+                        StoreError::Unreachable {
+                            location: shown.clone(),
+                            detail: e.to_string(),
+                        }
+                    })?;
+                    conn.batch("SET default_transaction_read_only = on")
+                        .map_err(StoreError::sql("open"))?;
+                    Ok::<_, StoreError>(conn)
+                };
+                let mut reader: Box<dyn Conn> = Box::new(connect()?);
+                let writer: Box<dyn Conn> = Box::new(connect()?);
+                let keying = ledger::read_keying(&mut *reader).map_err(StoreError::sql("open"))?;
+                SqlStore::start(
+                    Location::Postgres(shown.clone()),
+                    writer,
+                    reader,
+                    None,
+                    Ledger::new(
+                        Hashing::Plain,
+                        keying,
+                        Some("the store was opened read-only".into()),
+                    ),
+                )
+            })
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::Invalid("opening the store panicked".into())))
+        })
+    }
+
+    fn connect_postgres(url: &str, key: Option<AuditKey>) -> Result<SqlStore> {
         let shown = db::postgres::redact(url);
         let config = db::postgres::config(url)?;
         let connect = || {
@@ -126,6 +196,8 @@ impl SqlStore {
         };
         let mut writer = connect()?;
         db::postgres::migrate(&mut writer, &shown)?;
+        let mut writer: Box<dyn Conn> = Box::new(writer);
+        let ledger = open_ledger(&mut *writer, key, &shown)?;
         let reader = connect()?;
         let (tx, rx) = watch::channel(0);
         let listen = config.clone();
@@ -138,9 +210,10 @@ impl SqlStore {
             })?;
         SqlStore::start(
             Location::Postgres(shown),
-            Box::new(writer),
+            writer,
             Box::new(reader),
             Some(rx),
+            ledger,
         )
     }
 
@@ -149,14 +222,17 @@ impl SqlStore {
         writer: Box<dyn Conn>,
         reader: Box<dyn Conn>,
         changes: Option<watch::Receiver<u64>>,
+        ledger: Ledger,
     ) -> Result<SqlStore> {
         let writer = Arc::new(Mutex::new(writer));
+        let ledger = Arc::new(ledger);
         let (tx, rx) = mpsc::channel();
         let thread_writer = writer.clone();
+        let thread_ledger = ledger.clone();
         let shown = location.to_string();
         std::thread::Builder::new()
             .name("aether-store-writer".into())
-            .spawn(move || run_writer(thread_writer, rx, &shown))
+            .spawn(move || run_writer(thread_writer, rx, &shown, &thread_ledger))
             .map_err(|source| StoreError::Open {
                 path: format!("{location:?}"),
                 source,
@@ -169,6 +245,7 @@ impl SqlStore {
                 reader: Mutex::new(reader),
                 changes,
                 late: Mutex::new(LateAudits::default()),
+                ledger,
             }),
         })
     }
@@ -203,9 +280,11 @@ impl SqlStore {
     }
 
     /// [`SqlStore::audit`] on the calling thread, as [`SqlStore::admit_alone`].
-    pub async fn audit_alone(&self, event: AuditEvent) -> Result<i64> {
+    pub async fn audit_alone(&self, event: AuditEvent) -> Result<Audited> {
         match self.commit_here(&[], &[&event], &[]) {
-            Some(written) => written.map(|b| b.seqs[0]),
+            Some(written) => {
+                written.map(|b| (b.seqs[0], b.withheld[0].then_some(b.halt).flatten()))
+            }
             None => self.audit(event).await,
         }
     }
@@ -223,7 +302,7 @@ impl SqlStore {
         }
         let mut conn = self.inner.writer.try_lock().ok()?;
         Some(
-            write_batch(&mut **conn, receipts, audits, journals)
+            write_batch(&mut **conn, &self.inner.ledger, receipts, audits, journals)
                 .map_err(|e| StoreError::Write(e.to_string())),
         )
     }
@@ -239,9 +318,12 @@ impl SqlStore {
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
 
-    pub async fn audit(&self, event: AuditEvent) -> Result<i64> {
+    /// Appends `event`; a side-effect-free call's only record (`single`) that would hand the
+    /// caller a result meets the halt flag in the same transaction: if halted, the row is
+    /// written as refused at the halt and the halt state returned (the result is withheld).
+    pub async fn audit(&self, event: AuditEvent) -> Result<Audited> {
         let (tx, rx) = oneshot::channel();
-        self.send(Job::Audit(event, tx))?;
+        self.send(Job::Audit(Box::new(event), tx))?;
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
 
@@ -278,6 +360,7 @@ impl SqlStore {
             let mut rows = rows.into_iter();
             while let Some(event) = rows.next() {
                 let row = event.clone();
+                let ledger = self.inner.ledger.clone();
                 let written = self
                     .write(move |conn| {
                         let context = StoreError::sql("late audit");
@@ -291,7 +374,7 @@ impl SqlStore {
                             .optional()
                             .map_err(StoreError::sql("late audit"))?;
                         if there.is_none() {
-                            append_audit(&mut *tx, &[&row])
+                            append_audit(&mut *tx, &ledger, &[&row])
                                 .map_err(StoreError::sql("late audit"))?;
                         }
                         tx.commit().map_err(StoreError::sql("late audit"))
@@ -356,27 +439,14 @@ impl SqlStore {
     }
 
     pub async fn admit_operator(&self, receipt: AdmissionReceipt) -> Result<()> {
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
-            let mut tx = conn
-                .begin()
-                .map_err(StoreError::sql("write operator receipt"))?;
-            tx.execute(
-                "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                args![
-                    receipt.call_id,
-                    receipt.at_us,
-                    receipt.session,
-                    receipt.transport,
-                    receipt.agent,
-                    receipt.tool,
-                    receipt.definition,
-                    receipt.arguments,
-                    receipt.decision
-                ],
-            )
-            .map_err(StoreError::sql("write operator receipt"))?;
-            tx.commit().map_err(StoreError::sql("write operator receipt"))
+            let context = "write operator receipt";
+            let mut tx = conn.begin().map_err(StoreError::sql(context))?;
+            insert_receipts(&mut *tx, &ledger, &[&receipt]).map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))?;
+            ledger.registered();
+            Ok(())
         })
         .await
     }
@@ -450,47 +520,14 @@ impl SqlStore {
         .await
     }
 
-    pub async fn verify_audit(&self, expect_head: Option<(i64, String)>) -> Result<ChainReport> {
-        self.read(move |conn| {
-            let context = "audit verify";
-            // Rows pruned by retention end at the newest checkpoint: the chain goes on from it.
-            let checkpoint = retention::latest_checkpoint(conn).map_err(StoreError::sql(context))?;
-            let mut verifier = match &checkpoint {
-                Some(c) => ChainVerifier::after(c.seq, &c.hash),
-                None => ChainVerifier::default(),
-            };
-            conn.each(
-                &format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"),
-                &[],
-                &mut |row| {
-                    verifier.push(&audit_record(row)?);
-                    Ok(())
-                },
-            )
-            .map_err(StoreError::sql(context))?;
-            let mut report = verifier.finish();
-            report.checkpoint = checkpoint;
-            check_receipts(conn, &mut report).map_err(StoreError::sql(context))?;
-            if let Some((seq, hash)) = expect_head
-                && report.checkpoint.as_ref().is_none_or(|c| seq > c.seq)
-            {
-                let found: Option<String> = conn
-                    .query_row("SELECT hash FROM audit WHERE seq = ?", args![seq], |r| r.get(0))
-                    .optional()
-                    .map_err(StoreError::sql("audit verify"))?;
-                if found.as_deref() != Some(hash.as_str()) {
-                    report.breaks.push(ChainBreak {
-                        seq,
-                        problem: match found {
-                            None => "the expected head row is gone".into(),
-                            Some(h) => format!("the expected head was {hash}, the row now hashes to {h} (rewritten)"),
-                        },
-                    });
-                }
-            }
-            Ok(report)
-        })
-        .await
+    pub async fn verify_audit(&self, mut options: crate::VerifyOptions) -> Result<ChainReport> {
+        // A store opened with its key verifies with it unless told otherwise.
+        if options.key.is_none()
+            && let Hashing::Keyed(key) = &self.inner.ledger.hashing
+        {
+            options.key = Some(key.clone());
+        }
+        self.read(move |conn| verify(conn, options)).await
     }
 
     pub async fn receipt(&self, call_id: &str) -> Result<Option<AdmissionReceipt>> {
@@ -532,6 +569,7 @@ impl SqlStore {
         audit: Option<AuditEvent>,
     ) -> Result<HaltState> {
         let (by, why) = (by.to_string(), why.to_string());
+        let ledger = self.inner.ledger.clone();
         self.write(move |conn| {
             let context = "set halt";
             let mut tx = conn.begin().map_err(StoreError::sql(context))?;
@@ -541,7 +579,7 @@ impl SqlStore {
                 args![halted, by, why, now],
             )
             .map_err(StoreError::sql(context))?;
-            governance::changed(&mut *tx, "halt", audit.as_ref())
+            governance::changed(&mut *tx, &ledger, "halt", audit.as_ref())
                 .map_err(StoreError::sql(context))?;
             if halted {
                 // A halt denies every call still waiting for a person, in the same commit.
@@ -643,18 +681,136 @@ fn read_halt(conn: &mut dyn Conn) -> Result<HaltState> {
     query_halt(conn).map_err(StoreError::sql("read halt"))
 }
 
+/// Checks the store's audit: the chain (keyed under `options.key` where the store is keyed),
+/// the witness's checkpoints, every receipt against its row. Reads only.
+fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainReport> {
+    let context = "audit verify";
+    let sql = StoreError::sql(context);
+    let keying = ledger::read_keying(conn).map_err(sql)?;
+    // Rows pruned by retention end at the newest checkpoint: the chain goes on from it.
+    let checkpoint = retention::latest_checkpoint(conn).map_err(StoreError::sql(context))?;
+    let mut verifier = match &checkpoint {
+        Some(c) => ChainVerifier::after(c.seq, &c.hash),
+        None => ChainVerifier::default(),
+    };
+    let mut marker_problems = Vec::new();
+    match (&keying, &options.key) {
+        (Some(k), Some(key)) => {
+            if k.key_id != key.id() {
+                return Err(StoreError::Invalid(format!(
+                    "the audit is keyed under another vault key (key id {}, and the key given is {}): verify with the key file the store's Aether uses",
+                    k.key_id,
+                    key.id()
+                )));
+            }
+            if !key.verify(&k.signed_text(), &k.mac) {
+                marker_problems.push(ChainBreak {
+                    seq: k.keyed_after_seq,
+                    problem: "the audit's keying marker is not signed by the audit key (it was forged or changed)".into(),
+                });
+            }
+            verifier.keyed(k, key.clone());
+        }
+        (Some(_), None) => {
+            return Err(StoreError::Invalid(
+                "the audit is keyed: verifying it needs the vault key (`vault.key_file`)".into(),
+            ));
+        }
+        (None, _) => {}
+    }
+    if let (Some(path), Some(key)) = (&options.witness, &options.key) {
+        let store_id = keying.as_ref().map_or("", |k| k.store_id.as_str());
+        let read = crate::Witness::read(path, key, store_id).map_err(|e| {
+            StoreError::Invalid(format!("cannot read the witness {}: {e}", path.display()))
+        })?;
+        if let Some((lines, problems)) = read {
+            if keying.is_none() && (!lines.is_empty() || !problems.is_empty()) {
+                marker_problems.push(ChainBreak {
+                    seq: 0,
+                    problem: format!(
+                        "the witness {} holds checkpoints, but the store's audit has no keying marker (it was removed, or the store replaced)",
+                        path.display()
+                    ),
+                });
+            } else {
+                marker_problems.extend(
+                    problems
+                        .into_iter()
+                        .map(|problem| ChainBreak { seq: 0, problem }),
+                );
+                verifier.witness(
+                    &lines,
+                    checkpoint.as_ref().map(|c| (c.seq, c.hash.as_str())),
+                );
+            }
+        }
+    }
+    conn.each(
+        &format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"),
+        &[],
+        &mut |row| {
+            verifier.push(&audit_record(row)?);
+            Ok(())
+        },
+    )
+    .map_err(StoreError::sql(context))?;
+    let mut report = verifier.finish();
+    report.breaks.splice(0..0, marker_problems);
+    report.checkpoint = checkpoint;
+    let checked_after = match &keying {
+        Some(k) => k.receipts_checked_after_seq,
+        None => conn
+            .query_row(
+                "SELECT value FROM store_meta WHERE key = 'receipts_checked_after_seq'",
+                &[],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(StoreError::sql(context))?
+            .unwrap_or(0),
+    };
+    check_receipts(conn, &mut report, checked_after).map_err(StoreError::sql(context))?;
+    if let Some((seq, hash)) = options.expect_head
+        && report.checkpoint.as_ref().is_none_or(|c| seq > c.seq)
+    {
+        let found: Option<String> = conn
+            .query_row("SELECT hash FROM audit WHERE seq = ?", args![seq], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(StoreError::sql(context))?;
+        if found.as_deref() != Some(hash.as_str()) {
+            report.breaks.push(ChainBreak {
+                seq,
+                problem: match found {
+                    None => "the expected head row is gone".into(),
+                    Some(h) => format!(
+                        "the expected head was {hash}, the row now hashes to {h} (rewritten)"
+                    ),
+                },
+            });
+        }
+    }
+    Ok(report)
+}
+
 /// Every receipt against the audit (a join the query planner indexes on the fly).
-fn check_receipts(conn: &mut dyn Sql, report: &mut ChainReport) -> DbResult<()> {
+fn check_receipts(
+    conn: &mut dyn Sql,
+    report: &mut ChainReport,
+    checked_after: i64,
+) -> DbResult<()> {
     let settled_before = now_us() - SETTLE_US;
+    let liveness = Liveness::read(conn)?;
     // The other way round: a row of an admitted call (a call's row with no refusing step) must
-    // have its receipt, or someone removed the receipt, or wrote the row.
+    // have its receipt, or someone removed the receipt, or wrote the row. A side-effect-free
+    // call's row is its only record (`single`, covered by the row's keyed hash).
     conn.each(
         "SELECT a.seq, a.call_id FROM audit a LEFT JOIN receipts r ON r.call_id = a.call_id
-         WHERE a.step IS NULL AND a.transport <> 'operator' AND r.call_id IS NULL
-           AND a.seq > coalesce((SELECT value FROM store_meta
-                                 WHERE key = 'receipts_checked_after_seq'), 0)
+         WHERE a.step IS NULL AND a.transport <> 'operator' AND a.single = 0 AND r.call_id IS NULL
+           AND a.seq > ?
          ORDER BY a.seq LIMIT 100",
-        &[],
+        args![checked_after],
         &mut |r| {
             let (seq, call_id): (i64, String) = (r.get(0)?, r.get(1)?);
             report.mismatched.push(ChainBreak {
@@ -666,25 +822,41 @@ fn check_receipts(conn: &mut dyn Sql, report: &mut ChainReport) -> DbResult<()> 
     )?;
     conn.each(
         "SELECT r.call_id, r.at_us, r.tool, r.definition, r.arguments,
-                count(a.seq), min(a.tool), min(a.definition), min(a.arguments_digest)
+                count(a.seq), min(a.tool), min(a.definition), min(a.arguments_digest), r.writer
          FROM receipts r LEFT JOIN audit a ON a.call_id = r.call_id
          GROUP BY r.call_id ORDER BY r.call_id",
         &[],
-        &mut |r| receipt_against_audit(r, settled_before, report),
+        &mut |r| receipt_against_audit(r, settled_before, &liveness, report),
     )
 }
 
 /// One receipt (with its audit rows' count and fields) checked into `report`.
-fn receipt_against_audit(r: &Row, settled_before: i64, report: &mut ChainReport) -> DbResult<()> {
+fn receipt_against_audit(
+    r: &Row,
+    settled_before: i64,
+    liveness: &Liveness,
+    report: &mut ChainReport,
+) -> DbResult<()> {
     report.receipts += 1;
     let call_id: String = r.get(0)?;
     let audited: i64 = r.get(5)?;
     if audited == 0 {
-        if r.get::<i64>(1)? < settled_before {
-            if report.unaudited.len() < 100 {
-                report.unaudited.push(call_id);
+        let writer: Option<String> = r.get(9)?;
+        let missing = match liveness.class(writer.as_deref()) {
+            ledger::Unaudited::Running => {
+                report.in_flight += 1;
+                false
             }
-        } else {
+            ledger::Unaudited::Interrupted => {
+                report.interrupted += 1;
+                false
+            }
+            ledger::Unaudited::Missing => true,
+            ledger::Unaudited::Unknown => r.get::<i64>(1)? < settled_before,
+        };
+        if missing && report.unaudited.len() < 100 {
+            report.unaudited.push(call_id);
+        } else if !missing && writer.is_none() {
             report.in_flight += 1;
         }
         return Ok(());
@@ -705,6 +877,25 @@ fn receipt_against_audit(r: &Row, settled_before: i64, report: &mut ChainReport)
     Ok(())
 }
 
+/// The ledger of a store opened for writing: keyed under `key` (keying it now if it is not
+/// yet), or plain for a store never keyed; a keyed store opened without its key may not
+/// append audit rows.
+fn open_ledger(conn: &mut dyn Conn, key: Option<AuditKey>, shown: &str) -> Result<Ledger> {
+    match key {
+        Some(key) => {
+            let keying = ledger::key_store(conn, &key, shown)?;
+            Ok(Ledger::new(Hashing::Keyed(key), Some(keying), None))
+        }
+        None => {
+            let keying = ledger::read_keying(conn).map_err(StoreError::sql("open"))?;
+            let foreign = keying.as_ref().map(|_| {
+                format!("the audit of {shown} is keyed: this process was opened without the vault key, so it may not write audit rows")
+            });
+            Ok(Ledger::new(Hashing::Plain, keying, foreign))
+        }
+    }
+}
+
 pub(super) fn query_halt(conn: &mut dyn Sql) -> DbResult<HaltState> {
     conn.query_row(
         "SELECT halted, by, why, at_us FROM halt WHERE id = 1",
@@ -721,7 +912,7 @@ pub(super) fn query_halt(conn: &mut dyn Sql) -> DbResult<HaltState> {
 }
 
 const AUDIT_COLUMNS: &str = "seq, at_us, call_id, session, transport, agent, team, project, tool, tier, \
-     outcome, step, rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash";
+     outcome, step, rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash, single";
 
 fn audit_record(r: &Row) -> DbResult<AuditRecord> {
     Ok(AuditRecord {
@@ -745,13 +936,19 @@ fn audit_record(r: &Row) -> DbResult<AuditRecord> {
             arguments: r.get(16)?,
             result: r.get(17)?,
             duration_us: r.get(18)?,
+            single: r.get(21)?,
         },
         prev_hash: r.get(19)?,
         hash: r.get(20)?,
     })
 }
 
-fn run_writer(conn: Arc<Mutex<Box<dyn Conn>>>, jobs: mpsc::Receiver<Job>, location: &str) {
+fn run_writer(
+    conn: Arc<Mutex<Box<dyn Conn>>>,
+    jobs: mpsc::Receiver<Job>,
+    location: &str,
+    ledger: &Ledger,
+) {
     while let Ok(first) = jobs.recv() {
         // A poisoned lock means a direct commit panicked mid-write; SQLite rolled the
         // transaction back, so the connection itself is fine to keep using.
@@ -774,7 +971,7 @@ fn run_writer(conn: Arc<Mutex<Box<dyn Conn>>>, jobs: mpsc::Receiver<Job>, locati
             }
         }
         if !receipts.is_empty() || !audits.is_empty() || !journals.is_empty() {
-            commit_batch(&mut **conn, receipts, audits, journals, location);
+            commit_batch(&mut **conn, ledger, receipts, audits, journals, location);
         }
     }
 }
@@ -785,6 +982,8 @@ struct Batch {
     halt: Option<HaltState>,
     /// The audit rows' sequence numbers.
     seqs: Vec<i64>,
+    /// For each audit row, whether it was a result withheld because of the halt.
+    withheld: Vec<bool>,
     /// Each journal write's entry ids.
     journal_ids: Vec<Vec<i64>>,
 }
@@ -793,11 +992,16 @@ struct Batch {
 /// `audits` after the chain head, and commits.
 /// Appends `events` to the audit chain inside `tx`, reading the chain's head there (so any
 /// number of writers, in any processes, build one chain). Returns their sequence numbers.
-pub(super) fn append_audit(tx: &mut dyn Sql, events: &[&AuditEvent]) -> DbResult<Vec<i64>> {
+pub(super) fn append_audit(
+    tx: &mut dyn Sql,
+    ledger: &Ledger,
+    events: &[&AuditEvent],
+) -> DbResult<Vec<i64>> {
     let mut seqs = Vec::with_capacity(events.len());
     if events.is_empty() {
         return Ok(seqs);
     }
+    ledger.check_writable()?;
     let head: Option<(i64, String)> = tx
         .query_row(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
@@ -818,13 +1022,13 @@ pub(super) fn append_audit(tx: &mut dyn Sql, events: &[&AuditEvent]) -> DbResult
     let mut links = Vec::with_capacity(events.len());
     for e in events {
         seq += 1;
-        let hash = entry_hash(&prev, seq, e);
+        let hash = ledger.hashing.hash(&prev, seq, e);
         links.push((seq, std::mem::replace(&mut prev, hash.clone()), hash));
         seqs.push(seq);
     }
     let rows: Vec<_> = events.iter().zip(&links).collect();
     for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut bound = Vec::with_capacity(chunk.len() * 21);
+        let mut bound = Vec::with_capacity(chunk.len() * 22);
         for (e, (seq, prev, hash)) in chunk {
             bound.extend_from_slice(args![
                 *seq,
@@ -847,13 +1051,14 @@ pub(super) fn append_audit(tx: &mut dyn Sql, events: &[&AuditEvent]) -> DbResult
                 e.result,
                 e.duration_us,
                 *prev,
-                *hash
+                *hash,
+                e.single
             ]);
         }
         tx.execute(
             &format!(
                 "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {}",
-                tuples(chunk.len(), 21)
+                tuples(chunk.len(), 22)
             ),
             &bound,
         )?;
@@ -871,10 +1076,17 @@ fn tuples(rows: usize, columns: usize) -> String {
     vec![one; rows].join(", ")
 }
 
-/// The batch's receipts, in as few statements as the database takes.
-fn insert_receipts(tx: &mut dyn Sql, receipts: &[&AdmissionReceipt]) -> DbResult<()> {
+/// The batch's receipts, in as few statements as the database takes, each naming this
+/// process as its writer (registered in the same transaction the first time).
+fn insert_receipts(
+    tx: &mut dyn Sql,
+    ledger: &Ledger,
+    receipts: &[&AdmissionReceipt],
+) -> DbResult<()> {
+    ledger.register(tx)?;
+    let writer = ledger.writer.id.as_str();
     for chunk in receipts.chunks(ROWS_PER_INSERT) {
-        let mut bound = Vec::with_capacity(chunk.len() * 9);
+        let mut bound = Vec::with_capacity(chunk.len() * 10);
         for r in chunk {
             bound.extend_from_slice(args![
                 r.call_id,
@@ -885,13 +1097,14 @@ fn insert_receipts(tx: &mut dyn Sql, receipts: &[&AdmissionReceipt]) -> DbResult
                 r.tool,
                 r.definition,
                 r.arguments,
-                r.decision
+                r.decision,
+                writer
             ]);
         }
         tx.execute(
             &format!(
-                "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision) VALUES {}",
-                tuples(chunk.len(), 9)
+                "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision, writer) VALUES {}",
+                tuples(chunk.len(), 10)
             ),
             &bound,
         )?;
@@ -901,6 +1114,7 @@ fn insert_receipts(tx: &mut dyn Sql, receipts: &[&AdmissionReceipt]) -> DbResult
 
 fn write_batch(
     conn: &mut dyn Conn,
+    ledger: &Ledger,
     receipts: &[&AdmissionReceipt],
     audits: &[&AuditEvent],
     journals: &[&JournalWrite],
@@ -910,22 +1124,64 @@ fn write_batch(
     for j in journals {
         journal_ids.push(journal::write(&mut *tx, j)?);
     }
+    // A side-effect-free call is admitted by its only record: one that hands the caller a
+    // result meets the halt here, as a receipt does.
+    let answers = |e: &AuditEvent| e.single && (e.outcome == "ok" || e.outcome == "tool_error");
     let mut halt = None;
-    if !receipts.is_empty() {
+    if !receipts.is_empty() || audits.iter().any(|e| answers(e)) {
         let state = query_halt(&mut *tx)?;
         if state.halted {
             halt = Some(state);
-        } else {
-            insert_receipts(&mut *tx, receipts)?;
         }
     }
-    let seqs = append_audit(&mut *tx, audits)?;
+    if !receipts.is_empty() && halt.is_none() {
+        insert_receipts(&mut *tx, ledger, receipts)?;
+    }
+    let withheld: Vec<bool> = audits
+        .iter()
+        .map(|e| halt.is_some() && answers(e))
+        .collect();
+    let seqs = match (&halt, withheld.iter().any(|w| *w)) {
+        (Some(state), true) => {
+            let rows: Vec<AuditEvent> = audits
+                .iter()
+                .zip(&withheld)
+                .map(|(e, w)| match w {
+                    true => withheld_by_halt(e, state),
+                    false => (*e).clone(),
+                })
+                .collect();
+            append_audit(&mut *tx, ledger, &rows.iter().collect::<Vec<_>>())?
+        }
+        _ => append_audit(&mut *tx, ledger, audits)?,
+    };
     tx.commit()?;
+    if !receipts.is_empty() && halt.is_none() {
+        ledger.registered();
+    }
     Ok(Batch {
         halt,
         seqs,
+        withheld,
         journal_ids,
     })
+}
+
+/// The row of a side-effect-free call that met a committed halt: refused, its result withheld.
+fn withheld_by_halt(e: &AuditEvent, halt: &HaltState) -> AuditEvent {
+    let mut e = e.clone();
+    e.outcome = "refused".into();
+    e.step = Some("halt".into());
+    e.rule = Some("halt".into());
+    e.reason = Some(format!(
+        "Aether was halted{} before the call's record was written; its result was withheld",
+        halt.why
+            .as_deref()
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default()
+    ));
+    e.result = String::new();
+    e
 }
 
 fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
@@ -937,24 +1193,28 @@ fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
 
 fn commit_batch(
     conn: &mut dyn Conn,
+    ledger: &Ledger,
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
-    audits: Vec<(AuditEvent, Reply<i64>)>,
+    audits: Vec<(Box<AuditEvent>, Reply<Audited>)>,
     journals: Vec<(JournalWrite, Reply<Vec<i64>>)>,
     location: &str,
 ) {
     let written = {
         let r: Vec<&AdmissionReceipt> = receipts.iter().map(|(r, _)| r).collect();
-        let a: Vec<&AuditEvent> = audits.iter().map(|(a, _)| a).collect();
+        let a: Vec<&AuditEvent> = audits.iter().map(|(a, _)| &**a).collect();
         let j: Vec<&JournalWrite> = journals.iter().map(|(j, _)| j).collect();
-        write_batch(conn, &r, &a, &j)
+        write_batch(conn, ledger, &r, &a, &j)
     };
     match written {
         Ok(batch) => {
             for (_, reply) in receipts {
                 let _ = reply.send(Ok(receipt_outcome(&batch.halt)));
             }
-            for ((_, reply), seq) in audits.into_iter().zip(batch.seqs) {
-                let _ = reply.send(Ok(seq));
+            for (((_, reply), seq), withheld) in
+                audits.into_iter().zip(batch.seqs).zip(batch.withheld)
+            {
+                let halt = withheld.then(|| batch.halt.clone()).flatten();
+                let _ = reply.send(Ok((seq, halt)));
             }
             for ((_, reply), ids) in journals.into_iter().zip(batch.journal_ids) {
                 let _ = reply.send(Ok(ids));

@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod db;
+mod ledger;
 mod retention;
 mod runs;
 
@@ -48,6 +49,7 @@ pub fn event(call_id: &str, outcome: &str) -> AuditEvent {
         arguments: "{}".into(),
         result: "ok".into(),
         duration_us: 5,
+        single: false,
     }
 }
 
@@ -354,7 +356,7 @@ async fn direct_commits_are_as_durable_and_as_halted_as_grouped_ones(b: Backend)
         ReceiptOutcome::Durable
     );
     assert_eq!(store.receipt("c1").await.unwrap(), Some(receipt("c1")));
-    assert_eq!(store.audit_alone(event("c1", "ok")).await.unwrap(), 1);
+    assert_eq!(store.audit_alone(event("c1", "ok")).await.unwrap().0, 1);
     store.set_halt(true, "ops", "drill", None).await.unwrap();
     assert!(matches!(
         store.admit_alone(receipt("c2")).await.unwrap(),
@@ -372,7 +374,7 @@ async fn direct_and_grouped_writers_interleave_into_one_chain(b: Backend) {
             let id = format!("c{i}");
             if i % 3 == 0 {
                 s.admit_alone(receipt(&id)).await.unwrap();
-                s.audit_alone(event(&id, "ok")).await.unwrap()
+                s.audit_alone(event(&id, "ok")).await.unwrap().0
             } else {
                 s.admit(receipt(&id)).await.unwrap();
                 s.audit(event(&id, "ok")).await.unwrap()
@@ -486,6 +488,11 @@ async fn verify_finds_an_admitted_call_whose_receipt_was_removed(b: Backend) {
 async fn verify_finds_rows_cut_from_the_end_through_their_receipts(b: Backend) {
     let (dir, store) = admitted_calls(b, 5).await;
     dir.raw("DELETE FROM audit WHERE seq >= 4");
+    // While its process runs, an admitted call without a row is running.
+    let report = store.verify_audit(None).await.unwrap();
+    assert_eq!((report.in_flight, report.unaudited.len()), (2, 0));
+    // Once it stopped cleanly (it audits every call first), the rows were removed.
+    store.writer_stopped().await.unwrap();
     let report = store.verify_audit(None).await.unwrap();
     assert!(
         report.breaks.is_empty(),

@@ -1,0 +1,223 @@
+//! What a crash leaves, put right at the next start, and the books kept while serving.
+//!
+//! A call admitted (its receipt durable) whose process died before its audit row was
+//! written is recorded as `interrupted` before Aether serves again: a chained row naming the
+//! crash and what the call had journalled, each change found applied, not applied, or
+//! changed since. So `aether audit verify` is green after any crash, and red only for
+//! tampering.
+//!
+//! While serving, [`Books`] renews this process's heartbeat as a writer (how other processes
+//! tell a running call from an interrupted one) and appends a signed checkpoint of the
+//! audit's head to the witness whenever it moved; at shutdown, a last checkpoint and the
+//! writer marked stopped.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use aether_policy::journal::{JournalEntry, JournalOp, content_hash};
+use aether_store::{AuditEvent, AuditKey, Store, Unfinished, Witness};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Pipeline, PipelineError};
+
+/// Bytes of a file hashed to tell whether an interrupted write landed; a larger file is
+/// reported as not checked.
+const CHECK_BYTES: u64 = 64 << 20;
+
+impl Pipeline {
+    /// Records every call a gone process admitted and never audited as `interrupted`;
+    /// returns how many. Run at start, before serving.
+    pub async fn recover_interrupted(&self) -> Result<usize, PipelineError> {
+        let (unfinished, writers) = self.store.unfinished().await?;
+        if unfinished.is_empty() && writers.is_empty() {
+            return Ok(0);
+        }
+        let roots = self.roots.clone();
+        let events = tokio::task::spawn_blocking(move || {
+            unfinished
+                .iter()
+                .map(|u| interrupted_row(u, &roots))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let written = self.store.record_interrupted(events, writers).await?;
+        if written > 0 {
+            tracing::warn!(
+                calls = written,
+                "calls interrupted by an earlier crash are recorded in the audit as interrupted"
+            );
+        }
+        Ok(written)
+    }
+}
+
+/// The audit row of a call a crash interrupted.
+fn interrupted_row(u: &Unfinished, roots: &aether_tools_core::Roots) -> AuditEvent {
+    let r = &u.receipt;
+    let mut reason = String::from(
+        "Aether stopped while the call ran (a crash, or the process was killed); its outcome is unknown",
+    );
+    if !u.journal.is_empty() {
+        let changes: Vec<String> = u
+            .journal
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}:{} ({})",
+                    e.op.as_str(),
+                    e.root,
+                    e.path,
+                    landed(e, roots)
+                )
+            })
+            .collect();
+        reason.push_str(&format!(
+            "; it journalled {} change(s), which undo can take back: {}",
+            changes.len(),
+            changes.join("; ")
+        ));
+    }
+    AuditEvent {
+        at_us: aether_store::now_us(),
+        call_id: r.call_id.clone(),
+        session: r.session.clone(),
+        transport: r.transport.clone(),
+        agent: r.agent.clone(),
+        team: None,
+        project: None,
+        tool: r.tool.clone(),
+        tier: "unknown".into(),
+        outcome: "interrupted".into(),
+        step: None,
+        rule: None,
+        reason: Some(aether_policy::truncate::bound_text(&reason, 4096).into_owned()),
+        definition: Some(r.definition.clone()),
+        arguments_digest: r.arguments.clone(),
+        arguments: "[not kept: the call was interrupted before its audit row]".into(),
+        result: String::new(),
+        duration_us: aether_store::now_us().saturating_sub(r.at_us),
+        single: false,
+    }
+}
+
+/// Whether a journalled write landed: the file holds the new content, the old, or neither.
+fn landed(e: &JournalEntry, roots: &aether_tools_core::Roots) -> &'static str {
+    if e.op != JournalOp::Write {
+        return "journalled";
+    }
+    let Some(root) = roots.get(&e.root) else {
+        return "its root is no longer served";
+    };
+    let path = root.path.join(&e.path);
+    let bytes = match std::fs::metadata(&path) {
+        Ok(m) if m.len() > CHECK_BYTES => return "not checked: too large",
+        Ok(_) => std::fs::read(&path).ok(),
+        Err(_) => None,
+    };
+    let now = bytes.as_deref().map(content_hash);
+    match (now, &e.after_hash, &e.before_hash) {
+        (Some(h), Some(after), _) if &h == after => "applied",
+        (Some(h), _, Some(before)) if &h == before => "not applied: the file holds its old content",
+        (None, _, None) => "not applied: the file does not exist",
+        _ => "the file has changed since",
+    }
+}
+
+/// Where the witness lives and what signs it.
+#[derive(Clone, Debug)]
+pub struct WitnessSpec {
+    pub path: PathBuf,
+    pub key: AuditKey,
+}
+
+/// A serving process's books: heartbeat and witness checkpoints.
+#[derive(Clone)]
+pub struct Books {
+    store: Store,
+    witness: Option<(Arc<Witness>, AuditKey, String)>,
+    last: Arc<std::sync::Mutex<Option<i64>>>,
+}
+
+impl Books {
+    /// Books for `store`; the witness only for a keyed store.
+    pub fn new(store: Store, witness: Option<WitnessSpec>) -> Books {
+        let witness = match (witness, store.keying()) {
+            (Some(spec), Some(keying)) => Some((
+                Arc::new(Witness::at(&spec.path)),
+                spec.key,
+                keying.store_id.clone(),
+            )),
+            _ => None,
+        };
+        Books {
+            store,
+            witness,
+            last: Arc::default(),
+        }
+    }
+
+    /// Renews the heartbeat and checkpoints the head every [`aether_store::HEARTBEAT`] until
+    /// `stop`.
+    pub fn run(&self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let books = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(aether_store::HEARTBEAT);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                if let Err(e) = books.store.heartbeat().await {
+                    tracing::warn!(error = %e, "cannot renew this process's heartbeat in the store");
+                }
+                books.checkpoint().await;
+            }
+        })
+    }
+
+    /// Appends a checkpoint of the head to the witness if it moved since the last one.
+    pub async fn checkpoint(&self) {
+        let Some((witness, key, store_id)) = &self.witness else {
+            return;
+        };
+        let head = match self.store.audit_head().await {
+            Ok(Some(head)) => head,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the audit's head for the witness");
+                return;
+            }
+        };
+        {
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if *last == Some(head.0) {
+                return;
+            }
+        }
+        let (witness, key, store_id) = (witness.clone(), key.clone(), store_id.clone());
+        let (seq, hash) = head.clone();
+        let appended = tokio::task::spawn_blocking(move || {
+            witness.append(&key, &store_id, seq, &hash, aether_store::now_us())
+        })
+        .await;
+        match appended {
+            Ok(Ok(())) => *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(head.0),
+            Ok(Err(e)) => tracing::error!(error = %e, "cannot append to the audit's witness"),
+            Err(e) => tracing::error!(error = %e, "the witness task failed"),
+        }
+    }
+
+    /// The last checkpoint, and, when every call has ended (`all_ended`), this process's
+    /// writer marked stopped. (A call still running keeps its writer alive to the others
+    /// until the process is gone.)
+    pub async fn close(&self, all_ended: bool) {
+        self.checkpoint().await;
+        if !all_ended {
+            return;
+        }
+        if let Err(e) = self.store.writer_stopped().await {
+            tracing::warn!(error = %e, "cannot mark this process stopped in the store");
+        }
+    }
+}

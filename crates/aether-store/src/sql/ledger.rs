@@ -1,0 +1,509 @@
+//! The ledger's bookkeeping: how this store's audit is keyed, which process (writer) admitted
+//! each call, and what a crash left unfinished.
+//!
+//! Every receipt names its writer; a writer's row says whether its process is alive (a
+//! heartbeat every few seconds, its host and process id with the kernel's start time of that
+//! process, a clean stop). A receipt with no audit row is a running call while its writer
+//! lives, and an interrupted one once it is gone: the next start records it as
+//! `interrupted` ([`SqlStore::unfinished`], [`SqlStore::record_interrupted`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{SqlStore, append_audit};
+use crate::chain::{GENESIS, Hashing, Keying};
+use crate::db::{Conn, DbError, DbResult, Dialect, Optional, Row, Sql, SqlExt, args};
+use crate::{
+    AdmissionReceipt, AuditEvent, AuditKey, JournalEntry, Result, SETTLE_US, StoreError, now_us,
+};
+
+/// A writer on another host whose heartbeat is older than this is gone (one on this host is
+/// known gone at once when its process is, and alive while it is).
+pub const WRITER_LAPSE_US: i64 = 60 * 1_000_000;
+
+/// How often a serving process renews its heartbeat (and the witness's checkpoint).
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How this process's store writes its audit, and who it is as a writer.
+pub(crate) struct Ledger {
+    pub hashing: Hashing,
+    /// The store is keyed under a key this process was not given: it may not append rows
+    /// (they would break the chain for `verify`).
+    pub foreign: Option<String>,
+    pub keying: Option<Keying>,
+    pub writer: WriterIdent,
+    registered: AtomicBool,
+}
+
+impl Ledger {
+    pub fn new(hashing: Hashing, keying: Option<Keying>, foreign: Option<String>) -> Ledger {
+        Ledger {
+            hashing,
+            foreign,
+            keying,
+            writer: WriterIdent::this_process(),
+            registered: AtomicBool::new(false),
+        }
+    }
+
+    /// Registers this process as a writer inside `tx` (the first time it writes a receipt).
+    pub fn register(&self, tx: &mut dyn Sql) -> DbResult<()> {
+        if self.registered.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let w = &self.writer;
+        let now = now_us();
+        tx.execute(
+            "INSERT INTO writers (id, host, pid, proc_start, started_us, heartbeat_us)
+             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            args![w.id, w.host, w.pid, w.proc_start, now, now],
+        )?;
+        Ok(())
+    }
+
+    /// After the transaction that registered the writer committed.
+    pub fn registered(&self) {
+        self.registered.store(true, Ordering::Relaxed);
+    }
+
+    fn is_registered(&self) -> bool {
+        self.registered.load(Ordering::Relaxed)
+    }
+
+    /// The refusal of an audit write this process may not make.
+    pub fn check_writable(&self) -> DbResult<()> {
+        match &self.foreign {
+            Some(why) => Err(DbError::Refused(why.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A process writing to the store.
+#[derive(Clone, Debug)]
+pub(crate) struct WriterIdent {
+    pub id: String,
+    pub host: String,
+    pub pid: i64,
+    pub proc_start: i64,
+}
+
+impl WriterIdent {
+    fn this_process() -> WriterIdent {
+        let pid = std::process::id() as i64;
+        WriterIdent {
+            id: uuid::Uuid::now_v7().to_string(),
+            host: this_host(),
+            pid,
+            proc_start: proc_start(pid).unwrap_or(0),
+        }
+    }
+}
+
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The kernel's start time of process `pid` (clock ticks since boot, `/proc/PID/stat` field
+/// 22); `None` when there is no such process.
+fn proc_start(pid: i64) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A writer's row, as read back.
+struct WriterRow {
+    host: String,
+    pid: i64,
+    proc_start: i64,
+    heartbeat_us: i64,
+    stopped: bool,
+}
+
+/// What became of a writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    Alive,
+    /// Stopped cleanly: every call it admitted was audited before it said so.
+    Stopped,
+    /// Gone without stopping: a crash, or killed.
+    Crashed,
+}
+
+impl WriterRow {
+    fn fate(&self, host: &str, now: i64) -> Fate {
+        if self.stopped {
+            return Fate::Stopped;
+        }
+        // On this host the kernel knows: a process may write without a heartbeat (a
+        // command-line run); another host's process is judged by its heartbeat.
+        let gone = match self.host == host {
+            true => proc_start(self.pid) != Some(self.proc_start),
+            false => self.heartbeat_us < now - WRITER_LAPSE_US,
+        };
+        if gone { Fate::Crashed } else { Fate::Alive }
+    }
+}
+
+/// The writers that are not alive, by id, with their fate.
+fn gone_writers(conn: &mut dyn Sql, reaped_too: bool) -> DbResult<Vec<(String, Fate)>> {
+    let host = this_host();
+    let now = now_us();
+    let mut gone = Vec::new();
+    let sql = match reaped_too {
+        true => "SELECT id, host, pid, proc_start, heartbeat_us, stopped_us FROM writers",
+        false => {
+            "SELECT id, host, pid, proc_start, heartbeat_us, stopped_us FROM writers
+             WHERE reaped_us IS NULL"
+        }
+    };
+    conn.each(sql, &[], &mut |r| {
+        let row = WriterRow {
+            host: r.get(1)?,
+            pid: r.get(2)?,
+            proc_start: r.get(3)?,
+            heartbeat_us: r.get(4)?,
+            stopped: r.get::<Option<i64>>(5)?.is_some(),
+        };
+        let fate = row.fate(&host, now);
+        if fate != Fate::Alive {
+            gone.push((r.get(0)?, fate));
+        }
+        Ok(())
+    })?;
+    Ok(gone)
+}
+
+/// A call admitted and never finished: its writer is gone and it has no audit row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unfinished {
+    pub receipt: AdmissionReceipt,
+    /// The writer that admitted it (`None`: a receipt from before writers were recorded).
+    pub writer: Option<String>,
+    /// What the call journalled before it stopped.
+    pub journal: Vec<JournalEntry>,
+}
+
+fn receipt_row(r: &Row) -> DbResult<(AdmissionReceipt, Option<String>)> {
+    Ok((
+        AdmissionReceipt {
+            call_id: r.get(0)?,
+            at_us: r.get(1)?,
+            session: r.get(2)?,
+            transport: r.get(3)?,
+            agent: r.get(4)?,
+            tool: r.get(5)?,
+            definition: r.get(6)?,
+            arguments: r.get(7)?,
+            decision: r.get(8)?,
+        },
+        r.get(9)?,
+    ))
+}
+
+const UNAUDITED: &str =
+    "SELECT r.call_id, r.at_us, r.session, r.transport, r.agent, r.tool, r.definition,
+            r.arguments, r.decision, r.writer
+     FROM receipts r WHERE NOT EXISTS (SELECT 1 FROM audit a WHERE a.call_id = r.call_id)";
+
+/// The store's keying marker, if it has one (and the table, a store of an older release
+/// opened read-only may lack it).
+pub(crate) fn read_keying(conn: &mut dyn Sql) -> DbResult<Option<Keying>> {
+    if !has_table(conn, "audit_keying")? {
+        return Ok(None);
+    }
+    conn.query_row(
+        "SELECT key_id, store_id, keyed_after_seq, keyed_after_hash, receipts_checked_after_seq,
+             at_us, mac FROM audit_keying WHERE id = 1",
+        &[],
+        |r| {
+            Ok(Keying {
+                key_id: r.get(0)?,
+                store_id: r.get(1)?,
+                keyed_after_seq: r.get(2)?,
+                keyed_after_hash: r.get(3)?,
+                receipts_checked_after_seq: r.get(4)?,
+                at_us: r.get(5)?,
+                mac: r.get(6)?,
+            })
+        },
+    )
+    .optional()
+}
+
+pub(crate) fn has_table(conn: &mut dyn Sql, table: &str) -> DbResult<bool> {
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+        Dialect::Postgres => {
+            "SELECT count(*) FROM information_schema.tables
+             WHERE table_schema = current_schema() AND table_name = ?"
+        }
+    };
+    Ok(conn.query_row(sql, args![table], |r| r.get::<i64>(0))? > 0)
+}
+
+/// Keys the store's audit under `key` if it is not yet keyed (from the row after its
+/// current head on), and returns its marker. A store keyed under another key is refused.
+pub(crate) fn key_store(conn: &mut dyn Conn, key: &AuditKey, shown: &str) -> Result<Keying> {
+    let context = "key the audit";
+    let mut tx = conn.begin().map_err(StoreError::sql(context))?;
+    if let Some(keying) = read_keying(&mut *tx).map_err(StoreError::sql(context))? {
+        if keying.key_id != key.id() {
+            return Err(StoreError::Invalid(format!(
+                "the audit of {shown} is keyed under another vault key (key id {}, and this Aether's is {}): every process writing to one store needs the same key file (`vault.key_file`)",
+                keying.key_id,
+                key.id()
+            )));
+        }
+        return Ok(keying);
+    }
+    let head: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            &[],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(StoreError::sql(context))?;
+    let (seq, hash) = match head {
+        Some(head) => head,
+        None => super::retention::latest_checkpoint(&mut *tx)
+            .map_err(StoreError::sql(context))?
+            .map(|c| (c.seq, c.hash))
+            .unwrap_or((0, GENESIS.to_string())),
+    };
+    let checked: i64 = tx
+        .query_row(
+            "SELECT value FROM store_meta WHERE key = 'receipts_checked_after_seq'",
+            &[],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(StoreError::sql(context))?
+        .unwrap_or(0);
+    let mut keying = Keying {
+        key_id: key.id().to_string(),
+        store_id: uuid::Uuid::now_v7().to_string(),
+        keyed_after_seq: seq,
+        keyed_after_hash: hash,
+        receipts_checked_after_seq: checked,
+        at_us: now_us(),
+        mac: String::new(),
+    };
+    keying.mac = key.sign(&keying.signed_text());
+    tx.execute(
+        "INSERT INTO audit_keying (id, key_id, store_id, keyed_after_seq, keyed_after_hash,
+             receipts_checked_after_seq, at_us, mac) VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
+        args![
+            keying.key_id,
+            keying.store_id,
+            keying.keyed_after_seq,
+            keying.keyed_after_hash,
+            keying.receipts_checked_after_seq,
+            keying.at_us,
+            keying.mac
+        ],
+    )
+    .map_err(StoreError::sql(context))?;
+    tx.commit().map_err(StoreError::sql(context))?;
+    Ok(keying)
+}
+
+/// How `verify` classes receipts that have no audit row.
+pub(crate) struct Liveness {
+    gone: std::collections::HashMap<String, Fate>,
+}
+
+/// A receipt without an audit row, by what became of its writer.
+pub(crate) enum Unaudited {
+    /// Its process runs: the call is running.
+    Running,
+    /// Its process crashed: interrupted (the next start records it).
+    Interrupted,
+    /// Its process stopped cleanly, so it audited every call: the row was removed.
+    Missing,
+    /// A receipt from before writers were recorded.
+    Unknown,
+}
+
+impl Liveness {
+    pub fn read(conn: &mut dyn Sql) -> DbResult<Liveness> {
+        let gone = match has_table(conn, "writers")? {
+            true => gone_writers(conn, true)?.into_iter().collect(),
+            false => Default::default(),
+        };
+        Ok(Liveness { gone })
+    }
+
+    pub fn class(&self, writer: Option<&str>) -> Unaudited {
+        match writer.map(|w| self.gone.get(w)) {
+            None => Unaudited::Unknown,
+            Some(None) => Unaudited::Running,
+            Some(Some(Fate::Crashed)) => Unaudited::Interrupted,
+            Some(Some(_)) => Unaudited::Missing,
+        }
+    }
+}
+
+impl SqlStore {
+    /// Renews this process's heartbeat (a serving process calls it every [`HEARTBEAT`]).
+    pub async fn heartbeat(&self) -> Result<()> {
+        let ledger = self.inner.ledger.clone();
+        if !ledger.is_registered() {
+            return Ok(());
+        }
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE writers SET heartbeat_us = ? WHERE id = ?",
+                args![now_us(), ledger.writer.id],
+            )
+            .map(|_| ())
+            .map_err(StoreError::sql("heartbeat"))
+        })
+        .await
+    }
+
+    /// Marks this process's writer stopped (a clean shutdown): its calls have all ended.
+    pub async fn writer_stopped(&self) -> Result<()> {
+        let ledger = self.inner.ledger.clone();
+        if !ledger.is_registered() {
+            return Ok(());
+        }
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE writers SET stopped_us = ? WHERE id = ?",
+                args![now_us(), ledger.writer.id],
+            )
+            .map(|_| ())
+            .map_err(StoreError::sql("stop writer"))
+        })
+        .await
+    }
+
+    /// Calls whose writer is gone and that have no audit row, with what they journalled; and
+    /// the gone writers looked through (for [`SqlStore::record_interrupted`] to mark).
+    pub async fn unfinished(&self) -> Result<(Vec<Unfinished>, Vec<String>)> {
+        self.read(|conn| {
+            let context = "find unfinished calls";
+            let gone: Vec<String> = gone_writers(conn, false)
+                .map_err(StoreError::sql(context))?
+                .into_iter()
+                .filter(|(_, fate)| *fate == Fate::Crashed)
+                .map(|(id, _)| id)
+                .collect();
+            let mut found = Vec::new();
+            for writer in &gone {
+                conn.each(
+                    &format!("{UNAUDITED} AND r.writer = ?"),
+                    args![writer],
+                    &mut |r| {
+                        found.push(receipt_row(r)?);
+                        Ok(())
+                    },
+                )
+                .map_err(StoreError::sql(context))?;
+            }
+            // Receipts from before writers were recorded: once, those old enough.
+            let swept: Option<i64> = conn
+                .query_row(
+                    "SELECT value FROM store_meta WHERE key = 'legacy_receipts_reaped'",
+                    &[],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(StoreError::sql(context))?;
+            if swept.is_none() {
+                conn.each(
+                    &format!("{UNAUDITED} AND r.writer IS NULL AND r.at_us < ?"),
+                    args![now_us() - SETTLE_US],
+                    &mut |r| {
+                        found.push(receipt_row(r)?);
+                        Ok(())
+                    },
+                )
+                .map_err(StoreError::sql(context))?;
+            }
+            let mut unfinished = Vec::with_capacity(found.len());
+            for (receipt, writer) in found {
+                let journal = super::journal::of_call(conn, &receipt.call_id)
+                    .map_err(StoreError::sql(context))?;
+                unfinished.push(Unfinished {
+                    receipt,
+                    writer,
+                    journal,
+                });
+            }
+            Ok((unfinished, gone))
+        })
+        .await
+    }
+
+    /// Appends `events` (the `interrupted` rows of unfinished calls) to the audit, skipping
+    /// any call that has a row by now, and marks `writers` reaped; one transaction. Returns
+    /// how many rows were written.
+    pub async fn record_interrupted(
+        &self,
+        events: Vec<AuditEvent>,
+        writers: Vec<String>,
+    ) -> Result<usize> {
+        let ledger = self.inner.ledger.clone();
+        self.write(move |conn| {
+            let context = "record interrupted calls";
+            let mut tx = conn.begin().map_err(StoreError::sql(context))?;
+            let mut missing = Vec::with_capacity(events.len());
+            for e in &events {
+                let there: Option<i64> = tx
+                    .query_row(
+                        "SELECT seq FROM audit WHERE call_id = ? LIMIT 1",
+                        args![e.call_id],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(StoreError::sql(context))?;
+                if there.is_none() {
+                    missing.push(e);
+                }
+            }
+            append_audit(&mut *tx, &ledger, &missing).map_err(StoreError::sql(context))?;
+            let now = now_us();
+            for w in &writers {
+                tx.execute(
+                    "UPDATE writers SET reaped_us = ? WHERE id = ?",
+                    args![now, w],
+                )
+                .map_err(StoreError::sql(context))?;
+            }
+            tx.execute(
+                "INSERT INTO store_meta (key, value) VALUES ('legacy_receipts_reaped', 1)
+                 ON CONFLICT (key) DO NOTHING",
+                &[],
+            )
+            .map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))?;
+            Ok(missing.len())
+        })
+        .await
+    }
+
+    /// The audit's newest row: its sequence number and hash.
+    pub async fn audit_head(&self) -> Result<Option<(i64, String)>> {
+        self.read(|conn| {
+            conn.query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                &[],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(StoreError::sql("audit head"))
+        })
+        .await
+    }
+
+    /// The store's keying marker, as read at open.
+    pub fn keying(&self) -> Option<&Keying> {
+        self.inner.ledger.keying.as_ref()
+    }
+}

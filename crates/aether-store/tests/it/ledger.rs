@@ -1,0 +1,356 @@
+//! The ledger: a keyed audit that whoever can write the database cannot rewrite, a witness
+//! outside the store that shows rows cut from the end, crash recovery that tells an
+//! interrupted call from a removed row, a side-effect-free call's single record, and a
+//! read-only `verify`.
+
+use aether_store::{
+    Access, AuditKey, AuditQuery, AuditRecord, ReceiptOutcome, Store, VerifyOptions, Witness,
+    keyless_hash,
+};
+
+use crate::{Backend, Db, event, receipt};
+
+fn key() -> AuditKey {
+    AuditKey::from_bytes(&[7u8; 32])
+}
+
+/// A keyed store with `n` admitted calls, each with its receipt and row.
+async fn keyed(b: Backend, n: usize) -> (Db, Store) {
+    let (dir, plain) = b.store();
+    drop(plain);
+    let store = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    for i in 0..n {
+        let id = format!("c{i}");
+        store.admit(receipt(&id)).await.unwrap();
+        let mut admitted = event(&id, "ok");
+        admitted.step = None;
+        store.audit(admitted).await.unwrap();
+    }
+    let report = verify(&store, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.keyed, Some(0));
+    (dir, store)
+}
+
+async fn verify(store: &Store, witness: Option<&std::path::Path>) -> aether_store::ChainReport {
+    store
+        .verify_audit_with(VerifyOptions {
+            key: Some(key()),
+            witness: witness.map(|w| w.to_path_buf()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+}
+
+async fn rows(store: &Store) -> Vec<AuditRecord> {
+    store
+        .audit_query(AuditQuery {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+}
+
+/// What a forger without the key can do: recompute every hash from `from` on with the
+/// public (keyless) formula, writing the rows back in place.
+fn rehash(dir: &Db, rows: &[AuditRecord], from: i64) {
+    let mut prev = rows
+        .iter()
+        .find(|r| r.seq == from - 1)
+        .map(|r| r.hash.clone())
+        .unwrap_or_else(|| aether_store::GENESIS.to_string());
+    for r in rows.iter().filter(|r| r.seq >= from) {
+        let hash = keyless_hash(&prev, r.seq, &r.event);
+        dir.raw(&format!(
+            "UPDATE audit SET prev_hash = '{prev}', hash = '{hash}' WHERE seq = {}",
+            r.seq
+        ));
+        prev = hash;
+    }
+}
+
+async fn an_edited_row_rehashed_without_the_key_is_caught(b: Backend) {
+    let (dir, store) = keyed(b, 5).await;
+    dir.raw("UPDATE audit SET outcome = 'tool_error' WHERE seq = 3");
+    let mut all = rows(&store).await;
+    all[2].event.outcome = "tool_error".into();
+    rehash(&dir, &all, 3);
+    let report = verify(&store, None).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.seq == 3 && b.problem.contains("keyed hash")),
+        "{report:?}"
+    );
+}
+
+async fn a_deleted_row_renumbered_and_rehashed_is_caught(b: Backend) {
+    let (dir, store) = keyed(b, 5).await;
+    dir.raw(
+        "DELETE FROM audit WHERE seq = 2; DELETE FROM receipts WHERE call_id = 'c1';
+         UPDATE audit SET seq = seq + 1000 WHERE seq > 2;
+         UPDATE audit SET seq = seq - 1001 WHERE seq > 1000;",
+    );
+    let all = rows(&store).await;
+    rehash(&dir, &all, 2);
+    let report = verify(&store, None).await;
+    assert!(!report.breaks.is_empty(), "{report:?}");
+}
+
+async fn an_inserted_row_is_caught(b: Backend) {
+    let (dir, store) = keyed(b, 3).await;
+    let all = rows(&store).await;
+    let mut forged = all[2].clone();
+    forged.seq = 4;
+    forged.event.call_id = "forged".into();
+    forged.event.outcome = "refused".into();
+    forged.event.step = Some("rules".into());
+    let hash = keyless_hash(&all[2].hash, 4, &forged.event);
+    let e = &forged.event;
+    dir.raw(&format!(
+        "INSERT INTO audit (seq, at_us, call_id, session, transport, agent, tool, tier, outcome, step,
+             arguments_digest, arguments, result, duration_us, prev_hash, hash, single)
+         VALUES (4, {}, 'forged', '{}', '{}', '{}', '{}', '{}', 'refused', 'rules', '{}', '', '', 0, '{}', '{hash}', 0)",
+        e.at_us, e.session, e.transport, e.agent, e.tool, e.tier, e.arguments_digest, all[2].hash
+    ));
+    let report = verify(&store, None).await;
+    assert!(report.breaks.iter().any(|b| b.seq == 4), "{report:?}");
+}
+
+async fn reordered_rows_are_caught(b: Backend) {
+    let (dir, store) = keyed(b, 4).await;
+    dir.raw(
+        "UPDATE audit SET seq = 100 WHERE seq = 2; UPDATE audit SET seq = 2 WHERE seq = 3;
+         UPDATE audit SET seq = 3 WHERE seq = 100;",
+    );
+    let all = rows(&store).await;
+    rehash(&dir, &all, 2);
+    let report = verify(&store, None).await;
+    assert!(report.breaks.iter().any(|b| b.seq == 2), "{report:?}");
+}
+
+async fn the_witness_catches_a_cut_tail_and_wiped_tables(b: Backend) {
+    let (dir, store) = keyed(b, 5).await;
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("witness.log");
+    let witness = Witness::at(&path);
+    let keying = store.keying().unwrap().clone();
+    let (seq, head) = store.audit_head().await.unwrap().unwrap();
+    witness
+        .append(&key(), &keying.store_id, seq, &head, aether_store::now_us())
+        .unwrap();
+    let report = verify(&store, Some(&path)).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.witnessed.map(|w| w.0), Some(5));
+    // The last two rows cut, with their receipts (nothing else would show it).
+    dir.raw("DELETE FROM audit WHERE seq >= 4; DELETE FROM receipts WHERE call_id IN ('c3', 'c4')");
+    let report = verify(&store, Some(&path)).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("cut from the end")),
+        "{report:?}"
+    );
+    // Both tables wiped.
+    dir.raw("DELETE FROM audit; DELETE FROM receipts");
+    let report = verify(&store, Some(&path)).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("rows wiped")),
+        "{report:?}"
+    );
+}
+
+async fn a_forged_or_removed_marker_is_caught(b: Backend) {
+    let (dir, store) = keyed(b, 3).await;
+    // Moving the keyed start past every row would let keyless rows pass: the marker is signed.
+    dir.raw("UPDATE audit_keying SET keyed_after_seq = 3");
+    let report = verify(&store, None).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("keying marker")),
+        "{report:?}"
+    );
+    dir.raw("UPDATE audit_keying SET keyed_after_seq = 0, receipts_checked_after_seq = 99");
+    let report = verify(&store, None).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("keying marker")),
+        "{report:?}"
+    );
+    // Removed, with every row rehashed the keyless way: the witness still names the store.
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("witness.log");
+    let keying = store.keying().unwrap().clone();
+    let (seq, head) = store.audit_head().await.unwrap().unwrap();
+    Witness::at(&path)
+        .append(&key(), &keying.store_id, seq, &head, aether_store::now_us())
+        .unwrap();
+    dir.raw("DELETE FROM audit_keying");
+    let all = rows(&store).await;
+    rehash(&dir, &all, 1);
+    let report = verify(&store, Some(&path)).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("no keying marker")),
+        "{report:?}"
+    );
+    // And an edited witness line is not taken for a checkpoint.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("\"seq\":3", "\"seq\":2")).unwrap();
+    dir.raw(&format!(
+        "INSERT INTO audit_keying (id, key_id, store_id, keyed_after_seq, keyed_after_hash,
+             receipts_checked_after_seq, at_us, mac)
+         VALUES (1, '{}', '{}', 0, '{}', 0, {}, '{}')",
+        keying.key_id, keying.store_id, keying.keyed_after_hash, keying.at_us, keying.mac
+    ));
+    let report = verify(&store, Some(&path)).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("not signed")),
+        "{report:?}"
+    );
+}
+
+async fn a_store_keyed_under_one_key_refuses_another_and_keyless_writers(b: Backend) {
+    let (dir, store) = keyed(b, 1).await;
+    drop(store);
+    let other = AuditKey::from_bytes(&[9u8; 32]);
+    let err = Store::open(&dir.url(), Access::Write(Some(other))).unwrap_err();
+    assert!(err.to_string().contains("another vault key"), "{err}");
+    let keyless = dir.open();
+    let err = keyless.audit(event("x", "ok")).await.unwrap_err();
+    assert!(err.to_string().contains("keyed"), "{err}");
+    let err = keyless.verify_audit(None).await.unwrap_err();
+    assert!(err.to_string().contains("needs the vault key"), "{err}");
+}
+
+async fn a_crashed_writers_calls_are_interrupted_not_missing(b: Backend) {
+    let (dir, store) = keyed(b, 2).await;
+    store.admit(receipt("running")).await.unwrap();
+    let report = verify(&store, None).await;
+    assert_eq!((report.in_flight, report.interrupted), (1, 0), "{report:?}");
+    assert!(report.is_intact());
+    // Its process gone without stopping (on this host: another process's start time).
+    dir.raw("UPDATE writers SET proc_start = -1");
+    let report = verify(&store, None).await;
+    assert_eq!((report.in_flight, report.interrupted), (0, 1), "{report:?}");
+    assert!(report.is_intact(), "a crash is not tampering: {report:?}");
+    let (unfinished, writers) = store.unfinished().await.unwrap();
+    assert_eq!(unfinished.len(), 1);
+    assert_eq!(unfinished[0].receipt.call_id, "running");
+    let mut row = event("running", "interrupted");
+    row.step = None;
+    assert_eq!(
+        store.record_interrupted(vec![row], writers).await.unwrap(),
+        1
+    );
+    let report = verify(&store, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!((report.in_flight, report.interrupted), (0, 0));
+    // Reaped: the next start finds nothing.
+    assert!(store.unfinished().await.unwrap().0.is_empty());
+    // A writer that stopped cleanly audited all its calls: a row missing then is removed.
+    store.admit(receipt("later")).await.unwrap();
+    let mut later = event("later", "ok");
+    later.step = None;
+    store.audit(later).await.unwrap();
+    store.writer_stopped().await.unwrap();
+    dir.raw("DELETE FROM audit WHERE call_id = 'later'");
+    let report = verify(&store, None).await;
+    assert_eq!(report.unaudited, ["later"], "{report:?}");
+}
+
+async fn a_single_record_meets_a_committed_halt(b: Backend) {
+    let (dir, store) = keyed(b, 0).await;
+    let mut read = event("r1", "ok");
+    read.step = None;
+    read.single = true;
+    read.result = "the file's text".into();
+    let (_, halt) = store.audit_call(read.clone()).await.unwrap();
+    assert!(halt.is_none());
+    let other = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    other.set_halt(true, "ops", "drill", None).await.unwrap();
+    read.call_id = "r2".into();
+    let (_, halt) = store.audit_call(read).await.unwrap();
+    assert_eq!(halt.unwrap().why.as_deref(), Some("drill"));
+    let row = rows(&store).await.pop().unwrap();
+    assert_eq!(row.event.call_id, "r2");
+    assert_eq!(
+        (
+            row.event.outcome.as_str(),
+            row.event.step.as_deref(),
+            row.event.result.as_str()
+        ),
+        ("refused", Some("halt"), "")
+    );
+    // Single records need no receipt; the flag is covered by the keyed hash.
+    let report = verify(&store, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    dir.raw("UPDATE audit SET single = 0 WHERE call_id = 'r1'");
+    assert!(!verify(&store, None).await.is_intact());
+    assert!(matches!(
+        store.admit(receipt("c9")).await.unwrap(),
+        ReceiptOutcome::Halted(_)
+    ));
+}
+
+both!(
+    an_edited_row_rehashed_without_the_key_is_caught,
+    a_deleted_row_renumbered_and_rehashed_is_caught,
+    an_inserted_row_is_caught,
+    reordered_rows_are_caught,
+    the_witness_catches_a_cut_tail_and_wiped_tables,
+    a_forged_or_removed_marker_is_caught,
+    a_store_keyed_under_one_key_refuses_another_and_keyless_writers,
+    a_crashed_writers_calls_are_interrupted_not_missing,
+    a_single_record_meets_a_committed_halt,
+);
+
+/// `verify` takes no lock and writes nothing: it runs while another process holds the
+/// writers' lock, and on a copy of the store whose folder it cannot write.
+#[tokio::test]
+async fn verify_reads_a_store_it_cannot_write() {
+    let (dir, store) = keyed(Backend::Sqlite, 3).await;
+    let Db::Sqlite(folder) = &dir else {
+        unreachable!()
+    };
+    let db = folder.path().join(".aether/aether.db");
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let readonly = Store::open(&dir.url(), Access::ReadOnly).unwrap();
+    let report = verify(&readonly, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert!(readonly.audit(event("x", "ok")).await.is_err());
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(store);
+    // A copy made with SQLite's backup, in a folder made read-only.
+    let copy = tempfile::tempdir().unwrap();
+    let copied = copy.path().join("copy.db");
+    holder
+        .execute_batch(&format!("VACUUM INTO '{}'", copied.display()))
+        .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&copied, std::fs::Permissions::from_mode(0o400)).unwrap();
+    std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o500)).unwrap();
+    let url = format!("sqlite://{}", copied.display());
+    let readonly = Store::open(&url, Access::ReadOnly).unwrap();
+    let report = verify(&readonly, None).await;
+    std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows, 3);
+}

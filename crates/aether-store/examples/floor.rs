@@ -16,6 +16,11 @@
 //! to a temporary file and fsyncs it, renames it over the file and fsyncs the folder. No MCP,
 //! no edit algorithm, no diff, no checks: the least a journalled, receipted edit costs here.
 //!
+//! `single` commits only the audit row, marked as the call's only record: a side-effect-free
+//! call's one durable write (the issue-25 ledger).
+//!
+//! The store is keyed as Aether keys it (rows HMAC'd under an audit key).
+//!
 //! `floor DIR ROUNDS fsyncs` instead times one fsync, two in turn and two at once (whether
 //! the storage overlaps them; see [`two_fsyncs`]).
 //!
@@ -51,6 +56,7 @@ async fn one_call(
     n: u64,
     alone: bool,
     edits: Option<&std::sync::mpsc::Sender<Queued>>,
+    single: bool,
 ) {
     let call_id = format!("floor-{}-{n:012}", std::process::id());
     let at_us = n as i64;
@@ -65,12 +71,14 @@ async fn one_call(
         arguments: format!("sha256:{}", "a".repeat(64)),
         decision: "allowed".into(),
     };
-    let admitted = if alone {
-        store.admit_alone(receipt).await
-    } else {
-        store.admit(receipt).await
-    };
-    admitted.expect("receipt");
+    if !single {
+        let admitted = if alone {
+            store.admit_alone(receipt).await
+        } else {
+            store.admit(receipt).await
+        };
+        admitted.expect("receipt");
+    }
     if let Some(edits) = edits {
         let (done, edited) = tokio::sync::oneshot::channel();
         edits.send((call_id.clone(), n, done)).expect("the batcher");
@@ -96,7 +104,7 @@ async fn one_call(
         arguments: r#"{"root":"ws","path":"fixed/file_4k.txt"}"#.into(),
         result: "x".repeat(512),
         duration_us: 100,
-        single: false,
+        single,
     };
     let audited = if alone {
         store.audit_alone(event).await
@@ -235,13 +243,17 @@ fn main() {
             return;
         }
         [dir, c, n] => (dir, c, n, ""),
-        [dir, c, n, mode] if mode == "bare" || mode == "edit" => (dir, c, n, mode.as_str()),
+        [dir, c, n, mode] if ["bare", "edit", "single"].contains(&mode.as_str()) => {
+            (dir, c, n, mode.as_str())
+        }
         _ => {
-            eprintln!("usage: floor DIR CONCURRENCY CALLS [bare|edit]  |  floor DIR ROUNDS fsyncs");
+            eprintln!(
+                "usage: floor DIR CONCURRENCY CALLS [bare|edit|single]  |  floor DIR ROUNDS fsyncs"
+            );
             std::process::exit(2);
         }
     };
-    let (bare, edit) = (mode == "bare", mode == "edit");
+    let (bare, edit, single) = (mode == "bare", mode == "edit", mode == "single");
     let concurrency: u64 = concurrency.parse().expect("CONCURRENCY is a number");
     let edit_dir = std::path::Path::new(dir).join("edit");
     if edit {
@@ -261,7 +273,9 @@ fn main() {
             })
             .expect("drop the search indexes");
     }
-    let store = Store::open_sqlite(&path).expect("store");
+    let key = aether_store::AuditKey::from_bytes(&[1; 32]);
+    let store =
+        Store::open_sqlite_with(&path, aether_store::Access::Write(Some(key))).expect("store");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -271,7 +285,14 @@ fn main() {
     let (wall, cpu, mut times) = runtime.block_on(async {
         // Warm up: the statements prepared, the file grown.
         for n in 0..200 {
-            one_call(&store, u64::MAX / 2 + n, concurrency == 1, edits.as_ref()).await;
+            one_call(
+                &store,
+                u64::MAX / 2 + n,
+                concurrency == 1,
+                edits.as_ref(),
+                single,
+            )
+            .await;
         }
         let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (cpu0, start) = (cpu_us(), Instant::now());
@@ -287,7 +308,7 @@ fn main() {
                         return times;
                     }
                     let t = Instant::now();
-                    one_call(&store, n, concurrency == 1, edits.as_ref()).await;
+                    one_call(&store, n, concurrency == 1, edits.as_ref(), single).await;
                     times.push(t.elapsed().as_micros() as u64);
                 }
             });
@@ -307,6 +328,7 @@ fn main() {
             "conc": concurrency,
             "bare": bare,
             "edit": edit,
+            "single": single,
             "calls_per_s": (calls as f64 / wall.as_secs_f64()).round(),
             "p50_us": pick(0.5),
             "p99_us": pick(0.99),

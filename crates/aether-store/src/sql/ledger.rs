@@ -157,7 +157,7 @@ fn gone_writers(conn: &mut dyn Sql, reaped_too: bool) -> DbResult<Vec<(String, F
         true => "SELECT id, host, pid, proc_start, heartbeat_us, stopped_us FROM writers",
         false => {
             "SELECT id, host, pid, proc_start, heartbeat_us, stopped_us FROM writers
-             WHERE reaped_us IS NULL"
+             WHERE reaped_us IS NULL AND stopped_us IS NULL"
         }
     };
     conn.each(sql, &[], &mut |r| {

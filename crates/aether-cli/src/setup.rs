@@ -190,10 +190,33 @@ impl Books {
     /// Records what a crash left unfinished as `interrupted` (before anything is served),
     /// then keeps the heartbeat and the witness.
     pub async fn open(loaded: &Loaded, url: &str, pipeline: &Pipeline) -> Result<Books> {
-        pipeline
-            .recover_interrupted()
+        let redo: aether_pipeline::Redo = Arc::new(|roots, entries, image| {
+            use aether_tools::workspace::Redo;
+            aether_tools::workspace::redo(roots, entries, image)
+                .into_iter()
+                .map(|(file, found)| {
+                    let what = match found {
+                        Redo::Held => "held".to_string(),
+                        Redo::Written => "written".to_string(),
+                        Redo::ChangedSince => {
+                            "changed by someone else since its journalled write; left alone".into()
+                        }
+                        Redo::Failed(why) => why,
+                    };
+                    (file, what)
+                })
+                .collect()
+        });
+        let recovered = pipeline
+            .recover_interrupted(Some(redo))
             .await
-            .context("cannot record the calls an earlier crash interrupted")?;
+            .context("cannot put right what an earlier crash left")?;
+        for file in &recovered.rewritten {
+            tell!("aether: {file} had lost its last journalled write in a crash; written again");
+        }
+        for problem in &recovered.problems {
+            tell!("aether: after a crash: {problem}");
+        }
         let witness =
             audit_key(loaded, false)
                 .ok()
@@ -202,7 +225,7 @@ impl Books {
                     path: witness_file(loaded, url),
                     key,
                 });
-        let books = aether_pipeline::Books::new(pipeline.store().clone(), witness);
+        let books = aether_pipeline::Books::new(pipeline, witness);
         let stop = tokio_util::sync::CancellationToken::new();
         books.run(stop.clone());
         Ok(Books { books, stop })

@@ -105,6 +105,8 @@ pub(crate) struct Call<'a> {
     pub decision: String,
     /// The idempotency key this call claimed (settled with its result when it ends).
     pub claimed: Option<String>,
+    /// The receipt, when it rides the tool's first journal commit (step 11).
+    pub riding: Option<Arc<aether_policy::journal::PendingReceipt>>,
     draft: Option<audit::Draft>,
     store: aether_store::Store,
     started: Instant,
@@ -240,6 +242,7 @@ impl Pipeline {
             allowed_by_rule: false,
             decision: "admitted".into(),
             claimed: None,
+            riding: None,
             draft: Some(audit::Draft::new(&call_id, ctx, tool_name)),
             store: self.store.clone(),
             started: Instant::now(),

@@ -6,9 +6,11 @@
 //! it. If the row cannot be written, a call that ran is not reported as a success: the caller
 //! is told the audit failed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aether_policy::decision::Step;
+use aether_policy::journal::{PendingReceipt, Riding};
 use aether_policy::{Digest, Tier, ToolDef, canonical_json, sha256};
 use aether_store::{AuditEvent, Location, Store};
 use aether_tools_core::{Content, ToolError};
@@ -34,6 +36,9 @@ pub(crate) struct Draft {
     /// The operator's rule that matched an admitted call, and who approved it.
     matched_rule: Option<String>,
     approval: Option<String>,
+    /// The receipt riding the call's first journal commit, if it does (see
+    /// [`PendingReceipt`]): where it got to says whether the call was admitted.
+    riding: Option<Arc<PendingReceipt>>,
 }
 
 impl Draft {
@@ -68,7 +73,35 @@ impl Draft {
             admitted: false,
             matched_rule: None,
             approval: None,
+            riding: None,
         }
+    }
+
+    /// The receipt rides the call's first journal commit.
+    pub fn riding(&mut self, receipt: Arc<PendingReceipt>) {
+        self.riding = Some(receipt);
+    }
+
+    /// Where the riding receipt got to, once the tool is done: committed (admitted), never
+    /// boarded (the call changed nothing: its row is its only record), or halted (nothing was
+    /// written; the outcome becomes the halt's refusal).
+    async fn settle_riding(&mut self, store: &Store, outcome: CallOutcome) -> CallOutcome {
+        let Some(riding) = self.riding.take() else {
+            return outcome;
+        };
+        match riding.state() {
+            Riding::Committed => self.admitted(),
+            Riding::Waiting(_) => self.admitted_single(),
+            // Its write was dropped midway (the call was cancelled): the store says.
+            Riding::InFlight(r) => match store.receipt(&r.call_id).await {
+                Ok(Some(_)) => self.admitted(),
+                _ => self.admitted_single(),
+            },
+            Riding::Halted(why) => {
+                return CallOutcome::Refused(crate::admission::halted(Some(&why)));
+            }
+        }
+        outcome
     }
 
     pub fn call_id(&self) -> &str {
@@ -147,6 +180,7 @@ impl Draft {
         elapsed: Duration,
         alone: bool,
     ) -> CallOutcome {
+        let outcome = self.settle_riding(store, outcome).await;
         let e = &mut self.event;
         e.duration_us = elapsed.as_micros() as i64;
         match &outcome {

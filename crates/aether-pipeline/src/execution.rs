@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use aether_policy::journal::PendingReceipt;
 use aether_store::{AdmissionReceipt, ReceiptOutcome};
 use aether_tools_core::{CallContext, Content, DestinationCheck, PathCheck, ToolError, ToolOutput};
 use futures::FutureExt;
@@ -27,6 +28,14 @@ impl Pipeline {
             return Ok(());
         }
         let receipt = receipt_of(call, entry);
+        // A tool whose only effects are file changes it journals first: the receipt rides its
+        // first journal commit (one flush for both), and nothing it does is seen before then.
+        if !entry.external && entry.tool.journals_every_effect() {
+            let riding = Arc::new(PendingReceipt::new(receipt));
+            call.riding = Some(riding.clone());
+            call.draft_mut().riding(riding);
+            return Ok(());
+        }
         let admitted = if self.alone().await {
             self.store.admit_alone(receipt).await
         } else {
@@ -128,6 +137,7 @@ impl Pipeline {
             ledger: self.ledger.clone(),
             destinations,
             paths,
+            receipt: call.riding.clone(),
         }
     }
 

@@ -128,6 +128,7 @@ impl Ledger for StoreLedger {
 /// is the store's own.
 fn ledger_error(e: StoreError) -> LedgerError {
     match e {
+        StoreError::Halted(state) => LedgerError::Halted(state.why.clone().unwrap_or_default()),
         StoreError::DocumentExists { .. } => LedgerError::AlreadyExists(e.to_string()),
         StoreError::DocumentChanged { .. } => LedgerError::Conflict(e.to_string()),
         e => LedgerError::Unavailable(e.to_string()),

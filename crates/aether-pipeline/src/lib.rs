@@ -75,7 +75,7 @@ pub use catalog::{Catalog, CatalogError, Entry};
 pub use ledger::StoreLedger;
 pub use limits::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URL_BYTES};
 pub use reads::{ReadError, ReadKind};
-pub use recovery::{Books, WitnessSpec};
+pub use recovery::{Books, Recovered, Redo, WitnessSpec};
 pub use rules::Rules;
 pub use session::{SessionContext, Transport};
 pub use tokens::{Principal, TokenIndex};

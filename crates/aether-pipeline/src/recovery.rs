@@ -24,13 +24,79 @@ use crate::{Pipeline, PipelineError};
 /// reported as not checked.
 const CHECK_BYTES: u64 = 64 << 20;
 
+/// Writes again the journalled contents a crash lost (`aether_tools::workspace::redo`, handed
+/// in by whoever builds the pipeline): the roots, the journal entries to look at (oldest
+/// first) and the images by hash; returns what it found per file (`root:path`, what).
+pub type Redo = Arc<
+    dyn Fn(
+            &aether_tools_core::Roots,
+            &[JournalEntry],
+            &dyn Fn(&str) -> Option<Vec<u8>>,
+        ) -> Vec<(String, String)>
+        + Send
+        + Sync,
+>;
+
+/// What a start put right.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Calls recorded as interrupted.
+    pub interrupted: usize,
+    /// Files whose lost content was written again (`root:path`).
+    pub rewritten: Vec<String>,
+    /// Files that could not be put right, and why.
+    pub problems: Vec<String>,
+}
+
 impl Pipeline {
-    /// Records every call a gone process admitted and never audited as `interrupted`;
-    /// returns how many. Run at start, before serving.
-    pub async fn recover_interrupted(&self) -> Result<usize, PipelineError> {
+    /// Puts right what crashed processes left, before serving: every journalled write of
+    /// theirs whose file lost it is written again (with `redo`), then every call they
+    /// admitted and never audited is recorded as `interrupted`.
+    pub async fn recover_interrupted(
+        &self,
+        redo: Option<Redo>,
+    ) -> Result<Recovered, PipelineError> {
         let (unfinished, writers) = self.store.unfinished().await?;
+        let mut recovered = Recovered::default();
         if unfinished.is_empty() && writers.is_empty() {
-            return Ok(0);
+            return Ok(recovered);
+        }
+        if let Some(redo) = redo {
+            let entries = self.store.journal_to_redo(writers.clone()).await?;
+            let mut images = std::collections::HashMap::new();
+            for e in entries.iter().rev() {
+                if let Some(after) = &e.after_hash
+                    && !images.contains_key(after)
+                    && let Some(bytes) = self.store.journal_blob(after).await?
+                {
+                    images.insert(after.clone(), bytes);
+                }
+            }
+            let roots = self.roots.clone();
+            // A redo that fails outright stops the start: the crashed writers stay unreaped, so
+            // the next start looks at their writes again.
+            let found = tokio::task::spawn_blocking(move || {
+                redo(&roots, &entries, &|hash: &str| images.get(hash).cloned())
+            })
+            .await
+            .map_err(|e| {
+                PipelineError::Store(aether_store::StoreError::Invalid(format!(
+                    "writing again what a crash lost failed: {e}"
+                )))
+            })?;
+            for (file, what) in found {
+                match what.as_str() {
+                    "held" => {}
+                    "written" => recovered.rewritten.push(file),
+                    _ => recovered.problems.push(format!("{file}: {what}")),
+                }
+            }
+            if !recovered.rewritten.is_empty() {
+                tracing::warn!(files = ?recovered.rewritten, "journalled writes a crash lost were written again");
+            }
+            for p in &recovered.problems {
+                tracing::warn!(problem = %p, "a journalled write could not be checked or redone");
+            }
         }
         let roots = self.roots.clone();
         let events = tokio::task::spawn_blocking(move || {
@@ -48,7 +114,8 @@ impl Pipeline {
                 "calls interrupted by an earlier crash are recorded in the audit as interrupted"
             );
         }
-        Ok(written)
+        recovered.interrupted = written;
+        Ok(recovered)
     }
 }
 
@@ -135,13 +202,15 @@ pub struct WitnessSpec {
 #[derive(Clone)]
 pub struct Books {
     store: Store,
+    roots: Arc<aether_tools_core::Roots>,
     witness: Option<(Arc<Witness>, AuditKey, String)>,
     last: Arc<std::sync::Mutex<Option<i64>>>,
 }
 
 impl Books {
-    /// Books for `store`; the witness only for a keyed store.
-    pub fn new(store: Store, witness: Option<WitnessSpec>) -> Books {
+    /// Books for `pipeline`'s store; the witness only for a keyed store.
+    pub fn new(pipeline: &Pipeline, witness: Option<WitnessSpec>) -> Books {
+        let store = pipeline.store.clone();
         let witness = match (witness, store.keying()) {
             (Some(spec), Some(keying)) => Some((
                 Arc::new(Witness::at(&spec.path)),
@@ -152,6 +221,7 @@ impl Books {
         };
         Books {
             store,
+            roots: pipeline.roots.clone(),
             witness,
             last: Arc::default(),
         }
@@ -214,6 +284,23 @@ impl Books {
     pub async fn close(&self, all_ended: bool) {
         self.checkpoint().await;
         if !all_ended {
+            return;
+        }
+        // Writes are made durable by the journal, not by fsyncs of their own: before this
+        // process says it stopped cleanly (its writes are then never looked at again), the
+        // roots' file systems are flushed.
+        let roots = self.roots.clone();
+        let synced = tokio::task::spawn_blocking(move || {
+            roots.iter().try_for_each(|r| {
+                std::fs::File::open(&r.path)
+                    .and_then(|f| rustix::fs::syncfs(&f).map_err(Into::into))
+            })
+        })
+        .await;
+        if !matches!(synced, Ok(Ok(()))) {
+            tracing::warn!(
+                "cannot flush the roots' file systems; this process is not marked stopped, so the next start checks its writes"
+            );
             return;
         }
         if let Err(e) = self.store.writer_stopped().await {

@@ -212,6 +212,7 @@ fn edit_batcher(store: Arc<Store>, dir: std::path::PathBuf) -> std::sync::mpsc::
                 entries,
                 blobs,
                 reverts: Vec::new(),
+                receipts: Vec::new(),
             };
             runtime
                 .block_on(store.journal_alone(write))

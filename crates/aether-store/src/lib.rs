@@ -21,9 +21,9 @@ use std::path::Path;
 use serde::Serialize;
 
 pub use aether_vocab::journal::{
-    CommandEnd, CommandQuery, CommandRecord, CommandStart, Document, JournalEntry, JournalOp,
-    JournalQuery, JournalWrite, KnowledgeDoc, KnowledgeHit, Message, SealPin, SealRecord,
-    content_hash,
+    AdmissionReceipt, CommandEnd, CommandQuery, CommandRecord, CommandStart, Document,
+    JournalEntry, JournalOp, JournalQuery, JournalWrite, KnowledgeDoc, KnowledgeHit, Message,
+    SealPin, SealRecord, content_hash,
 };
 pub use chain::{
     ChainBreak, ChainReport, Checkpoint, GENESIS, Keying, SETTLE_US, entry_hash as keyless_hash,
@@ -38,22 +38,6 @@ pub use sql::Location;
 pub use sql::ledger::{HEARTBEAT, Unfinished};
 pub use vault::{AuditKey, Vault, valid_secret_name};
 pub use witness::{Witness, WitnessLine};
-
-/// An admission receipt: written, durably, before the admitted call runs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct AdmissionReceipt {
-    pub call_id: String,
-    pub at_us: i64,
-    pub session: String,
-    pub transport: String,
-    pub agent: String,
-    pub tool: String,
-    /// Digest of the tool definition that was admitted.
-    pub definition: String,
-    /// Digest of the arguments as admitted.
-    pub arguments: String,
-    pub decision: String,
-}
 
 /// What became of a receipt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -342,6 +326,9 @@ pub enum StoreError {
     WriterGone,
     #[error("store write failed: {0}")]
     Write(String),
+    /// A write carrying a call's receipt met a halt: nothing was written.
+    #[error("Aether is halted by an operator{}; nothing was written", .0.why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    Halted(HaltState),
     #[error("store: {0}")]
     Invalid(String),
     /// A new document's name is taken (a document is written as version 1 only once).
@@ -646,6 +633,12 @@ impl Store {
         writers: Vec<String>,
     ) -> Result<usize> {
         self.0.record_interrupted(events, writers).await
+    }
+
+    /// The journal writes of calls crashed `writers` admitted shortly before they stopped
+    /// (see `aether_tools::workspace::redo`), oldest first.
+    pub async fn journal_to_redo(&self, writers: Vec<String>) -> Result<Vec<JournalEntry>> {
+        self.0.journal_to_redo(writers).await
     }
 
     /// The audit's newest row (sequence number and hash).

@@ -26,6 +26,9 @@ pub enum LedgerError {
     /// The request is not allowed as made (a message to an agent outside the sender's team).
     #[error("{0}")]
     Refused(String),
+    /// A write carrying its call's receipt met a halt: nothing was written (the reason).
+    #[error("Aether is halted by an operator ({0}); nothing was written")]
+    Halted(String),
 }
 
 impl LedgerError {

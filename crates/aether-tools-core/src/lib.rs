@@ -287,6 +287,10 @@ pub struct CallContext {
     pub destinations: Arc<dyn DestinationCheck>,
     /// The operator's path rules on what each open really lands on ([`PathCheck`]).
     pub paths: Arc<dyn PathCheck>,
+    /// The call's receipt, when it rides the call's first journal commit (a tool whose only
+    /// effects are file changes it journals first); `None` when the receipt was written
+    /// before the tool ran.
+    pub receipt: Option<Arc<aether_policy::journal::PendingReceipt>>,
 }
 
 #[async_trait]
@@ -303,6 +307,12 @@ pub trait Tool: Send + Sync + 'static {
     /// receipt, on arguments that passed the schema.
     fn needs_person(&self, _args: &Value) -> Option<String> {
         None
+    }
+    /// Whether the tool's only effects are file changes it journals before making them, so
+    /// that its call's receipt may ride its first journal commit ([`CallContext::receipt`])
+    /// instead of taking a commit of its own before the tool runs.
+    fn journals_every_effect(&self) -> bool {
+        false
     }
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError>;
 }

@@ -78,6 +78,86 @@ pub struct JournalWrite {
     /// `(content hash, bytes)`; an image already stored is not stored again.
     pub blobs: Vec<(String, Vec<u8>)>,
     pub reverts: Vec<i64>,
+    /// The admission receipts of the calls whose first durable write this is (see
+    /// [`PendingReceipt`]): committed in the same transaction, after the same halt check.
+    pub receipts: Vec<AdmissionReceipt>,
+}
+
+/// An admission receipt: written, durably, before the admitted call can change anything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AdmissionReceipt {
+    pub call_id: String,
+    pub at_us: i64,
+    pub session: String,
+    pub transport: String,
+    pub agent: String,
+    pub tool: String,
+    /// Digest of the tool definition that was admitted.
+    pub definition: String,
+    /// Digest of the arguments as admitted.
+    pub arguments: String,
+    pub decision: String,
+}
+
+/// The receipt of a call whose only effects are file changes it journals before making them
+/// (`write_file`, `edit_file`): it rides the call's first journal commit instead of a commit
+/// of its own, so a receipt and the journal entry holding the old and new content take one
+/// flush. Nothing the call does can be seen before that commit, which is what the receipt
+/// protects; a call that never journals anything changed nothing, and its audit row is its
+/// only record.
+#[derive(Debug)]
+pub struct PendingReceipt(std::sync::Mutex<Riding>);
+
+/// Where a pending receipt is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Riding {
+    /// Not yet written: the call has journalled nothing.
+    Waiting(AdmissionReceipt),
+    /// Handed to a journal write not yet committed.
+    InFlight(AdmissionReceipt),
+    /// Committed with the call's first journal write.
+    Committed,
+    /// The write it rode met a halt: nothing was written.
+    Halted(String),
+}
+
+impl PendingReceipt {
+    pub fn new(receipt: AdmissionReceipt) -> PendingReceipt {
+        PendingReceipt(std::sync::Mutex::new(Riding::Waiting(receipt)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Riding> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The receipt, for the journal write about to be committed, if it is still waiting.
+    pub fn board(&self) -> Option<AdmissionReceipt> {
+        let mut state = self.lock();
+        match &*state {
+            Riding::Waiting(r) => {
+                let r = r.clone();
+                *state = Riding::InFlight(r.clone());
+                Some(r)
+            }
+            _ => None,
+        }
+    }
+
+    /// How the write it boarded ended: committed, halted (`Some(why)` in `Err`), or failed
+    /// (`Err(None)`: it waits for the call's next write).
+    pub fn landed(&self, outcome: Result<(), Option<String>>) {
+        let mut state = self.lock();
+        let Riding::InFlight(r) = &*state else { return };
+        *state = match outcome {
+            Ok(()) => Riding::Committed,
+            Err(Some(why)) => Riding::Halted(why),
+            Err(None) => Riding::Waiting(r.clone()),
+        };
+    }
+
+    pub fn state(&self) -> Riding {
+        self.lock().clone()
+    }
 }
 
 /// Which journal entries to read (newest first).

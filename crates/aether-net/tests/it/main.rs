@@ -173,6 +173,7 @@ fn cx(agent: AgentProfile) -> CallContext {
         ledger: Arc::new(aether_tools_core::NoLedger),
         destinations: Arc::new(aether_tools_core::AnyDestination),
         paths: Arc::new(aether_tools_core::AnyPath),
+        receipt: None,
     }
 }
 

@@ -2240,3 +2240,80 @@ async fn list_files_never_leaves_the_root_nor_shows_what_it_guards() {
     );
     w.h.check().await;
 }
+
+/// The journal as a redo log: a write's receipt rides its journal commit, which holds the new
+/// content as well as the old; a write or edit that changes nothing has no receipt, its row
+/// being its only record.
+#[tokio::test]
+async fn a_writes_receipt_rides_its_journal_commit_and_a_no_op_is_one_record() {
+    let w = World::new().await;
+    let store = w.h.store.clone();
+    let row = |call: String| {
+        let store = store.clone();
+        async move {
+            store
+                .audit_query(aether_store::AuditQuery {
+                    call_id: Some(call),
+                    limit: 5,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .pop()
+                .unwrap()
+        }
+    };
+    let (wrote, _) = w
+        .ok("write_file", json!({"path": "r.txt", "content": "one\n"}))
+        .await;
+    assert!(store.receipt(&wrote.call_id).await.unwrap().is_some());
+    assert!(!row(wrote.call_id.clone()).await.event.single);
+    assert_eq!(
+        store
+            .journal_blob(&content_hash(b"one\n"))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"one\n"[..]),
+        "the journal holds the new content"
+    );
+    let (same, _) = w
+        .ok("write_file", json!({"path": "r.txt", "content": "one\n"}))
+        .await;
+    assert!(store.receipt(&same.call_id).await.unwrap().is_none());
+    assert!(row(same.call_id.clone()).await.event.single);
+    let (edited, _) = w
+        .ok(
+            "edit_file",
+            json!({"path": "r.txt", "search": "one", "replace": "two"}),
+        )
+        .await;
+    assert_eq!(w.read("ws/r.txt"), "two\n");
+    assert!(store.receipt(&edited.call_id).await.unwrap().is_some());
+    assert_eq!(
+        store
+            .journal_blob(&content_hash(b"two\n"))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"two\n"[..])
+    );
+    let missed = w
+        .call(
+            "edit_file",
+            json!({"path": "r.txt", "search": "absent", "replace": "x"}),
+        )
+        .await;
+    assert!(store.receipt(&missed.call_id).await.unwrap().is_none());
+    let missed_row = row(missed.call_id.clone()).await;
+    assert!(missed_row.event.single && missed_row.event.step.is_none());
+    // A write into a folder that is not there yet commits its receipt before making it.
+    let (deep, _) = w
+        .ok(
+            "write_file",
+            json!({"path": "new/dir/f.txt", "content": "x\n"}),
+        )
+        .await;
+    assert!(store.receipt(&deep.call_id).await.unwrap().is_some());
+    w.h.check().await;
+}

@@ -71,6 +71,28 @@ pub(super) fn of_call(conn: &mut dyn Sql, call_id: &str) -> DbResult<Vec<Journal
     )
 }
 
+/// The entries of calls writer `writer` admitted, journalled at or after `since_us`, oldest
+/// first.
+pub(super) fn of_writer(
+    conn: &mut dyn Sql,
+    writer: &str,
+    since_us: i64,
+) -> DbResult<Vec<JournalEntry>> {
+    conn.query_map(
+        &format!(
+            "SELECT {} FROM journal j JOIN receipts r ON r.call_id = j.call_id
+             WHERE r.writer = ? AND j.at_us >= ? ORDER BY j.id",
+            ENTRY_COLUMNS
+                .split(", ")
+                .map(|c| format!("j.{}", c.trim()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        args![writer, since_us],
+        entry,
+    )
+}
+
 fn entry(r: &Row) -> DbResult<JournalEntry> {
     let op: String = r.get(6)?;
     Ok(JournalEntry {

@@ -20,6 +20,9 @@ use crate::{
 /// known gone at once when its process is, and alive while it is).
 pub const WRITER_LAPSE_US: i64 = 60 * 1_000_000;
 
+/// How far before a crashed writer's last heartbeat its journalled writes are looked at again.
+const REDO_MARGIN_US: i64 = 120 * 1_000_000;
+
 /// How often a serving process renews its heartbeat (and the witness's checkpoint).
 pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -437,6 +440,35 @@ impl SqlStore {
                 });
             }
             Ok((unfinished, gone))
+        })
+        .await
+    }
+
+    /// The journal writes of calls the crashed `writers` admitted from a little before each
+    /// one's last heartbeat on (a crash loses renames the kernel had not written out; it writes
+    /// them out within half a minute), oldest first: what the next start looks at again
+    /// (`aether_tools::workspace::redo`).
+    pub async fn journal_to_redo(&self, writers: Vec<String>) -> Result<Vec<JournalEntry>> {
+        self.read(move |conn| {
+            let context = "journal to redo";
+            let mut entries = Vec::new();
+            for w in &writers {
+                let since: Option<i64> = conn
+                    .query_row(
+                        "SELECT heartbeat_us FROM writers WHERE id = ?",
+                        args![w],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(StoreError::sql(context))?;
+                let Some(since) = since else { continue };
+                entries.extend(
+                    super::journal::of_writer(conn, w, since - REDO_MARGIN_US)
+                        .map_err(StoreError::sql(context))?,
+                );
+            }
+            entries.sort_by_key(|e| e.id);
+            Ok(entries)
         })
         .await
     }

@@ -433,7 +433,10 @@ impl SqlStore {
             false => None,
         };
         match here {
-            Some(written) => written.map(|mut b| b.journal_ids.remove(0)),
+            Some(written) => written.and_then(|mut b| match b.journal_ids.remove(0) {
+                Some(ids) => Ok(ids),
+                None => Err(StoreError::Halted(b.halt.unwrap_or_else(unknown_halt))),
+            }),
             None => self.journal(write).await,
         }
     }
@@ -985,7 +988,8 @@ struct Batch {
     /// For each audit row, whether it was a result withheld because of the halt.
     withheld: Vec<bool>,
     /// Each journal write's entry ids.
-    journal_ids: Vec<Vec<i64>>,
+    /// Each journal write's entry ids; `None` for one whose receipt met a halt (not written).
+    journal_ids: Vec<Option<Vec<i64>>>,
 }
 
 /// Writes one transaction: the halt check and `receipts` (unless halted), `journals`, then
@@ -1120,22 +1124,34 @@ fn write_batch(
     journals: &[&JournalWrite],
 ) -> DbResult<Batch> {
     let mut tx = conn.begin()?;
-    let mut journal_ids = Vec::with_capacity(journals.len());
-    for j in journals {
-        journal_ids.push(journal::write(&mut *tx, j)?);
-    }
     // A side-effect-free call is admitted by its only record: one that hands the caller a
-    // result meets the halt here, as a receipt does.
+    // result meets the halt here, as a receipt does; so does a journal write carrying its
+    // call's receipt.
     let answers = |e: &AuditEvent| e.single && (e.outcome == "ok" || e.outcome == "tool_error");
+    let riding = journals.iter().any(|j| !j.receipts.is_empty());
     let mut halt = None;
-    if !receipts.is_empty() || audits.iter().any(|e| answers(e)) {
+    if !receipts.is_empty() || riding || audits.iter().any(|e| answers(e)) {
         let state = query_halt(&mut *tx)?;
         if state.halted {
             halt = Some(state);
         }
     }
+    let mut journal_ids = Vec::with_capacity(journals.len());
+    let mut registered = false;
+    for j in journals {
+        if j.receipts.is_empty() {
+            journal_ids.push(Some(journal::write(&mut *tx, j)?));
+        } else if halt.is_none() {
+            insert_receipts(&mut *tx, ledger, &j.receipts.iter().collect::<Vec<_>>())?;
+            registered = true;
+            journal_ids.push(Some(journal::write(&mut *tx, j)?));
+        } else {
+            journal_ids.push(None);
+        }
+    }
     if !receipts.is_empty() && halt.is_none() {
         insert_receipts(&mut *tx, ledger, receipts)?;
+        registered = true;
     }
     let withheld: Vec<bool> = audits
         .iter()
@@ -1156,7 +1172,7 @@ fn write_batch(
         _ => append_audit(&mut *tx, ledger, audits)?,
     };
     tx.commit()?;
-    if !receipts.is_empty() && halt.is_none() {
+    if registered {
         ledger.registered();
     }
     Ok(Batch {
@@ -1182,6 +1198,17 @@ fn withheld_by_halt(e: &AuditEvent, halt: &HaltState) -> AuditEvent {
     ));
     e.result = String::new();
     e
+}
+
+/// A halt state for a write refused by a halt whose state was not kept (does not happen: a
+/// batch that refused a write kept the state it met).
+fn unknown_halt() -> HaltState {
+    HaltState {
+        halted: true,
+        by: None,
+        why: None,
+        at_us: None,
+    }
 }
 
 fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
@@ -1217,7 +1244,9 @@ fn commit_batch(
                 let _ = reply.send(Ok((seq, halt)));
             }
             for ((_, reply), ids) in journals.into_iter().zip(batch.journal_ids) {
-                let _ = reply.send(Ok(ids));
+                let _ = reply.send(ids.ok_or_else(|| {
+                    StoreError::Halted(batch.halt.clone().unwrap_or_else(unknown_halt))
+                }));
             }
         }
         Err(e) => {

@@ -354,3 +354,66 @@ async fn verify_reads_a_store_it_cannot_write() {
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.rows, 3);
 }
+
+/// A journal write carrying its call's receipt commits both in one transaction, and meets the
+/// halt there: halted, neither is written.
+async fn a_receipt_rides_its_journal_write_and_meets_the_halt(b: Backend) {
+    use aether_store::{JournalEntry, JournalOp, JournalWrite, content_hash};
+    let (dir, store) = keyed(b, 0).await;
+    let entry = |call: &str| JournalEntry {
+        id: 0,
+        at_us: aether_store::now_us(),
+        call_id: call.into(),
+        session: "s1".into(),
+        agent: "default".into(),
+        tool: "edit_file".into(),
+        op: JournalOp::Write,
+        root: "ws".into(),
+        path: "a.txt".into(),
+        dest: None,
+        before_hash: Some(content_hash(b"old")),
+        before_mode: Some(0o644),
+        after_hash: Some(content_hash(b"new")),
+        undoes: None,
+        reverted_by: None,
+    };
+    let write = |call: &str| JournalWrite {
+        entries: vec![entry(call)],
+        blobs: vec![
+            (content_hash(b"old"), b"old".to_vec()),
+            (content_hash(b"new"), b"new".to_vec()),
+        ],
+        reverts: Vec::new(),
+        receipts: vec![receipt(call)],
+    };
+    store.journal(write("e1")).await.unwrap();
+    assert!(store.receipt("e1").await.unwrap().is_some());
+    assert_eq!(
+        store
+            .journal_blob(&content_hash(b"new"))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"new"[..]),
+        "the new content is journalled (the redo log)"
+    );
+    let other = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    other.set_halt(true, "ops", "drill", None).await.unwrap();
+    let err = store.journal(write("e2")).await.unwrap_err();
+    assert!(matches!(err, aether_store::StoreError::Halted(_)), "{err}");
+    assert!(store.receipt("e2").await.unwrap().is_none());
+    let entries = store
+        .journal_entries(aether_store::JournalQuery {
+            call_id: Some("e2".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(entries.is_empty(), "nothing journalled while halted");
+    // The alone path (a caller committing on its own thread) meets it alike.
+    let err = store.journal_alone(write("e3")).await.unwrap_err();
+    assert!(matches!(err, aether_store::StoreError::Halted(_)), "{err}");
+}
+
+both!(a_receipt_rides_its_journal_write_and_meets_the_halt);

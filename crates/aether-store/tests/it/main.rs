@@ -417,6 +417,7 @@ async fn direct_and_grouped_journal_writes_read_back_alike(b: Backend) {
             }],
             blobs: vec![(content_hash(&before), before)],
             reverts: Vec::new(),
+            receipts: Vec::new(),
         }
     };
     let mut tasks = Vec::new();

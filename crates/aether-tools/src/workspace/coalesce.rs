@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use aether_policy::journal::{JournalEntry, JournalWrite, content_hash};
+use aether_policy::journal::{JournalEntry, JournalWrite, PendingReceipt, content_hash};
 use cap_std::fs::Dir;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +29,8 @@ pub(super) struct Change {
     pub entry: JournalEntry,
     pub cancel: CancellationToken,
     pub edit: EditFn,
+    /// The call's receipt, if it rides the journal write ([`PendingReceipt`]).
+    pub receipt: Option<Arc<PendingReceipt>>,
 }
 
 /// An edit: the new text from the file's current bytes (`None`: no file).
@@ -213,6 +215,7 @@ async fn run(batch: Vec<Pending>) {
         Before::File { bytes, hash, .. } => (Some(bytes), Some(hash)),
     };
     let mut entries = Vec::new();
+    let mut riders: Vec<Arc<PendingReceipt>> = Vec::new();
     let mut blobs: Vec<(String, Vec<u8>)> = Vec::new();
     let mut answers: Vec<(oneshot::Sender<_>, Result<Applied, ToolError>)> = Vec::new();
     let mut changed = Vec::new();
@@ -239,6 +242,7 @@ async fn run(batch: Vec<Pending>) {
             continue;
         }
         let after = content_hash(edited.text.as_bytes());
+        riders.extend(p.change.receipt.clone());
         let mut entry = p.change.entry;
         entry.before_hash = current_hash.clone();
         entry.before_mode = current_mode;
@@ -267,12 +271,20 @@ async fn run(batch: Vec<Pending>) {
             entries,
             blobs,
             reverts: Vec::new(),
+            receipts: Vec::new(),
         };
         let bytes = current.unwrap_or_default();
         // This task runs on the batcher's own thread (`batcher`).
-        let replaced =
-            write::record_and_replace(ledger.as_ref(), &t, write, bytes, mode, write::Runner::Own)
-                .await;
+        let replaced = write::record_and_replace(
+            ledger.as_ref(),
+            &t,
+            write,
+            bytes,
+            mode,
+            write::Runner::Own,
+            &riders.iter().collect::<Vec<_>>(),
+        )
+        .await;
         if let Err(e) = replaced {
             for i in changed {
                 answers[i].1 = Err(e.clone());

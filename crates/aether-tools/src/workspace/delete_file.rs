@@ -87,6 +87,7 @@ impl Tool for DeleteFile {
                 entries: vec![e],
                 blobs: vec![(hash, bytes)],
                 reverts: Vec::new(),
+                receipts: Vec::new(),
             },
         )
         .await?;

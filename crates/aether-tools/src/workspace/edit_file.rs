@@ -96,6 +96,12 @@ impl EditFile {
 
 #[async_trait]
 impl Tool for EditFile {
+    /// Its only effect is the file's new content, journalled (old and new) before the file
+    /// is replaced.
+    fn journals_every_effect(&self) -> bool {
+        true
+    }
+
     fn def(&self) -> &ToolDef {
         &self.def
     }
@@ -146,6 +152,7 @@ impl Tool for EditFile {
                     entry: write::entry(&cx, "edit_file", JournalOp::Write, &root.name, &rel),
                     cancel: cx.cancel.clone(),
                     edit: Box::new(run),
+                    receipt: cx.receipt.clone(),
                 };
                 let at = coalesce::Place::of(t, &cx.roots, &cx.ledger, max);
                 let applied = coalesce::apply(at, change).await?;
@@ -170,6 +177,7 @@ impl Tool for EditFile {
                 let written = !args.dry_run && current.as_deref() != Some(edited.text.as_str());
                 if written {
                     // Only a new file in a missing folder gets here: make the folders now.
+                    write::commit_receipt(&cx).await?;
                     let t = write::target(&cx, Some(&root.name), &rel, "edit", true)?;
                     let _created_guard = write::lock(&[&t.real]).await;
                     if !matches!(write::read_before(&t, max)?, Before::Absent) {

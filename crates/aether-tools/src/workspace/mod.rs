@@ -19,12 +19,14 @@ mod list_roots;
 mod move_file;
 mod read_file;
 mod read_multiple_files;
+mod redo;
 mod search_files;
 mod undo;
 mod walk;
 mod write;
 mod write_file;
 
+pub use redo::{Redo, redo};
 pub use undo::{UndoCall, undo_call};
 pub use write_file::WriteFile;
 

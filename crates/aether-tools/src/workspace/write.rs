@@ -13,7 +13,9 @@ use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use aether_policy::journal::{JournalEntry, JournalOp, content_hash};
+use std::sync::Arc;
+
+use aether_policy::journal::{JournalEntry, JournalOp, PendingReceipt, content_hash};
 use aether_policy::tool::groups;
 use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
@@ -282,13 +284,22 @@ pub(super) fn read_before(t: &Target<'_>, max: u64) -> Result<Before, ToolError>
 /// Replaces (or creates) the target with `bytes`: a temporary file beside it, fsynced, renamed
 /// over it, and the folder fsynced. `mode` keeps an existing file's permissions.
 pub(super) fn replace(t: &Target<'_>, bytes: &[u8], mode: Option<u32>) -> Result<(), ToolError> {
-    let tmp = write_temp(&t.dir, bytes, mode).map_err(|e| t.root.io_error(&t.rel, e))?;
-    install(&t.dir, &tmp, &t.name).map_err(|e| t.root.io_error(&t.rel, e))
+    let tmp =
+        write_temp(&t.dir, bytes, mode, Sync::Durable).map_err(|e| t.root.io_error(&t.rel, e))?;
+    install(&t.dir, &tmp, &t.name, Sync::Durable).map_err(|e| t.root.io_error(&t.rel, e))
 }
 
-/// Writes `bytes` to a new temporary file in `dir` with `mode` (0644 for a new file) and
-/// fsyncs it; returns its name. Nothing is left behind on failure.
-fn write_temp(dir: &Dir, bytes: &[u8], mode: Option<u32>) -> std::io::Result<String> {
+/// Whether a file step is made durable on its own (fsync), or by the journal that holds the
+/// new content (redone at start if a crash lost it: [`super::redo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sync {
+    Durable,
+    Journalled,
+}
+
+/// Writes `bytes` to a new temporary file in `dir` with `mode` (0644 for a new file), fsynced
+/// unless the journal holds them; returns its name. Nothing is left behind on failure.
+fn write_temp(dir: &Dir, bytes: &[u8], mode: Option<u32>, sync: Sync) -> std::io::Result<String> {
     let tmp = temp_name();
     let mut options = cap_std::fs::OpenOptions::new();
     options
@@ -302,7 +313,10 @@ fn write_temp(dir: &Dir, bytes: &[u8], mode: Option<u32>) -> std::io::Result<Str
         f.write_all(bytes)?;
         let perms = std::os::unix::fs::PermissionsExt::from_mode(mode.unwrap_or(0o644));
         file.set_permissions(perms)?;
-        file.sync_all()
+        match sync {
+            Sync::Durable => file.sync_all(),
+            Sync::Journalled => Ok(()),
+        }
     })();
     match written {
         Ok(()) => Ok(tmp),
@@ -313,14 +327,17 @@ fn write_temp(dir: &Dir, bytes: &[u8], mode: Option<u32>) -> std::io::Result<Str
     }
 }
 
-/// Renames the temporary file `tmp` over `name` in `dir` and fsyncs the folder. The temporary
-/// file is removed if the rename fails.
-fn install(dir: &Dir, tmp: &str, name: &str) -> std::io::Result<()> {
+/// Renames the temporary file `tmp` over `name` in `dir` and (unless the journal holds the
+/// content) fsyncs the folder. The temporary file is removed if the rename fails.
+fn install(dir: &Dir, tmp: &str, name: &str, sync: Sync) -> std::io::Result<()> {
     if let Err(e) = crate::roots::land_git_piece(dir, "", name, || dir.rename(tmp, dir, name)) {
         let _ = dir.remove_file(tmp);
         return Err(e);
     }
-    sync_dir(dir)
+    match sync {
+        Sync::Durable => sync_dir(dir),
+        Sync::Journalled => Ok(()),
+    }
 }
 
 /// Who runs a change's blocking work.
@@ -333,25 +350,53 @@ pub(super) enum Runner {
     Own,
 }
 
-/// Records `write` in the journal and replaces the target with `bytes`. The new content is
-/// written and fsynced to a temporary file while the journal commits (two fsyncs in parallel,
-/// not in turn); only once both are durable is it renamed over the target. If the journal
-/// cannot be written, the temporary file is removed and nothing changes.
+/// Records `write` in the journal and replaces the target with `bytes`: a redo log. The
+/// journal write holds the old content and the new (and the receipts of the calls riding it,
+/// see [`PendingReceipt`]), committed in one flush while the new content is written to a
+/// temporary file beside the target; only once the journal is durable is the file renamed
+/// over the target. Neither the file nor the folder is fsynced: a crash that loses the rename
+/// is put right at the next start, which writes again every journalled content the file does
+/// not hold ([`super::redo`]). If the journal cannot be written, the temporary file is removed
+/// and nothing changes.
 pub(super) async fn record_and_replace(
     ledger: &dyn crate::Ledger,
     t: &Target<'_>,
-    write: aether_policy::journal::JournalWrite,
+    mut write: aether_policy::journal::JournalWrite,
     bytes: Vec<u8>,
     mode: Option<u32>,
     runner: Runner,
+    riders: &[&Arc<PendingReceipt>],
 ) -> Result<(), ToolError> {
+    let after = aether_policy::journal::content_hash(&bytes);
+    if !write.blobs.iter().any(|(h, _)| *h == after) {
+        write.blobs.push((after, bytes.clone()));
+    }
+    let boarded: Vec<&Arc<PendingReceipt>> = riders
+        .iter()
+        .filter(|r| match r.board() {
+            Some(receipt) => {
+                write.receipts.push(receipt);
+                true
+            }
+            None => false,
+        })
+        .copied()
+        .collect();
     let dir = t.dir.try_clone().map_err(|e| t.root.io_error(&t.rel, e))?;
-    let temp =
-        tokio::task::spawn_blocking(move || write_temp(&dir, &bytes, mode).map(|tmp| (dir, tmp)));
+    let temp = tokio::task::spawn_blocking(move || {
+        write_temp(&dir, &bytes, mode, Sync::Journalled).map(|tmp| (dir, tmp))
+    });
     let recorded = match runner {
         Runner::Shared => ledger.record(write).await,
         Runner::Own => ledger.record_blocking(write).await,
     };
+    for r in boarded {
+        r.landed(match &recorded {
+            Ok(_) => Ok(()),
+            Err(crate::LedgerError::Halted(why)) => Err(Some(why.clone())),
+            Err(_) => Err(None),
+        });
+    }
     let (dir, tmp) = match temp.await {
         Ok(Ok(done)) => done,
         Ok(Err(e)) => return Err(t.root.io_error(&t.rel, e)),
@@ -367,10 +412,11 @@ pub(super) async fn record_and_replace(
         return Err(not_recorded(e));
     }
     if runner == Runner::Own {
-        return install(&dir, &tmp, &t.name).map_err(|e| t.root.io_error(&t.rel, e));
+        return install(&dir, &tmp, &t.name, Sync::Journalled)
+            .map_err(|e| t.root.io_error(&t.rel, e));
     }
     let name = t.name.clone();
-    match tokio::task::spawn_blocking(move || install(&dir, &tmp, &name)).await {
+    match tokio::task::spawn_blocking(move || install(&dir, &tmp, &name, Sync::Journalled)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(t.root.io_error(&t.rel, e)),
         Err(e) => Err(ToolError::failed(format!(
@@ -493,7 +539,9 @@ pub(super) async fn journal_and_replace(
         entries,
         blobs,
         reverts: Vec::new(),
+        receipts: Vec::new(),
     };
+    let riders: Vec<&Arc<PendingReceipt>> = cx.receipt.iter().collect();
     record_and_replace(
         cx.ledger.as_ref(),
         t,
@@ -501,6 +549,7 @@ pub(super) async fn journal_and_replace(
         bytes.to_vec(),
         before.mode(),
         Runner::Shared,
+        &riders,
     )
     .await
 }
@@ -511,6 +560,39 @@ pub(super) async fn record(
     write: aether_policy::journal::JournalWrite,
 ) -> Result<Vec<i64>, ToolError> {
     cx.ledger.record(write).await.map_err(not_recorded)
+}
+
+/// Commits the call's riding receipt on its own, now, if it has not been committed: before a
+/// change that is not a journalled file write (a folder made on the way), which must not be
+/// seen before the call's receipt is durable.
+pub(super) async fn commit_receipt(cx: &CallContext) -> Result<(), ToolError> {
+    let Some(riding) = &cx.receipt else {
+        return Ok(());
+    };
+    let Some(receipt) = riding.board() else {
+        return Ok(());
+    };
+    let write = aether_policy::journal::JournalWrite {
+        receipts: vec![receipt],
+        ..Default::default()
+    };
+    let recorded = cx.ledger.record(write).await;
+    riding.landed(match &recorded {
+        Ok(_) => Ok(()),
+        Err(crate::LedgerError::Halted(why)) => Err(Some(why.clone())),
+        Err(_) => Err(None),
+    });
+    recorded.map(|_| ()).map_err(not_recorded)
+}
+
+/// Whether writing `path` would make folders on the way (its folder is not there yet).
+pub(super) fn makes_folders(
+    cx: &CallContext,
+    root: Option<&str>,
+    path: &str,
+    action: &str,
+) -> bool {
+    matches!(place(cx, root, path, action), Ok(Place::NoFolder { .. }))
 }
 
 /// The error of a change refused because the journal could not record it.

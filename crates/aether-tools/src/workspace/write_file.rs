@@ -70,6 +70,12 @@ impl WriteFile {
 
 #[async_trait]
 impl Tool for WriteFile {
+    /// Its only effect is the file's new content, journalled (old and new) before the file
+    /// is replaced.
+    fn journals_every_effect(&self) -> bool {
+        true
+    }
+
     fn def(&self) -> &ToolDef {
         &self.def
     }
@@ -78,6 +84,11 @@ impl Tool for WriteFile {
         let args: Args = parse_args(args)?;
         // Before the target: a write refused for its size makes no folders.
         write::check_size(&cx, &args.path, args.content.len())?;
+        if args.create_parents
+            && write::makes_folders(&cx, args.root.as_deref(), &args.path, "write")
+        {
+            write::commit_receipt(&cx).await?;
+        }
         let t = write::target(
             &cx,
             args.root.as_deref(),

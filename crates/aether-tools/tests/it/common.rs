@@ -137,6 +137,7 @@ pub fn context(roots: Arc<Roots>, limits: Limits) -> CallContext {
         ledger: Arc::new(MemoryLedger::default()),
         destinations: Arc::new(aether_tools::AnyDestination),
         paths: Arc::new(aether_tools::AnyPath),
+        receipt: None,
     }
 }
 

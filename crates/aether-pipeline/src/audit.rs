@@ -92,6 +92,17 @@ impl Draft {
         match riding.state() {
             Riding::Committed => self.admitted(),
             Riding::Waiting(_) => self.admitted_single(),
+            // Its write failed: the call changed nothing, and is reported as a receipt that
+            // could not be written is (the row says it was not admitted).
+            Riding::Missed(_) => {
+                let why = match &outcome {
+                    CallOutcome::Ran(out) => result_text(&out.content),
+                    _ => "its journal write failed".into(),
+                };
+                return CallOutcome::Failed(format!(
+                    "the admission receipt could not be written, so the call did not run: it changed nothing ({why})"
+                ));
+            }
             // Its write was dropped midway (the call was cancelled): the store says.
             Riding::InFlight(r) => match store.receipt(&r.call_id).await {
                 Ok(Some(_)) => self.admitted(),

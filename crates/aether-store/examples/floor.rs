@@ -10,11 +10,12 @@
 //! `bare` drops the audit's four search indexes (by tool, outcome, call id and time; they keep
 //! audit search flat at 10 million rows) first, to show what they cost each call.
 //!
-//! `edit` adds, between the receipt and the audit row, the durable steps an `edit_file` of a
-//! 4 KiB file takes, as Aether takes them: the edits queued for the file handed to a batcher
-//! thread, which commits their journal entries with the old contents, writes the new content
-//! to a temporary file and fsyncs it, renames it over the file and fsyncs the folder. No MCP,
-//! no edit algorithm, no diff, no checks: the least a journalled, receipted edit costs here.
+//! `edit` replaces the receipt with the durable steps an `edit_file` of a 4 KiB file takes, as
+//! Aether takes them: the edits queued for the file handed to a batcher thread, which commits
+//! their journal entries with their calls' receipts and the old and new contents (one flush),
+//! writes the new content to a temporary file and renames it over the file (no fsyncs: the
+//! journal is the redo log); then the audit row. No MCP, no edit algorithm, no diff, no
+//! checks: the least a journalled, receipted edit costs here.
 //!
 //! `single` commits only the audit row, marked as the call's only record: a side-effect-free
 //! call's one durable write (the issue-25 ledger).
@@ -71,18 +72,20 @@ async fn one_call(
         arguments: format!("sha256:{}", "a".repeat(64)),
         decision: "allowed".into(),
     };
-    if !single {
+    if let Some(edits) = edits {
+        // The receipt rides the edit's journal commit.
+        let (done, edited) = tokio::sync::oneshot::channel();
+        edits
+            .send((call_id.clone(), n, receipt, done))
+            .expect("the batcher");
+        edited.await.expect("the edit");
+    } else if !single {
         let admitted = if alone {
             store.admit_alone(receipt).await
         } else {
             store.admit(receipt).await
         };
         admitted.expect("receipt");
-    }
-    if let Some(edits) = edits {
-        let (done, edited) = tokio::sync::oneshot::channel();
-        edits.send((call_id.clone(), n, done)).expect("the batcher");
-        edited.await.expect("the edit");
     }
     // A Standard-tier row of a 4 KiB read: the arguments whole, the result summarized.
     let event = AuditEvent {
@@ -167,11 +170,17 @@ fn two_fsyncs(dir: &std::path::Path, rounds: usize) {
 }
 
 /// An edit waiting for the batcher: its call and number, and where to say it is done.
-type Queued = (String, u64, tokio::sync::oneshot::Sender<()>);
+type Queued = (
+    String,
+    u64,
+    AdmissionReceipt,
+    tokio::sync::oneshot::Sender<()>,
+);
 
 /// The edit batcher, as Aether's: a thread of its own takes every edit queued for the file
-/// and makes them durable together (module docs): one journal commit (each edit's entry and
-/// old content), one temporary file fsynced, one rename, one folder fsync.
+/// and makes them durable together (module docs): one journal commit (each edit's entry, its
+/// call's receipt, the old content and the new), one temporary file and one rename, neither
+/// fsynced (the journal is the redo log).
 fn edit_batcher(store: Arc<Store>, dir: std::path::PathBuf) -> std::sync::mpsc::Sender<Queued> {
     let (tx, rx) = std::sync::mpsc::channel::<Queued>();
     std::thread::spawn(move || {
@@ -182,8 +191,9 @@ fn edit_batcher(store: Arc<Store>, dir: std::path::PathBuf) -> std::sync::mpsc::
         while let Ok(first) = rx.recv() {
             let batch: Vec<Queued> = std::iter::once(first).chain(rx.try_iter()).collect();
             let mut text = std::fs::read(&file).expect("the edited file");
-            let (mut entries, mut blobs) = (Vec::new(), Vec::new());
-            for (call_id, n, _) in &batch {
+            let (mut entries, mut blobs, mut receipts) = (Vec::new(), Vec::new(), Vec::new());
+            for (call_id, n, receipt, _) in &batch {
+                receipts.push(receipt.clone());
                 let before = content_hash(&text);
                 let old = text.clone();
                 // Each edit adds a line and keeps the file about 4 KiB.
@@ -208,11 +218,12 @@ fn edit_batcher(store: Arc<Store>, dir: std::path::PathBuf) -> std::sync::mpsc::
                 });
                 blobs.push((before, old));
             }
+            blobs.push((content_hash(&text), text.clone()));
             let write = JournalWrite {
                 entries,
                 blobs,
                 reverts: Vec::new(),
-                receipts: Vec::new(),
+                receipts,
             };
             runtime
                 .block_on(store.journal_alone(write))
@@ -220,12 +231,8 @@ fn edit_batcher(store: Arc<Store>, dir: std::path::PathBuf) -> std::sync::mpsc::
             let tmp = dir.join(".floor-tmp");
             let mut f = std::fs::File::create(&tmp).expect("temporary file");
             f.write_all(&text).expect("write");
-            f.sync_all().expect("fsync");
             std::fs::rename(&tmp, &file).expect("rename");
-            std::fs::File::open(&dir)
-                .and_then(|d| d.sync_all())
-                .expect("folder fsync");
-            for (_, _, done) in batch {
+            for (_, _, _, done) in batch {
                 let _ = done.send(());
             }
         }

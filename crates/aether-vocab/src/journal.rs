@@ -113,6 +113,9 @@ pub struct PendingReceipt(std::sync::Mutex<Riding>);
 pub enum Riding {
     /// Not yet written: the call has journalled nothing.
     Waiting(AdmissionReceipt),
+    /// Not written: the write it rode failed (the store could not be reached, say), so the
+    /// call changed nothing. It rides the call's next write, if any.
+    Missed(AdmissionReceipt),
     /// Handed to a journal write not yet committed.
     InFlight(AdmissionReceipt),
     /// Committed with the call's first journal write.
@@ -134,7 +137,7 @@ impl PendingReceipt {
     pub fn board(&self) -> Option<AdmissionReceipt> {
         let mut state = self.lock();
         match &*state {
-            Riding::Waiting(r) => {
+            Riding::Waiting(r) | Riding::Missed(r) => {
                 let r = r.clone();
                 *state = Riding::InFlight(r.clone());
                 Some(r)
@@ -151,7 +154,7 @@ impl PendingReceipt {
         *state = match outcome {
             Ok(()) => Riding::Committed,
             Err(Some(why)) => Riding::Halted(why),
-            Err(None) => Riding::Waiting(r.clone()),
+            Err(None) => Riding::Missed(r.clone()),
         };
     }
 

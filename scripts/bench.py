@@ -200,13 +200,66 @@ def runner_overhead(aether, bench, peers, runs):
         server.wait()
 
 
+def cpu_ticks(pid):
+    """utime + stime of a process, in clock ticks (10 ms)."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return int(rest[11]) + int(rest[12])
+
+
+def pg_network(aether, bench, tools, config, read4k, n_http, runs):
+    """Governed read_file over HTTP on PostgreSQL across a network: a TCP proxy adding 1 ms
+    each way (examples/delay_proxy.rs) between each replica and the database; one replica
+    at c=16, two replicas each at c=16; the same with no delay; an idle replica's CPU."""
+    pg = os.environ.get("AETHER_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test")
+    sh(["cargo", "build", "--release", "-q", "-p", "aether-store", "--example", "delay_proxy"], cwd=ROOT)
+    proxy_bin = ROOT / "target/release/examples/delay_proxy"
+    host = pg.split("@", 1)[1].split("/", 1)[0]
+    for delay_us, tag in ((1000, "1ms"), (0, "0ms")):
+        proxy = subprocess.Popen([str(proxy_bin), "127.0.0.1:15432", host, str(delay_us)])
+        time.sleep(0.3)
+        for label, n in (("one", 1), ("two", 2)):
+            schema = f"bench_net_{label}"
+            sh(["psql", pg, "-q", "-c", f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"],
+               stdout=subprocess.DEVNULL)
+            url = pg.replace(host, "127.0.0.1:15432") + f"?options=-csearch_path%3D{schema}"
+            servers = []
+            for i in range(n):
+                srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen",
+                                        f"127.0.0.1:{18620 + i}", "--store", url], stdout=subprocess.DEVNULL)
+                wait_port(18620 + i)
+                servers.append(srv)
+            if label == "one" and tag == "1ms":
+                time.sleep(1)
+                t0 = cpu_ticks(servers[0].pid)
+                time.sleep(10)
+                runs.append(("pg idle cpu", {"cpu_pct": (cpu_ticks(servers[0].pid) - t0) * 10 / 10_000 * 100}))
+            procs = [subprocess.Popen([str(tools / "mcpload"), "--http", f"http://127.0.0.1:{18620 + i}/mcp",
+                                       "--tool", "read_file", "--args", read4k, "-n", str(n_http // 2),
+                                       "-c", "16", "--server-pid", str(srv.pid)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for i, srv in enumerate(servers)]
+            parts = []
+            for p in procs:
+                out, err = p.communicate()
+                r = json.loads(out.strip().splitlines()[-1])
+                if r["errors"]:
+                    raise SystemExit(f"errors in a pgnet run: {err}")
+                parts.append(r)
+            runs.append((f"pg {tag} x{n}", {"calls_per_s": sum(r["calls_per_s"] for r in parts),
+                                             "p50_us": statistics.median(r["p50_us"] for r in parts)}))
+            for srv in servers:
+                srv.kill(); srv.wait()
+        proxy.kill(); proxy.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,floors,glob,edit,tree,regex,fed,knowledge,replicas,audit,runner")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,runner")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -511,6 +564,8 @@ def main():
                                      "p50_us": statistics.median(r["p50_us"] for r in parts)}))
                 for srv in servers:
                     srv.kill(); srv.wait()
+        if want("pgnet"):
+            pg_network(aether, bench, tools, config, read4k, n_http, runs)
         if want("audit"):
             audit_search(aether, bench, runs)
         if want("runner"):
@@ -575,12 +630,20 @@ def main():
         *[(f"audit search, {db}, {q} (p50 µs): 10 million rows vs 100,000", f"audit {db} 100k {q}",
             f"audit {db} 10m {q}", "p50_us", "≤ 2× the time at 100,000")
           for db in ("sqlite", "pg") for q in AUDIT_QUERIES],
+        ("read 4 KiB, HTTP, PostgreSQL 1 ms away: one replica at c=16 (calls/s) vs none away",
+         "pg 0ms x1", "pg 1ms x1", "calls_per_s", "≥ 2,000 calls/s with the delay"),
+        ("read 4 KiB, HTTP, PostgreSQL 1 ms away: two replicas each at c=16 vs one (calls/s)",
+         "pg 1ms x1", "pg 1ms x2", "calls_per_s", "≥ 1.8×"),
+        ("read 4 KiB, HTTP, PostgreSQL on this host: two replicas each at c=16 vs one (calls/s)",
+         "pg 0ms x1", "pg 0ms x2", "calls_per_s", "(reported as measured)"),
         ("agent runner: its own time per model request vs one request sent directly (µs)",
          "model request direct", "runner overhead per request", "p50_us", "< 5% of the request"),
         ("knowledge: search, c=1 (p99 µs) vs rg -l's slowest of 20", "rg search", "aether search", "p99_us",
          "(reference)"),
     ]
     print(f"medians of {a.reps} runs; raw runs in {bench / 'runs.jsonl'}\n")
+    if any(l == "pg idle cpu" for l, _ in runs):
+        print(f"an idle replica on PostgreSQL 1 ms away: {med('pg idle cpu', 'cpu_pct'):.2f}% of a core\n")
     print("| work | peer | Aether | ratio | target |")
     print("|---|---|---|---|---|")
     for name, peer, ours, key, target in rows:

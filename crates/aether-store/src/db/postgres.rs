@@ -245,18 +245,33 @@ impl Sql for PgConn {
 impl Conn for PgConn {
     fn begin(&mut self) -> DbResult<Box<dyn Tx + '_>> {
         let (client, cache) = self.parts()?;
-        let mut tx = client.transaction()?;
-        tx.execute(
-            "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))",
-            &[&WRITE_LOCK],
-        )?;
-        Ok(Box::new(PgTx { tx, cache }))
+        // The transaction and the writers' lock in one round trip (the simple protocol takes
+        // both statements in one message).
+        client.batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}, hashtext(current_schema()))"
+        ))?;
+        Ok(Box::new(PgTx {
+            tx: client,
+            cache,
+            open: true,
+        }))
     }
 }
 
+/// A transaction begun by [`PgConn::begin`]: committed by [`Tx::commit`], rolled back if
+/// dropped before.
 struct PgTx<'a> {
-    tx: postgres::Transaction<'a>,
+    tx: &'a mut Client,
     cache: &'a mut HashMap<String, Statement>,
+    open: bool,
+}
+
+impl Drop for PgTx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.tx.batch_execute("ROLLBACK");
+        }
+    }
 }
 
 impl Sql for PgTx<'_> {
@@ -265,7 +280,7 @@ impl Sql for PgTx<'_> {
     }
 
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
-        execute(&mut self.tx, self.cache, sql, args)
+        execute(&mut *self.tx, self.cache, sql, args)
     }
 
     fn each(
@@ -274,7 +289,7 @@ impl Sql for PgTx<'_> {
         args: &[Arg<'_>],
         f: &mut dyn FnMut(&Row) -> DbResult<()>,
     ) -> DbResult<()> {
-        each(&mut self.tx, self.cache, sql, args, f)
+        each(&mut *self.tx, self.cache, sql, args, f)
     }
 
     fn batch(&mut self, sql: &str) -> DbResult<()> {
@@ -283,8 +298,9 @@ impl Sql for PgTx<'_> {
 }
 
 impl Tx for PgTx<'_> {
-    fn commit(self: Box<Self>) -> DbResult<()> {
-        Ok(self.tx.commit()?)
+    fn commit(mut self: Box<Self>) -> DbResult<()> {
+        self.open = false;
+        Ok(self.tx.batch_execute("COMMIT")?)
     }
 }
 

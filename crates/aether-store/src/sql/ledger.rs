@@ -132,8 +132,11 @@ enum Fate {
     Alive,
     /// Stopped cleanly: every call it admitted was audited before it said so.
     Stopped,
-    /// Gone without stopping: a crash, or killed.
+    /// Gone without stopping: a crash, or killed; on this host.
     Crashed,
+    /// Gone without stopping, on another host: its calls are recorded as interrupted from
+    /// here, but only a start on its own host looks at its files (and reaps it).
+    CrashedElsewhere,
 }
 
 impl WriterRow {
@@ -143,11 +146,11 @@ impl WriterRow {
         }
         // On this host the kernel knows: a process may write without a heartbeat (a
         // command-line run); another host's process is judged by its heartbeat.
-        let gone = match self.host == host {
-            true => proc_start(self.pid) != Some(self.proc_start),
-            false => self.heartbeat_us < now - WRITER_LAPSE_US,
-        };
-        if gone { Fate::Crashed } else { Fate::Alive }
+        match self.host == host {
+            true if proc_start(self.pid) != Some(self.proc_start) => Fate::Crashed,
+            false if self.heartbeat_us < now - WRITER_LAPSE_US => Fate::CrashedElsewhere,
+            _ => Fate::Alive,
+        }
     }
 }
 
@@ -345,7 +348,7 @@ impl Liveness {
         match writer.map(|w| self.gone.get(w)) {
             None => Unaudited::Unknown,
             Some(None) => Unaudited::Running,
-            Some(Some(Fate::Crashed)) => Unaudited::Interrupted,
+            Some(Some(Fate::Crashed | Fate::CrashedElsewhere)) => Unaudited::Interrupted,
             Some(Some(_)) => Unaudited::Missing,
         }
     }
@@ -386,19 +389,27 @@ impl SqlStore {
         .await
     }
 
-    /// Calls whose writer is gone and that have no audit row, with what they journalled; and
-    /// the gone writers looked through (for [`SqlStore::record_interrupted`] to mark).
+    /// Calls whose writer crashed (on any host) and that have no audit row, with what they
+    /// journalled; and this host's crashed writers (whose files a start here looks at, and
+    /// which [`SqlStore::record_interrupted`] marks reaped). Another host's crashed writer is
+    /// left for a start on its own host.
     pub async fn unfinished(&self) -> Result<(Vec<Unfinished>, Vec<String>)> {
         self.read(|conn| {
             let context = "find unfinished calls";
-            let gone: Vec<String> = gone_writers(conn, false)
+            let crashed: Vec<(String, Fate)> = gone_writers(conn, false)
                 .map_err(StoreError::sql(context))?
                 .into_iter()
+                .filter(|(_, fate)| matches!(fate, Fate::Crashed | Fate::CrashedElsewhere))
+                .collect();
+            // This host's crashed writers: their files are looked at here, and they are
+            // reaped once their calls are recorded.
+            let gone: Vec<String> = crashed
+                .iter()
                 .filter(|(_, fate)| *fate == Fate::Crashed)
-                .map(|(id, _)| id)
+                .map(|(id, _)| id.clone())
                 .collect();
             let mut found = Vec::new();
-            for writer in &gone {
+            for (writer, _) in &crashed {
                 conn.each(
                     &format!("{UNAUDITED} AND r.writer = ?"),
                     args![writer],

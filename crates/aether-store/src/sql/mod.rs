@@ -899,6 +899,32 @@ fn open_ledger(conn: &mut dyn Conn, key: Option<AuditKey>, shown: &str) -> Resul
     }
 }
 
+/// The halt flag and the audit chain's newest row, in one statement.
+fn query_halt_and_head(conn: &mut dyn Sql) -> DbResult<(HaltState, Option<(i64, String)>)> {
+    conn.query_row(
+        "SELECT h.halted, h.by, h.why, h.at_us,
+                (SELECT seq FROM audit ORDER BY seq DESC LIMIT 1),
+                (SELECT hash FROM audit ORDER BY seq DESC LIMIT 1)
+         FROM halt h WHERE h.id = 1",
+        &[],
+        |r| {
+            let head = match (r.get::<Option<i64>>(4)?, r.get::<Option<String>>(5)?) {
+                (Some(seq), Some(hash)) => Some((seq, hash)),
+                _ => None,
+            };
+            Ok((
+                HaltState {
+                    halted: r.get(0)?,
+                    by: r.get(1)?,
+                    why: r.get(2)?,
+                    at_us: r.get(3)?,
+                },
+                head,
+            ))
+        },
+    )
+}
+
 pub(super) fn query_halt(conn: &mut dyn Sql) -> DbResult<HaltState> {
     conn.query_row(
         "SELECT halted, by, why, at_us FROM halt WHERE id = 1",
@@ -1001,18 +1027,32 @@ pub(super) fn append_audit(
     ledger: &Ledger,
     events: &[&AuditEvent],
 ) -> DbResult<Vec<i64>> {
+    append_audit_after(tx, ledger, events, None)
+}
+
+/// [`append_audit`] with the chain's head already read in this transaction (`Some`: the
+/// newest row, if any), saving a round trip.
+fn append_audit_after(
+    tx: &mut dyn Sql,
+    ledger: &Ledger,
+    events: &[&AuditEvent],
+    head: Option<Option<(i64, String)>>,
+) -> DbResult<Vec<i64>> {
     let mut seqs = Vec::with_capacity(events.len());
     if events.is_empty() {
         return Ok(seqs);
     }
     ledger.check_writable()?;
-    let head: Option<(i64, String)> = tx
-        .query_row(
-            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-            &[],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+    let head: Option<(i64, String)> = match head {
+        Some(head) => head,
+        None => tx
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                &[],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?,
+    };
     // An empty table after retention pruned every row goes on from the newest checkpoint.
     let (mut seq, mut prev) = match head {
         Some(head) => head,
@@ -1130,8 +1170,17 @@ fn write_batch(
     let answers = |e: &AuditEvent| e.single && (e.outcome == "ok" || e.outcome == "tool_error");
     let riding = journals.iter().any(|j| !j.receipts.is_empty());
     let mut halt = None;
+    // The halt and the chain's head in one statement when both are needed: with a database
+    // across a network, each statement is a round trip made holding the writers' lock.
+    let mut head = None;
     if !receipts.is_empty() || riding || audits.iter().any(|e| answers(e)) {
-        let state = query_halt(&mut *tx)?;
+        let state = if audits.is_empty() {
+            query_halt(&mut *tx)?
+        } else {
+            let (state, newest) = query_halt_and_head(&mut *tx)?;
+            head = Some(newest);
+            state
+        };
         if state.halted {
             halt = Some(state);
         }
@@ -1167,9 +1216,9 @@ fn write_batch(
                     false => (*e).clone(),
                 })
                 .collect();
-            append_audit(&mut *tx, ledger, &rows.iter().collect::<Vec<_>>())?
+            append_audit_after(&mut *tx, ledger, &rows.iter().collect::<Vec<_>>(), head)?
         }
-        _ => append_audit(&mut *tx, ledger, audits)?,
+        _ => append_audit_after(&mut *tx, ledger, audits, head)?,
     };
     tx.commit()?;
     if registered {

@@ -20,6 +20,9 @@
 //! `single` commits only the audit row, marked as the call's only record: a side-effect-free
 //! call's one durable write (the issue-25 ledger).
 //!
+//! `edit-ride` is `edit` with the audit row riding the next group commit (not waited for):
+//! the floor of letting an effectful call's outcome row ride, as issue 25 allows.
+//!
 //! The store is keyed as Aether keys it (rows HMAC'd under an audit key).
 //!
 //! `floor DIR ROUNDS fsyncs` instead times one fsync, two in turn and two at once (whether
@@ -109,6 +112,12 @@ async fn one_call(
         duration_us: 100,
         single,
     };
+    if RIDE.load(std::sync::atomic::Ordering::Relaxed) {
+        // The row rides the next group commit: the call does not wait for it.
+        let store = store.clone();
+        tokio::spawn(async move { store.audit_call(event).await.expect("audit") });
+        return;
+    }
     let audited = if alone {
         store.audit_alone(event).await
     } else {
@@ -116,6 +125,10 @@ async fn one_call(
     };
     audited.expect("audit");
 }
+
+/// `edit-ride`: an edit's audit row rides the next group commit instead of being waited for,
+/// and the journal write joins the writer's batch (with the rows waiting there).
+static RIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether this machine's storage overlaps two fsyncs: the p50 of one 4 KiB overwrite and
 /// fsync, of two (in two files) in turn, and of the same two on two threads at once. Where two
@@ -226,7 +239,12 @@ fn edit_batcher(store: Arc<Store>, dir: std::path::PathBuf) -> std::sync::mpsc::
                 receipts,
             };
             runtime
-                .block_on(store.journal_alone(write))
+                .block_on(async {
+                    match RIDE.load(std::sync::atomic::Ordering::Relaxed) {
+                        true => store.journal(write).await,
+                        false => store.journal_alone(write).await,
+                    }
+                })
                 .expect("journal");
             let tmp = dir.join(".floor-tmp");
             let mut f = std::fs::File::create(&tmp).expect("temporary file");
@@ -251,7 +269,7 @@ fn main() {
             return;
         }
         [dir, c, n] => (dir, c, n, ""),
-        [dir, c, n, mode] if ["bare", "edit", "single"].contains(&mode.as_str()) => {
+        [dir, c, n, mode] if ["bare", "edit", "edit-ride", "single"].contains(&mode.as_str()) => {
             (dir, c, n, mode.as_str())
         }
         _ => {
@@ -261,7 +279,12 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let (bare, edit, single) = (mode == "bare", mode == "edit", mode == "single");
+    let (bare, edit, single) = (
+        mode == "bare",
+        mode == "edit" || mode == "edit-ride",
+        mode == "single",
+    );
+    RIDE.store(mode == "edit-ride", std::sync::atomic::Ordering::Relaxed);
     let concurrency: u64 = concurrency.parse().expect("CONCURRENCY is a number");
     let edit_dir = std::path::Path::new(dir).join("edit");
     if edit {

@@ -18,11 +18,14 @@
 //! 9. Tier gate: a Restricted tool or an `ask_user` rule waits for a person (`approval.rs`).
 //! 10. Command envelope: well-formed, unexpired, confirmed; an idempotency key's repeat gets
 //!     the first result (`envelope.rs`).
-//! 11. Receipt: durable before the tool runs (`execution.rs`).
+//! 11. Receipt: durable before the tool runs (`execution.rs`). A side-effect-free built-in has
+//!     none: its audit row is its one record. A tool whose only effects are file writes it
+//!     journals first has its receipt ride its first journal commit (`PendingReceipt`).
 //! 12. Run: with the call's cancellation, a time limit, panics caught, the result bounded
 //!     (`execution.rs`).
 //! 13. Audit: the row, durable before the caller hears the outcome, for every outcome,
-//!     refusals included (`audit.rs`).
+//!     refusals included (`audit.rs`); keyed, witnessed, and for a crash's unfinished calls
+//!     written as `interrupted` at the next start (`recovery.rs`).
 //!
 //! Beside the steps: what each session is offered (`offers.rs`: offered equals runnable),
 //! reads of an upstream's resources and prompts (`reads.rs`), keeping in step with the store

@@ -147,7 +147,9 @@ impl Pipeline {
                 String::new()
             },
             duration_us: elapsed.as_micros() as i64,
-            single: true,
+            // A resource read's row names its own step (`read`); the halt was met at its
+            // start, as for any call.
+            single: false,
         };
         self.store.audit(event).await?;
         Ok(())

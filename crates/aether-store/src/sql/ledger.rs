@@ -156,6 +156,14 @@ impl WriterRow {
 
 /// The writers that are not alive, by id, with their fate.
 fn gone_writers(conn: &mut dyn Sql, reaped_too: bool) -> DbResult<Vec<(String, Fate)>> {
+    Ok(writers(conn, reaped_too)?
+        .into_iter()
+        .filter(|(_, fate)| *fate != Fate::Alive)
+        .collect())
+}
+
+/// Every writer (`reaped_too`) or those not yet looked at, by id, with its fate.
+fn writers(conn: &mut dyn Sql, reaped_too: bool) -> DbResult<Vec<(String, Fate)>> {
     let host = this_host();
     let now = now_us();
     let mut gone = Vec::new();
@@ -174,10 +182,7 @@ fn gone_writers(conn: &mut dyn Sql, reaped_too: bool) -> DbResult<Vec<(String, F
             heartbeat_us: r.get(4)?,
             stopped: r.get::<Option<i64>>(5)?.is_some(),
         };
-        let fate = row.fate(&host, now);
-        if fate != Fate::Alive {
-            gone.push((r.get(0)?, fate));
-        }
+        gone.push((r.get(0)?, row.fate(&host, now)));
         Ok(())
     })?;
     Ok(gone)
@@ -318,7 +323,7 @@ pub(crate) fn key_store(conn: &mut dyn Conn, key: &AuditKey, shown: &str) -> Res
     Ok(keying)
 }
 
-/// How `verify` classes receipts that have no audit row.
+/// How `verify` classes receipts that have no audit row: every writer and its fate.
 pub(crate) struct Liveness {
     gone: std::collections::HashMap<String, Fate>,
 }
@@ -338,7 +343,7 @@ pub(crate) enum Unaudited {
 impl Liveness {
     pub fn read(conn: &mut dyn Sql) -> DbResult<Liveness> {
         let gone = match has_table(conn, "writers")? {
-            true => gone_writers(conn, true)?.into_iter().collect(),
+            true => writers(conn, true)?.into_iter().collect(),
             false => Default::default(),
         };
         Ok(Liveness { gone })
@@ -347,9 +352,12 @@ impl Liveness {
     pub fn class(&self, writer: Option<&str>) -> Unaudited {
         match writer.map(|w| self.gone.get(w)) {
             None => Unaudited::Unknown,
-            Some(None) => Unaudited::Running,
+            // A writer's row is written with its first receipt: one that names no writer on
+            // record had its writer removed.
+            Some(None) => Unaudited::Missing,
+            Some(Some(Fate::Alive)) => Unaudited::Running,
             Some(Some(Fate::Crashed | Fate::CrashedElsewhere)) => Unaudited::Interrupted,
-            Some(Some(_)) => Unaudited::Missing,
+            Some(Some(Fate::Stopped)) => Unaudited::Missing,
         }
     }
 }

@@ -407,14 +407,32 @@ impl SqlStore {
     /// got there first, and that must not fail the receipts it would have been grouped with.
     pub async fn journal(&self, write: JournalWrite) -> Result<Vec<i64>> {
         if !write.reverts.is_empty() {
+            let ledger = self.inner.ledger.clone();
             return self
                 .write(move |conn| {
                     let mut tx = conn.begin().map_err(StoreError::sql("write journal"))?;
+                    // A receipt riding it meets the halt here too.
+                    if !write.receipts.is_empty() {
+                        let state =
+                            query_halt(&mut *tx).map_err(StoreError::sql("write journal"))?;
+                        if state.halted {
+                            return Err(StoreError::Halted(state));
+                        }
+                        insert_receipts(
+                            &mut *tx,
+                            &ledger,
+                            &write.receipts.iter().collect::<Vec<_>>(),
+                        )
+                        .map_err(StoreError::sql("write journal"))?;
+                    }
                     let ids = journal::write(&mut *tx, &write).map_err(|e| match e {
                         DbError::Refused(msg) => StoreError::Invalid(msg),
                         e => StoreError::sql("write journal")(e),
                     })?;
                     tx.commit().map_err(StoreError::sql("write journal"))?;
+                    if !write.receipts.is_empty() {
+                        ledger.registered();
+                    }
                     Ok(ids)
                 })
                 .await;

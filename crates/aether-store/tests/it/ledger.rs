@@ -417,3 +417,17 @@ async fn a_receipt_rides_its_journal_write_and_meets_the_halt(b: Backend) {
 }
 
 both!(a_receipt_rides_its_journal_write_and_meets_the_halt);
+
+/// Removing the writers' rows does not excuse rows cut from the chain: a receipt naming a
+/// writer nobody recorded is a row removed, not a call still running.
+async fn a_receipt_whose_writer_was_removed_is_missing_not_running(b: Backend) {
+    let (dir, store) = keyed(b, 2).await;
+    store.admit(receipt("cut")).await.unwrap();
+    assert_eq!(verify(&store, None).await.in_flight, 1);
+    dir.raw("DELETE FROM writers");
+    let report = verify(&store, None).await;
+    assert_eq!(report.unaudited, ["cut"], "{report:?}");
+    assert!(!report.is_intact());
+}
+
+both!(a_receipt_whose_writer_was_removed_is_missing_not_running);

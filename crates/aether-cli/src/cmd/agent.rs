@@ -65,16 +65,16 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     let client =
         crate::cmd::models::client(&loaded, &args.common, &args.model, Some(&args.agent)).await?;
     let roots = setup::roots(&args.roots, &loaded, true)?;
-    let store = setup::open_store(
-        &setup::store_url(&args.common, &loaded, &loaded.base),
-        &loaded,
-    )?;
+    let url = setup::store_url(&args.common, &loaded, &loaded.base);
+    let store = setup::open_store(&url, &loaded)?;
     let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
     let (pipeline, host) =
         setup::pipeline_and_host(&loaded, &roots, store, false, external).await?;
     let _watch = pipeline.watch(Duration::from_millis(200));
     let _upstreams = upstreams.run(pipeline.clone());
+    // A run writes as a server does: its heartbeat kept, its writes' roots flushed at the end.
+    let books = setup::Books::open(&loaded, &url, &pipeline).await?;
     let mut runner = Runner::new(pipeline.clone(), client).in_host(host.clone());
     if !args.quiet {
         runner = runner.watch(Arc::new(live_view));
@@ -108,6 +108,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         tell!("aether: a run started by a tool did not end within 10 s");
     }
     pipeline.shut_down(Duration::from_secs(10)).await;
+    books.close(&pipeline).await;
     if args.json {
         say!(
             "{}",

@@ -104,6 +104,10 @@ pub async fn undo(args: UndoArgs) -> Result<ExitCode> {
     let result = pipeline
         .operator_undo(&setup::operator(), &args.call_id)
         .await;
+    // Its call ended: this process is marked stopped, so no later start takes it for crashed.
+    aether_pipeline::Books::new(&pipeline, None)
+        .close(true)
+        .await;
     match result.outcome {
         CallOutcome::Ran(output) if !output.is_error => {
             for c in output.content {

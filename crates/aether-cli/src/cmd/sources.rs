@@ -473,6 +473,9 @@ async fn report(command: ReportCommand) -> Result<()> {
             tell!("report {} ran as call {call_id}", report.name);
             print_dataset(&dataset, args.format)?;
             pipeline.shut_down(std::time::Duration::from_secs(5)).await;
+            aether_pipeline::Books::new(&pipeline, None)
+                .close(pipeline.calls_in_flight() == 0)
+                .await;
         }
         ReportCommand::Remove(args) => {
             let store = setup::existing_store(&args.common)?;

@@ -247,9 +247,14 @@ impl Conn for PgConn {
         let (client, cache) = self.parts()?;
         // The transaction and the writers' lock in one round trip (the simple protocol takes
         // both statements in one message).
-        client.batch_execute(&format!(
+        if let Err(e) = client.batch_execute(&format!(
             "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}, hashtext(current_schema()))"
-        ))?;
+        )) {
+            // The transaction may be open (the lock failed after BEGIN): never leave the
+            // connection inside it.
+            let _ = client.batch_execute("ROLLBACK");
+            return Err(e.into());
+        }
         Ok(Box::new(PgTx {
             tx: client,
             cache,

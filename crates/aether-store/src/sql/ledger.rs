@@ -102,10 +102,16 @@ impl WriterIdent {
     }
 }
 
+/// Where a process id means something: the host's name, its boot and the process's pid
+/// namespace (two containers sharing a host name, or a reboot, are other "hosts": their
+/// writers are judged by heartbeat, not by a process id that means something else here).
 fn this_host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default()
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let pidns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    format!("{}/{}/{}", name.trim(), boot.trim(), pidns)
 }
 
 /// The kernel's start time of process `pid` (clock ticks since boot, `/proc/PID/stat` field
@@ -145,11 +151,23 @@ impl WriterRow {
             return Fate::Stopped;
         }
         // On this host the kernel knows: a process may write without a heartbeat (a
-        // command-line run); another host's process is judged by its heartbeat.
-        match self.host == host {
-            true if proc_start(self.pid) != Some(self.proc_start) => Fate::Crashed,
-            false if self.heartbeat_us < now - WRITER_LAPSE_US => Fate::CrashedElsewhere,
-            _ => Fate::Alive,
+        // command-line run); one from this host's earlier boot is gone; another host's (or
+        // another pid namespace's) process is judged by its heartbeat.
+        let part = |h: &str, i: usize| h.split('/').nth(i).unwrap_or_default().to_string();
+        let same_name = part(&self.host, 0) == part(host, 0);
+        let same_boot = same_name && part(&self.host, 1) == part(host, 1);
+        if self.host == host {
+            return match proc_start(self.pid) != Some(self.proc_start) {
+                true => Fate::Crashed,
+                false => Fate::Alive,
+            };
+        }
+        if same_name && !same_boot {
+            return Fate::Crashed;
+        }
+        match self.heartbeat_us < now - WRITER_LAPSE_US {
+            true => Fate::CrashedElsewhere,
+            false => Fate::Alive,
         }
     }
 }
@@ -468,6 +486,7 @@ impl SqlStore {
     /// them out within half a minute), oldest first: what the next start looks at again
     /// (`aether_tools::workspace::redo`).
     pub async fn journal_to_redo(&self, writers: Vec<String>) -> Result<Vec<JournalEntry>> {
+        let ledger = self.inner.ledger.clone();
         self.read(move |conn| {
             let context = "journal to redo";
             let mut entries = Vec::new();
@@ -487,6 +506,57 @@ impl SqlStore {
                 );
             }
             entries.sort_by_key(|e| e.id);
+            // Only writes the caller was told had succeeded: the call's audit row says `ok`
+            // and, in a keyed store, is authentic (a journal entry or receipt written into
+            // the database by someone without the key is never written to a file).
+            let mut told_ok = std::collections::HashMap::new();
+            for e in &entries {
+                if told_ok.contains_key(&e.call_id) {
+                    continue;
+                }
+                let rows = conn
+                    .query_map(
+                        &format!(
+                            "SELECT {} FROM audit WHERE call_id = ?",
+                            super::AUDIT_COLUMNS
+                        ),
+                        args![e.call_id],
+                        super::audit_record,
+                    )
+                    .map_err(StoreError::sql(context))?;
+                let ok = rows.len() == 1
+                    && rows[0].event.outcome == "ok"
+                    && match &ledger.hashing {
+                        Hashing::Keyed(key) => {
+                            let r = &rows[0];
+                            crate::chain::keyed_hash(key, &r.prev_hash, r.seq, &r.event) == r.hash
+                        }
+                        Hashing::Plain => ledger.keying.is_none(),
+                    };
+                told_ok.insert(e.call_id.clone(), ok);
+            }
+            entries.retain(|e| told_ok.get(&e.call_id).copied().unwrap_or(false));
+            // And only files nothing was journalled for since (a delete, a move, an undo,
+            // another process's write).
+            let mut newest: std::collections::HashMap<(String, String), i64> = Default::default();
+            for e in &entries {
+                newest.insert((e.root.clone(), e.path.clone()), e.id);
+            }
+            let mut superseded = std::collections::HashSet::new();
+            for ((root, path), id) in &newest {
+                let later: i64 = conn
+                    .query_row(
+                        "SELECT count(*) FROM journal WHERE id > ? AND root = ?
+                           AND (path = ? OR dest = ?)",
+                        args![id, root, path, path],
+                        |r| r.get(0),
+                    )
+                    .map_err(StoreError::sql(context))?;
+                if later > 0 {
+                    superseded.insert((root.clone(), path.clone()));
+                }
+            }
+            entries.retain(|e| !superseded.contains(&(e.root.clone(), e.path.clone())));
             Ok(entries)
         })
         .await

@@ -737,7 +737,18 @@ fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainRep
                 "the audit is keyed: verifying it needs the vault key (`vault.key_file`)".into(),
             ));
         }
-        (None, _) => {}
+        (None, Some(_)) => {
+            let rows: i64 = conn
+                .query_row("SELECT count(*) FROM audit", &[], |r| r.get(0))
+                .map_err(StoreError::sql(context))?;
+            if rows > 0 {
+                marker_problems.push(ChainBreak {
+                    seq: 0,
+                    problem: "the audit has rows but no keying marker, and a key was given: the marker was removed (and the rows perhaps rewritten), or no Aether with the key has written here yet (any command that writes, e.g. `aether serve`, keys it)".into(),
+                });
+            }
+        }
+        (None, None) => {}
     }
     if let (Some(path), Some(key)) = (&options.witness, &options.key) {
         let store_id = keying.as_ref().map_or("", |k| k.store_id.as_str());
@@ -776,6 +787,22 @@ fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainRep
     )
     .map_err(StoreError::sql(context))?;
     let mut report = verifier.finish();
+    if let Some(k) = &keying
+        && report.last_seq.unwrap_or(0) < k.keyed_after_seq
+        && report
+            .checkpoint
+            .as_ref()
+            .is_none_or(|c| c.seq < k.keyed_after_seq)
+    {
+        marker_problems.push(ChainBreak {
+            seq: k.keyed_after_seq,
+            problem: format!(
+                "the audit ends at row {} but was keyed after row {}: rows were cut from the end",
+                report.last_seq.unwrap_or(0),
+                k.keyed_after_seq
+            ),
+        });
+    }
     report.breaks.splice(0..0, marker_problems);
     report.checkpoint = checkpoint;
     let checked_after = match &keying {

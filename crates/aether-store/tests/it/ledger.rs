@@ -431,3 +431,64 @@ async fn a_receipt_whose_writer_was_removed_is_missing_not_running(b: Backend) {
 }
 
 both!(a_receipt_whose_writer_was_removed_is_missing_not_running);
+
+/// The redo log is replayed only for writes the caller was told succeeded (an authentic `ok`
+/// row), and only for files nothing was journalled for since; a removed marker is a break
+/// even without a witness.
+async fn the_redo_takes_only_acknowledged_writes_and_a_removed_marker_shows(b: Backend) {
+    use aether_store::{JournalEntry, JournalOp, JournalWrite, content_hash};
+    let (dir, store) = keyed(b, 0).await;
+    let write = |call: &str, path: &str, op: JournalOp| JournalWrite {
+        entries: vec![JournalEntry {
+            id: 0,
+            at_us: aether_store::now_us(),
+            call_id: call.into(),
+            session: "s1".into(),
+            agent: "default".into(),
+            tool: "write_file".into(),
+            op,
+            root: "ws".into(),
+            path: path.into(),
+            dest: None,
+            before_hash: None,
+            before_mode: None,
+            after_hash: Some(content_hash(call.as_bytes())),
+            undoes: None,
+            reverted_by: None,
+        }],
+        blobs: vec![(content_hash(call.as_bytes()), call.as_bytes().to_vec())],
+        reverts: Vec::new(),
+        receipts: vec![receipt(call)],
+    };
+    for (call, path) in [("told", "a.txt"), ("untold", "b.txt"), ("deleted", "c.txt")] {
+        store
+            .journal(write(call, path, JournalOp::Write))
+            .await
+            .unwrap();
+    }
+    for call in ["told", "deleted"] {
+        let mut row = event(call, "ok");
+        row.step = None;
+        store.audit(row).await.unwrap();
+    }
+    // c.txt was deleted since, by another call.
+    let mut delete = write("remover", "c.txt", JournalOp::Delete);
+    delete.receipts.clear();
+    store.journal(delete).await.unwrap();
+    dir.raw("UPDATE writers SET proc_start = -1");
+    let (_, writers) = store.unfinished().await.unwrap();
+    let redo = store.journal_to_redo(writers).await.unwrap();
+    let files: Vec<&str> = redo.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(files, ["a.txt"], "{redo:?}");
+    dir.raw("DELETE FROM audit_keying");
+    let report = verify(&store, None).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("no keying marker")),
+        "{report:?}"
+    );
+}
+
+both!(the_redo_takes_only_acknowledged_writes_and_a_removed_marker_shows);

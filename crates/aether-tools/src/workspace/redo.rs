@@ -15,7 +15,7 @@ use super::write::{self, Target};
 use crate::{AnyPath, Roots};
 
 /// The largest file the start reads to tell whether it lost a write.
-const REDO_MAX_BYTES: u64 = 1 << 40;
+const REDO_MAX_BYTES: u64 = 256 << 20;
 
 /// What the start found of one file's journalled writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,6 +69,10 @@ fn redo_file(
     let Some(r) = roots.get(root) else {
         return Redo::Failed(format!("root {root} is not served"));
     };
+    // As the root is served now: a root made read-only or sealed since is not written.
+    if let Err(e) = r.check_writable(path, "write") {
+        return Redo::Failed(e.to_string());
+    }
     // Recovery writes what was admitted and journalled: the path rules were judged then.
     let opened = r.open_parent(roots, &AnyPath, path, true);
     let (dir, real_parent, name, created) = match opened {

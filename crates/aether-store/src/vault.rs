@@ -130,25 +130,12 @@ impl Vault {
 
     /// An HMAC-SHA256 signature (hex) of `text`.
     pub fn sign(&self, text: &str) -> String {
-        hex::encode(
-            self.signer
-                .clone()
-                .chain_update(text.as_bytes())
-                .finalize()
-                .into_bytes(),
-        )
+        mac_hex(&self.signer, text)
     }
 
     /// Whether `signature` is this key's signature of `text` (compared in constant time).
     pub fn verify(&self, text: &str, signature: &str) -> bool {
-        let Ok(bytes) = hex::decode(signature) else {
-            return false;
-        };
-        self.signer
-            .clone()
-            .chain_update(text.as_bytes())
-            .verify_slice(&bytes)
-            .is_ok()
+        mac_verify(&self.signer, text, signature)
     }
 
     /// Encrypts `plaintext` as credential `name`.
@@ -229,13 +216,7 @@ impl AuditKey {
             .into_bytes();
         let mac =
             <Hmac<Sha256> as MacKey>::new_from_slice(&derived).expect("HMAC takes any key length");
-        let id = hex::encode(
-            mac.clone()
-                .chain_update(b"aether-audit-key-id")
-                .finalize()
-                .into_bytes(),
-        )[..16]
-            .to_string();
+        let id = mac_hex(&mac, "aether-audit-key-id")[..16].to_string();
         AuditKey { mac, id }
     }
 
@@ -253,24 +234,32 @@ impl AuditKey {
 
     /// The signature (hex) of `text`.
     pub fn sign(&self, text: &str) -> String {
-        hex::encode(
-            self.mac
-                .clone()
-                .chain_update(text.as_bytes())
-                .finalize()
-                .into_bytes(),
-        )
+        mac_hex(&self.mac, text)
     }
 
     /// Whether `signature` is this key's of `text`, compared in constant time.
     pub fn verify(&self, text: &str, signature: &str) -> bool {
-        let Ok(bytes) = hex::decode(signature) else {
-            return false;
-        };
-        self.mac
-            .clone()
-            .chain_update(text.as_bytes())
-            .verify_slice(&bytes)
-            .is_ok()
+        mac_verify(&self.mac, text, signature)
     }
+}
+
+/// HMAC-SHA256 of `text` under `mac`'s key, as hex.
+fn mac_hex(mac: &Hmac<Sha256>, text: &str) -> String {
+    hex::encode(
+        mac.clone()
+            .chain_update(text.as_bytes())
+            .finalize()
+            .into_bytes(),
+    )
+}
+
+/// Whether `signature` (hex) is `mac`'s of `text`, compared in constant time.
+fn mac_verify(mac: &Hmac<Sha256>, text: &str, signature: &str) -> bool {
+    let Ok(bytes) = hex::decode(signature) else {
+        return false;
+    };
+    mac.clone()
+        .chain_update(text.as_bytes())
+        .verify_slice(&bytes)
+        .is_ok()
 }

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{SqlStore, append_audit};
-use crate::chain::{GENESIS, Hashing, Keying};
+use crate::chain::{Hashing, Keying};
 use crate::db::{Conn, DbError, DbResult, Dialect, Optional, Row, Sql, SqlExt, args};
 use crate::{
     AdmissionReceipt, AuditEvent, AuditKey, JournalEntry, Result, SETTLE_US, StoreError, now_us,
@@ -216,7 +216,12 @@ pub struct Unfinished {
     pub journal: Vec<JournalEntry>,
 }
 
-fn receipt_row(r: &Row) -> DbResult<(AdmissionReceipt, Option<String>)> {
+/// A receipt's columns, as [`receipt_row`] reads them.
+pub(super) const RECEIPT_COLUMNS: &str =
+    "call_id, at_us, session, transport, agent, tool, definition, arguments, decision, writer";
+
+/// A receipt and the writer that admitted it ([`RECEIPT_COLUMNS`]).
+pub(super) fn receipt_row(r: &Row) -> DbResult<(AdmissionReceipt, Option<String>)> {
     Ok((
         AdmissionReceipt {
             call_id: r.get(0)?,
@@ -289,21 +294,9 @@ pub(crate) fn key_store(conn: &mut dyn Conn, key: &AuditKey, shown: &str) -> Res
         }
         return Ok(keying);
     }
-    let head: Option<(i64, String)> = tx
-        .query_row(
-            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-            &[],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
+    let (seq, hash) = super::newest_row(&mut *tx)
+        .and_then(|newest| super::chain_tip(&mut *tx, newest))
         .map_err(StoreError::sql(context))?;
-    let (seq, hash) = match head {
-        Some(head) => head,
-        None => super::retention::latest_checkpoint(&mut *tx)
-            .map_err(StoreError::sql(context))?
-            .map(|c| (c.seq, c.hash))
-            .unwrap_or((0, GENESIS.to_string())),
-    };
     let checked: i64 = tx
         .query_row(
             "SELECT value FROM store_meta WHERE key = 'receipts_checked_after_seq'",
@@ -611,16 +604,8 @@ impl SqlStore {
 
     /// The audit's newest row: its sequence number and hash.
     pub async fn audit_head(&self) -> Result<Option<(i64, String)>> {
-        self.read(|conn| {
-            conn.query_row(
-                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-                &[],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(StoreError::sql("audit head"))
-        })
-        .await
+        self.read(|conn| super::newest_row(conn).map_err(StoreError::sql("audit head")))
+            .await
     }
 
     /// The store's keying marker, as read at open.

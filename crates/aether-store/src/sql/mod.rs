@@ -555,22 +555,12 @@ impl SqlStore {
         let call_id = call_id.to_string();
         self.read(move |conn| {
             conn.query_row(
-                "SELECT call_id, at_us, session, transport, agent, tool, definition, arguments, decision
-                 FROM receipts WHERE call_id = ?",
+                &format!(
+                    "SELECT {} FROM receipts WHERE call_id = ?",
+                    ledger::RECEIPT_COLUMNS
+                ),
                 args![call_id],
-                |r| {
-                    Ok(AdmissionReceipt {
-                        call_id: r.get(0)?,
-                        at_us: r.get(1)?,
-                        session: r.get(2)?,
-                        transport: r.get(3)?,
-                        agent: r.get(4)?,
-                        tool: r.get(5)?,
-                        definition: r.get(6)?,
-                        arguments: r.get(7)?,
-                        decision: r.get(8)?,
-                    })
-                },
+                |r| ledger::receipt_row(r).map(|(receipt, _)| receipt),
             )
             .optional()
             .map_err(StoreError::sql("read receipt"))
@@ -944,6 +934,30 @@ fn open_ledger(conn: &mut dyn Conn, key: Option<AuditKey>, shown: &str) -> Resul
     }
 }
 
+/// The audit's newest row: its sequence number and hash.
+pub(super) fn newest_row(conn: &mut dyn Sql) -> DbResult<Option<(i64, String)>> {
+    conn.query_row(
+        "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+        &[],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+}
+
+/// Where the chain goes on from: its `newest` row, else (an empty table after retention
+/// pruned every row) the newest checkpoint, else the start.
+pub(super) fn chain_tip(
+    conn: &mut dyn Sql,
+    newest: Option<(i64, String)>,
+) -> DbResult<(i64, String)> {
+    Ok(match newest {
+        Some(head) => head,
+        None => retention::latest_checkpoint(conn)?
+            .map(|c| (c.seq, c.hash))
+            .unwrap_or((0, GENESIS.to_string())),
+    })
+}
+
 /// The halt flag and the audit chain's newest row, in one statement.
 fn query_halt_and_head(conn: &mut dyn Sql) -> DbResult<(HaltState, Option<(i64, String)>)> {
     conn.query_row(
@@ -1088,23 +1102,11 @@ fn append_audit_after(
         return Ok(seqs);
     }
     ledger.check_writable()?;
-    let head: Option<(i64, String)> = match head {
+    let newest = match head {
         Some(head) => head,
-        None => tx
-            .query_row(
-                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-                &[],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?,
+        None => newest_row(tx)?,
     };
-    // An empty table after retention pruned every row goes on from the newest checkpoint.
-    let (mut seq, mut prev) = match head {
-        Some(head) => head,
-        None => retention::latest_checkpoint(tx)?
-            .map(|c| (c.seq, c.hash))
-            .unwrap_or((0, GENESIS.to_string())),
-    };
+    let (mut seq, mut prev) = chain_tip(tx, newest)?;
     // Each row's place in the chain, then the rows in as few statements as the database
     // takes: with replicas, every statement is a round trip made while holding the writers'
     // lock.

@@ -358,34 +358,9 @@ async fn verify_reads_a_store_it_cannot_write() {
 /// A journal write carrying its call's receipt commits both in one transaction, and meets the
 /// halt there: halted, neither is written.
 async fn a_receipt_rides_its_journal_write_and_meets_the_halt(b: Backend) {
-    use aether_store::{JournalEntry, JournalOp, JournalWrite, content_hash};
+    use aether_store::{JournalOp, content_hash};
     let (dir, store) = keyed(b, 0).await;
-    let entry = |call: &str| JournalEntry {
-        id: 0,
-        at_us: aether_store::now_us(),
-        call_id: call.into(),
-        session: "s1".into(),
-        agent: "default".into(),
-        tool: "edit_file".into(),
-        op: JournalOp::Write,
-        root: "ws".into(),
-        path: "a.txt".into(),
-        dest: None,
-        before_hash: Some(content_hash(b"old")),
-        before_mode: Some(0o644),
-        after_hash: Some(content_hash(b"new")),
-        undoes: None,
-        reverted_by: None,
-    };
-    let write = |call: &str| JournalWrite {
-        entries: vec![entry(call)],
-        blobs: vec![
-            (content_hash(b"old"), b"old".to_vec()),
-            (content_hash(b"new"), b"new".to_vec()),
-        ],
-        reverts: Vec::new(),
-        receipts: vec![receipt(call)],
-    };
+    let write = |call: &str| journal_write(call, "a.txt", JournalOp::Write, Some(b"old"), b"new");
     store.journal(write("e1")).await.unwrap();
     assert!(store.receipt("e1").await.unwrap().is_some());
     assert_eq!(
@@ -436,29 +411,10 @@ both!(a_receipt_whose_writer_was_removed_is_missing_not_running);
 /// row), and only for files nothing was journalled for since; a removed marker is a break
 /// even without a witness.
 async fn the_redo_takes_only_acknowledged_writes_and_a_removed_marker_shows(b: Backend) {
-    use aether_store::{JournalEntry, JournalOp, JournalWrite, content_hash};
+    use aether_store::JournalOp;
     let (dir, store) = keyed(b, 0).await;
-    let write = |call: &str, path: &str, op: JournalOp| JournalWrite {
-        entries: vec![JournalEntry {
-            id: 0,
-            at_us: aether_store::now_us(),
-            call_id: call.into(),
-            session: "s1".into(),
-            agent: "default".into(),
-            tool: "write_file".into(),
-            op,
-            root: "ws".into(),
-            path: path.into(),
-            dest: None,
-            before_hash: None,
-            before_mode: None,
-            after_hash: Some(content_hash(call.as_bytes())),
-            undoes: None,
-            reverted_by: None,
-        }],
-        blobs: vec![(content_hash(call.as_bytes()), call.as_bytes().to_vec())],
-        reverts: Vec::new(),
-        receipts: vec![receipt(call)],
+    let write = |call: &str, path: &str, op: JournalOp| {
+        journal_write(call, path, op, None, call.as_bytes())
     };
     for (call, path) in [("told", "a.txt"), ("untold", "b.txt"), ("deleted", "c.txt")] {
         store
@@ -492,3 +448,39 @@ async fn the_redo_takes_only_acknowledged_writes_and_a_removed_marker_shows(b: B
 }
 
 both!(the_redo_takes_only_acknowledged_writes_and_a_removed_marker_shows);
+
+/// A journal write by call `call` of `path` from `before` (`None`: no file) to `after`, with
+/// both images and the call's receipt riding it.
+fn journal_write(
+    call: &str,
+    path: &str,
+    op: aether_store::JournalOp,
+    before: Option<&[u8]>,
+    after: &[u8],
+) -> aether_store::JournalWrite {
+    use aether_store::content_hash;
+    let mut blobs = vec![(content_hash(after), after.to_vec())];
+    blobs.extend(before.map(|b| (content_hash(b), b.to_vec())));
+    aether_store::JournalWrite {
+        entries: vec![aether_store::JournalEntry {
+            id: 0,
+            at_us: aether_store::now_us(),
+            call_id: call.into(),
+            session: "s1".into(),
+            agent: "default".into(),
+            tool: "write_file".into(),
+            op,
+            root: "ws".into(),
+            path: path.into(),
+            dest: None,
+            before_hash: before.map(content_hash),
+            before_mode: before.map(|_| 0o644),
+            after_hash: Some(content_hash(after)),
+            undoes: None,
+            reverted_by: None,
+        }],
+        blobs,
+        reverts: Vec::new(),
+        receipts: vec![receipt(call)],
+    }
+}

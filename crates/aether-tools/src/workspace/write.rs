@@ -391,11 +391,7 @@ pub(super) async fn record_and_replace(
         Runner::Own => ledger.record_blocking(write).await,
     };
     for r in boarded {
-        r.landed(match &recorded {
-            Ok(_) => Ok(()),
-            Err(crate::LedgerError::Halted(why)) => Err(Some(why.clone())),
-            Err(_) => Err(None),
-        });
+        r.landed(landing(&recorded));
     }
     let (dir, tmp) = match temp.await {
         Ok(Ok(done)) => done,
@@ -577,12 +573,17 @@ pub(super) async fn commit_receipt(cx: &CallContext) -> Result<(), ToolError> {
         ..Default::default()
     };
     let recorded = cx.ledger.record(write).await;
-    riding.landed(match &recorded {
+    riding.landed(landing(&recorded));
+    recorded.map(|_| ()).map_err(not_recorded)
+}
+
+/// How a journal write ended, as a receipt that rode it takes it ([`PendingReceipt::landed`]).
+fn landing<T>(recorded: &Result<T, crate::LedgerError>) -> Result<(), Option<String>> {
+    match recorded {
         Ok(_) => Ok(()),
         Err(crate::LedgerError::Halted(why)) => Err(Some(why.clone())),
         Err(_) => Err(None),
-    });
-    recorded.map(|_| ()).map_err(not_recorded)
+    }
 }
 
 /// Whether writing `path` would make folders on the way (its folder is not there yet).

@@ -261,18 +261,18 @@ impl Books {
         };
         {
             let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            if *last == Some(head.0) {
+            if *last == Some(head.link) {
                 return;
             }
         }
         let (witness, key, store_id) = (witness.clone(), key.clone(), store_id.clone());
-        let (seq, hash) = head.clone();
+        let link = head.link;
         let appended = tokio::task::spawn_blocking(move || {
-            witness.append(&key, &store_id, seq, &hash, aether_store::now_us())
+            witness.append(&key, &store_id, &head, aether_store::now_us())
         })
         .await;
         match appended {
-            Ok(Ok(())) => *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(head.0),
+            Ok(Ok(())) => *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(link),
             Ok(Err(e)) => tracing::error!(error = %e, "cannot append to the audit's witness"),
             Err(e) => tracing::error!(error = %e, "the witness task failed"),
         }

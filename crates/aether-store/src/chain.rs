@@ -1,15 +1,21 @@
-//! The audit hash chain.
+//! The audit hash chains.
 //!
-//! Each row's hash covers its sequence number, every field of its event and the hash of the
-//! row before it, so editing, deleting or inserting a row anywhere breaks every hash after it,
-//! and a gap in sequence numbers is visible on its own.
+//! Every writer (a process writing to the store) appends to a chain of its own: each row's
+//! hash covers its chain, its link (place in that chain), its sequence number (its place
+//! among all rows), every field of its event and the hash of the link before it, so editing,
+//! deleting or inserting a row anywhere breaks every hash after it in its chain, and a gap in
+//! links is visible on its own. Writers never wait for each other's chain: replicas commit
+//! side by side, and `verify` checks each chain and merges them by sequence number.
+//!
+//! Rows written before chains (a store of an earlier release) form the chain named `""`,
+//! whose links are their sequence numbers, hashed as they always were.
 //!
 //! A keyed store's rows (every row after its [`Keying`] marker) are hashed with an HMAC under
 //! the [`AuditKey`], kept outside the store: whoever can write the database but lacks the key
-//! cannot recompute the chain after changing it. Rows written before the store was keyed
+//! cannot recompute a chain after changing it. Rows written before the store was keyed
 //! keep their keyless hashes, pinned by the signed marker's hash of the last of them. The
-//! witness ([`crate::witness`]) holds signed checkpoints of the head outside the store, which
-//! is what shows rows cut from the end.
+//! witness ([`crate::witness`]) holds signed checkpoints of each chain's head outside the
+//! store, which is what shows rows cut from the end of a chain, or a chain removed whole.
 
 use std::collections::BTreeMap;
 
@@ -23,21 +29,53 @@ use crate::{AuditEvent, AuditKey, AuditRecord};
 /// The `prev_hash` of the first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The keyless hash of the row with `seq` and `event`, following `prev` (rows of a store
-/// before it was keyed).
+/// The keyless hash of a row of the chain from before chains (`""`), with `seq` and `event`,
+/// following `prev` (rows of a store before it was keyed).
 pub fn entry_hash(prev: &str, seq: i64, e: &AuditEvent) -> String {
     let body = fields(seq, e);
     sha256(format!("aether-audit-v1\n{prev}\n{body}").as_bytes()).to_hex()
 }
 
-/// The keyed hash of the row with `seq` and `event`, following `prev`: an HMAC under `key`
-/// that also covers whether the row is a side-effect-free call's only record.
+/// The keyed hash of a row of the chain from before chains (`""`): an HMAC under `key` that
+/// also covers whether the row is a side-effect-free call's only record.
 pub fn keyed_hash(key: &AuditKey, prev: &str, seq: i64, e: &AuditEvent) -> String {
     let mut body = fields(seq, e);
     if let Value::Array(items) = &mut body {
         items.push(Value::Bool(e.single));
     }
     key.sign(&format!("aether-audit-v2\n{prev}\n{body}"))
+}
+
+/// The hash of link `link` of writer chain `chain` (sequence number `seq`, `event`),
+/// following `prev`: an HMAC under `key` in a keyed store, else a keyless SHA-256.
+pub fn link_hash(
+    key: Option<&AuditKey>,
+    chain: &str,
+    link: i64,
+    seq: i64,
+    prev: &str,
+    e: &AuditEvent,
+) -> String {
+    let mut body = fields(seq, e);
+    if let Value::Array(items) = &mut body {
+        items.push(Value::Bool(e.single));
+        items.push(Value::String(chain.to_string()));
+        items.push(Value::from(link));
+    }
+    let text = format!("aether-audit-v3\n{prev}\n{body}");
+    match key {
+        Some(key) => key.sign(&text),
+        None => sha256(text.as_bytes()).to_hex(),
+    }
+}
+
+/// The hash row `r` should have: keyed under `key` (`None`: keyless), by its chain's formula.
+pub fn record_hash(key: Option<&AuditKey>, r: &AuditRecord) -> String {
+    match (r.chain.is_empty(), key) {
+        (false, key) => link_hash(key, &r.chain, r.link, r.seq, &r.prev_hash, &r.event),
+        (true, Some(key)) => keyed_hash(key, &r.prev_hash, r.seq, &r.event),
+        (true, None) => entry_hash(&r.prev_hash, r.seq, &r.event),
+    }
 }
 
 /// How rows are hashed as they are appended.
@@ -49,12 +87,21 @@ pub enum Hashing {
 }
 
 impl Hashing {
-    pub fn hash(&self, prev: &str, seq: i64, e: &AuditEvent) -> String {
+    pub fn key(&self) -> Option<&AuditKey> {
         match self {
-            Hashing::Plain => entry_hash(prev, seq, e),
-            Hashing::Keyed(key) => keyed_hash(key, prev, seq, e),
+            Hashing::Plain => None,
+            Hashing::Keyed(key) => Some(key),
         }
     }
+}
+
+/// The newest row of one chain: what the witness checkpoints.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainHead {
+    pub chain: String,
+    pub link: i64,
+    pub seq: i64,
+    pub hash: String,
 }
 
 /// A store's keying: its rows after `keyed_after_seq` are keyed under the key named
@@ -148,16 +195,24 @@ pub struct ChainReport {
     /// Admitted calls whose audit row names another tool, definition or arguments, or
     /// which have several rows.
     pub mismatched: Vec<ChainBreak>,
-    /// Where retention cut the chain: rows up to it were pruned, the rows kept go on from it.
+    /// Where retention last cut a chain: rows up to it were pruned, the rows kept go on
+    /// from it (each chain from its own newest checkpoint).
     pub checkpoint: Option<Checkpoint>,
+    /// Each chain's newest checkpoint (what its kept rows go on from): every one must carry
+    /// the vault key's signature.
+    pub checkpoints: Vec<Checkpoint>,
+    /// Chains checked (one per writer that wrote rows, and the chain from before chains).
+    pub chains: u64,
 }
 
-/// A signed record of where retention cut the audit chain: the last pruned row's sequence
-/// number and hash. The rows kept verify from it as from the chain's start; its signature,
+/// A signed record of where retention cut an audit chain: the last pruned row's chain, link,
+/// sequence number and hash. The rows kept verify from it as from the chain's start; its signature,
 /// keyed from the vault key (kept outside the store), shows that Aether, not someone with
 /// only the store's files, made the cut.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Checkpoint {
+    pub chain: String,
+    pub link: i64,
     pub seq: i64,
     pub hash: String,
     pub at_us: i64,
@@ -170,10 +225,16 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// What the signature covers.
     pub fn signed_text(&self) -> String {
-        format!(
-            "aether-audit-checkpoint-v1\n{}\n{}\n{}\n{}\n{}",
-            self.seq, self.hash, self.at_us, self.pruned, self.by
-        )
+        match self.chain.is_empty() {
+            true => format!(
+                "aether-audit-checkpoint-v1\n{}\n{}\n{}\n{}\n{}",
+                self.seq, self.hash, self.at_us, self.pruned, self.by
+            ),
+            false => format!(
+                "aether-audit-checkpoint-v2\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+                self.chain, self.link, self.seq, self.hash, self.at_us, self.pruned, self.by
+            ),
+        }
     }
 }
 
@@ -186,98 +247,140 @@ impl ChainReport {
     }
 }
 
-/// Checks rows given in sequence order; keeps at most 100 breaks.
+impl ChainReport {
+    fn empty() -> ChainReport {
+        ChainReport {
+            rows: 0,
+            first_seq: None,
+            last_seq: None,
+            head: GENESIS.to_string(),
+            breaks: Vec::new(),
+            receipts: 0,
+            unaudited: Vec::new(),
+            in_flight: 0,
+            mismatched: Vec::new(),
+            checkpoint: None,
+            checkpoints: Vec::new(),
+            interrupted: 0,
+            keyed: None,
+            witnessed: None,
+            witness_lines: 0,
+            chains: 0,
+        }
+    }
+
+    /// The report of all chains, from each one's.
+    pub fn merge(reports: impl IntoIterator<Item = ChainReport>) -> ChainReport {
+        let mut all = ChainReport::empty();
+        for r in reports {
+            all.chains += 1;
+            all.rows += r.rows;
+            all.first_seq = match (all.first_seq, r.first_seq) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if r.last_seq.is_some() && r.last_seq > all.last_seq {
+                all.last_seq = r.last_seq;
+                all.head = r.head;
+            }
+            let room = 100usize.saturating_sub(all.breaks.len());
+            all.breaks.extend(r.breaks.into_iter().take(room));
+            all.keyed = all.keyed.or(r.keyed);
+            if r.witnessed
+                .is_some_and(|(seq, _)| all.witnessed.is_none_or(|(s, _)| seq > s))
+            {
+                all.witnessed = r.witnessed;
+            }
+            all.witness_lines += r.witness_lines;
+        }
+        all.breaks.sort_by_key(|b| b.seq);
+        all
+    }
+}
+
+/// Checks one chain's rows given in link order; keeps at most 100 breaks.
 #[derive(Debug)]
 pub struct ChainVerifier {
+    chain: String,
     report: ChainReport,
     expected_prev: String,
-    expected_seq: Option<i64>,
-    /// Keyed rows come after this one (and it must hash to the marker's hash).
+    /// The next link expected.
+    expected_link: i64,
+    /// The sequence number of the row before: rows go up along a chain.
+    last_seq: i64,
+    /// Keyed rows come after this sequence number (and its row must hash to the marker's
+    /// hash).
     keyed: Option<(i64, String, AuditKey)>,
-    /// The witness's checkpoints not yet met: sequence → (head, time).
+    /// The witness's checkpoints of this chain not yet met: link → (head, time).
     witnessed: BTreeMap<i64, (String, i64)>,
 }
 
-impl Default for ChainVerifier {
-    fn default() -> Self {
+impl ChainVerifier {
+    /// A verifier for chain `chain` from its start.
+    pub fn new(chain: &str) -> ChainVerifier {
         ChainVerifier {
-            report: ChainReport {
-                rows: 0,
-                first_seq: None,
-                last_seq: None,
-                head: GENESIS.to_string(),
-                breaks: Vec::new(),
-                receipts: 0,
-                unaudited: Vec::new(),
-                in_flight: 0,
-                mismatched: Vec::new(),
-                checkpoint: None,
-                interrupted: 0,
-                keyed: None,
-                witnessed: None,
-                witness_lines: 0,
-            },
+            chain: chain.to_string(),
+            report: ChainReport::empty(),
             expected_prev: GENESIS.to_string(),
-            expected_seq: Some(1),
+            expected_link: 1,
+            last_seq: 0,
             keyed: None,
             witnessed: BTreeMap::new(),
         }
     }
-}
 
-impl ChainVerifier {
-    /// A verifier for a chain whose rows up to `seq` (ending in `hash`) were pruned.
-    pub fn after(seq: i64, hash: &str) -> ChainVerifier {
-        let mut v = ChainVerifier::default();
-        v.report.head = hash.to_string();
-        v.expected_prev = hash.to_string();
-        v.expected_seq = Some(seq + 1);
+    /// A verifier for a chain whose rows up to `checkpoint` were pruned.
+    pub fn after(checkpoint: &Checkpoint) -> ChainVerifier {
+        let mut v = ChainVerifier::new(&checkpoint.chain);
+        v.report.head = checkpoint.hash.clone();
+        v.expected_prev = checkpoint.hash.clone();
+        v.expected_link = checkpoint.link + 1;
+        v.last_seq = checkpoint.seq;
+        v.report.checkpoint = Some(checkpoint.clone());
         v
+    }
+
+    /// How this chain is named in problems.
+    fn named(&self) -> String {
+        match self.chain.is_empty() {
+            true => "the audit".to_string(),
+            false => format!("chain {}", self.chain),
+        }
     }
 
     /// Rows after the marker's are checked as keyed under `key`.
     pub fn keyed(&mut self, keying: &Keying, key: AuditKey) {
         self.report.keyed = Some(keying.keyed_after_seq);
-        if self
-            .expected_seq
-            .is_some_and(|next| next > keying.keyed_after_seq + 1)
-        {
-            // Pruned past the keying: the checkpoint pins where the kept rows go on from.
-        } else if self.expected_seq == Some(keying.keyed_after_seq + 1)
-            && self.expected_prev != keying.keyed_after_hash
-        {
-            self.problem(
-                keying.keyed_after_seq,
-                "the chain before the audit was keyed does not end where its signed marker says"
-                    .into(),
-            );
-        }
         self.keyed = Some((keying.keyed_after_seq, keying.keyed_after_hash.clone(), key));
     }
 
-    /// Checks the witness's checkpoints as the rows go by: each must name the hash of the row
-    /// at its sequence number, and none may be beyond the chain's end. `after` is where the
-    /// chain now starts (rows before it were pruned; their checkpoints cannot be checked
-    /// except the one at the cut).
-    pub fn witness(&mut self, lines: &[WitnessLine], after: Option<(i64, &str)>) {
+    /// Checks the witness's checkpoints of this chain as the rows go by: each must name the
+    /// hash of the row at its link, and none may be beyond the chain's end. Checkpoints of
+    /// rows pruned since cannot be checked, except the one at the cut.
+    pub fn witness(&mut self, lines: &[&WitnessLine]) {
         self.report.witness_lines = lines.len() as u64;
+        let cut = self
+            .report
+            .checkpoint
+            .as_ref()
+            .map(|c| (c.link, c.hash.clone()));
         for line in lines {
             if self.report.witnessed.is_none_or(|(seq, _)| line.seq >= seq) {
                 self.report.witnessed = Some((line.seq, line.at_us));
             }
-            match after {
-                Some((cut, hash)) if line.seq == cut && line.head != hash => self.problem(
+            let link = line.link();
+            match &cut {
+                Some((at, hash)) if link == *at && line.head != *hash => self.problem(
                     line.seq,
                     format!(
                         "the witness's checkpoint of row {} names another hash than the retention checkpoint",
                         line.seq
                     ),
                 ),
-                Some((cut, _)) if line.seq <= cut => {}
-                _ if line.seq == 0 => {}
+                Some((at, _)) if link <= *at => {}
+                _ if link == 0 => {}
                 _ => {
-                    self.witnessed
-                        .insert(line.seq, (line.head.clone(), line.at_us));
+                    self.witnessed.insert(link, (line.head.clone(), line.at_us));
                 }
             }
         }
@@ -291,35 +394,49 @@ impl ChainVerifier {
 
     pub fn push(&mut self, r: &AuditRecord) {
         let mut problems = Vec::new();
-        if let Some(expected) = self.expected_seq
-            && r.seq != expected
-        {
-            problems.push(if r.seq > expected {
-                format!("rows {expected}..{} are missing", r.seq - 1)
+        if r.link != self.expected_link {
+            problems.push(if r.link > self.expected_link {
+                match self.chain.is_empty() {
+                    true => format!("rows {}..{} are missing", self.expected_link, r.link - 1),
+                    false => format!(
+                        "links {}..{} of {} are missing",
+                        self.expected_link,
+                        r.link - 1,
+                        self.named()
+                    ),
+                }
             } else {
-                format!("sequence goes back from {} to {}", expected - 1, r.seq)
+                format!(
+                    "{} goes back from {} to {}",
+                    self.named(),
+                    self.expected_link - 1,
+                    r.link
+                )
             });
+        } else if r.seq <= self.last_seq {
+            problems.push(format!(
+                "sequence goes back from {} to {} along {}",
+                self.last_seq,
+                r.seq,
+                self.named()
+            ));
         }
         if r.prev_hash != self.expected_prev {
             problems.push("prev_hash does not match the hash of the row before".to_string());
         }
-        let hash = match &self.keyed {
-            Some((after, _, key)) if r.seq > *after => {
-                keyed_hash(key, &r.prev_hash, r.seq, &r.event)
-            }
-            _ => entry_hash(&r.prev_hash, r.seq, &r.event),
-        };
-        if hash != r.hash {
-            problems.push(match &self.keyed {
-                Some((after, ..)) if r.seq > *after => {
+        let keyed = self.keyed.as_ref().filter(|(after, ..)| r.seq > *after);
+        if record_hash(keyed.map(|(_, _, key)| key), r) != r.hash {
+            problems.push(match keyed {
+                Some(_) => {
                     "the row's contents do not match its keyed hash (edited, or written without the audit key)".to_string()
                 }
-                _ => "the row's contents do not match its hash (edited)".to_string(),
+                None => "the row's contents do not match its hash (edited)".to_string(),
             });
         }
         if let Some((after, ..)) = &self.keyed
             && r.seq <= *after
             && r.event.single
+            && r.chain.is_empty()
         {
             // Rows from before keying were all receipted; the flag is not covered by their
             // keyless hash, so one set now would hide a removed receipt.
@@ -337,7 +454,7 @@ impl ChainVerifier {
                     .to_string(),
             );
         }
-        if let Some((head, at_us)) = self.witnessed.remove(&r.seq)
+        if let Some((head, at_us)) = self.witnessed.remove(&r.link)
             && head != r.hash
         {
             problems.push(format!(
@@ -356,23 +473,28 @@ impl ChainVerifier {
         self.report.last_seq = Some(r.seq);
         self.report.head = r.hash.clone();
         self.expected_prev = r.hash.clone();
-        self.expected_seq = Some(r.seq + 1);
+        self.expected_link = r.link + 1;
+        self.last_seq = r.seq;
     }
 
     pub fn finish(mut self) -> ChainReport {
-        let last = self.report.last_seq.unwrap_or(0);
-        if let Some((&seq, (_, at_us))) = self.witnessed.iter().next_back()
-            && seq > last
+        let last = self.expected_link - 1;
+        if let Some((&link, (_, at_us))) = self.witnessed.iter().next_back()
+            && link > last
         {
             let at = crate::time_text(*at_us);
+            let named = self.named();
             self.problem(
-                seq,
-                match self.report.last_seq {
-                    Some(last) => format!(
-                        "rows were cut from the end: the witness saw row {seq} at {at}, and the audit ends at row {last}"
+                self.last_seq,
+                match (self.report.last_seq, self.chain.is_empty()) {
+                    (Some(seq), true) => format!(
+                        "rows were cut from the end: the witness saw row {link} at {at}, and the audit ends at row {seq}"
                     ),
-                    None => format!(
-                        "the audit is empty, but the witness saw row {seq} at {at} (rows wiped)"
+                    (Some(_), false) => format!(
+                        "rows were cut from the end of {named}: the witness saw its link {link} at {at}, and it ends at link {last}"
+                    ),
+                    (None, _) => format!(
+                        "{named} has no rows, but the witness saw its link {link} at {at} (rows wiped)"
                     ),
                 },
             );

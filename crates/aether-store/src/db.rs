@@ -7,8 +7,10 @@
 //! backend's own file: [`sqlite`] and [`postgres`].
 //!
 //! Writers are serialized per store, across processes: a [`Conn::begin`] transaction is
-//! SQLite's `BEGIN IMMEDIATE`, or PostgreSQL's transaction-scoped advisory lock. The audit
-//! chain's head is read inside it, so any number of writers build one chain.
+//! SQLite's `BEGIN IMMEDIATE`, or PostgreSQL's transaction-scoped advisory lock. The ledger's
+//! group commits ([`Conn::begin_shared`]) share that lock on PostgreSQL: each writer appends
+//! to its own audit chain, so replicas commit side by side, and only what must see no batch
+//! in flight (the halt, the registry, keying, retention) takes it alone.
 
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
@@ -371,6 +373,13 @@ pub(crate) trait Conn: Sql + Send {
     /// A transaction that holds the store's write lock until it commits or is dropped (rolled
     /// back): SQLite's `BEGIN IMMEDIATE`, PostgreSQL's transaction-scoped advisory lock.
     fn begin(&mut self) -> DbResult<Box<dyn Tx + '_>>;
+
+    /// A transaction that holds the write lock shared with other writers' group commits and
+    /// excluded by every [`Conn::begin`]: a halt committed before it began is seen by it,
+    /// and one committed after waits for it. SQLite has one writer at a time anyway.
+    fn begin_shared(&mut self) -> DbResult<Box<dyn Tx + '_>> {
+        self.begin()
+    }
 }
 
 /// A write transaction; dropped without [`Tx::commit`], it rolls back.

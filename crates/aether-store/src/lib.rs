@@ -26,7 +26,7 @@ pub use aether_vocab::journal::{
     SealPin, SealRecord, content_hash,
 };
 pub use chain::{
-    ChainBreak, ChainReport, Checkpoint, GENESIS, Keying, SETTLE_US, entry_hash as keyless_hash,
+    ChainBreak, ChainHead, ChainReport, Checkpoint, GENESIS, Keying, SETTLE_US, record_hash,
 };
 pub use db::DbError;
 pub use runs::{RunEvent, RunRecord, RunStart};
@@ -80,7 +80,12 @@ pub struct AuditEvent {
 /// An audit row as stored: the event, its place in the chain and its hash.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AuditRecord {
+    /// Its place among all rows: unique, rising in each chain, not gapless across them.
     pub seq: i64,
+    /// The chain it belongs to (its writer's id; `""` for rows from before chains).
+    pub chain: String,
+    /// Its place in its chain, from 1 (for `""`, its sequence number).
+    pub link: i64,
     #[serde(flatten)]
     pub event: AuditEvent,
     pub prev_hash: String,
@@ -452,14 +457,14 @@ impl Store {
         self.0.changes()
     }
 
-    /// Prunes audit rows written before `before_us` behind a checkpoint signed with `vault`'s
-    /// key (see [`Checkpoint`]); `None` when nothing was that old.
+    /// Prunes audit rows written before `before_us` behind a checkpoint per chain cut, each
+    /// signed with `vault`'s key (see [`Checkpoint`]); empty when nothing was that old.
     pub async fn prune_audit(
         &self,
         before_us: i64,
         by: &str,
         vault: std::sync::Arc<Vault>,
-    ) -> Result<Option<Checkpoint>> {
+    ) -> Result<Vec<Checkpoint>> {
         self.0.prune_audit(before_us, by.to_string(), vault).await
     }
 
@@ -641,8 +646,9 @@ impl Store {
         self.0.journal_to_redo(writers).await
     }
 
-    /// The audit's newest row (sequence number and hash).
-    pub async fn audit_head(&self) -> Result<Option<(i64, String)>> {
+    /// The newest row of this process's own chain (what its witness checkpoints); `None`
+    /// before it wrote one.
+    pub async fn audit_head(&self) -> Result<Option<ChainHead>> {
         self.0.audit_head().await
     }
 

@@ -1,5 +1,6 @@
-//! The audit's witness: signed checkpoints of the chain's head (sequence number, hash, time),
-//! appended every few seconds and at shutdown to a file outside the store. Whoever can write
+//! The audit's witness: signed checkpoints of a chain's head (chain, link, sequence number,
+//! hash, time), appended by each writer for its own chain every few seconds and at shutdown
+//! to a file outside the store. Whoever can write
 //! the database cannot also take back what the witness saw: `verify` checks every checkpoint
 //! against the rows, so rows cut from the end, or both tables wiped, show.
 //!
@@ -14,24 +15,48 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::AuditKey;
+use crate::chain::ChainHead;
 
 /// One checkpoint as the witness holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WitnessLine {
     /// The store's id (its keying marker's).
     pub store: String,
+    /// The writer's chain (`""`: the chain from before chains, of an earlier release).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub chain: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub link: i64,
     pub seq: i64,
     pub head: String,
     pub at_us: i64,
     pub sig: String,
 }
 
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
 impl WitnessLine {
     pub fn signed_text(&self) -> String {
-        format!(
-            "aether-audit-witness-v1\n{}\n{}\n{}\n{}",
-            self.store, self.seq, self.head, self.at_us
-        )
+        match self.chain.is_empty() {
+            true => format!(
+                "aether-audit-witness-v1\n{}\n{}\n{}\n{}",
+                self.store, self.seq, self.head, self.at_us
+            ),
+            false => format!(
+                "aether-audit-witness-v2\n{}\n{}\n{}\n{}\n{}\n{}",
+                self.store, self.chain, self.link, self.seq, self.head, self.at_us
+            ),
+        }
+    }
+
+    /// The row's place in its chain (the chain from before chains counts by sequence number).
+    pub fn link(&self) -> i64 {
+        match self.chain.is_empty() {
+            true => self.seq,
+            false => self.link,
+        }
     }
 }
 
@@ -54,19 +79,20 @@ impl Witness {
         &self.path
     }
 
-    /// Appends a signed checkpoint of row `seq` with hash `head`, and syncs it.
+    /// Appends a signed checkpoint of a chain's `head`, and syncs it.
     pub fn append(
         &self,
         key: &AuditKey,
         store: &str,
-        seq: i64,
-        head: &str,
+        head: &ChainHead,
         at_us: i64,
     ) -> std::io::Result<()> {
         let mut line = WitnessLine {
             store: store.to_string(),
-            seq,
-            head: head.to_string(),
+            chain: head.chain.clone(),
+            link: head.link,
+            seq: head.seq,
+            head: head.hash.clone(),
             at_us,
             sig: String::new(),
         };

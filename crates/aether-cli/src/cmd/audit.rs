@@ -98,22 +98,28 @@ async fn prune(args: PruneArgs) -> Result<ExitCode> {
     )?;
     let key_file = setup::vault_key_file(&loaded);
     let vault = std::sync::Arc::new(aether_store::Vault::open(&key_file, true)?);
-    match store
+    let cuts = store
         .prune_audit(aether_store::now_us() - age, &args.by, vault)
-        .await?
-    {
-        Some(c) => say!(
-            "pruned {} audit rows up to row {}; checkpoint {}:{} signed with {}",
+        .await?;
+    if cuts.is_empty() {
+        say!(
+            "no audit row is older than {}; nothing pruned",
+            args.older_than
+        );
+    }
+    for c in &cuts {
+        let chain = match c.chain.is_empty() {
+            true => String::new(),
+            false => format!(" of chain {}", c.chain),
+        };
+        say!(
+            "pruned {} audit rows{chain} up to row {}; checkpoint {}:{} signed with {}",
             c.pruned,
             c.seq,
             c.seq,
             c.hash,
             key_file.display()
-        ),
-        None => say!(
-            "no audit row is older than {}; nothing pruned",
-            args.older_than
-        ),
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -199,19 +205,26 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
         (Some(a), Some(b)) => format!("{} rows, {a}..{b}", report.rows),
         _ => "no rows yet".to_string(),
     };
-    // A checkpoint left by retention must carry the vault key's signature.
+    if report.chains > 1 {
+        span = format!("{span}, in {} writers' chains", report.chains);
+    }
+    // Checkpoints left by retention must carry the vault key's signature.
     let mut forged = None;
-    if let Some(c) = &report.checkpoint {
+    if let Some(newest) = &report.checkpoint {
         let key_file = setup::vault_key_file(&loaded);
-        let signed = match aether_store::Vault::open(&key_file, false) {
-            Ok(vault) => vault.verify(&c.signed_text(), &c.signature),
+        let vault = match aether_store::Vault::open(&key_file, false) {
+            Ok(vault) => vault,
             Err(e) => anyhow::bail!(
                 "the audit was pruned up to row {} and its checkpoint cannot be checked without the vault key: {e}",
-                c.seq
+                newest.seq
             ),
         };
-        span = format!("{span}, after a signed checkpoint at row {}", c.seq);
-        if !signed {
+        span = format!("{span}, after a signed checkpoint at row {}", newest.seq);
+        if let Some(c) = report
+            .checkpoints
+            .iter()
+            .find(|c| !vault.verify(&c.signed_text(), &c.signature))
+        {
             forged = Some(format!(
                 "  checkpoint at row {}: its signature does not match the vault key ({}): rows were cut by someone without it",
                 c.seq,

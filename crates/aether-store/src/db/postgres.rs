@@ -27,9 +27,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0002_runs.sql"),
     include_str!("../../migrations/postgres/0003_run_leases.sql"),
     include_str!("../../migrations/postgres/0004_ledger.sql"),
+    include_str!("../../migrations/postgres/0005_writer_chains.sql"),
 ];
 
-/// The advisory lock (with the schema's hash as its second half) that serializes writers.
+/// The advisory lock (with the schema's hash as its second half) that serializes writers
+/// (group commits hold it shared, see [`Conn::begin_shared`]).
 const WRITE_LOCK: i32 = 0x4165;
 
 /// Prepared statements kept per connection before the cache starts over.
@@ -244,11 +246,22 @@ impl Sql for PgConn {
 
 impl Conn for PgConn {
     fn begin(&mut self) -> DbResult<Box<dyn Tx + '_>> {
+        self.begin_with("pg_advisory_xact_lock")
+    }
+
+    fn begin_shared(&mut self) -> DbResult<Box<dyn Tx + '_>> {
+        self.begin_with("pg_advisory_xact_lock_shared")
+    }
+}
+
+impl PgConn {
+    /// A transaction holding the writers' lock taken by `lock` (exclusive or shared).
+    fn begin_with(&mut self, lock: &str) -> DbResult<Box<dyn Tx + '_>> {
         let (client, cache) = self.parts()?;
         // The transaction and the writers' lock in one round trip (the simple protocol takes
         // both statements in one message).
         if let Err(e) = client.batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}, hashtext(current_schema()))"
+            "BEGIN; SELECT {lock}({WRITE_LOCK}, hashtext(current_schema()))"
         )) {
             // The transaction may be open (the lock failed after BEGIN): never leave the
             // connection inside it.

@@ -24,6 +24,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0012_runs.sql"),
     include_str!("../../migrations/sqlite/0013_run_leases.sql"),
     include_str!("../../migrations/sqlite/0014_ledger.sql"),
+    include_str!("../../migrations/sqlite/0015_writer_chains.sql"),
 ];
 
 impl rusqlite::ToSql for Arg<'_> {

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{SqlStore, append_audit};
-use crate::chain::{Hashing, Keying};
+use crate::chain::{ChainHead, Hashing, Keying};
 use crate::db::{Conn, DbError, DbResult, Dialect, Optional, Row, Sql, SqlExt, args};
 use crate::{
     AdmissionReceipt, AuditEvent, AuditKey, JournalEntry, Result, SETTLE_US, StoreError, now_us,
@@ -294,9 +294,14 @@ pub(crate) fn key_store(conn: &mut dyn Conn, key: &AuditKey, shown: &str) -> Res
         }
         return Ok(keying);
     }
-    let (seq, hash) = super::newest_row(&mut *tx)
-        .and_then(|newest| super::chain_tip(&mut *tx, newest))
-        .map_err(StoreError::sql(context))?;
+    // Rows after the newest, of every chain, are keyed.
+    let newest = match super::newest_row(&mut *tx).map_err(StoreError::sql(context))? {
+        Some(newest) => Some(newest),
+        None => super::retention::latest_checkpoint(&mut *tx)
+            .map_err(StoreError::sql(context))?
+            .map(|c| (c.seq, c.hash)),
+    };
+    let (seq, hash) = newest.unwrap_or((0, crate::chain::GENESIS.to_string()));
     let checked: i64 = tx
         .query_row(
             "SELECT value FROM store_meta WHERE key = 'receipts_checked_after_seq'",
@@ -521,8 +526,7 @@ impl SqlStore {
                     && rows[0].event.outcome == "ok"
                     && match &ledger.hashing {
                         Hashing::Keyed(key) => {
-                            let r = &rows[0];
-                            crate::chain::keyed_hash(key, &r.prev_hash, r.seq, &r.event) == r.hash
+                            crate::chain::record_hash(Some(key), &rows[0]) == rows[0].hash
                         }
                         Hashing::Plain => ledger.keying.is_none(),
                     };
@@ -602,10 +606,26 @@ impl SqlStore {
         .await
     }
 
-    /// The audit's newest row: its sequence number and hash.
-    pub async fn audit_head(&self) -> Result<Option<(i64, String)>> {
-        self.read(|conn| super::newest_row(conn).map_err(StoreError::sql("audit head")))
-            .await
+    /// The newest row of this process's chain.
+    pub async fn audit_head(&self) -> Result<Option<ChainHead>> {
+        let chain = self.inner.ledger.writer.id.clone();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT link, seq, hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1",
+                args![chain],
+                |r| {
+                    Ok(ChainHead {
+                        chain: chain.clone(),
+                        link: r.get(0)?,
+                        seq: r.get(1)?,
+                        hash: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(StoreError::sql("audit head"))
+        })
+        .await
     }
 
     /// The store's keying marker, as read at open.

@@ -10,14 +10,17 @@
 //! still build one chain.
 
 use aether_vocab::RegistryState;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 
-use crate::chain::{ChainBreak, ChainVerifier, GENESIS, Hashing, SETTLE_US};
-use crate::db::{self, Conn, DbError, DbResult, Optional, Row, Sql, SqlExt, Value, args, bind};
+use crate::chain::{ChainBreak, ChainVerifier, Checkpoint, GENESIS, Hashing, Keying, SETTLE_US};
+use crate::db::{
+    self, Arg, Conn, DbError, DbResult, Dialect, Optional, Row, Sql, SqlExt, Value, args, bind,
+};
 use crate::{
     AdmissionReceipt, AuditEvent, AuditKey, AuditQuery, AuditRecord, BuiltinDefinition,
     ChainReport, HaltState, JournalWrite, ReceiptOutcome, RegistryRow, Result, StoreError, now_us,
@@ -698,13 +701,10 @@ fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainRep
     let context = "audit verify";
     let sql = StoreError::sql(context);
     let keying = ledger::read_keying(conn).map_err(sql)?;
-    // Rows pruned by retention end at the newest checkpoint: the chain goes on from it.
-    let checkpoint = retention::latest_checkpoint(conn).map_err(StoreError::sql(context))?;
-    let mut verifier = match &checkpoint {
-        Some(c) => ChainVerifier::after(c.seq, &c.hash),
-        None => ChainVerifier::default(),
-    };
+    // Rows pruned by retention end at each chain's newest checkpoint: it goes on from there.
+    let checkpoints = retention::latest_checkpoints(conn).map_err(StoreError::sql(context))?;
     let mut marker_problems = Vec::new();
+    let mut keyed = None;
     match (&keying, &options.key) {
         (Some(k), Some(key)) => {
             if k.key_id != key.id() {
@@ -720,7 +720,7 @@ fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainRep
                     problem: "the audit's keying marker is not signed by the audit key (it was forged or changed)".into(),
                 });
             }
-            verifier.keyed(k, key.clone());
+            keyed = Some((k, key.clone()));
         }
         (Some(_), None) => {
             return Err(StoreError::Invalid(
@@ -740,6 +740,7 @@ fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainRep
         }
         (None, None) => {}
     }
+    let mut witnessed: BTreeMap<String, Vec<crate::WitnessLine>> = BTreeMap::new();
     if let (Some(path), Some(key)) = (&options.witness, &options.key) {
         let store_id = keying.as_ref().map_or("", |k| k.store_id.as_str());
         let read = crate::Witness::read(path, key, store_id).map_err(|e| {
@@ -760,41 +761,57 @@ fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainRep
                         .into_iter()
                         .map(|problem| ChainBreak { seq: 0, problem }),
                 );
-                verifier.witness(
-                    &lines,
-                    checkpoint.as_ref().map(|c| (c.seq, c.hash.as_str())),
-                );
+                for line in lines {
+                    witnessed.entry(line.chain.clone()).or_default().push(line);
+                }
             }
         }
     }
+    // One verifier per chain: every chain with rows, a checkpoint, or a witnessed head (a
+    // chain the witness saw and the store lacks was removed whole).
+    let mut verifiers: BTreeMap<String, ChainVerifier> = BTreeMap::new();
+    let open = |chain: &str| -> ChainVerifier {
+        let mut v = match checkpoints.iter().find(|c| c.chain == chain) {
+            Some(c) => ChainVerifier::after(c),
+            None => ChainVerifier::new(chain),
+        };
+        if let Some((k, key)) = &keyed {
+            v.keyed(k, key.clone());
+        }
+        if let Some(lines) = witnessed.get(chain) {
+            v.witness(&lines.iter().collect::<Vec<_>>());
+        }
+        v
+    };
+    for chain in checkpoints
+        .iter()
+        .map(|c| c.chain.clone())
+        .chain(witnessed.keys().cloned())
+    {
+        verifiers.entry(chain).or_insert_with_key(|c| open(c));
+    }
     conn.each(
-        &format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq ASC"),
+        &format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY chain, link"),
         &[],
         &mut |row| {
-            verifier.push(&audit_record(row)?);
+            let r = audit_record(row)?;
+            verifiers
+                .entry(r.chain.clone())
+                .or_insert_with(|| open(&r.chain))
+                .push(&r);
             Ok(())
         },
     )
     .map_err(StoreError::sql(context))?;
-    let mut report = verifier.finish();
-    if let Some(k) = &keying
-        && report.last_seq.unwrap_or(0) < k.keyed_after_seq
-        && report
-            .checkpoint
-            .as_ref()
-            .is_none_or(|c| c.seq < k.keyed_after_seq)
-    {
-        marker_problems.push(ChainBreak {
-            seq: k.keyed_after_seq,
-            problem: format!(
-                "the audit ends at row {} but was keyed after row {}: rows were cut from the end",
-                report.last_seq.unwrap_or(0),
-                k.keyed_after_seq
-            ),
-        });
+    let mut report = ChainReport::merge(verifiers.into_values().map(ChainVerifier::finish));
+    if let Some((k, _)) = &keyed {
+        report.keyed = Some(k.keyed_after_seq);
+        marker_problems
+            .extend(keyed_row_problems(conn, k, &checkpoints).map_err(StoreError::sql(context))?);
     }
     report.breaks.splice(0..0, marker_problems);
-    report.checkpoint = checkpoint;
+    report.checkpoint = checkpoints.iter().max_by_key(|c| c.seq).cloned();
+    report.checkpoints = checkpoints;
     let checked_after = match &keying {
         Some(k) => k.receipts_checked_after_seq,
         None => conn
@@ -830,6 +847,55 @@ fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainRep
         }
     }
     Ok(report)
+}
+
+/// The row the store was keyed after must be where its signed marker says: in the table
+/// with the marker's hash, or pruned behind a checkpoint (one cut exactly there names that
+/// hash).
+fn keyed_row_problems(
+    conn: &mut dyn Sql,
+    k: &Keying,
+    checkpoints: &[Checkpoint],
+) -> DbResult<Vec<ChainBreak>> {
+    if k.keyed_after_seq == 0 {
+        return Ok(Vec::new());
+    }
+    let found: Option<String> = conn
+        .query_row(
+            "SELECT hash FROM audit WHERE seq = ?",
+            args![k.keyed_after_seq],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let cut: Option<String> = conn
+        .query_row(
+            "SELECT hash FROM audit_checkpoints WHERE seq = ?",
+            args![k.keyed_after_seq],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let pruned_past = checkpoints.iter().any(|c| c.seq >= k.keyed_after_seq);
+    let problem = match (found, cut) {
+        // A row there is checked by its chain's verifier.
+        (Some(_), _) => None,
+        (None, Some(hash)) if hash != k.keyed_after_hash => Some(
+            "the chain before the audit was keyed does not end where its signed marker says"
+                .to_string(),
+        ),
+        (None, Some(_)) => None,
+        (None, None) if pruned_past => None,
+        (None, None) => Some(format!(
+            "row {} (the last before the audit was keyed) is gone: rows were cut",
+            k.keyed_after_seq
+        )),
+    };
+    Ok(problem
+        .into_iter()
+        .map(|problem| ChainBreak {
+            seq: k.keyed_after_seq,
+            problem,
+        })
+        .collect())
 }
 
 /// Every receipt against the audit (a join the query planner indexes on the fly).
@@ -934,7 +1000,7 @@ fn open_ledger(conn: &mut dyn Conn, key: Option<AuditKey>, shown: &str) -> Resul
     }
 }
 
-/// The audit's newest row: its sequence number and hash.
+/// The audit's newest row, of any chain: its sequence number and hash.
 pub(super) fn newest_row(conn: &mut dyn Sql) -> DbResult<Option<(i64, String)>> {
     conn.query_row(
         "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
@@ -944,33 +1010,124 @@ pub(super) fn newest_row(conn: &mut dyn Sql) -> DbResult<Option<(i64, String)>> 
     .optional()
 }
 
-/// Where the chain goes on from: its `newest` row, else (an empty table after retention
-/// pruned every row) the newest checkpoint, else the start.
-pub(super) fn chain_tip(
+/// Where chain `chain` goes on from (link and hash): its `newest` row, else (every row of
+/// it pruned) its newest checkpoint, else its start.
+fn chain_tip(
     conn: &mut dyn Sql,
+    chain: &str,
     newest: Option<(i64, String)>,
 ) -> DbResult<(i64, String)> {
     Ok(match newest {
-        Some(head) => head,
-        None => retention::latest_checkpoint(conn)?
-            .map(|c| (c.seq, c.hash))
+        Some(tip) => tip,
+        None => retention::latest_checkpoint_of(conn, chain)?
+            .map(|c| (c.link, c.hash))
             .unwrap_or((0, GENESIS.to_string())),
     })
 }
 
-/// The halt flag and the audit chain's newest row, in one statement.
-fn query_halt_and_head(conn: &mut dyn Sql) -> DbResult<(HaltState, Option<(i64, String)>)> {
+/// Where a batch's audit rows go: their chain's newest row (`None`: none yet) and a sequence
+/// number for each.
+struct Place {
+    newest: Option<(i64, String)>,
+    seqs: Vec<i64>,
+}
+
+/// The SQL of the sequence numbers of `n` rows: PostgreSQL draws them from a sequence (no
+/// writer waits for another's), as text `a,b,c`; SQLite, whose writers take turns, gives the
+/// highest so far.
+fn seqs_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Postgres => {
+            "(SELECT string_agg(v::text, ',') FROM
+                (SELECT nextval('audit_seq') AS v FROM generate_series(1, CAST(? AS BIGINT))) s)"
+        }
+        Dialect::Sqlite => {
+            "max(coalesce((SELECT max(seq) FROM audit), 0),
+                 coalesce((SELECT max(seq) FROM audit_checkpoints), 0))"
+        }
+    }
+}
+
+fn seqs_args(dialect: Dialect, n: usize) -> Vec<Arg<'static>> {
+    match dialect {
+        Dialect::Postgres => vec![Arg::Int(n as i64)],
+        Dialect::Sqlite => Vec::new(),
+    }
+}
+
+fn read_seqs(dialect: Dialect, r: &Row, i: usize, n: usize) -> DbResult<Vec<i64>> {
+    Ok(match dialect {
+        Dialect::Postgres => {
+            let text: Option<String> = r.get(i)?;
+            let mut seqs: Vec<i64> = text
+                .unwrap_or_default()
+                .split(',')
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            seqs.sort_unstable();
+            if seqs.len() != n {
+                return Err(DbError::Refused(format!(
+                    "the audit sequence gave {} numbers for {n} rows",
+                    seqs.len()
+                )));
+            }
+            seqs
+        }
+        Dialect::Sqlite => {
+            let highest: i64 = r.get(i)?;
+            (highest + 1..=highest + n as i64).collect()
+        }
+    })
+}
+
+/// [`Place`] for `n` rows of chain `chain`, in one statement.
+fn place(conn: &mut dyn Sql, chain: &str, n: usize) -> DbResult<Place> {
+    let dialect = conn.dialect();
+    let mut bound = args![chain, chain].to_vec();
+    bound.extend(seqs_args(dialect, n));
     conn.query_row(
-        "SELECT h.halted, h.by, h.why, h.at_us,
-                (SELECT seq FROM audit ORDER BY seq DESC LIMIT 1),
-                (SELECT hash FROM audit ORDER BY seq DESC LIMIT 1)
-         FROM halt h WHERE h.id = 1",
-        &[],
+        &format!(
+            "SELECT (SELECT link FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1),
+                    (SELECT hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1),
+                    {}",
+            seqs_sql(dialect)
+        ),
+        &bound,
         |r| {
-            let head = match (r.get::<Option<i64>>(4)?, r.get::<Option<String>>(5)?) {
-                (Some(seq), Some(hash)) => Some((seq, hash)),
-                _ => None,
-            };
+            Ok(Place {
+                newest: newest_of(r, 0)?,
+                seqs: read_seqs(dialect, r, 2, n)?,
+            })
+        },
+    )
+}
+
+fn newest_of(r: &Row, i: usize) -> DbResult<Option<(i64, String)>> {
+    Ok(
+        match (r.get::<Option<i64>>(i)?, r.get::<Option<String>>(i + 1)?) {
+            (Some(link), Some(hash)) => Some((link, hash)),
+            _ => None,
+        },
+    )
+}
+
+/// The halt flag and, for `n` audit rows of chain `chain`, their [`Place`], in one
+/// statement: with a database across a network, each statement is a round trip.
+fn query_halt_and_place(conn: &mut dyn Sql, chain: &str, n: usize) -> DbResult<(HaltState, Place)> {
+    let dialect = conn.dialect();
+    let mut bound = args![chain, chain].to_vec();
+    bound.extend(seqs_args(dialect, n));
+    conn.query_row(
+        &format!(
+            "SELECT h.halted, h.by, h.why, h.at_us,
+                    (SELECT link FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1),
+                    (SELECT hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1),
+                    {}
+             FROM halt h WHERE h.id = 1",
+            seqs_sql(dialect)
+        ),
+        &bound,
+        |r| {
             Ok((
                 HaltState {
                     halted: r.get(0)?,
@@ -978,7 +1135,10 @@ fn query_halt_and_head(conn: &mut dyn Sql) -> DbResult<(HaltState, Option<(i64, 
                     why: r.get(2)?,
                     at_us: r.get(3)?,
                 },
-                head,
+                Place {
+                    newest: newest_of(r, 4)?,
+                    seqs: read_seqs(dialect, r, 6, n)?,
+                },
             ))
         },
     )
@@ -1000,7 +1160,8 @@ pub(super) fn query_halt(conn: &mut dyn Sql) -> DbResult<HaltState> {
 }
 
 const AUDIT_COLUMNS: &str = "seq, at_us, call_id, session, transport, agent, team, project, tool, tier, \
-     outcome, step, rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash, single";
+     outcome, step, rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash, single, \
+     chain, link";
 
 fn audit_record(r: &Row) -> DbResult<AuditRecord> {
     Ok(AuditRecord {
@@ -1028,6 +1189,8 @@ fn audit_record(r: &Row) -> DbResult<AuditRecord> {
         },
         prev_hash: r.get(19)?,
         hash: r.get(20)?,
+        chain: r.get(22)?,
+        link: r.get(23)?,
     })
 }
 
@@ -1077,50 +1240,47 @@ struct Batch {
     journal_ids: Vec<Option<Vec<i64>>>,
 }
 
-/// Writes one transaction: the halt check and `receipts` (unless halted), `journals`, then
-/// `audits` after the chain head, and commits.
-/// Appends `events` to the audit chain inside `tx`, reading the chain's head there (so any
-/// number of writers, in any processes, build one chain). Returns their sequence numbers.
+/// Appends `events` to this process's audit chain inside `tx` (its tip read there: only this
+/// process writes it, one transaction at a time). Returns their sequence numbers.
 pub(super) fn append_audit(
     tx: &mut dyn Sql,
     ledger: &Ledger,
     events: &[&AuditEvent],
 ) -> DbResult<Vec<i64>> {
-    append_audit_after(tx, ledger, events, None)
+    append_audit_at(tx, ledger, events, None)
 }
 
-/// [`append_audit`] with the chain's head already read in this transaction (`Some`: the
-/// newest row, if any), saving a round trip.
-fn append_audit_after(
+/// [`append_audit`] with the rows' [`Place`] already read in this transaction, saving a
+/// round trip.
+fn append_audit_at(
     tx: &mut dyn Sql,
     ledger: &Ledger,
     events: &[&AuditEvent],
-    head: Option<Option<(i64, String)>>,
+    place: Option<Place>,
 ) -> DbResult<Vec<i64>> {
-    let mut seqs = Vec::with_capacity(events.len());
     if events.is_empty() {
-        return Ok(seqs);
+        return Ok(Vec::new());
     }
     ledger.check_writable()?;
-    let newest = match head {
-        Some(head) => head,
-        None => newest_row(tx)?,
+    let chain = ledger.writer.id.as_str();
+    let Place { newest, seqs } = match place {
+        Some(place) => place,
+        None => self::place(tx, chain, events.len())?,
     };
-    let (mut seq, mut prev) = chain_tip(tx, newest)?;
+    let (mut link, mut prev) = chain_tip(tx, chain, newest)?;
     // Each row's place in the chain, then the rows in as few statements as the database
-    // takes: with replicas, every statement is a round trip made while holding the writers'
-    // lock.
+    // takes: with replicas, every statement is a round trip.
+    let key = ledger.hashing.key();
     let mut links = Vec::with_capacity(events.len());
-    for e in events {
-        seq += 1;
-        let hash = ledger.hashing.hash(&prev, seq, e);
-        links.push((seq, std::mem::replace(&mut prev, hash.clone()), hash));
-        seqs.push(seq);
+    for (e, seq) in events.iter().zip(&seqs) {
+        link += 1;
+        let hash = crate::chain::link_hash(key, chain, link, *seq, &prev, e);
+        links.push((*seq, link, std::mem::replace(&mut prev, hash.clone()), hash));
     }
     let rows: Vec<_> = events.iter().zip(&links).collect();
     for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut bound = Vec::with_capacity(chunk.len() * 22);
-        for (e, (seq, prev, hash)) in chunk {
+        let mut bound = Vec::with_capacity(chunk.len() * 24);
+        for (e, (seq, link, prev, hash)) in chunk {
             bound.extend_from_slice(args![
                 *seq,
                 e.at_us,
@@ -1143,13 +1303,15 @@ fn append_audit_after(
                 e.duration_us,
                 *prev,
                 *hash,
-                e.single
+                e.single,
+                chain,
+                *link
             ]);
         }
         tx.execute(
             &format!(
                 "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {}",
-                tuples(chunk.len(), 22)
+                tuples(chunk.len(), 24)
             ),
             &bound,
         )?;
@@ -1210,22 +1372,23 @@ fn write_batch(
     audits: &[&AuditEvent],
     journals: &[&JournalWrite],
 ) -> DbResult<Batch> {
-    let mut tx = conn.begin()?;
+    // Shared with other writers' batches (each appends to its own chain), excluded by a halt.
+    let mut tx = conn.begin_shared()?;
     // A side-effect-free call is admitted by its only record: one that hands the caller a
     // result meets the halt here, as a receipt does; so does a journal write carrying its
     // call's receipt.
     let answers = |e: &AuditEvent| e.single && (e.outcome == "ok" || e.outcome == "tool_error");
     let riding = journals.iter().any(|j| !j.receipts.is_empty());
     let mut halt = None;
-    // The halt and the chain's head in one statement when both are needed: with a database
-    // across a network, each statement is a round trip made holding the writers' lock.
-    let mut head = None;
+    // The halt and the audit rows' place in one statement when both are needed: with a
+    // database across a network, each statement is a round trip.
+    let mut place = None;
     if !receipts.is_empty() || riding || audits.iter().any(|e| answers(e)) {
         let state = if audits.is_empty() {
             query_halt(&mut *tx)?
         } else {
-            let (state, newest) = query_halt_and_head(&mut *tx)?;
-            head = Some(newest);
+            let (state, at) = query_halt_and_place(&mut *tx, &ledger.writer.id, audits.len())?;
+            place = Some(at);
             state
         };
         if state.halted {
@@ -1263,9 +1426,9 @@ fn write_batch(
                     false => (*e).clone(),
                 })
                 .collect();
-            append_audit_after(&mut *tx, ledger, &rows.iter().collect::<Vec<_>>(), head)?
+            append_audit_at(&mut *tx, ledger, &rows.iter().collect::<Vec<_>>(), place)?
         }
-        _ => append_audit_after(&mut *tx, ledger, audits, head)?,
+        _ => append_audit_at(&mut *tx, ledger, audits, place)?,
     };
     tx.commit()?;
     if registered {

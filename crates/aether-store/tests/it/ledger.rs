@@ -5,7 +5,7 @@
 
 use aether_store::{
     Access, AuditKey, AuditQuery, AuditRecord, ReceiptOutcome, Store, VerifyOptions, Witness,
-    keyless_hash,
+    record_hash,
 };
 
 use crate::{Backend, Db, event, receipt};
@@ -54,7 +54,7 @@ async fn rows(store: &Store) -> Vec<AuditRecord> {
 }
 
 /// What a forger without the key can do: recompute every hash from `from` on with the
-/// public (keyless) formula, writing the rows back in place.
+/// public (keyless) formula, writing the rows back in place (one writer's rows: one chain).
 fn rehash(dir: &Db, rows: &[AuditRecord], from: i64) {
     let mut prev = rows
         .iter()
@@ -62,7 +62,9 @@ fn rehash(dir: &Db, rows: &[AuditRecord], from: i64) {
         .map(|r| r.hash.clone())
         .unwrap_or_else(|| aether_store::GENESIS.to_string());
     for r in rows.iter().filter(|r| r.seq >= from) {
-        let hash = keyless_hash(&prev, r.seq, &r.event);
+        let mut r = r.clone();
+        r.prev_hash = prev.clone();
+        let hash = record_hash(None, &r);
         dir.raw(&format!(
             "UPDATE audit SET prev_hash = '{prev}', hash = '{hash}' WHERE seq = {}",
             r.seq
@@ -91,8 +93,8 @@ async fn a_deleted_row_renumbered_and_rehashed_is_caught(b: Backend) {
     let (dir, store) = keyed(b, 5).await;
     dir.raw(
         "DELETE FROM audit WHERE seq = 2; DELETE FROM receipts WHERE call_id = 'c1';
-         UPDATE audit SET seq = seq + 1000 WHERE seq > 2;
-         UPDATE audit SET seq = seq - 1001 WHERE seq > 1000;",
+         UPDATE audit SET seq = seq + 1000, link = link + 1000 WHERE seq > 2;
+         UPDATE audit SET seq = seq - 1001, link = link - 1001 WHERE seq > 1000;",
     );
     let all = rows(&store).await;
     rehash(&dir, &all, 2);
@@ -105,16 +107,22 @@ async fn an_inserted_row_is_caught(b: Backend) {
     let all = rows(&store).await;
     let mut forged = all[2].clone();
     forged.seq = 4;
+    forged.link = 4;
+    forged.prev_hash = all[2].hash.clone();
     forged.event.call_id = "forged".into();
     forged.event.outcome = "refused".into();
     forged.event.step = Some("rules".into());
-    let hash = keyless_hash(&all[2].hash, 4, &forged.event);
+    forged.event.arguments = String::new();
+    forged.event.result = String::new();
+    forged.event.duration_us = 0;
+    let hash = record_hash(None, &forged);
     let e = &forged.event;
     dir.raw(&format!(
         "INSERT INTO audit (seq, at_us, call_id, session, transport, agent, tool, tier, outcome, step,
-             arguments_digest, arguments, result, duration_us, prev_hash, hash, single)
-         VALUES (4, {}, 'forged', '{}', '{}', '{}', '{}', '{}', 'refused', 'rules', '{}', '', '', 0, '{}', '{hash}', 0)",
-        e.at_us, e.session, e.transport, e.agent, e.tool, e.tier, e.arguments_digest, all[2].hash
+             arguments_digest, arguments, result, duration_us, prev_hash, hash, single, chain, link)
+         VALUES (4, {}, 'forged', '{}', '{}', '{}', '{}', '{}', 'refused', 'rules', '{}', '', '', 0, '{}', '{hash}', 0, '{}', 4)",
+        e.at_us, e.session, e.transport, e.agent, e.tool, e.tier, e.arguments_digest, all[2].hash,
+        forged.chain
     ));
     let report = verify(&store, None).await;
     assert!(report.breaks.iter().any(|b| b.seq == 4), "{report:?}");
@@ -123,8 +131,9 @@ async fn an_inserted_row_is_caught(b: Backend) {
 async fn reordered_rows_are_caught(b: Backend) {
     let (dir, store) = keyed(b, 4).await;
     dir.raw(
-        "UPDATE audit SET seq = 100 WHERE seq = 2; UPDATE audit SET seq = 2 WHERE seq = 3;
-         UPDATE audit SET seq = 3 WHERE seq = 100;",
+        "UPDATE audit SET seq = 100, link = 100 WHERE seq = 2;
+         UPDATE audit SET seq = 2, link = 2 WHERE seq = 3;
+         UPDATE audit SET seq = 3, link = 3 WHERE seq = 100;",
     );
     let all = rows(&store).await;
     rehash(&dir, &all, 2);
@@ -138,9 +147,9 @@ async fn the_witness_catches_a_cut_tail_and_wiped_tables(b: Backend) {
     let path = folder.path().join("witness.log");
     let witness = Witness::at(&path);
     let keying = store.keying().unwrap().clone();
-    let (seq, head) = store.audit_head().await.unwrap().unwrap();
+    let head = store.audit_head().await.unwrap().unwrap();
     witness
-        .append(&key(), &keying.store_id, seq, &head, aether_store::now_us())
+        .append(&key(), &keying.store_id, &head, aether_store::now_us())
         .unwrap();
     let report = verify(&store, Some(&path)).await;
     assert!(report.is_intact(), "{report:?}");
@@ -192,9 +201,9 @@ async fn a_forged_or_removed_marker_is_caught(b: Backend) {
     let folder = tempfile::tempdir().unwrap();
     let path = folder.path().join("witness.log");
     let keying = store.keying().unwrap().clone();
-    let (seq, head) = store.audit_head().await.unwrap().unwrap();
+    let head = store.audit_head().await.unwrap().unwrap();
     Witness::at(&path)
-        .append(&key(), &keying.store_id, seq, &head, aether_store::now_us())
+        .append(&key(), &keying.store_id, &head, aether_store::now_us())
         .unwrap();
     dir.raw("DELETE FROM audit_keying");
     let all = rows(&store).await;
@@ -309,7 +318,138 @@ async fn a_single_record_meets_a_committed_halt(b: Backend) {
     ));
 }
 
+/// One admitted call with its receipt and row, written by `store`.
+async fn call(store: &Store, id: &str) {
+    store.admit(receipt(id)).await.unwrap();
+    let mut admitted = event(id, "ok");
+    admitted.step = None;
+    store.audit(admitted).await.unwrap();
+}
+
+async fn writers_keep_chains_of_their_own_and_one_removed_whole_is_caught(b: Backend) {
+    let (dir, first) = keyed(b, 2).await;
+    let second = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    call(&second, "s0").await;
+    call(&first, "c2").await;
+    call(&second, "s1").await;
+    let all = rows(&first).await;
+    let chains: std::collections::BTreeSet<&str> = all.iter().map(|r| r.chain.as_str()).collect();
+    assert_eq!(chains.len(), 2, "{all:?}");
+    // Each chain counts its own links from 1; sequence numbers are unique and rise along it.
+    for chain in &chains {
+        let mine: Vec<_> = all.iter().filter(|r| r.chain == *chain).collect();
+        assert_eq!(
+            mine.iter().map(|r| r.link).collect::<Vec<_>>(),
+            (1..=mine.len() as i64).collect::<Vec<_>>()
+        );
+        assert!(mine.windows(2).all(|w| w[0].seq < w[1].seq));
+    }
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("witness.log");
+    let witness = Witness::at(&path);
+    let store_id = first.keying().unwrap().store_id.clone();
+    for store in [&first, &second] {
+        let head = store.audit_head().await.unwrap().unwrap();
+        witness
+            .append(&key(), &store_id, &head, aether_store::now_us())
+            .unwrap();
+    }
+    let report = verify(&first, Some(&path)).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(
+        (report.chains, report.rows, report.witness_lines),
+        (2, 5, 2)
+    );
+    // The second writer's chain removed whole, receipts too: only the witness can tell.
+    let gone = second.audit_head().await.unwrap().unwrap().chain;
+    dir.raw(&format!(
+        "DELETE FROM audit WHERE chain = '{gone}'; DELETE FROM receipts WHERE call_id LIKE 's%'"
+    ));
+    let report = verify(&first, Some(&path)).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains(&gone) && b.problem.contains("rows wiped")),
+        "{report:?}"
+    );
+    // A row moved from one chain into the other breaks both.
+    let (dir, first) = keyed(b, 2).await;
+    let second = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    call(&second, "s0").await;
+    let theirs = second.audit_head().await.unwrap().unwrap();
+    let mine = first.audit_head().await.unwrap().unwrap();
+    dir.raw(&format!(
+        "UPDATE audit SET chain = '{}', link = 3 WHERE seq = {}",
+        mine.chain, theirs.seq
+    ));
+    assert!(!verify(&first, None).await.is_intact());
+}
+
+async fn writers_commit_side_by_side_and_each_meets_a_committed_halt(b: Backend) {
+    let (dir, first) = keyed(b, 0).await;
+    let second = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    // Both at once, many calls in flight each: their batches commit side by side.
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        for (store, prefix) in [(&first, "a"), (&second, "b")] {
+            let store = store.clone();
+            calls.spawn(async move { call(&store, &format!("{prefix}{i}")).await });
+        }
+    }
+    while let Some(done) = calls.join_next().await {
+        done.unwrap();
+    }
+    let report = verify(&first, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!((report.chains, report.rows, report.receipts), (2, 80, 80));
+    // A halt committed by a third process: the next commit of each writer meets it.
+    let ops = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    ops.set_halt(true, "ops", "drill", None).await.unwrap();
+    for store in [&first, &second] {
+        assert!(matches!(
+            store.admit(receipt("after")).await.unwrap(),
+            ReceiptOutcome::Halted(_)
+        ));
+    }
+    assert!(verify(&first, None).await.is_intact());
+}
+
+/// A store of an earlier release: its rows are one chain (`""`), linked by sequence number and
+/// hashed by the formula of then. New writers chain beside it, and every row still verifies.
+async fn rows_from_before_chains_verify_beside_new_chains(b: Backend) {
+    let (dir, store) = keyed(b, 3).await;
+    let mut prev = aether_store::GENESIS.to_string();
+    for mut r in rows(&store).await {
+        r.chain = String::new();
+        r.link = r.seq;
+        r.prev_hash = prev.clone();
+        let hash = record_hash(Some(&key()), &r);
+        dir.raw(&format!(
+            "UPDATE audit SET chain = '', link = seq, prev_hash = '{prev}', hash = '{hash}' WHERE seq = {}",
+            r.seq
+        ));
+        prev = hash;
+    }
+    drop(store);
+    let store = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    call(&store, "new").await;
+    let report = verify(&store, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(
+        (report.chains, report.rows, report.last_seq),
+        (2, 4, Some(4))
+    );
+    // The old chain is checked as before: a row edited there is caught.
+    dir.raw("UPDATE audit SET outcome = 'tool_error' WHERE seq = 2");
+    let report = verify(&store, None).await;
+    assert!(report.breaks.iter().any(|b| b.seq == 2), "{report:?}");
+}
+
 both!(
+    rows_from_before_chains_verify_beside_new_chains,
+    writers_keep_chains_of_their_own_and_one_removed_whole_is_caught,
+    writers_commit_side_by_side_and_each_meets_a_committed_halt,
     an_edited_row_rehashed_without_the_key_is_caught,
     a_deleted_row_renumbered_and_rehashed_is_caught,
     an_inserted_row_is_caught,

@@ -21,13 +21,14 @@ async fn pruning_leaves_a_signed_checkpoint_and_a_verifiable_chain(b: Backend) {
             .prune_audit(0, "ops", vault.clone())
             .await
             .unwrap()
-            .is_none()
+            .is_empty()
     );
     let now = aether_store::now_us();
     let c = store
         .prune_audit(now, "ops", vault.clone())
         .await
         .unwrap()
+        .pop()
         .expect("rows older than now");
     // The newest row stays, so the head stays in the table.
     assert_eq!((c.seq, c.pruned), (5, 5));
@@ -49,6 +50,7 @@ async fn pruning_leaves_a_signed_checkpoint_and_a_verifiable_chain(b: Backend) {
         .prune_audit(aether_store::now_us(), "ops", vault.clone())
         .await
         .unwrap()
+        .pop()
         .unwrap();
     assert_eq!((again.seq, again.pruned), (8, 3));
     let report = store.verify_audit(None).await.unwrap();
@@ -72,6 +74,7 @@ async fn a_forged_checkpoint_is_caught(b: Backend) {
         .prune_audit(aether_store::now_us(), "ops", vault.clone())
         .await
         .unwrap()
+        .pop()
         .unwrap();
     // Someone with the tables but not the key deletes another row and moves the checkpoint
     // over it: the signature no longer holds.
@@ -88,6 +91,7 @@ async fn a_forged_checkpoint_is_caught(b: Backend) {
         .prune_audit(aether_store::now_us(), "ops", vault.clone())
         .await
         .unwrap()
+        .pop()
         .unwrap();
     db.raw("UPDATE audit_checkpoints SET hash = 'rewritten'");
     let report = store.verify_audit(None).await.unwrap();

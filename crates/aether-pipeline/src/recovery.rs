@@ -204,7 +204,8 @@ pub struct Books {
     store: Store,
     roots: Arc<aether_tools_core::Roots>,
     witness: Option<(Arc<Witness>, AuditKey, String)>,
-    last: Arc<std::sync::Mutex<Option<i64>>>,
+    /// Each chain's link last checkpointed.
+    last: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
 }
 
 impl Books {
@@ -246,35 +247,41 @@ impl Books {
         })
     }
 
-    /// Appends a checkpoint of the head to the witness if it moved since the last one.
+    /// Appends a checkpoint of each of this process's chains whose head moved since its last one.
     pub async fn checkpoint(&self) {
         let Some((witness, key, store_id)) = &self.witness else {
             return;
         };
-        let head = match self.store.audit_head().await {
-            Ok(Some(head)) => head,
-            Ok(None) => return,
+        let heads = match self.store.audit_heads().await {
+            Ok(heads) => heads,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot read the audit's head for the witness");
+                tracing::warn!(error = %e, "cannot read the audit's heads for the witness");
                 return;
             }
         };
-        {
-            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            if *last == Some(head.link) {
-                return;
+        for head in heads {
+            {
+                let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+                if last.get(&head.chain) == Some(&head.link) {
+                    continue;
+                }
             }
-        }
-        let (witness, key, store_id) = (witness.clone(), key.clone(), store_id.clone());
-        let link = head.link;
-        let appended = tokio::task::spawn_blocking(move || {
-            witness.append(&key, &store_id, &head, aether_store::now_us())
-        })
-        .await;
-        match appended {
-            Ok(Ok(())) => *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(link),
-            Ok(Err(e)) => tracing::error!(error = %e, "cannot append to the audit's witness"),
-            Err(e) => tracing::error!(error = %e, "the witness task failed"),
+            let (witness, key, store_id) = (witness.clone(), key.clone(), store_id.clone());
+            let (chain, link) = (head.chain.clone(), head.link);
+            let appended = tokio::task::spawn_blocking(move || {
+                witness.append(&key, &store_id, &head, aether_store::now_us())
+            })
+            .await;
+            match appended {
+                Ok(Ok(())) => {
+                    self.last
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(chain, link);
+                }
+                Ok(Err(e)) => tracing::error!(error = %e, "cannot append to the audit's witness"),
+                Err(e) => tracing::error!(error = %e, "the witness task failed"),
+            }
         }
     }
 

@@ -368,6 +368,9 @@ impl<T> Optional<T> for DbResult<T> {
     }
 }
 
+/// A row's values as text (`None`: NULL), as the simple query protocol answers.
+pub(crate) type TextRow = Vec<Option<String>>;
+
 /// A connection that can open a write transaction.
 pub(crate) trait Conn: Sql + Send {
     /// A transaction that holds the store's write lock until it commits or is dropped (rolled
@@ -379,6 +382,19 @@ pub(crate) trait Conn: Sql + Send {
     /// and one committed after waits for it. SQLite has one writer at a time anyway.
     fn begin_shared(&mut self) -> DbResult<Box<dyn Tx + '_>> {
         self.begin()
+    }
+
+    /// [`Conn::begin_shared`], then `first` inside the transaction in the same round trip
+    /// where the database takes several statements in one message (PostgreSQL), returning
+    /// its one row's values as text; `None` where it was not run (the caller runs its own
+    /// query). `first` has no placeholders: every value in it must be inlined by a caller
+    /// that knows it safe (numbers, identifiers Aether made).
+    fn begin_shared_then(
+        &mut self,
+        first: &str,
+    ) -> DbResult<(Box<dyn Tx + '_>, Option<TextRow>)> {
+        let _ = first;
+        Ok((self.begin_shared()?, None))
     }
 }
 

@@ -646,10 +646,10 @@ impl Store {
         self.0.journal_to_redo(writers).await
     }
 
-    /// The newest row of this process's own chain (what its witness checkpoints); `None`
-    /// before it wrote one.
-    pub async fn audit_head(&self) -> Result<Option<ChainHead>> {
-        self.0.audit_head().await
+    /// The newest row of each of this process's own chains (what its witness checkpoints);
+    /// one chain per writer connection (PostgreSQL has a few), none before it wrote a row.
+    pub async fn audit_heads(&self) -> Result<Vec<ChainHead>> {
+        self.0.audit_heads().await
     }
 
     /// The audit's keying marker, as read at open; `None` for a store never keyed.

@@ -19,7 +19,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, Config, GenericClient, NoTls, Statement};
 
-use super::{Arg, Conn, DbError, DbResult, Dialect, Row, Sql, Tx, Value};
+use super::{Arg, Conn, DbError, DbResult, Dialect, Row, Sql, TextRow, Tx, Value};
 use crate::{Result, StoreError};
 
 pub(crate) const MIGRATIONS: &[&str] = &[
@@ -251,6 +251,51 @@ impl Conn for PgConn {
 
     fn begin_shared(&mut self) -> DbResult<Box<dyn Tx + '_>> {
         self.begin_with("pg_advisory_xact_lock_shared")
+    }
+
+    fn begin_shared_then(
+        &mut self,
+        first: &str,
+    ) -> DbResult<(Box<dyn Tx + '_>, Option<TextRow>)> {
+        let (client, cache) = self.parts()?;
+        // One message, one round trip: the transaction, the lock, and the statement (the
+        // simple protocol runs them in order and answers with text).
+        let answered = client.simple_query(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}, hashtext(current_schema())); {first}"
+        ));
+        let messages = match answered {
+            Ok(messages) => messages,
+            Err(e) => {
+                let _ = client.batch_execute("ROLLBACK");
+                return Err(e.into());
+            }
+        };
+        // The rows after BEGIN's and the lock's completions are the statement's.
+        let mut completed = 0;
+        let mut row = None;
+        for m in &messages {
+            match m {
+                postgres::SimpleQueryMessage::CommandComplete(_) => completed += 1,
+                postgres::SimpleQueryMessage::Row(r) if completed == 2 && row.is_none() => {
+                    row = Some(
+                        (0..r.len())
+                            .map(|i| r.get(i).map(str::to_string))
+                            .collect::<Vec<_>>(),
+                    );
+                }
+                _ => {}
+            }
+        }
+        let tx: Box<dyn Tx + '_> = Box::new(PgTx {
+            tx: client,
+            cache,
+            open: true,
+        });
+        match row {
+            Some(row) => Ok((tx, Some(row))),
+            // Dropped: rolled back.
+            None => Err(DbError::NotFound),
+        }
     }
 }
 

@@ -606,24 +606,30 @@ impl SqlStore {
         .await
     }
 
-    /// The newest row of this process's chain.
-    pub async fn audit_head(&self) -> Result<Option<ChainHead>> {
-        let chain = self.inner.ledger.writer.id.clone();
+    /// The newest row of each of this process's chains that has one.
+    pub async fn audit_heads(&self) -> Result<Vec<ChainHead>> {
+        let chains = self.inner.chains.clone();
         self.read(move |conn| {
-            conn.query_row(
-                "SELECT link, seq, hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1",
-                args![chain],
-                |r| {
-                    Ok(ChainHead {
-                        chain: chain.clone(),
-                        link: r.get(0)?,
-                        seq: r.get(1)?,
-                        hash: r.get(2)?,
-                    })
-                },
-            )
-            .optional()
-            .map_err(StoreError::sql("audit head"))
+            let mut heads = Vec::with_capacity(chains.len());
+            for chain in chains {
+                let head = conn
+                    .query_row(
+                        "SELECT link, seq, hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1",
+                        args![chain],
+                        |r| {
+                            Ok(ChainHead {
+                                chain: chain.clone(),
+                                link: r.get(0)?,
+                                seq: r.get(1)?,
+                                hash: r.get(2)?,
+                            })
+                        },
+                    )
+                    .optional()
+                    .map_err(StoreError::sql("audit head"))?;
+                heads.extend(head);
+            }
+            Ok(heads)
         })
         .await
     }

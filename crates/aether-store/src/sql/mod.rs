@@ -43,6 +43,12 @@ mod sources;
 /// How many queued writes one transaction takes at most.
 const MAX_BATCH: usize = 512;
 
+/// Writers of receipts and audit rows on PostgreSQL besides the one writer, each with its own
+/// connection and audit chain: a group commit across a network is a few round trips, and
+/// while one lane waits for them the next takes the calls arriving meanwhile. (SQLite has
+/// one writer at a time: its one writer takes everything.)
+const RECORD_LANES: usize = 2;
+
 type Reply<T> = oneshot::Sender<Result<T>>;
 
 /// An audit row's sequence number, and the halt that withheld its result (see
@@ -76,6 +82,11 @@ pub struct SqlStore {
 struct Inner {
     location: Location,
     jobs: Mutex<mpsc::Sender<Job>>,
+    /// Receipts and audit rows, where writers of their own take them ([`RECORD_LANES`] on
+    /// PostgreSQL); `None`: the writer takes them with everything else.
+    records: Option<Mutex<mpsc::Sender<Job>>>,
+    /// The audit chains this process appends to: its writer's id, then one per lane.
+    chains: Vec<String>,
     /// The write connection. The writer thread holds it for each batch; a caller writing
     /// alone may take it directly (see [`SqlStore::admit_alone`]).
     writer: Arc<Mutex<Box<dyn Conn>>>,
@@ -117,6 +128,7 @@ impl SqlStore {
             Box::new(reader),
             None,
             ledger,
+            Vec::new(),
         )
     }
 
@@ -137,6 +149,7 @@ impl SqlStore {
                 keying,
                 Some("the store was opened read-only".into()),
             ),
+            Vec::new(),
         )
     }
 
@@ -181,6 +194,7 @@ impl SqlStore {
                         keying,
                         Some("the store was opened read-only".into()),
                     ),
+                    Vec::new(),
                 )
             })
             .join()
@@ -211,12 +225,16 @@ impl SqlStore {
                 path: shown.clone(),
                 source,
             })?;
+        let lanes = (0..RECORD_LANES)
+            .map(|_| connect().map(|c| Box::new(c) as Box<dyn Conn>))
+            .collect::<Result<Vec<_>>>()?;
         SqlStore::start(
             Location::Postgres(shown),
             writer,
             Box::new(reader),
             Some(rx),
             ledger,
+            lanes,
         )
     }
 
@@ -226,24 +244,53 @@ impl SqlStore {
         reader: Box<dyn Conn>,
         changes: Option<watch::Receiver<u64>>,
         ledger: Ledger,
+        lanes: Vec<Box<dyn Conn>>,
     ) -> Result<SqlStore> {
         let writer = Arc::new(Mutex::new(writer));
         let ledger = Arc::new(ledger);
+        let spawn = |name: String, conn: Arc<Mutex<Box<dyn Conn>>>, jobs, chain: String| {
+            let ledger = ledger.clone();
+            let shown = location.to_string();
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || run_writer(conn, jobs, &shown, &ledger, &chain))
+                .map_err(|source| StoreError::Open {
+                    path: format!("{location:?}"),
+                    source,
+                })
+        };
         let (tx, rx) = mpsc::channel();
-        let thread_writer = writer.clone();
-        let thread_ledger = ledger.clone();
-        let shown = location.to_string();
-        std::thread::Builder::new()
-            .name("aether-store-writer".into())
-            .spawn(move || run_writer(thread_writer, rx, &shown, &thread_ledger))
-            .map_err(|source| StoreError::Open {
-                path: format!("{location:?}"),
-                source,
-            })?;
+        let mut chains = vec![ledger.writer.id.clone()];
+        spawn(
+            "aether-store-writer".into(),
+            writer.clone(),
+            Arc::new(Mutex::new(rx)),
+            chains[0].clone(),
+        )?;
+        let records = match lanes.is_empty() {
+            true => None,
+            false => {
+                let (tx, rx) = mpsc::channel();
+                let rx = Arc::new(Mutex::new(rx));
+                for (k, conn) in lanes.into_iter().enumerate() {
+                    let chain = format!("{}/{}", ledger.writer.id, k + 1);
+                    chains.push(chain.clone());
+                    spawn(
+                        format!("aether-store-lane-{}", k + 1),
+                        Arc::new(Mutex::new(conn)),
+                        rx.clone(),
+                        chain,
+                    )?;
+                }
+                Some(Mutex::new(tx))
+            }
+        };
         Ok(SqlStore {
             inner: Arc::new(Inner {
                 location,
                 jobs: Mutex::new(tx),
+                records,
+                chains,
                 writer,
                 reader: Mutex::new(reader),
                 changes,
@@ -305,13 +352,26 @@ impl SqlStore {
         }
         let mut conn = self.inner.writer.try_lock().ok()?;
         Some(
-            write_batch(&mut **conn, &self.inner.ledger, receipts, audits, journals)
-                .map_err(|e| StoreError::Write(e.to_string())),
+            write_batch(
+                &mut **conn,
+                &self.inner.ledger,
+                &self.inner.chains[0],
+                receipts,
+                audits,
+                journals,
+            )
+            .map_err(|e| StoreError::Write(e.to_string())),
         )
     }
 
     fn send(&self, job: Job) -> Result<()> {
-        let jobs = self.inner.jobs.lock().map_err(|_| StoreError::WriterGone)?;
+        // Receipts and audit rows go to the lanes where there are some; journal writes (whose
+        // ids order a file's changes) and everything else to the one writer.
+        let jobs = match (&job, &self.inner.records) {
+            (Job::Receipt(..) | Job::Audit(..), Some(records)) => records,
+            _ => &self.inner.jobs,
+        };
+        let jobs = jobs.lock().map_err(|_| StoreError::WriterGone)?;
         jobs.send(job).map_err(|_| StoreError::WriterGone)
     }
 
@@ -1111,6 +1171,85 @@ fn newest_of(r: &Row, i: usize) -> DbResult<Option<(i64, String)>> {
     )
 }
 
+/// The halt read (`halt`) and the [`Place`] of `n` rows of chain `chain`, as one PostgreSQL
+/// statement with every value inline and every column text (for
+/// [`Conn::begin_shared_then`]); `None` when neither is needed, or the chain's name is not
+/// one Aether makes (a writer id: hex digits, dashes, a slash).
+fn inline_halt_and_place(chain: &str, halt: bool, n: usize) -> Option<String> {
+    let safe = !chain.is_empty()
+        && chain
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == '-' || c == '/');
+    if !safe || (!halt && n == 0) {
+        return None;
+    }
+    let mut columns = Vec::new();
+    if halt {
+        columns.push("CAST(h.halted AS TEXT), h.by, h.why, CAST(h.at_us AS TEXT)".to_string());
+    }
+    if n > 0 {
+        columns.push(format!(
+            "CAST((SELECT link FROM audit WHERE chain = '{chain}' ORDER BY link DESC LIMIT 1) AS TEXT),
+             (SELECT hash FROM audit WHERE chain = '{chain}' ORDER BY link DESC LIMIT 1),
+             (SELECT string_agg(v::text, ',') FROM
+                (SELECT nextval('audit_seq') AS v FROM generate_series(1, {n})) s)"
+        ));
+    }
+    let from = if halt {
+        " FROM halt h WHERE h.id = 1"
+    } else {
+        ""
+    };
+    Some(format!("SELECT {}{from}", columns.join(", ")))
+}
+
+/// What [`inline_halt_and_place`]'s statement answered.
+fn parse_halt_and_place(
+    cols: &[Option<String>],
+    halt: bool,
+    n: usize,
+) -> DbResult<(Option<HaltState>, Option<Place>)> {
+    let bad = || DbError::Refused("the halt and audit place read answered in another shape".into());
+    let int = |i: usize| -> DbResult<Option<i64>> {
+        match cols.get(i).ok_or_else(bad)? {
+            Some(v) => v.parse().map(Some).map_err(|_| bad()),
+            None => Ok(None),
+        }
+    };
+    let text = |i: usize| -> DbResult<Option<String>> { Ok(cols.get(i).ok_or_else(bad)?.clone()) };
+    let mut at = 0;
+    let state = if halt {
+        at = 4;
+        Some(HaltState {
+            halted: int(0)?.ok_or_else(bad)? != 0,
+            by: text(1)?,
+            why: text(2)?,
+            at_us: int(3)?,
+        })
+    } else {
+        None
+    };
+    let place = if n > 0 {
+        let newest = match (int(at)?, text(at + 1)?) {
+            (Some(link), Some(hash)) => Some((link, hash)),
+            _ => None,
+        };
+        let mut seqs: Vec<i64> = text(at + 2)?
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        seqs.sort_unstable();
+        if seqs.len() != n {
+            return Err(bad());
+        }
+        Some(Place { newest, seqs })
+    } else {
+        None
+    };
+    Ok((state, place))
+}
+
 /// The halt flag and, for `n` audit rows of chain `chain`, their [`Place`], in one
 /// statement: with a database across a network, each statement is a round trip.
 fn query_halt_and_place(conn: &mut dyn Sql, chain: &str, n: usize) -> DbResult<(HaltState, Place)> {
@@ -1194,13 +1333,21 @@ fn audit_record(r: &Row) -> DbResult<AuditRecord> {
     })
 }
 
+/// A writer: commits the jobs waiting in `jobs` as one transaction at a time, its audit rows
+/// appended to chain `chain`. Several writers may share `jobs` (each takes what is waiting
+/// when it is free).
 fn run_writer(
     conn: Arc<Mutex<Box<dyn Conn>>>,
-    jobs: mpsc::Receiver<Job>,
+    jobs: Arc<Mutex<mpsc::Receiver<Job>>>,
     location: &str,
     ledger: &Ledger,
+    chain: &str,
 ) {
-    while let Ok(first) = jobs.recv() {
+    loop {
+        let queue = jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(first) = queue.recv() else {
+            return;
+        };
         // A poisoned lock means a direct commit panicked mid-write; SQLite rolled the
         // transaction back, so the connection itself is fine to keep using.
         let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
@@ -1218,11 +1365,21 @@ fn run_writer(
                 Job::Other(f) => f(&mut **conn),
             }
             if receipts.len() + audits.len() + journals.len() < MAX_BATCH {
-                next = jobs.try_recv().ok();
+                next = queue.try_recv().ok();
             }
         }
+        // The next writer sharing the queue takes what arrives while this one commits.
+        drop(queue);
         if !receipts.is_empty() || !audits.is_empty() || !journals.is_empty() {
-            commit_batch(&mut **conn, ledger, receipts, audits, journals, location);
+            commit_batch(
+                &mut **conn,
+                ledger,
+                chain,
+                receipts,
+                audits,
+                journals,
+                location,
+            );
         }
     }
 }
@@ -1247,7 +1404,7 @@ pub(super) fn append_audit(
     ledger: &Ledger,
     events: &[&AuditEvent],
 ) -> DbResult<Vec<i64>> {
-    append_audit_at(tx, ledger, events, None)
+    append_audit_at(tx, ledger, &ledger.writer.id, events, None)
 }
 
 /// [`append_audit`] with the rows' [`Place`] already read in this transaction, saving a
@@ -1255,6 +1412,7 @@ pub(super) fn append_audit(
 fn append_audit_at(
     tx: &mut dyn Sql,
     ledger: &Ledger,
+    chain: &str,
     events: &[&AuditEvent],
     place: Option<Place>,
 ) -> DbResult<Vec<i64>> {
@@ -1262,7 +1420,6 @@ fn append_audit_at(
         return Ok(Vec::new());
     }
     ledger.check_writable()?;
-    let chain = ledger.writer.id.as_str();
     let Place { newest, seqs } = match place {
         Some(place) => place,
         None => self::place(tx, chain, events.len())?,
@@ -1368,33 +1525,35 @@ fn insert_receipts(
 fn write_batch(
     conn: &mut dyn Conn,
     ledger: &Ledger,
+    chain: &str,
     receipts: &[&AdmissionReceipt],
     audits: &[&AuditEvent],
     journals: &[&JournalWrite],
 ) -> DbResult<Batch> {
-    // Shared with other writers' batches (each appends to its own chain), excluded by a halt.
-    let mut tx = conn.begin_shared()?;
     // A side-effect-free call is admitted by its only record: one that hands the caller a
     // result meets the halt here, as a receipt does; so does a journal write carrying its
     // call's receipt.
     let answers = |e: &AuditEvent| e.single && (e.outcome == "ok" || e.outcome == "tool_error");
     let riding = journals.iter().any(|j| !j.receipts.is_empty());
-    let mut halt = None;
-    // The halt and the audit rows' place in one statement when both are needed: with a
-    // database across a network, each statement is a round trip.
-    let mut place = None;
-    if !receipts.is_empty() || riding || audits.iter().any(|e| answers(e)) {
-        let state = if audits.is_empty() {
-            query_halt(&mut *tx)?
-        } else {
-            let (state, at) = query_halt_and_place(&mut *tx, &ledger.writer.id, audits.len())?;
-            place = Some(at);
-            state
-        };
-        if state.halted {
-            halt = Some(state);
+    let need_halt = !receipts.is_empty() || riding || audits.iter().any(|e| answers(e));
+    // The lock is shared with other writers' batches (each appends to its own chain) and
+    // excluded by a halt. The halt and the audit rows' place are read in one statement, sent
+    // with BEGIN and the lock where the database takes that: with a database across a
+    // network, each message is a round trip.
+    let (mut tx, first) = match inline_halt_and_place(chain, need_halt, audits.len()) {
+        Some(sql) => conn.begin_shared_then(&sql)?,
+        None => (conn.begin_shared()?, None),
+    };
+    let (state, mut place) = match first {
+        Some(cols) => parse_halt_and_place(&cols, need_halt, audits.len())?,
+        None if !need_halt => (None, None),
+        None if audits.is_empty() => (Some(query_halt(&mut *tx)?), None),
+        None => {
+            let (state, at) = query_halt_and_place(&mut *tx, chain, audits.len())?;
+            (Some(state), Some(at))
         }
-    }
+    };
+    let halt = state.filter(|s| s.halted);
     let mut journal_ids = Vec::with_capacity(journals.len());
     let mut registered = false;
     for j in journals {
@@ -1426,9 +1585,15 @@ fn write_batch(
                     false => (*e).clone(),
                 })
                 .collect();
-            append_audit_at(&mut *tx, ledger, &rows.iter().collect::<Vec<_>>(), place)?
+            append_audit_at(
+                &mut *tx,
+                ledger,
+                chain,
+                &rows.iter().collect::<Vec<_>>(),
+                place.take(),
+            )?
         }
-        _ => append_audit_at(&mut *tx, ledger, audits, place)?,
+        _ => append_audit_at(&mut *tx, ledger, chain, audits, place.take())?,
     };
     tx.commit()?;
     if registered {
@@ -1480,6 +1645,7 @@ fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
 fn commit_batch(
     conn: &mut dyn Conn,
     ledger: &Ledger,
+    chain: &str,
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
     audits: Vec<(Box<AuditEvent>, Reply<Audited>)>,
     journals: Vec<(JournalWrite, Reply<Vec<i64>>)>,
@@ -1489,7 +1655,7 @@ fn commit_batch(
         let r: Vec<&AdmissionReceipt> = receipts.iter().map(|(r, _)| r).collect();
         let a: Vec<&AuditEvent> = audits.iter().map(|(a, _)| &**a).collect();
         let j: Vec<&JournalWrite> = journals.iter().map(|(j, _)| j).collect();
-        write_batch(conn, ledger, &r, &a, &j)
+        write_batch(conn, ledger, chain, &r, &a, &j)
     };
     match written {
         Ok(batch) => {

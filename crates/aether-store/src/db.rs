@@ -389,10 +389,7 @@ pub(crate) trait Conn: Sql + Send {
     /// its one row's values as text; `None` where it was not run (the caller runs its own
     /// query). `first` has no placeholders: every value in it must be inlined by a caller
     /// that knows it safe (numbers, identifiers Aether made).
-    fn begin_shared_then(
-        &mut self,
-        first: &str,
-    ) -> DbResult<(Box<dyn Tx + '_>, Option<TextRow>)> {
+    fn begin_shared_then(&mut self, first: &str) -> DbResult<(Box<dyn Tx + '_>, Option<TextRow>)> {
         let _ = first;
         Ok((self.begin_shared()?, None))
     }

@@ -253,10 +253,7 @@ impl Conn for PgConn {
         self.begin_with("pg_advisory_xact_lock_shared")
     }
 
-    fn begin_shared_then(
-        &mut self,
-        first: &str,
-    ) -> DbResult<(Box<dyn Tx + '_>, Option<TextRow>)> {
+    fn begin_shared_then(&mut self, first: &str) -> DbResult<(Box<dyn Tx + '_>, Option<TextRow>)> {
         let (client, cache) = self.parts()?;
         // One message, one round trip: the transaction, the lock, and the statement (the
         // simple protocol runs them in order and answers with text).

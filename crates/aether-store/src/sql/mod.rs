@@ -46,8 +46,17 @@ const MAX_BATCH: usize = 512;
 /// Writers of receipts and audit rows on PostgreSQL besides the one writer, each with its own
 /// connection and audit chain: a group commit across a network is a few round trips, and
 /// while one lane waits for them the next takes the calls arriving meanwhile. (SQLite has
-/// one writer at a time: its one writer takes everything.)
-const RECORD_LANES: usize = 2;
+/// one writer at a time: its one writer takes everything.) `AETHER_PG_LANES` (0 to 16)
+/// overrides it.
+const RECORD_LANES: usize = 4;
+
+fn record_lanes() -> usize {
+    std::env::var("AETHER_PG_LANES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n <= 16)
+        .unwrap_or(RECORD_LANES)
+}
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -225,7 +234,7 @@ impl SqlStore {
                 path: shown.clone(),
                 source,
             })?;
-        let lanes = (0..RECORD_LANES)
+        let lanes = (0..record_lanes())
             .map(|_| connect().map(|c| Box::new(c) as Box<dyn Conn>))
             .collect::<Result<Vec<_>>>()?;
         SqlStore::start(
@@ -1655,7 +1664,17 @@ fn commit_batch(
         let r: Vec<&AdmissionReceipt> = receipts.iter().map(|(r, _)| r).collect();
         let a: Vec<&AuditEvent> = audits.iter().map(|(a, _)| &**a).collect();
         let j: Vec<&JournalWrite> = journals.iter().map(|(j, _)| j).collect();
-        write_batch(conn, ledger, chain, &r, &a, &j)
+        let started = std::time::Instant::now();
+        let written = write_batch(conn, ledger, chain, &r, &a, &j);
+        tracing::debug!(
+            chain,
+            receipts = r.len(),
+            audits = a.len(),
+            journals = j.len(),
+            us = started.elapsed().as_micros() as u64,
+            "group commit"
+        );
+        written
     };
     match written {
         Ok(batch) => {

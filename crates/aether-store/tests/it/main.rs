@@ -142,9 +142,9 @@ async fn verify_finds_an_edited_row(b: Backend) {
     assert!(report.breaks[0].problem.contains("edited"));
 }
 
-/// The row after row `seq` in its chain (a writer's chain; PostgreSQL's writer lanes have one
-/// each).
-async fn next_in_chain(store: &Store, seq: i64) -> i64 {
+/// The first row with a row after it in its chain (a writer's chain; PostgreSQL's writer
+/// lanes have one each), and that next row: sequence numbers.
+async fn row_and_next(store: &Store) -> (i64, i64) {
     let rows = store
         .audit_query(AuditQuery {
             limit: 1000,
@@ -152,17 +152,19 @@ async fn next_in_chain(store: &Store, seq: i64) -> i64 {
         })
         .await
         .unwrap();
-    let row = rows.iter().find(|r| r.seq == seq).unwrap();
     rows.iter()
-        .find(|r| r.chain == row.chain && r.link == row.link + 1)
+        .find_map(|row| {
+            rows.iter()
+                .find(|r| r.chain == row.chain && r.link == row.link + 1)
+                .map(|next| (row.seq, next.seq))
+        })
         .unwrap()
-        .seq
 }
 
 async fn verify_finds_a_deleted_row(b: Backend) {
-    let (dir, store) = chain_of(b, 5).await;
-    let next = next_in_chain(&store, 2).await;
-    dir.raw("DELETE FROM audit WHERE seq = 2");
+    let (dir, store) = chain_of(b, 20).await;
+    let (victim, next) = row_and_next(&store).await;
+    dir.raw(&format!("DELETE FROM audit WHERE seq = {victim}"));
     let report = store.verify_audit(None).await.unwrap();
     assert_eq!(report.breaks[0].seq, next, "{report:?}");
     assert!(report.breaks[0].problem.contains("missing"));
@@ -170,12 +172,14 @@ async fn verify_finds_a_deleted_row(b: Backend) {
 
 async fn verify_finds_a_rehashed_forgery(b: Backend) {
     // An attacker who edits a row and recomputes its own hash still breaks the next link.
-    let (dir, store) = chain_of(b, 5).await;
-    let next = next_in_chain(&store, 2).await;
-    dir.raw("UPDATE audit SET result = 'forged', hash = 'f00d' WHERE seq = 2");
+    let (dir, store) = chain_of(b, 20).await;
+    let (forged, next) = row_and_next(&store).await;
+    dir.raw(&format!(
+        "UPDATE audit SET result = 'forged', hash = 'f00d' WHERE seq = {forged}"
+    ));
     let report = store.verify_audit(None).await.unwrap();
     let seqs: Vec<i64> = report.breaks.iter().map(|b| b.seq).collect();
-    assert_eq!(seqs, [2, next], "{report:?}");
+    assert_eq!(seqs, [forged, next], "{report:?}");
 }
 
 async fn verify_finds_reordered_rows_at_the_first_one_moved(b: Backend) {
@@ -205,9 +209,10 @@ async fn the_chain_continues_across_restarts(b: Backend) {
 }
 
 async fn verify_finds_a_truncated_start(b: Backend) {
-    let (dir, store) = chain_of(b, 3).await;
-    let next = next_in_chain(&store, 1).await;
-    dir.raw("DELETE FROM audit WHERE seq = 1");
+    // A chain's first row (its start) removed: the second no longer follows the start.
+    let (dir, store) = chain_of(b, 20).await;
+    let (first, next) = row_and_next(&store).await;
+    dir.raw(&format!("DELETE FROM audit WHERE seq = {first}"));
     let report = store.verify_audit(None).await.unwrap();
     assert!(!report.is_intact());
     assert_eq!(report.breaks[0].seq, next);

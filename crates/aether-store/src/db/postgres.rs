@@ -369,8 +369,13 @@ impl Tx for PgTx<'_> {
 /// cannot be read on the way: loopback, a Unix socket, or a network the operator vouches for
 /// with `sslmode=disable`.
 pub(crate) fn config(url: &str) -> Result<Config> {
+    flight_config(url).map(Config::from)
+}
+
+/// [`config`] for the asynchronous client a [`PgFlight`] drives.
+pub(crate) fn flight_config(url: &str) -> Result<tokio_postgres::Config> {
     let shown = redact(url);
-    let mut config = Config::from_str(url)
+    let mut config = tokio_postgres::Config::from_str(url)
         .map_err(|e| StoreError::Invalid(format!("database URL {shown}: {e}")))?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(5));
@@ -391,14 +396,14 @@ pub(crate) fn config(url: &str) -> Result<Config> {
         .get_hosts()
         .iter()
         .filter_map(|h| match h {
-            postgres::config::Host::Tcp(name) => {
+            tokio_postgres::config::Host::Tcp(name) => {
                 let loopback = name == "localhost"
                     || name
                         .parse::<std::net::IpAddr>()
                         .is_ok_and(|ip| ip.is_loopback());
                 (!loopback).then(|| name.clone())
             }
-            postgres::config::Host::Unix(_) => None,
+            tokio_postgres::config::Host::Unix(_) => None,
         })
         .collect();
     let vouched = url.contains("sslmode=disable");
@@ -506,6 +511,147 @@ pub(crate) fn listen(config: Config, changes: tokio::sync::watch::Sender<u64>) {
                     break;
                 }
             }
+        }
+    }
+}
+
+/// A connection that sends a group commit in two flights: BEGIN with the shared writers' lock
+/// and a read; then one statement and COMMIT. Each flight is pipelined (tokio-postgres sends
+/// requests polled together without waiting for each answer; the blocking client cannot).
+/// Drives a runtime of its own, like the blocking client: never on a thread driving async
+/// tasks.
+pub(crate) struct PgFlight {
+    config: tokio_postgres::Config,
+    runtime: tokio::runtime::Runtime,
+    client: Option<tokio_postgres::Client>,
+    cache: HashMap<String, tokio_postgres::Statement>,
+}
+
+impl PgFlight {
+    pub(crate) fn connect(config: &tokio_postgres::Config) -> DbResult<PgFlight> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| DbError::Refused(format!("cannot start the commit runtime: {e}")))?;
+        let mut flight = PgFlight {
+            config: config.clone(),
+            runtime,
+            client: None,
+            cache: HashMap::new(),
+        };
+        flight.connected()?;
+        Ok(flight)
+    }
+
+    /// Connects again if the last client closed.
+    fn connected(&mut self) -> DbResult<()> {
+        if self.client.as_ref().is_none_or(|c| c.is_closed()) {
+            self.client = None;
+            self.cache.clear();
+            let (client, connection) = self
+                .runtime
+                .block_on(self.config.connect(tokio_postgres::NoTls))?;
+            self.runtime.spawn(async move {
+                let _ = connection.await;
+            });
+            self.client = Some(client);
+        }
+        Ok(())
+    }
+
+    /// The prepared statement of `sql` (`?` placeholders): one round trip the first time.
+    fn prepared(&mut self, sql: &str) -> DbResult<tokio_postgres::Statement> {
+        self.connected()?;
+        if let Some(stmt) = self.cache.get(sql) {
+            return Ok(stmt.clone());
+        }
+        let client = self.client.as_ref().expect("connected above");
+        let stmt = self.runtime.block_on(client.prepare(&numbered(sql)))?;
+        if self.cache.len() >= CACHE {
+            self.cache.clear();
+        }
+        self.cache.insert(sql.to_string(), stmt.clone());
+        Ok(stmt)
+    }
+
+    /// In one flight: BEGIN with the shared writers' lock, and `sql` (bound to `args`),
+    /// whose one row is returned; the transaction stays open for [`PgFlight::commit_with`]
+    /// (or [`PgFlight::rollback`]). On an error it is rolled back.
+    pub(crate) fn begin_with(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<Row> {
+        let stmt = self.prepared(sql)?;
+        let client = self.client.as_ref().expect("prepared above");
+        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
+        let begin = format!(
+            "BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}, hashtext(current_schema()))"
+        );
+        let (begun, answered) = self.runtime.block_on(async {
+            tokio::join!(
+                client.batch_execute(&begin),
+                client.query_one(&stmt, &params)
+            )
+        });
+        match begun.and(answered) {
+            Ok(answered) => row(&answered),
+            Err(e) => {
+                self.rollback();
+                Err(e.into())
+            }
+        }
+    }
+
+    /// In one flight: each of `statements` (`sql` bound to its args; at most two), then
+    /// COMMIT; returns the rows each changed. If one fails, COMMIT ends the aborted
+    /// transaction as a rollback.
+    pub(crate) fn commit_with(&mut self, statements: &[(&str, &[Arg<'_>])]) -> DbResult<Vec<u64>> {
+        if statements.len() > 2 {
+            self.rollback();
+            return Err(DbError::Refused(
+                "a flight takes at most two statements".into(),
+            ));
+        }
+        let mut prepared = Vec::with_capacity(statements.len());
+        for (sql, _) in statements {
+            match self.prepared(sql) {
+                Ok(stmt) => prepared.push(stmt),
+                Err(e) => {
+                    self.rollback();
+                    return Err(e);
+                }
+            }
+        }
+        let client = self.client.as_ref().expect("prepared above");
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements
+            .iter()
+            .map(|(_, args)| args.iter().map(|a| a as _).collect())
+            .collect();
+        // Each arm sends its request when first polled, in order: the statements, then COMMIT.
+        let run = |i: usize| {
+            let (stmt, params) = (prepared.get(i), params.get(i));
+            async move {
+                match (stmt, params) {
+                    (Some(stmt), Some(params)) => client.execute(stmt, params).await.map(Some),
+                    _ => Ok(None),
+                }
+            }
+        };
+        let (first, second, committed) = self
+            .runtime
+            .block_on(async { tokio::join!(run(0), run(1), client.batch_execute("COMMIT")) });
+        if statements.len() > 2 {
+            return Err(DbError::Refused(
+                "a flight takes at most two statements".into(),
+            ));
+        }
+        let counts = [first?, second?].into_iter().flatten().collect();
+        committed?;
+        Ok(counts)
+    }
+
+    /// Ends an open transaction, keeping nothing of it (errors ignored: a connection that
+    /// broke has no transaction left).
+    pub(crate) fn rollback(&mut self) {
+        if let Some(client) = self.client.as_ref() {
+            let _ = self.runtime.block_on(client.batch_execute("ROLLBACK"));
         }
     }
 }

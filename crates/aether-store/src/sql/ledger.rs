@@ -68,7 +68,7 @@ impl Ledger {
         self.registered.store(true, Ordering::Relaxed);
     }
 
-    fn is_registered(&self) -> bool {
+    pub fn is_registered(&self) -> bool {
         self.registered.load(Ordering::Relaxed)
     }
 

@@ -234,8 +234,18 @@ impl SqlStore {
                 path: shown.clone(),
                 source,
             })?;
+        let flight_config = db::postgres::flight_config(url)?;
         let lanes = (0..record_lanes())
-            .map(|_| connect().map(|c| Box::new(c) as Box<dyn Conn>))
+            .map(|_| {
+                let conn = connect()?;
+                let flight = db::postgres::PgFlight::connect(&flight_config).map_err(|e| {
+                    StoreError::Unreachable {
+                        location: shown.clone(),
+                        detail: e.to_string(),
+                    }
+                })?;
+                Ok((Box::new(conn) as Box<dyn Conn>, Some(Flight::new(flight))))
+            })
             .collect::<Result<Vec<_>>>()?;
         SqlStore::start(
             Location::Postgres(shown),
@@ -253,16 +263,20 @@ impl SqlStore {
         reader: Box<dyn Conn>,
         changes: Option<watch::Receiver<u64>>,
         ledger: Ledger,
-        lanes: Vec<Box<dyn Conn>>,
+        lanes: Vec<(Box<dyn Conn>, Option<Flight>)>,
     ) -> Result<SqlStore> {
         let writer = Arc::new(Mutex::new(writer));
         let ledger = Arc::new(ledger);
-        let spawn = |name: String, conn: Arc<Mutex<Box<dyn Conn>>>, jobs, chain: String| {
+        let spawn = |name: String,
+                     conn: Arc<Mutex<Box<dyn Conn>>>,
+                     jobs,
+                     chain: String,
+                     flight: Option<Flight>| {
             let ledger = ledger.clone();
             let shown = location.to_string();
             std::thread::Builder::new()
                 .name(name)
-                .spawn(move || run_writer(conn, jobs, &shown, &ledger, &chain))
+                .spawn(move || run_writer(conn, jobs, &shown, &ledger, &chain, flight))
                 .map_err(|source| StoreError::Open {
                     path: format!("{location:?}"),
                     source,
@@ -275,13 +289,14 @@ impl SqlStore {
             writer.clone(),
             Arc::new(Mutex::new(rx)),
             chains[0].clone(),
+            None,
         )?;
         let records = match lanes.is_empty() {
             true => None,
             false => {
                 let (tx, rx) = mpsc::channel();
                 let rx = Arc::new(Mutex::new(rx));
-                for (k, conn) in lanes.into_iter().enumerate() {
+                for (k, (conn, flight)) in lanes.into_iter().enumerate() {
                     let chain = format!("{}/{}", ledger.writer.id, k + 1);
                     chains.push(chain.clone());
                     spawn(
@@ -289,6 +304,7 @@ impl SqlStore {
                         Arc::new(Mutex::new(conn)),
                         rx.clone(),
                         chain,
+                        flight,
                     )?;
                 }
                 Some(Mutex::new(tx))
@@ -1263,33 +1279,43 @@ fn parse_halt_and_place(
 /// statement: with a database across a network, each statement is a round trip.
 fn query_halt_and_place(conn: &mut dyn Sql, chain: &str, n: usize) -> DbResult<(HaltState, Place)> {
     let dialect = conn.dialect();
-    let mut bound = args![chain, chain].to_vec();
-    bound.extend(seqs_args(dialect, n));
     conn.query_row(
-        &format!(
-            "SELECT h.halted, h.by, h.why, h.at_us,
-                    (SELECT link FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1),
-                    (SELECT hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1),
-                    {}
-             FROM halt h WHERE h.id = 1",
-            seqs_sql(dialect)
-        ),
-        &bound,
-        |r| {
-            Ok((
-                HaltState {
-                    halted: r.get(0)?,
-                    by: r.get(1)?,
-                    why: r.get(2)?,
-                    at_us: r.get(3)?,
-                },
-                Place {
-                    newest: newest_of(r, 4)?,
-                    seqs: read_seqs(dialect, r, 6, n)?,
-                },
-            ))
-        },
+        &halt_and_place_sql(dialect),
+        &halt_and_place_args(dialect, chain, n),
+        |r| halt_and_place(dialect, r, n),
     )
+}
+
+fn halt_and_place_sql(dialect: Dialect) -> String {
+    format!(
+        "SELECT h.halted, h.by, h.why, h.at_us,
+                (SELECT link FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1),
+                (SELECT hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1),
+                {}
+         FROM halt h WHERE h.id = 1",
+        seqs_sql(dialect)
+    )
+}
+
+fn halt_and_place_args(dialect: Dialect, chain: &str, n: usize) -> Vec<Arg<'_>> {
+    let mut bound = vec![Arg::Text(chain), Arg::Text(chain)];
+    bound.extend(seqs_args(dialect, n));
+    bound
+}
+
+fn halt_and_place(dialect: Dialect, r: &Row, n: usize) -> DbResult<(HaltState, Place)> {
+    Ok((
+        HaltState {
+            halted: r.get(0)?,
+            by: r.get(1)?,
+            why: r.get(2)?,
+            at_us: r.get(3)?,
+        },
+        Place {
+            newest: newest_of(r, 4)?,
+            seqs: read_seqs(dialect, r, 6, n)?,
+        },
+    ))
 }
 
 pub(super) fn query_halt(conn: &mut dyn Sql) -> DbResult<HaltState> {
@@ -1351,6 +1377,7 @@ fn run_writer(
     location: &str,
     ledger: &Ledger,
     chain: &str,
+    mut flight: Option<Flight>,
 ) {
     loop {
         let queue = jobs.lock().unwrap_or_else(|e| e.into_inner());
@@ -1382,6 +1409,7 @@ fn run_writer(
         if !receipts.is_empty() || !audits.is_empty() || !journals.is_empty() {
             commit_batch(
                 &mut **conn,
+                flight.as_mut(),
                 ledger,
                 chain,
                 receipts,
@@ -1651,8 +1679,152 @@ fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
     }
 }
 
+/// A writer lane's way to commit in two round trips (PostgreSQL): BEGIN with the lock and the
+/// halt, chain tip and sequence numbers' read in one flight; the rows and COMMIT in another.
+pub(crate) struct Flight {
+    conn: db::postgres::PgFlight,
+}
+
+impl Flight {
+    fn new(conn: db::postgres::PgFlight) -> Flight {
+        Flight { conn }
+    }
+}
+
+/// Commits `receipts` and `audits` in two flights; `Ok(None)`, having written nothing, when
+/// it cannot: a halt was committed (the usual way refuses the receipts and withholds the
+/// results), this process is not yet registered as a writer, or may not write the audit.
+fn commit_in_flight(
+    flight: &mut Flight,
+    conn: &mut dyn Conn,
+    ledger: &Ledger,
+    chain: &str,
+    receipts: &[&AdmissionReceipt],
+    audits: &[&AuditEvent],
+) -> DbResult<Option<Batch>> {
+    if ledger.foreign.is_some() || (!receipts.is_empty() && !ledger.is_registered()) {
+        return Ok(None);
+    }
+    let n = audits.len();
+    let dialect = Dialect::Postgres;
+    let first = flight.conn.begin_with(
+        &halt_and_place_sql(dialect),
+        &halt_and_place_args(dialect, chain, n),
+    )?;
+    let (state, place) = match halt_and_place(dialect, &first, n) {
+        Ok(read) => read,
+        Err(e) => {
+            flight.conn.rollback();
+            return Err(e);
+        }
+    };
+    if state.halted {
+        flight.conn.rollback();
+        return Ok(None);
+    }
+    let (mut link, mut prev) = match place.newest {
+        Some(tip) => tip,
+        // A chain with no row yet (or every row pruned): read where it starts.
+        None => match chain_tip(conn, chain, None) {
+            Ok(tip) => tip,
+            Err(e) => {
+                flight.conn.rollback();
+                return Err(e);
+            }
+        },
+    };
+    let key = ledger.hashing.key();
+    let mut links = Vec::with_capacity(n);
+    for (e, seq) in audits.iter().zip(&place.seqs) {
+        link += 1;
+        let hash = crate::chain::link_hash(key, chain, link, *seq, &prev, e);
+        links.push((link, std::mem::replace(&mut prev, hash.clone()), hash));
+    }
+    let writer = ledger.writer.id.as_str();
+    let mut bound = Vec::with_capacity(receipts.len() * 10 + n * 24);
+    for r in receipts {
+        bound.extend_from_slice(args![
+            r.call_id,
+            r.at_us,
+            r.session,
+            r.transport,
+            r.agent,
+            r.tool,
+            r.definition,
+            r.arguments,
+            r.decision,
+            writer
+        ]);
+    }
+    for ((e, seq), (link, prev, hash)) in audits.iter().zip(&place.seqs).zip(&links) {
+        bound.extend_from_slice(args![
+            *seq,
+            e.at_us,
+            e.call_id,
+            e.session,
+            e.transport,
+            e.agent,
+            e.team,
+            e.project,
+            e.tool,
+            e.tier,
+            e.outcome,
+            e.step,
+            e.rule,
+            e.reason,
+            e.definition,
+            e.arguments_digest,
+            e.arguments,
+            e.result,
+            e.duration_us,
+            *prev,
+            *hash,
+            e.single,
+            chain,
+            *link
+        ]);
+    }
+    // Both INSERTs and COMMIT sent together: one round trip.
+    let receipts_sql = format!(
+        "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision, writer)
+         VALUES {}",
+        tuples(receipts.len(), 10)
+    );
+    let audits_sql = format!(
+        "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {}",
+        tuples(n, 24)
+    );
+    let (receipt_args, audit_args) = bound.split_at(receipts.len() * 10);
+    let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2);
+    if !receipts.is_empty() {
+        statements.push((&receipts_sql, receipt_args));
+    }
+    if n > 0 {
+        statements.push((&audits_sql, audit_args));
+    }
+    let counts = flight.conn.commit_with(&statements)?;
+    let expected: Vec<u64> = [receipts.len(), n]
+        .into_iter()
+        .filter(|k| *k > 0)
+        .map(|k| k as u64)
+        .collect();
+    if counts != expected {
+        return Err(DbError::Refused(format!(
+            "a commit wrote {counts:?} rows where {expected:?} were sent"
+        )));
+    }
+    Ok(Some(Batch {
+        halt: None,
+        seqs: place.seqs,
+        withheld: vec![false; n],
+        journal_ids: Vec::new(),
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn commit_batch(
     conn: &mut dyn Conn,
+    flight: Option<&mut Flight>,
     ledger: &Ledger,
     chain: &str,
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
@@ -1665,7 +1837,17 @@ fn commit_batch(
         let a: Vec<&AuditEvent> = audits.iter().map(|(a, _)| &**a).collect();
         let j: Vec<&JournalWrite> = journals.iter().map(|(j, _)| j).collect();
         let started = std::time::Instant::now();
-        let written = write_batch(conn, ledger, chain, &r, &a, &j);
+        let written = match flight {
+            Some(flight) if j.is_empty() => {
+                match commit_in_flight(flight, conn, ledger, chain, &r, &a) {
+                    Ok(Some(batch)) => Ok(batch),
+                    // Halted, or not yet registered: the usual way.
+                    Ok(None) => write_batch(conn, ledger, chain, &r, &a, &j),
+                    Err(e) => Err(e),
+                }
+            }
+            _ => write_batch(conn, ledger, chain, &r, &a, &j),
+        };
         tracing::debug!(
             chain,
             receipts = r.len(),

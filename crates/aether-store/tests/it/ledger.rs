@@ -506,7 +506,24 @@ async fn rows_from_before_chains_verify_beside_new_chains(b: Backend) {
     assert!(report.breaks.iter().any(|b| b.seq == 2), "{report:?}");
 }
 
+/// A commit that fails (a receipt for a call already admitted) writes nothing and leaves its
+/// writer ready: every writer lane commits the calls after it.
+async fn a_failed_commit_leaves_nothing_behind_and_the_next_ones_land(b: Backend) {
+    let (_dir, store) = keyed(b, 0).await;
+    call(&store, "once").await;
+    for _ in 0..20 {
+        assert!(store.admit(receipt("once")).await.is_err());
+    }
+    for i in 0..20 {
+        call(&store, &format!("after{i}")).await;
+    }
+    let report = verify(&store, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!((report.rows, report.receipts), (21, 21));
+}
+
 both!(
+    a_failed_commit_leaves_nothing_behind_and_the_next_ones_land,
     rows_from_before_chains_verify_beside_new_chains,
     writers_keep_chains_of_their_own_and_one_removed_whole_is_caught,
     writers_commit_side_by_side_and_each_meets_a_committed_halt,

@@ -331,14 +331,102 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Tool
         .map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))
 }
 
-/// The JSON Schema of `T`, as a tool's input or output schema.
+/// The JSON Schema of `T`, as a tool's input or output schema, in the subset every client
+/// reads (see [`portable`]).
 pub fn schema_of<T: schemars::JsonSchema>() -> Value {
     let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
     if let Some(obj) = schema.as_object_mut() {
         // The Rust type name means nothing to a client.
         obj.remove("title");
     }
+    portable(&mut schema);
     schema
+}
+
+/// The `format` values JSON Schema (2020-12) defines; any other is a Rust type's name
+/// (`uint64`, `int32`, …) that clients warn about and validators ignore.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Keywords that describe a value rather than constrain it: they stay beside an `anyOf`.
+const ANNOTATIONS: &[&str] = &["description", "default", "title", "examples", "deprecated"];
+
+/// Rewrites `schema` (in place, everywhere in it) into what every MCP client accepts: no
+/// non-standard `format`, and a nullable value as `anyOf` of the type and `null` instead of
+/// a `type` array (which the inspector's `--strict` flags as unportable). The values it
+/// accepts are the same.
+pub fn portable(schema: &mut Value) {
+    match schema {
+        Value::Object(obj) => {
+            if obj
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| !STANDARD_FORMATS.contains(&f))
+            {
+                obj.remove("format");
+            }
+            for value in obj.values_mut() {
+                portable(value);
+            }
+            let nullable = obj.get("type").and_then(Value::as_array).and_then(|types| {
+                let others: Vec<Value> = types
+                    .iter()
+                    .filter(|t| t.as_str() != Some("null"))
+                    .cloned()
+                    .collect();
+                (others.len() < types.len()).then_some(others)
+            });
+            if let Some(others) = nullable {
+                obj.remove("type");
+                let mut value = serde_json::Map::new();
+                value.insert(
+                    "type".into(),
+                    match others.len() {
+                        1 => others[0].clone(),
+                        _ => Value::Array(others),
+                    },
+                );
+                let constraints: Vec<String> = obj
+                    .keys()
+                    .filter(|k| !ANNOTATIONS.contains(&k.as_str()))
+                    .cloned()
+                    .collect();
+                for k in constraints {
+                    if let Some(v) = obj.remove(&k) {
+                        value.insert(k, v);
+                    }
+                }
+                obj.insert(
+                    "anyOf".into(),
+                    Value::Array(vec![
+                        Value::Object(value),
+                        serde_json::json!({ "type": "null" }),
+                    ]),
+                );
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(portable),
+        _ => {}
+    }
 }
 
 /// Runs blocking file work off the async threads; a panic inside becomes a panic here, so the
@@ -348,5 +436,78 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
         Ok(value) => value,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => panic!("blocking tool task was cancelled by the runtime"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Sample {
+        /// How many.
+        count: u64,
+        limit: Option<u32>,
+        name: Option<String>,
+        when: Option<Vec<i16>>,
+    }
+
+    /// Every `type` in `schema` that is an array, and every `format` outside the standard's.
+    fn unportable(schema: &serde_json::Value, found: &mut Vec<String>) {
+        match schema {
+            serde_json::Value::Object(obj) => {
+                if obj.get("type").is_some_and(|t| t.is_array()) {
+                    found.push(format!("type {}", obj["type"]));
+                }
+                if let Some(f) = obj.get("format").and_then(|f| f.as_str())
+                    && !super::STANDARD_FORMATS.contains(&f)
+                {
+                    found.push(format!("format {f}"));
+                }
+                obj.values().for_each(|v| unportable(v, found));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| unportable(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn schemas_are_portable_and_accept_the_same_values() {
+        let raw = serde_json::to_value(schemars::schema_for!(Sample)).unwrap();
+        let mut before = Vec::new();
+        unportable(&raw, &mut before);
+        assert!(
+            !before.is_empty(),
+            "schemars writes uint64 and type arrays: {raw}"
+        );
+        let schema = super::schema_of::<Sample>();
+        let mut after = Vec::new();
+        unportable(&schema, &mut after);
+        assert!(after.is_empty(), "{after:?} in {schema}");
+        // The constraints moved into the non-null branch; the description stayed.
+        assert_eq!(
+            schema["properties"]["limit"],
+            json!({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]})
+        );
+        assert_eq!(schema["properties"]["count"]["description"], "How many.");
+        let raw_validator = jsonschema::validator_for(&raw).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        for value in [
+            json!({"count": 1}),
+            json!({"count": 1, "limit": null, "name": null, "when": null}),
+            json!({"count": 1, "limit": 5, "name": "x", "when": [1, -2]}),
+            json!({"count": -1}),
+            json!({"count": 1, "limit": -5}),
+            json!({"count": 1, "name": 3}),
+            json!({"count": 1, "when": [70000]}),
+            json!({"limit": 1}),
+        ] {
+            assert_eq!(
+                validator.is_valid(&value),
+                raw_validator.is_valid(&value),
+                "{value}"
+            );
+        }
     }
 }

@@ -319,6 +319,23 @@ fn strings(value: &Value) -> Vec<&str> {
 
 /// Whether a schema property holds a string, or a list of strings (or says nothing of its
 /// type, which lets a string through).
+/// `property` and, within it, every alternative (`anyOf`, `oneOf`, `allOf`, nested): a
+/// nullable string is `anyOf` a string and `null`, and an argument hidden in an alternative is
+/// still the argument.
+fn alternatives(property: &Value) -> Vec<&Value> {
+    let mut all = vec![property];
+    let mut i = 0;
+    while i < all.len() {
+        for key in ["anyOf", "oneOf", "allOf"] {
+            if let Some(Value::Array(branches)) = all[i].get(key) {
+                all.extend(branches.iter());
+            }
+        }
+        i += 1;
+    }
+    all
+}
+
 fn holds_strings(property: &Value) -> bool {
     let is = |p: &Value, t: &str| match p.get("type") {
         None => true,
@@ -326,10 +343,12 @@ fn holds_strings(property: &Value) -> bool {
         Some(Value::Array(ts)) => ts.iter().any(|x| x == t),
         _ => false,
     };
-    is(property, "string")
-        || (is(property, "array")
-            && property.get("type").is_some()
-            && property.get("items").is_none_or(|i| is(i, "string")))
+    alternatives(property).into_iter().any(|p| {
+        is(p, "string")
+            || (is(p, "array")
+                && p.get("type").is_some()
+                && p.get("items").is_none_or(|i| is(i, "string")))
+    })
 }
 
 fn has_url_format(property: &Value) -> bool {
@@ -338,13 +357,33 @@ fn has_url_format(property: &Value) -> bool {
             .and_then(Value::as_str)
             .is_some_and(|f| URL_FORMATS.contains(&f))
     };
-    format(property) || property.get("items").is_some_and(format)
+    alternatives(property).into_iter().any(|p| {
+        format(p)
+            || p.get("items")
+                .is_some_and(|i| alternatives(i).into_iter().any(format))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_argument_in_an_alternative_is_still_the_argument() {
+        let schema = json!({"type": "object", "properties": {
+            "target": {"anyOf": [{"type": "string", "format": "uri"}, {"type": "null"}]},
+            "mirrors": {"anyOf": [
+                {"type": "array", "items": {"oneOf": [{"type": "string", "format": "iri"}]}},
+                {"type": "null"}
+            ]},
+            "path": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "count": {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+        }});
+        let kinds = ArgumentKinds::from_schema(&schema);
+        assert_eq!(kinds.urls, ["mirrors", "target"]);
+        assert_eq!(kinds.paths, ["path"]);
+    }
 
     #[test]
     fn a_schema_says_which_arguments_are_urls_paths_hosts_and_commands() {

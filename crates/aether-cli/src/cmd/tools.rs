@@ -132,15 +132,7 @@ pub fn docs(tools: &[std::sync::Arc<dyn aether_tools::Tool>]) -> String {
             }
         };
         for (name, p) in props {
-            let ty = match &p["type"] {
-                serde_json::Value::String(t) => t.clone(),
-                serde_json::Value::Array(a) => a
-                    .iter()
-                    .filter_map(|v| v.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" or "),
-                _ => "any".into(),
-            };
+            let ty = type_text(p);
             let description = p["description"]
                 .as_str()
                 .unwrap_or("")
@@ -155,4 +147,25 @@ pub fn docs(tools: &[std::sync::Arc<dyn aether_tools::Tool>]) -> String {
         }
     }
     out
+}
+
+/// A property's type as the tools page names it: `string`, `string or null` (a `type` list,
+/// or `anyOf` alternatives), `any`.
+fn type_text(p: &serde_json::Value) -> String {
+    match (&p["type"], &p["anyOf"]) {
+        (serde_json::Value::String(t), _) => t.clone(),
+        (serde_json::Value::Array(a), _) => a
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(" or "),
+        (_, serde_json::Value::Array(alternatives)) => {
+            let names: Vec<String> = alternatives.iter().map(type_text).collect();
+            match names.iter().any(|n| n == "any") {
+                true => "any".into(),
+                false => names.join(" or "),
+            }
+        }
+        _ => "any".into(),
+    }
 }

@@ -105,17 +105,23 @@ fn inspector(peers: &Path) -> Command {
 }
 
 fn inspector_reads(peers: &Path, target: &[&str]) {
+    // `--strict` lints every tool schema for portability (type arrays, unknown formats, …)
+    // and prints each finding to stderr: there must be none.
     let out = inspector(peers)
         .arg("--cli")
         .args(target)
-        .args(["--method", "tools/list"])
+        .args(["--method", "tools/list", "--strict"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
+    let findings = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "inspector tools/list: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
+        "inspector tools/list: {text}{findings}"
+    );
+    assert!(
+        !findings.contains("Warning:") && !findings.contains("Schema portability"),
+        "the inspector finds schemas less portable than they should be: {findings}"
     );
     let list: Value = serde_json::from_str(&text).unwrap();
     assert!(

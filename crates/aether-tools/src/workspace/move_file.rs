@@ -50,7 +50,10 @@ impl MoveFile {
                 "Move or rename",
                 "Move or rename a file or folder within one read-write root. Refuses if the \
                  destination exists (nothing is overwritten). Journalled: aether undo moves it back.",
-                false,
+                // Nothing is overwritten, but the source path is gone afterwards: not an
+                // additive change, so clients are told it is destructive (MCP's
+                // `destructiveHint`).
+                true,
                 false,
             )
             .declaring(ArgumentKinds::paths(&["source", "destination"])),

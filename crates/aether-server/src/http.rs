@@ -469,8 +469,30 @@ async fn authenticate(
             settled: false,
         });
     }
+    // Ending a session: one this server (or another replica, through the store) holds is
+    // ended with 200; an unknown one is 404, as the MCP spec says for any unknown session.
+    if deleting && let Some(id) = &named {
+        let here = auth
+            .book
+            .sessions
+            .sessions
+            .read()
+            .await
+            .contains_key(id.as_str());
+        let stored = !here && matches!(auth.pipeline.store().mcp_session(id).await, Ok(Some(_)));
+        if !here && !stored {
+            return mcp_error(
+                StatusCode::NOT_FOUND,
+                -32001,
+                "no session has this Mcp-Session-Id: it ended, or never began",
+            );
+        }
+    }
     request.extensions_mut().insert(Caller { agent });
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    if deleting && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
     if let Some(reservation) = reserved.take() {
         let id = response
             .headers()

@@ -505,7 +505,14 @@ fn mcp_sessions_are_bounded_per_caller_and_in_all() {
     let mut headers = init_headers(&host, None);
     headers.push(("Mcp-Session-Id", &mine[0]));
     let r = http(&srv.addr, "DELETE", "/mcp", &headers, b"");
-    assert!(r.status < 300, "{}", r.head);
+    assert_eq!(r.status, 200, "{}", r.head);
+    // Ended: it is unknown now, as is one that never began.
+    let r = http(&srv.addr, "DELETE", "/mcp", &headers, b"");
+    assert_eq!(r.status, 404, "{}", r.head);
+    let mut unknown = init_headers(&host, None);
+    unknown.push(("Mcp-Session-Id", "never-opened"));
+    let r = http(&srv.addr, "DELETE", "/mcp", &unknown, b"");
+    assert_eq!(r.status, 404, "{}", r.head);
     let (status, _, v) = open(None);
     assert_eq!(status, 200, "{v}");
 

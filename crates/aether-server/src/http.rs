@@ -10,6 +10,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Json};
 use axum::routing::get;
+use futures::StreamExt;
 use http::StatusCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
@@ -107,6 +108,7 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         // Reached only from this computer: bound to loopback, and no load balancer or proxy
         // in front (`public_hosts`), which would bring anyone's requests from loopback.
         loopback: opts.addr.ip().is_loopback() && opts.public_hosts.is_empty(),
+        listening: Arc::default(),
     };
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
@@ -344,6 +346,24 @@ struct McpAuth {
     /// The agent of a caller without a token, where that is allowed.
     agent: String,
     loopback: bool,
+    /// Sessions whose GET stream (where their notifications go) is open here.
+    listening: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
+
+/// A session's open GET stream: it is forgotten when the stream's body is dropped (the
+/// client went away, or the session ended).
+struct Listening {
+    open: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    id: String,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
 }
 
 impl McpAuth {
@@ -488,8 +508,38 @@ async fn authenticate(
             );
         }
     }
+    // A session has one GET stream: a second one would be accepted by rmcp but never told
+    // anything (its notifications go to the first), so it is refused while the first is open.
+    let mut listening = None;
+    if request.method() == http::Method::GET
+        && let Some(id) = &named
+    {
+        let mut open = auth.listening.lock().unwrap_or_else(|e| e.into_inner());
+        if !open.insert(id.clone()) {
+            return mcp_error(
+                StatusCode::CONFLICT,
+                -32000,
+                "this session's GET stream is already open (its notifications go there); close it before opening another",
+            );
+        }
+        listening = Some(Listening {
+            open: auth.listening.clone(),
+            id: id.clone(),
+        });
+    }
     request.extensions_mut().insert(Caller { agent });
     let mut response = next.run(request).await;
+    // The stream stays counted while its body is being sent.
+    if let Some(listening) = listening
+        && response.status().is_success()
+    {
+        let (parts, body) = response.into_parts();
+        let body = body.into_data_stream().map(move |chunk| {
+            let _ = &listening;
+            chunk
+        });
+        response = axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body));
+    }
     if deleting && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::OK;
     }

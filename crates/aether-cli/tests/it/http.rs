@@ -586,3 +586,79 @@ fn a_connection_in_use_stays_open_past_the_first_request_limit() {
     }
     assert!(served >= 6, "{served}");
 }
+
+/// A GET request on `/mcp` for `session`, left open: its status, and the connection (the
+/// stream lasts while it is held).
+fn open_stream(addr: &str, session: &str) -> (u16, std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let req = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, s)
+}
+
+#[test]
+fn a_session_has_one_get_stream_at_a_time() {
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let host = srv.addr.clone();
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &init_headers(&host, None),
+        INIT.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+    let session = r
+        .head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id: ")
+                .map(|v| v.trim().to_string())
+        })
+        .expect("a session id");
+    let mut headers = init_headers(&host, None);
+    headers.push(("Mcp-Session-Id", &session));
+    headers.push(("MCP-Protocol-Version", "2025-11-25"));
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &headers,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert!(r.status < 300, "{}", r.head);
+    let (status, first) = open_stream(&srv.addr, &session);
+    assert_eq!(status, 200);
+    // A second stream would never be told anything: refused while the first is open.
+    let (status, _) = open_stream(&srv.addr, &session);
+    assert_eq!(status, 409);
+    // Once the first is closed, a new one is served.
+    drop(first);
+    let mut status = 0;
+    for _ in 0..50 {
+        status = open_stream(&srv.addr, &session).0;
+        if status == 200 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(status, 200);
+}

@@ -20,8 +20,10 @@ pub struct Args {
     /// The agent this session acts as (an agent of aether.toml). Default: the default agent.
     #[arg(long, default_value = aether_policy::config::DEFAULT_AGENT)]
     agent: String,
-    /// Test-only: also serve the MCP conformance suite's fixtures.
-    #[arg(long, hide = true)]
+    /// For running the official MCP conformance suite against Aether: also serve its fixture
+    /// tools, resources, prompts and completions (every agent reaches them). Never in
+    /// production: the fixtures exist only to be tested.
+    #[arg(long)]
     conformance_fixtures: bool,
 }
 

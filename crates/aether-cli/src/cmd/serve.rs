@@ -24,8 +24,10 @@ pub struct Args {
     /// roots, else the current folder as `workspace` (rw).
     #[arg(long = "root")]
     roots: Vec<String>,
-    /// Test-only: also serve the MCP conformance suite's fixtures.
-    #[arg(long, hide = true)]
+    /// For running the official MCP conformance suite against Aether: also serve its fixture
+    /// tools, resources, prompts and completions (every agent reaches them). Never in
+    /// production: the fixtures exist only to be tested.
+    #[arg(long)]
     conformance_fixtures: bool,
 }
 

@@ -228,6 +228,23 @@ fn conformance(peers: &Path, url: &str, extra: &[&str]) -> BTreeMap<String, (usi
     scenarios
 }
 
+/// The fixtures mode is documented where a user looks: both serving commands' help.
+#[test]
+fn the_conformance_fixtures_flag_is_in_the_help() {
+    for command in ["serve", "mcp-serve"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_aether"))
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{help}");
+        assert!(
+            help.contains("--conformance-fixtures") && help.contains("conformance suite"),
+            "{command}: {help}"
+        );
+    }
+}
+
 #[test]
 fn conformance_suite_all_active_scenarios_pass_with_the_fixtures() {
     let Some(peers) = peers("conformance_fixtures") else {

@@ -226,6 +226,7 @@ impl Books {
                     key,
                 });
         let books = aether_pipeline::Books::new(pipeline, witness);
+        books.witness_writers(&recovered.writers).await;
         let stop = tokio_util::sync::CancellationToken::new();
         books.run(stop.clone());
         Ok(Books { books, stop })

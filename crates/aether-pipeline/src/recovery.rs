@@ -46,6 +46,9 @@ pub struct Recovered {
     pub rewritten: Vec<String>,
     /// Files that could not be put right, and why.
     pub problems: Vec<String>,
+    /// The crashed processes (writers) put right: [`Books::witness_writers`] checkpoints
+    /// their chains.
+    pub writers: Vec<String>,
 }
 
 impl Pipeline {
@@ -107,6 +110,7 @@ impl Pipeline {
         })
         .await
         .unwrap_or_default();
+        recovered.writers = writers.clone();
         let written = self.store.record_interrupted(events, writers).await?;
         if written > 0 {
             tracing::warn!(
@@ -249,15 +253,33 @@ impl Books {
 
     /// Appends a checkpoint of each of this process's chains whose head moved since its last one.
     pub async fn checkpoint(&self) {
+        if self.witness.is_none() {
+            return;
+        }
+        match self.store.audit_heads().await {
+            Ok(heads) => self.append(heads).await,
+            Err(e) => tracing::warn!(error = %e, "cannot read the audit's heads for the witness"),
+        }
+    }
+
+    /// Checkpoints the chains of crashed processes `writers` (found at start): rows they
+    /// committed after their own last checkpoint are then witnessed too.
+    pub async fn witness_writers(&self, writers: &[String]) {
+        if self.witness.is_none() || writers.is_empty() {
+            return;
+        }
+        match self.store.audit_heads_of(writers.to_vec()).await {
+            Ok(heads) => self.append(heads).await,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read crashed writers' heads for the witness")
+            }
+        }
+    }
+
+    /// Appends a line for each of `heads` that moved since its last one.
+    async fn append(&self, heads: Vec<aether_store::ChainHead>) {
         let Some((witness, key, store_id)) = &self.witness else {
             return;
-        };
-        let heads = match self.store.audit_heads().await {
-            Ok(heads) => heads,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the audit's heads for the witness");
-                return;
-            }
         };
         for head in heads {
             {

@@ -157,6 +157,10 @@ pub enum DbError {
     /// A rule of the store's own, broken by the write (the whole transaction is void).
     #[error("{0}")]
     Refused(String),
+    /// The connection closed in the middle of a transaction (the server rolls it back): the
+    /// database is unreachable, as for a client error without a server's answer.
+    #[error("{0}")]
+    Gone(String),
 }
 
 /// PostgreSQL's own message (the server's words, with its detail) rather than the client's
@@ -183,6 +187,7 @@ impl DbError {
     pub fn is_unreachable(&self) -> bool {
         match self {
             DbError::Postgres(e) => e.is_closed() || e.as_db_error().is_none(),
+            DbError::Gone(_) => true,
             _ => false,
         }
     }

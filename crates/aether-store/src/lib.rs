@@ -652,6 +652,12 @@ impl Store {
         self.0.audit_heads().await
     }
 
+    /// The newest row of each chain the processes `writers` wrote: what a start checkpoints
+    /// for the writers it found crashed (their last rows may not have reached the witness).
+    pub async fn audit_heads_of(&self, writers: Vec<String>) -> Result<Vec<ChainHead>> {
+        self.0.audit_heads_of(writers).await
+    }
+
     /// The audit's keying marker, as read at open; `None` for a store never keyed.
     pub fn keying(&self) -> Option<&Keying> {
         self.0.keying()

@@ -258,7 +258,7 @@ impl Conn for PgConn {
         // One message, one round trip: the transaction, the lock, and the statement (the
         // simple protocol runs them in order and answers with text).
         let answered = client.simple_query(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}, hashtext(current_schema())); {first}"
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}, hashtext(current_schema())); {first}"
         ));
         let messages = match answered {
             Ok(messages) => messages,
@@ -303,7 +303,7 @@ impl PgConn {
         // The transaction and the writers' lock in one round trip (the simple protocol takes
         // both statements in one message).
         if let Err(e) = client.batch_execute(&format!(
-            "BEGIN; SELECT {lock}({WRITE_LOCK}, hashtext(current_schema()))"
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT {lock}({WRITE_LOCK}, hashtext(current_schema()))"
         )) {
             // The transaction may be open (the lock failed after BEGIN): never leave the
             // connection inside it.
@@ -560,8 +560,20 @@ impl PgFlight {
     }
 
     /// The prepared statement of `sql` (`?` placeholders): one round trip the first time.
-    fn prepared(&mut self, sql: &str) -> DbResult<tokio_postgres::Statement> {
-        self.connected()?;
+    /// Inside a transaction (`in_transaction`) a closed connection is an error, never a new
+    /// connection: statements there must run in the transaction that took the lock and read
+    /// the halt (a dropped connection's transaction is rolled back by the server).
+    fn prepared(&mut self, sql: &str, in_transaction: bool) -> DbResult<tokio_postgres::Statement> {
+        if in_transaction {
+            if self.client.as_ref().is_none_or(|c| c.is_closed()) {
+                return Err(DbError::Gone(
+                    "the connection to PostgreSQL closed during a commit; nothing of it was committed"
+                        .into(),
+                ));
+            }
+        } else {
+            self.connected()?;
+        }
         if let Some(stmt) = self.cache.get(sql) {
             return Ok(stmt.clone());
         }
@@ -578,11 +590,11 @@ impl PgFlight {
     /// whose one row is returned; the transaction stays open for [`PgFlight::commit_with`]
     /// (or [`PgFlight::rollback`]). On an error it is rolled back.
     pub(crate) fn begin_with(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<Row> {
-        let stmt = self.prepared(sql)?;
+        let stmt = self.prepared(sql, false)?;
         let client = self.client.as_ref().expect("prepared above");
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
         let begin = format!(
-            "BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}, hashtext(current_schema()))"
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}, hashtext(current_schema()))"
         );
         let (begun, answered) = self.runtime.block_on(async {
             tokio::join!(
@@ -590,11 +602,11 @@ impl PgFlight {
                 client.query_one(&stmt, &params)
             )
         });
-        match begun.and(answered) {
-            Ok(answered) => row(&answered),
+        match begun.map_err(DbError::from).and_then(|()| row(&answered?)) {
+            Ok(row) => Ok(row),
             Err(e) => {
                 self.rollback();
-                Err(e.into())
+                Err(e)
             }
         }
     }
@@ -611,7 +623,7 @@ impl PgFlight {
         }
         let mut prepared = Vec::with_capacity(statements.len());
         for (sql, _) in statements {
-            match self.prepared(sql) {
+            match self.prepared(sql, true) {
                 Ok(stmt) => prepared.push(stmt),
                 Err(e) => {
                     self.rollback();

@@ -609,27 +609,29 @@ impl SqlStore {
     /// The newest row of each of this process's chains that has one.
     pub async fn audit_heads(&self) -> Result<Vec<ChainHead>> {
         let chains = self.inner.chains.clone();
+        self.read(move |conn| heads_of(conn, chains).map_err(StoreError::sql("audit head")))
+            .await
+    }
+
+    /// The newest row of each chain the processes `writers` wrote (a writer's own chain and
+    /// its lanes' `WRITER/k`).
+    pub async fn audit_heads_of(&self, writers: Vec<String>) -> Result<Vec<ChainHead>> {
         self.read(move |conn| {
-            let mut heads = Vec::with_capacity(chains.len());
-            for chain in chains {
-                let head = conn
-                    .query_row(
-                        "SELECT link, seq, hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1",
-                        args![chain],
-                        |r| {
-                            Ok(ChainHead {
-                                chain: chain.clone(),
-                                link: r.get(0)?,
-                                seq: r.get(1)?,
-                                hash: r.get(2)?,
-                            })
-                        },
+            let context = StoreError::sql("audit heads");
+            let mut chains = Vec::new();
+            for w in &writers {
+                // `WRITER/…` as a range on the (chain, link) index: '0' follows '/'.
+                let found: Vec<String> = conn
+                    .query_map(
+                        "SELECT DISTINCT chain FROM audit
+                         WHERE chain = ? OR (chain >= ? AND chain < ?)",
+                        args![w, format!("{w}/"), format!("{w}0")],
+                        |r| r.get(0),
                     )
-                    .optional()
-                    .map_err(StoreError::sql("audit head"))?;
-                heads.extend(head);
+                    .map_err(StoreError::sql("audit heads"))?;
+                chains.extend(found);
             }
-            Ok(heads)
+            heads_of(conn, chains).map_err(context)
         })
         .await
     }
@@ -638,4 +640,27 @@ impl SqlStore {
     pub fn keying(&self) -> Option<&Keying> {
         self.inner.ledger.keying.as_ref()
     }
+}
+
+/// The newest row of each of `chains` that has one.
+fn heads_of(conn: &mut dyn Sql, chains: Vec<String>) -> DbResult<Vec<ChainHead>> {
+    let mut heads = Vec::with_capacity(chains.len());
+    for chain in chains {
+        let head = conn
+            .query_row(
+                "SELECT link, seq, hash FROM audit WHERE chain = ? ORDER BY link DESC LIMIT 1",
+                args![chain],
+                |r| {
+                    Ok(ChainHead {
+                        chain: chain.clone(),
+                        link: r.get(0)?,
+                        seq: r.get(1)?,
+                        hash: r.get(2)?,
+                    })
+                },
+            )
+            .optional()?;
+        heads.extend(head);
+    }
+    Ok(heads)
 }

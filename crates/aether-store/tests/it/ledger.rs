@@ -522,7 +522,23 @@ async fn a_failed_commit_leaves_nothing_behind_and_the_next_ones_land(b: Backend
     assert_eq!((report.rows, report.receipts), (21, 21));
 }
 
+/// Another process reads a (crashed) writer's chains' heads by the writer's id: its own
+/// chain and its lanes', and no other writer's.
+async fn a_writers_chains_are_found_by_its_id(b: Backend) {
+    let (dir, first) = keyed(b, 12).await;
+    let other = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    call(&other, "o1").await;
+    let mut mine = first.audit_heads().await.unwrap();
+    let writer = mine[0].chain.split('/').next().unwrap().to_string();
+    let mut found = other.audit_heads_of(vec![writer]).await.unwrap();
+    mine.sort_by(|a, b| a.chain.cmp(&b.chain));
+    found.sort_by(|a, b| a.chain.cmp(&b.chain));
+    assert!(!found.is_empty());
+    assert_eq!(found, mine);
+}
+
 both!(
+    a_writers_chains_are_found_by_its_id,
     a_failed_commit_leaves_nothing_behind_and_the_next_ones_land,
     rows_from_before_chains_verify_beside_new_chains,
     writers_keep_chains_of_their_own_and_one_removed_whole_is_caught,

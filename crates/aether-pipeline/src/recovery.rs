@@ -247,6 +247,14 @@ impl Books {
                     tracing::warn!(error = %e, "cannot renew this process's heartbeat in the store");
                 }
                 books.checkpoint().await;
+                // Another process that crashed (a replica that is not coming back) left rows
+                // its own witness may never have seen: they are checkpointed here.
+                if books.witness.is_some() {
+                    match books.store.crashed_writers().await {
+                        Ok(writers) => books.witness_writers(&writers).await,
+                        Err(e) => tracing::warn!(error = %e, "cannot read crashed writers"),
+                    }
+                }
             }
         })
     }

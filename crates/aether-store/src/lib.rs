@@ -652,6 +652,11 @@ impl Store {
         self.0.audit_heads().await
     }
 
+    /// The writers gone without stopping that no start has put right yet.
+    pub async fn crashed_writers(&self) -> Result<Vec<String>> {
+        self.0.crashed_writers().await
+    }
+
     /// The newest row of each chain the processes `writers` wrote: what a start checkpoints
     /// for the writers it found crashed (their last rows may not have reached the witness).
     pub async fn audit_heads_of(&self, writers: Vec<String>) -> Result<Vec<ChainHead>> {

@@ -613,6 +613,20 @@ impl SqlStore {
             .await
     }
 
+    /// The writers gone without stopping (crashed, on any host) that no start has put right
+    /// yet: their last rows may not have reached their own witness.
+    pub async fn crashed_writers(&self) -> Result<Vec<String>> {
+        self.read(|conn| {
+            Ok(gone_writers(conn, false)
+                .map_err(StoreError::sql("read writers"))?
+                .into_iter()
+                .filter(|(_, fate)| matches!(fate, Fate::Crashed | Fate::CrashedElsewhere))
+                .map(|(id, _)| id)
+                .collect())
+        })
+        .await
+    }
+
     /// The newest row of each chain the processes `writers` wrote (a writer's own chain and
     /// its lanes' `WRITER/k`).
     pub async fn audit_heads_of(&self, writers: Vec<String>) -> Result<Vec<ChainHead>> {

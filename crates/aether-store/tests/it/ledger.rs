@@ -537,7 +537,27 @@ async fn a_writers_chains_are_found_by_its_id(b: Backend) {
     assert_eq!(found, mine);
 }
 
+/// A writer gone without stopping is listed as crashed (for its chains to be witnessed)
+/// until a start puts it right; a live one, or one that stopped cleanly, is not.
+async fn a_crashed_writer_is_listed_until_put_right(b: Backend) {
+    let (dir, first) = keyed(b, 2).await;
+    let other = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    assert!(other.crashed_writers().await.unwrap().is_empty());
+    dir.raw("UPDATE writers SET proc_start = -1");
+    let crashed = other.crashed_writers().await.unwrap();
+    assert_eq!(crashed.len(), 1, "{crashed:?}");
+    let heads = other.audit_heads_of(crashed.clone()).await.unwrap();
+    let mut mine = first.audit_heads().await.unwrap();
+    mine.sort_by(|a, b| a.chain.cmp(&b.chain));
+    let mut heads_sorted = heads;
+    heads_sorted.sort_by(|a, b| a.chain.cmp(&b.chain));
+    assert_eq!(heads_sorted, mine);
+    other.record_interrupted(Vec::new(), crashed).await.unwrap();
+    assert!(other.crashed_writers().await.unwrap().is_empty());
+}
+
 both!(
+    a_crashed_writer_is_listed_until_put_right,
     a_writers_chains_are_found_by_its_id,
     a_failed_commit_leaves_nothing_behind_and_the_next_ones_land,
     rows_from_before_chains_verify_beside_new_chains,

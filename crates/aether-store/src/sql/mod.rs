@@ -244,7 +244,7 @@ impl SqlStore {
                         detail: e.to_string(),
                     }
                 })?;
-                Ok((Box::new(conn) as Box<dyn Conn>, Some(Flight::new(flight))))
+                Ok((Box::new(conn) as Box<dyn Conn>, Some(flight)))
             })
             .collect::<Result<Vec<_>>>()?;
         SqlStore::start(
@@ -263,7 +263,7 @@ impl SqlStore {
         reader: Box<dyn Conn>,
         changes: Option<watch::Receiver<u64>>,
         ledger: Ledger,
-        lanes: Vec<(Box<dyn Conn>, Option<Flight>)>,
+        lanes: Vec<(Box<dyn Conn>, Option<db::postgres::PgFlight>)>,
     ) -> Result<SqlStore> {
         let writer = Arc::new(Mutex::new(writer));
         let ledger = Arc::new(ledger);
@@ -271,7 +271,7 @@ impl SqlStore {
                      conn: Arc<Mutex<Box<dyn Conn>>>,
                      jobs,
                      chain: String,
-                     flight: Option<Flight>| {
+                     flight: Option<db::postgres::PgFlight>| {
             let ledger = ledger.clone();
             let shown = location.to_string();
             std::thread::Builder::new()
@@ -1140,24 +1140,26 @@ fn seqs_args(dialect: Dialect, n: usize) -> Vec<Arg<'static>> {
     }
 }
 
+/// PostgreSQL's sequence numbers as [`seqs_sql`] answers them (`a,b,c`), in order: `n` of them.
+fn parse_seqs(text: Option<String>, n: usize) -> DbResult<Vec<i64>> {
+    let mut seqs: Vec<i64> = text
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    seqs.sort_unstable();
+    if seqs.len() != n {
+        return Err(DbError::Refused(format!(
+            "the audit sequence gave {} numbers for {n} rows",
+            seqs.len()
+        )));
+    }
+    Ok(seqs)
+}
+
 fn read_seqs(dialect: Dialect, r: &Row, i: usize, n: usize) -> DbResult<Vec<i64>> {
     Ok(match dialect {
-        Dialect::Postgres => {
-            let text: Option<String> = r.get(i)?;
-            let mut seqs: Vec<i64> = text
-                .unwrap_or_default()
-                .split(',')
-                .filter_map(|v| v.parse().ok())
-                .collect();
-            seqs.sort_unstable();
-            if seqs.len() != n {
-                return Err(DbError::Refused(format!(
-                    "the audit sequence gave {} numbers for {n} rows",
-                    seqs.len()
-                )));
-            }
-            seqs
-        }
+        Dialect::Postgres => parse_seqs(r.get(i)?, n)?,
         Dialect::Sqlite => {
             let highest: i64 = r.get(i)?;
             (highest + 1..=highest + n as i64).collect()
@@ -1259,16 +1261,10 @@ fn parse_halt_and_place(
             (Some(link), Some(hash)) => Some((link, hash)),
             _ => None,
         };
-        let mut seqs: Vec<i64> = text(at + 2)?
-            .unwrap_or_default()
-            .split(',')
-            .filter_map(|v| v.parse().ok())
-            .collect();
-        seqs.sort_unstable();
-        if seqs.len() != n {
-            return Err(bad());
-        }
-        Some(Place { newest, seqs })
+        Some(Place {
+            newest,
+            seqs: parse_seqs(text(at + 2)?, n)?,
+        })
     } else {
         None
     };
@@ -1377,7 +1373,7 @@ fn run_writer(
     location: &str,
     ledger: &Ledger,
     chain: &str,
-    mut flight: Option<Flight>,
+    mut flight: Option<db::postgres::PgFlight>,
 ) {
     loop {
         let queue = jobs.lock().unwrap_or_else(|e| e.into_inner());
@@ -1461,46 +1457,15 @@ fn append_audit_at(
         Some(place) => place,
         None => self::place(tx, chain, events.len())?,
     };
-    let (mut link, mut prev) = chain_tip(tx, chain, newest)?;
+    let tip = chain_tip(tx, chain, newest)?;
     // Each row's place in the chain, then the rows in as few statements as the database
     // takes: with replicas, every statement is a round trip.
-    let key = ledger.hashing.key();
-    let mut links = Vec::with_capacity(events.len());
-    for (e, seq) in events.iter().zip(&seqs) {
-        link += 1;
-        let hash = crate::chain::link_hash(key, chain, link, *seq, &prev, e);
-        links.push((*seq, link, std::mem::replace(&mut prev, hash.clone()), hash));
-    }
+    let links = link_rows(ledger, chain, tip, events, &seqs);
     let rows: Vec<_> = events.iter().zip(&links).collect();
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         let mut bound = Vec::with_capacity(chunk.len() * 24);
-        for (e, (seq, link, prev, hash)) in chunk {
-            bound.extend_from_slice(args![
-                *seq,
-                e.at_us,
-                e.call_id,
-                e.session,
-                e.transport,
-                e.agent,
-                e.team,
-                e.project,
-                e.tool,
-                e.tier,
-                e.outcome,
-                e.step,
-                e.rule,
-                e.reason,
-                e.definition,
-                e.arguments_digest,
-                e.arguments,
-                e.result,
-                e.duration_us,
-                *prev,
-                *hash,
-                e.single,
-                chain,
-                *link
-            ]);
+        for (e, link) in chunk {
+            bind_audit(&mut bound, chain, e, link);
         }
         tx.execute(
             &format!(
@@ -1511,6 +1476,75 @@ fn append_audit_at(
         )?;
     }
     Ok(seqs)
+}
+
+/// One audit row's place in its chain: sequence number, link, the hash before it, its hash.
+type Link = (i64, i64, String, String);
+
+/// The places of `events` in chain `chain` after its tip `(link, hash)`, with sequence
+/// numbers `seqs`, each hashed the way `ledger` hashes.
+fn link_rows(
+    ledger: &Ledger,
+    chain: &str,
+    (mut link, mut prev): (i64, String),
+    events: &[&AuditEvent],
+    seqs: &[i64],
+) -> Vec<Link> {
+    let key = ledger.hashing.key();
+    let mut links = Vec::with_capacity(events.len());
+    for (e, seq) in events.iter().zip(seqs) {
+        link += 1;
+        let hash = crate::chain::link_hash(key, chain, link, *seq, &prev, e);
+        links.push((*seq, link, std::mem::replace(&mut prev, hash.clone()), hash));
+    }
+    links
+}
+
+/// Binds audit row `e` of chain `chain` at `link`, in [`AUDIT_COLUMNS`]' order.
+fn bind_audit<'a>(bound: &mut Vec<Arg<'a>>, chain: &'a str, e: &'a AuditEvent, link: &'a Link) {
+    let (seq, link, prev, hash) = link;
+    bound.extend_from_slice(args![
+        *seq,
+        e.at_us,
+        e.call_id,
+        e.session,
+        e.transport,
+        e.agent,
+        e.team,
+        e.project,
+        e.tool,
+        e.tier,
+        e.outcome,
+        e.step,
+        e.rule,
+        e.reason,
+        e.definition,
+        e.arguments_digest,
+        e.arguments,
+        e.result,
+        e.duration_us,
+        *prev,
+        *hash,
+        e.single,
+        *chain,
+        *link
+    ]);
+}
+
+/// Binds receipt `r` admitted by `writer`, in [`ledger::RECEIPT_COLUMNS`]' order.
+fn bind_receipt<'a>(bound: &mut Vec<Arg<'a>>, r: &'a AdmissionReceipt, writer: &'a str) {
+    bound.extend_from_slice(args![
+        r.call_id,
+        r.at_us,
+        r.session,
+        r.transport,
+        r.agent,
+        r.tool,
+        r.definition,
+        r.arguments,
+        r.decision,
+        *writer
+    ]);
 }
 
 /// Rows one multi-row INSERT carries at most (well under either database's limit on
@@ -1535,22 +1569,12 @@ fn insert_receipts(
     for chunk in receipts.chunks(ROWS_PER_INSERT) {
         let mut bound = Vec::with_capacity(chunk.len() * 10);
         for r in chunk {
-            bound.extend_from_slice(args![
-                r.call_id,
-                r.at_us,
-                r.session,
-                r.transport,
-                r.agent,
-                r.tool,
-                r.definition,
-                r.arguments,
-                r.decision,
-                writer
-            ]);
+            bind_receipt(&mut bound, r, writer);
         }
         tx.execute(
             &format!(
-                "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision, writer) VALUES {}",
+                "INSERT INTO receipts ({}) VALUES {}",
+                ledger::RECEIPT_COLUMNS,
                 tuples(chunk.len(), 10)
             ),
             &bound,
@@ -1679,23 +1703,13 @@ fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
     }
 }
 
-/// A writer lane's way to commit in two round trips (PostgreSQL): BEGIN with the lock and the
-/// halt, chain tip and sequence numbers' read in one flight; the rows and COMMIT in another.
-pub(crate) struct Flight {
-    conn: db::postgres::PgFlight,
-}
-
-impl Flight {
-    fn new(conn: db::postgres::PgFlight) -> Flight {
-        Flight { conn }
-    }
-}
-
 /// Commits `receipts` and `audits` in two flights; `Ok(None)`, having written nothing, when
 /// it cannot: a halt was committed (the usual way refuses the receipts and withholds the
 /// results), this process is not yet registered as a writer, or may not write the audit.
+/// A lane's [`db::postgres::PgFlight`] sends BEGIN with the lock and the halt, chain tip and
+/// sequence numbers' read in one flight, and the rows with COMMIT in another.
 fn commit_in_flight(
-    flight: &mut Flight,
+    flight: &mut db::postgres::PgFlight,
     conn: &mut dyn Conn,
     ledger: &Ledger,
     chain: &str,
@@ -1707,87 +1721,45 @@ fn commit_in_flight(
     }
     let n = audits.len();
     let dialect = Dialect::Postgres;
-    let first = flight.conn.begin_with(
+    let first = flight.begin_with(
         &halt_and_place_sql(dialect),
         &halt_and_place_args(dialect, chain, n),
     )?;
     let (state, place) = match halt_and_place(dialect, &first, n) {
         Ok(read) => read,
         Err(e) => {
-            flight.conn.rollback();
+            flight.rollback();
             return Err(e);
         }
     };
     if state.halted {
-        flight.conn.rollback();
+        flight.rollback();
         return Ok(None);
     }
-    let (mut link, mut prev) = match place.newest {
+    let tip = match place.newest {
         Some(tip) => tip,
         // A chain with no row yet (or every row pruned): read where it starts.
         None => match chain_tip(conn, chain, None) {
             Ok(tip) => tip,
             Err(e) => {
-                flight.conn.rollback();
+                flight.rollback();
                 return Err(e);
             }
         },
     };
-    let key = ledger.hashing.key();
-    let mut links = Vec::with_capacity(n);
-    for (e, seq) in audits.iter().zip(&place.seqs) {
-        link += 1;
-        let hash = crate::chain::link_hash(key, chain, link, *seq, &prev, e);
-        links.push((link, std::mem::replace(&mut prev, hash.clone()), hash));
-    }
+    let links = link_rows(ledger, chain, tip, audits, &place.seqs);
     let writer = ledger.writer.id.as_str();
     let mut bound = Vec::with_capacity(receipts.len() * 10 + n * 24);
     for r in receipts {
-        bound.extend_from_slice(args![
-            r.call_id,
-            r.at_us,
-            r.session,
-            r.transport,
-            r.agent,
-            r.tool,
-            r.definition,
-            r.arguments,
-            r.decision,
-            writer
-        ]);
+        bind_receipt(&mut bound, r, writer);
     }
-    for ((e, seq), (link, prev, hash)) in audits.iter().zip(&place.seqs).zip(&links) {
-        bound.extend_from_slice(args![
-            *seq,
-            e.at_us,
-            e.call_id,
-            e.session,
-            e.transport,
-            e.agent,
-            e.team,
-            e.project,
-            e.tool,
-            e.tier,
-            e.outcome,
-            e.step,
-            e.rule,
-            e.reason,
-            e.definition,
-            e.arguments_digest,
-            e.arguments,
-            e.result,
-            e.duration_us,
-            *prev,
-            *hash,
-            e.single,
-            chain,
-            *link
-        ]);
+    for (e, link) in audits.iter().zip(&links) {
+        bind_audit(&mut bound, chain, e, link);
     }
     // Both INSERTs and COMMIT sent together: one round trip.
     let receipts_sql = format!(
-        "INSERT INTO receipts (call_id, at_us, session, transport, agent, tool, definition, arguments, decision, writer)
-         VALUES {}",
+        "INSERT INTO receipts ({}) VALUES {}",
+        ledger::RECEIPT_COLUMNS,
         tuples(receipts.len(), 10)
     );
     let audits_sql = format!(
@@ -1802,7 +1774,7 @@ fn commit_in_flight(
     if n > 0 {
         statements.push((&audits_sql, audit_args));
     }
-    let counts = flight.conn.commit_with(&statements)?;
+    let counts = flight.commit_with(&statements)?;
     let expected: Vec<u64> = [receipts.len(), n]
         .into_iter()
         .filter(|k| *k > 0)
@@ -1824,7 +1796,7 @@ fn commit_in_flight(
 #[allow(clippy::too_many_arguments)]
 fn commit_batch(
     conn: &mut dyn Conn,
-    flight: Option<&mut Flight>,
+    flight: Option<&mut db::postgres::PgFlight>,
     ledger: &Ledger,
     chain: &str,
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,

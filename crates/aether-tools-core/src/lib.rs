@@ -370,6 +370,31 @@ const STANDARD_FORMATS: &[&str] = &[
 /// Keywords that describe a value rather than constrain it: they stay beside an `anyOf`.
 const ANNOTATIONS: &[&str] = &["description", "default", "title", "examples", "deprecated"];
 
+/// Where `schema` is not what [`portable`] makes: every `type` array and every `format`
+/// JSON Schema does not define, anywhere in it (empty for a portable schema).
+pub fn unportable(schema: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![schema];
+    while let Some(node) = stack.pop() {
+        match node {
+            Value::Object(obj) => {
+                if let Some(t @ Value::Array(_)) = obj.get("type") {
+                    found.push(format!("type {t}"));
+                }
+                if let Some(f) = obj.get("format").and_then(Value::as_str)
+                    && !STANDARD_FORMATS.contains(&f)
+                {
+                    found.push(format!("format {f}"));
+                }
+                stack.extend(obj.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
 /// Rewrites `schema` (in place, everywhere in it) into what every MCP client accepts: no
 /// non-standard `format`, and a nullable value as `anyOf` of the type and `null` instead of
 /// a `type` array (which the inspector's `--strict` flags as unportable). The values it
@@ -453,37 +478,16 @@ mod tests {
         when: Option<Vec<i16>>,
     }
 
-    /// Every `type` in `schema` that is an array, and every `format` outside the standard's.
-    fn unportable(schema: &serde_json::Value, found: &mut Vec<String>) {
-        match schema {
-            serde_json::Value::Object(obj) => {
-                if obj.get("type").is_some_and(|t| t.is_array()) {
-                    found.push(format!("type {}", obj["type"]));
-                }
-                if let Some(f) = obj.get("format").and_then(|f| f.as_str())
-                    && !super::STANDARD_FORMATS.contains(&f)
-                {
-                    found.push(format!("format {f}"));
-                }
-                obj.values().for_each(|v| unportable(v, found));
-            }
-            serde_json::Value::Array(items) => items.iter().for_each(|v| unportable(v, found)),
-            _ => {}
-        }
-    }
-
     #[test]
     fn schemas_are_portable_and_accept_the_same_values() {
         let raw = serde_json::to_value(schemars::schema_for!(Sample)).unwrap();
-        let mut before = Vec::new();
-        unportable(&raw, &mut before);
+        let before = super::unportable(&raw);
         assert!(
             !before.is_empty(),
             "schemars writes uint64 and type arrays: {raw}"
         );
         let schema = super::schema_of::<Sample>();
-        let mut after = Vec::new();
-        unportable(&schema, &mut after);
+        let after = super::unportable(&schema);
         assert!(after.is_empty(), "{after:?} in {schema}");
         // The constraints moved into the non-null branch; the description stayed.
         assert_eq!(

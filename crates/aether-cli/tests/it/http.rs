@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::util::{HttpServer, INIT, Ws, http};
+use crate::util::{HttpServer, INIT, Ws, http, status_of};
 
 fn init_headers<'a>(host: &'a str, origin: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
     let mut h = vec![
@@ -205,6 +205,15 @@ fn listening_beyond_loopback_without_tokens_is_refused() {
 }
 
 /// The JSON-RPC body of a reply (a JSON body, or the first `data:` of an event stream).
+/// The `Mcp-Session-Id` a reply opened.
+fn session_of(r: &crate::util::HttpReply) -> Option<String> {
+    r.head.lines().find_map(|l| {
+        l.to_ascii_lowercase()
+            .strip_prefix("mcp-session-id: ")
+            .map(|v| v.trim().to_string())
+    })
+}
+
 fn rpc(r: &crate::util::HttpReply) -> Value {
     let text = r
         .body
@@ -478,12 +487,7 @@ fn mcp_sessions_are_bounded_per_caller_and_in_all() {
             headers.push(("Authorization", b));
         }
         let r = http(&srv.addr, "POST", "/mcp", &headers, INIT.as_bytes());
-        let id = r.head.lines().find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("mcp-session-id: ")
-                .map(|v| v.trim().to_string())
-        });
-        (r.status, id, rpc(&r))
+        (r.status, session_of(&r), rpc(&r))
     };
     let mut mine = Vec::new();
     for _ in 0..3 {
@@ -603,13 +607,7 @@ fn open_stream(addr: &str, session: &str) -> (u16, std::net::TcpStream) {
     while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
         head.push(byte[0]);
     }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, s)
+    (status_of(&String::from_utf8_lossy(&head)), s)
 }
 
 #[test]
@@ -625,15 +623,7 @@ fn a_session_has_one_get_stream_at_a_time() {
         INIT.as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.head);
-    let session = r
-        .head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("mcp-session-id: ")
-                .map(|v| v.trim().to_string())
-        })
-        .expect("a session id");
+    let session = session_of(&r).expect("a session id");
     let mut headers = init_headers(&host, None);
     headers.push(("Mcp-Session-Id", &session));
     headers.push(("MCP-Protocol-Version", "2025-11-25"));

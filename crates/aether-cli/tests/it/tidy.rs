@@ -188,8 +188,7 @@ fn the_tool_catalog_is_well_formed() {
         // Schemas every client reads: no type arrays (nullable values are `anyOf`), no
         // `format` outside JSON Schema's own (a Rust type's `uint64` warns in every client).
         for schema in [&def.input_schema, &def.output_schema] {
-            let mut found = Vec::new();
-            unportable(schema, &mut found);
+            let found = aether_tools::unportable(schema);
             assert!(found.is_empty(), "{}: {found:?}", def.name);
         }
         // Its declaration of which arguments are paths, URLs, hosts and commands agrees with
@@ -273,45 +272,5 @@ fn docs_tools_md_is_the_catalog_as_generated() {
             "{} is missing from docs/TOOLS.md",
             tool.def().name
         );
-    }
-}
-
-/// Every `type` array and every `format` JSON Schema does not define, anywhere in `schema`.
-fn unportable(schema: &serde_json::Value, found: &mut Vec<String>) {
-    const STANDARD: [&str; 19] = [
-        "date-time",
-        "date",
-        "time",
-        "duration",
-        "email",
-        "idn-email",
-        "hostname",
-        "idn-hostname",
-        "ipv4",
-        "ipv6",
-        "uri",
-        "uri-reference",
-        "iri",
-        "iri-reference",
-        "uuid",
-        "uri-template",
-        "json-pointer",
-        "relative-json-pointer",
-        "regex",
-    ];
-    match schema {
-        serde_json::Value::Object(obj) => {
-            if obj.get("type").is_some_and(|t| t.is_array()) {
-                found.push(format!("type {}", obj["type"]));
-            }
-            if let Some(f) = obj.get("format").and_then(|f| f.as_str())
-                && !STANDARD.contains(&f)
-            {
-                found.push(format!("format {f}"));
-            }
-            obj.values().for_each(|v| unportable(v, found));
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|v| unportable(v, found)),
-        _ => {}
     }
 }

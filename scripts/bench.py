@@ -259,7 +259,7 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,runner")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,modern,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,runner")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -376,6 +376,32 @@ def main():
                 "--http", "http://127.0.0.1:18602/mcp", "--tool", "read_file", "--args", read4k, "-n", str(n_http),
                 "-c", "16", "--server-pid", str(srv.pid)])))
             srv.kill(); srv.wait()
+        if want("modern"):
+            # MCP 2026-07-28 over HTTP, c=16, side by side: the null server (it answers either
+            # era) against Aether's stateless path, for a governed read_file 4 KiB and for
+            # server/discover (no pipeline); and the same build's stdio c=16 read for scale.
+            floor = subprocess.Popen([str(tools / "mcpfloor"), "--http", "127.0.0.1:18611"], stdout=subprocess.DEVNULL)
+            wait_port(18611)
+            runs.append(("floor http c16 modern", mcpload(tools, [
+                "--http", "http://127.0.0.1:18611/mcp", "--modern", "--tool", "x", "--args", "{}",
+                "-n", str(n_http), "-c", "16", "--server-pid", str(floor.pid)])))
+            runs.append(("floor discover c16 modern", mcpload(tools, [
+                "--http", "http://127.0.0.1:18611/mcp", "--modern", "--method", "server/discover",
+                "-n", str(n_http), "-c", "16", "--server-pid", str(floor.pid)])))
+            floor.kill(); floor.wait()
+            shutil.rmtree(store_dir, ignore_errors=True)
+            srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen", "127.0.0.1:18612",
+                                    "--store", f"sqlite://{store_dir}/aether.db"], stdout=subprocess.DEVNULL)
+            wait_port(18612)
+            runs.append(("aether http c16 modern", mcpload(tools, [
+                "--http", "http://127.0.0.1:18612/mcp", "--modern", "--tool", "read_file", "--args", read4k,
+                "-n", str(n_http), "-c", "16", "--server-pid", str(srv.pid)])))
+            runs.append(("aether discover c16 modern", mcpload(tools, [
+                "--http", "http://127.0.0.1:18612/mcp", "--modern", "--method", "server/discover",
+                "-n", str(n_http), "-c", "16", "--server-pid", str(srv.pid)])))
+            srv.kill(); srv.wait()
+            runs.append(("aether stdio c16 read", mcpload(tools, [
+                "--stdio", aether_stdio(), "--tool", "read_file", "--args", read4k, "-n", str(n_read), "-c", "16"])))
         if want("floors"):
             # What the targets leave room for: the store alone (a receipt and an audit row
             # committed per call, as the pipeline does, with no MCP and no tool) at c=1 and
@@ -583,6 +609,12 @@ def main():
         ("read 4 KiB, stdio, c=16, 200 rules vs none (calls/s)", "aether read c16", "aether read c16 rules",
          "calls_per_s", "≥ 0.9×"),
         ("read 4 KiB, HTTP, c=16 (calls/s)", "floor http c16", "aether http c16", "calls_per_s", "≥ 0.25×"),
+        ("read 4 KiB, HTTP, c=16, 2026-07-28 (calls/s)", "floor http c16 modern", "aether http c16 modern",
+         "calls_per_s", "≥ 0.25×"),
+        ("read 4 KiB, c=16, 2026-07-28 HTTP vs the same build's stdio (calls/s)", "aether stdio c16 read",
+         "aether http c16 modern", "calls_per_s", "≥ 1×"),
+        ("server/discover, HTTP, c=16, 2026-07-28 (calls/s)", "floor discover c16 modern",
+         "aether discover c16 modern", "calls_per_s", "≥ 0.6×"),
         ("floor: the store alone, c=1 (calls/s: receipt and audit row committed, nothing else)", "fs read c1",
          "store floor c1", "calls_per_s", "≥ 1.5× for the read target to be reachable"),
         ("floor: the store alone, c=16 (calls/s)", "fs read c16", "store floor c16", "calls_per_s",

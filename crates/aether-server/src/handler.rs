@@ -17,10 +17,10 @@ use rmcp::model::{
     ContentBlock, ErrorData, GetPromptRequestParams, GetPromptResponse, InitializeResult,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool,
-    UnsubscribeRequestParams,
+    ReadResourceResult, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
@@ -38,8 +38,11 @@ pub enum Mode {
     ConformanceFixtures,
 }
 
-/// The protocol versions Aether negotiates, newest first.
+/// The protocol versions Aether speaks, newest first: 2026-07-28 per request (no
+/// `initialize`; `server/discover`, `subscriptions/listen`), the others over the
+/// `initialize` handshake.
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2026_07_28,
     ProtocolVersion::V_2025_11_25,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_03_26,
@@ -67,13 +70,31 @@ pub struct AetherMcp {
     watching: Arc<std::sync::atomic::AtomicBool>,
     log_level: SessionLogLevel,
     mode: Mode,
-    /// What `initialize` answers; built once, since rmcp may ask for it on any request.
+    /// What `initialize` and `server/discover` answer; built once per process, since rmcp
+    /// asks for it on many requests and a 2026-07-28 request makes a handler of its own.
     info: Arc<ServerConfig>,
     /// Upstream servers whose resources and prompts this session may reach.
     upstreams: Arc<Upstreams>,
 }
 
-fn server_info(mode: Mode) -> ServerConfig {
+/// How long a 2026-07-28 client may reuse a list before asking again (SEP-2549 `ttlMs`). A
+/// client listening for list changes hears of a change at once; one that does not sees a
+/// newly approved tool at most this late (a revoked one is refused whatever its list says).
+pub const LIST_TTL_MS: u64 = 30_000;
+
+/// The server's description for `mode`, built once per process.
+fn server_info(mode: Mode) -> Arc<ServerConfig> {
+    static SHIPPED: std::sync::OnceLock<Arc<ServerConfig>> = std::sync::OnceLock::new();
+    static FIXTURES: std::sync::OnceLock<Arc<ServerConfig>> = std::sync::OnceLock::new();
+    let cell = match mode {
+        Mode::Shipped => &SHIPPED,
+        Mode::ConformanceFixtures => &FIXTURES,
+    };
+    cell.get_or_init(|| Arc::new(build_server_info(mode)))
+        .clone()
+}
+
+fn build_server_info(mode: Mode) -> ServerConfig {
     let mut capabilities = json!({
         "tools": {"listChanged": true},
         "resources": {"listChanged": false},
@@ -105,7 +126,7 @@ impl AetherMcp {
             watching: Arc::default(),
             log_level: SessionLogLevel::default(),
             mode,
-            info: Arc::new(server_info(mode)),
+            info: server_info(mode),
             upstreams: Upstreams::none(),
         }
     }
@@ -166,36 +187,20 @@ impl AetherMcp {
         Ok(bound.clone())
     }
 
-    /// From the first `tools/list` on, tells the client whenever its catalog changes
-    /// (registry, rules), and only then: the offered names and definitions are compared, not
-    /// the cause. The task ends at the first change after the client has gone.
+    /// From the first `tools/list` of a handshake-era session on, tells the client whenever
+    /// its catalog changes. (A 2026-07-28 client asks with `subscriptions/listen` instead:
+    /// its requests stand alone, and a task per request would outlive them.) The task ends
+    /// at the first change after the client has gone.
     fn watch_catalog(&self, session: &SessionContext, peer: rmcp::Peer<RoleServer>) {
         use std::sync::atomic::Ordering;
         if !self.lasting || self.watching.swap(true, Ordering::AcqRel) {
             return;
         }
-        let pipeline = Arc::downgrade(&self.pipeline);
-        let mut changes = self.pipeline.catalog_changes();
-        let session = session.clone();
-        // Names and definition digests: a re-approved changed definition under the same
-        // name is a change the client must hear of (its schema changed).
-        let names = move |p: &Pipeline| -> Vec<(String, aether_policy::Digest)> {
-            p.offered(&session)
-                .iter()
-                .map(|e| (e.def().name.clone(), e.digest))
-                .collect()
-        };
-        let mut last = names(&self.pipeline);
+        let mut watch = CatalogWatch::new(&self.pipeline, session);
         tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                let Some(p) = pipeline.upgrade() else { return };
-                let now = names(&p);
-                drop(p);
-                if now != last {
-                    last = now;
-                    if peer.notify_tool_list_changed().await.is_err() {
-                        return;
-                    }
+            while watch.changed().await {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return;
                 }
             }
         });
@@ -216,6 +221,63 @@ impl AetherMcp {
             None,
         ))
     }
+}
+
+/// One session's catalog as its client sees it: the names and definition digests offered
+/// to it. It changes when the registry or the rules change what it is offered, and only
+/// then (the cause is not compared): a re-approved changed definition under the same name
+/// is a change the client must hear of, since its schema changed.
+struct CatalogWatch {
+    pipeline: std::sync::Weak<Pipeline>,
+    changes: tokio::sync::watch::Receiver<u64>,
+    session: SessionContext,
+    last: Vec<(String, aether_policy::Digest)>,
+}
+
+impl CatalogWatch {
+    fn new(pipeline: &Arc<Pipeline>, session: &SessionContext) -> CatalogWatch {
+        CatalogWatch {
+            pipeline: Arc::downgrade(pipeline),
+            changes: pipeline.catalog_changes(),
+            last: Self::offered(pipeline, session),
+            session: session.clone(),
+        }
+    }
+
+    fn offered(
+        pipeline: &Pipeline,
+        session: &SessionContext,
+    ) -> Vec<(String, aether_policy::Digest)> {
+        pipeline
+            .offered(session)
+            .iter()
+            .map(|e| (e.def().name.clone(), e.digest))
+            .collect()
+    }
+
+    /// Waits until the offered catalog differs from the last one seen: `false` once the
+    /// pipeline is gone (the server is stopping).
+    async fn changed(&mut self) -> bool {
+        while self.changes.changed().await.is_ok() {
+            let Some(pipeline) = self.pipeline.upgrade() else {
+                return false;
+            };
+            let now = Self::offered(&pipeline, &self.session);
+            if now != self.last {
+                self.last = now;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Whether a request speaks 2026-07-28 or later: it stands alone (no session), carries its
+/// own metadata, and hears of changes only through `subscriptions/listen`.
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// An MCP tool entry for a catalog entry.
@@ -343,12 +405,13 @@ async fn read_aether(
     } else {
         return Err(ErrorData::resource_not_found(
             format!("no resource {uri:?}"),
-            None,
+            Some(json!({ "uri": uri })),
         ));
     };
-    serde_json::from_value(
-        json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}),
-    )
+    serde_json::from_value(json!({
+        "contents": [{"uri": uri, "mimeType": "application/json", "text": text}],
+        "resultType": "complete",
+    }))
     .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
@@ -373,9 +436,18 @@ impl AetherMcp {
         T: serde::de::DeserializeOwned,
     {
         match self.pipeline.read(session, kind, request, read).await {
-            Ok(value) => serde_json::from_value(value).map_err(|e| {
-                ErrorData::internal_error(format!("the upstream's answer is malformed: {e}"), None)
-            }),
+            Ok(mut value) => {
+                // The upstream's final answer (rmcp drops the mark for a handshake-era client).
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("resultType".into(), json!("complete"));
+                }
+                serde_json::from_value(value).map_err(|e| {
+                    ErrorData::internal_error(
+                        format!("the upstream's answer is malformed: {e}"),
+                        None,
+                    )
+                })
+            }
             Err(ReadError::Refused(why)) if kind == ReadKind::Prompt => {
                 Err(ErrorData::invalid_params(why, None))
             }
@@ -400,14 +472,23 @@ impl ServerHandler for AetherMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let session = self.session_for(&context.extensions)?;
-        self.watch_catalog(&session, context.peer.clone());
+        let modern = modern(&context);
+        if !modern {
+            self.watch_catalog(&session, context.peer.clone());
+        }
         let tools = self
             .pipeline
             .offered(&session)
             .iter()
             .map(|e| mcp_tool(e))
             .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let mut result = ListToolsResult::with_all_items(tools);
+        if modern {
+            // The list is the agent's own (its allowlist, the rules for it).
+            result.ttl_ms = Some(LIST_TTL_MS);
+            result.cache_scope = Some(rmcp::model::CacheScope::Private);
+        }
+        Ok(result)
     }
 
     async fn call_tool(
@@ -438,6 +519,12 @@ impl ServerHandler for AetherMcp {
         let call_id = result.call_id;
         let response = match result.outcome {
             CallOutcome::Ran(out) => {
+                if self.fixtures()
+                    && !out.is_error
+                    && let Some(changed) = fixtures::Changed::by(&request.name)
+                {
+                    let _ = fixtures::changes().send(changed);
+                }
                 let mut r = if out.is_error {
                     CallToolResult::error(blocks(out.content))
                 } else {
@@ -505,7 +592,7 @@ impl ServerHandler for AetherMcp {
             let session = self.session_for(&context.extensions)?;
             resources.extend(self.upstreams.resources(&reach(&session)));
         }
-        serde_json::from_value(json!({"resources": resources}))
+        serde_json::from_value(json!({"resources": resources, "resultType": "complete"}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
@@ -528,7 +615,7 @@ impl ServerHandler for AetherMcp {
             let session = self.session_for(&context.extensions)?;
             templates.extend(self.upstreams.resource_templates(&reach(&session)));
         }
-        serde_json::from_value(json!({"resourceTemplates": templates}))
+        serde_json::from_value(json!({"resourceTemplates": templates, "resultType": "complete"}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
@@ -563,6 +650,67 @@ impl ServerHandler for AetherMcp {
             .map(Into::into)
     }
 
+    /// `subscriptions/listen` (2026-07-28): Aether's tool list is what changes under a
+    /// client (the registry, the rules); its own resources and prompts do not. (With the
+    /// fixtures, the suite's prompts and resources announce changes too.)
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let filter = SubscriptionFilter::builder().tools_list_changed();
+        Some(if self.fixtures() {
+            filter
+                .prompts_list_changed()
+                .resources_list_changed()
+                .build()
+        } else {
+            filter.build()
+        })
+    }
+
+    /// Tells the listening client each time its catalog changes, until it stops listening
+    /// (or the server stops, which ends the stream with its final result).
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let tools = subscription.accepted().tools_list_changed == Some(true);
+        let prompts = subscription.accepted().prompts_list_changed == Some(true);
+        let session = self.session_for(&subscription.request_context().extensions)?;
+        let mut catalog = tools.then(|| CatalogWatch::new(&self.pipeline, &session));
+        let mut triggers = self.fixtures().then(|| fixtures::changes().subscribe());
+        loop {
+            let sent = tokio::select! {
+                _ = subscription.cancelled() => return Ok(()),
+                changed = async {
+                    match &mut catalog {
+                        Some(watch) => watch.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if !changed {
+                        return Ok(());
+                    }
+                    subscription.sink().notify_tool_list_changed().await
+                }
+                trigger = async {
+                    match &mut triggers {
+                        Some(triggers) => triggers.recv().await.ok(),
+                        None => std::future::pending().await,
+                    }
+                } => match trigger {
+                    Some(fixtures::Changed::Tools) if tools => {
+                        subscription.sink().notify_tool_list_changed().await
+                    }
+                    Some(fixtures::Changed::Prompts) if prompts => {
+                        subscription.sink().notify_prompt_list_changed().await
+                    }
+                    _ => Ok(()),
+                },
+            };
+            if sent.is_err() {
+                return Ok(());
+            }
+        }
+    }
+
     #[allow(deprecated)]
     async fn subscribe(
         &self,
@@ -594,7 +742,7 @@ impl ServerHandler for AetherMcp {
             let session = self.session_for(&context.extensions)?;
             prompts.extend(self.upstreams.prompts(&reach(&session)));
         }
-        serde_json::from_value(json!({"prompts": prompts}))
+        serde_json::from_value(json!({"prompts": prompts, "resultType": "complete"}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
@@ -630,7 +778,7 @@ impl ServerHandler for AetherMcp {
     ) -> Result<CompleteResult, ErrorData> {
         if self.fixtures() {
             return serde_json::from_value(
-                json!({"completion": {"values": [], "total": 0, "hasMore": false}}),
+                json!({"completion": {"values": [], "total": 0, "hasMore": false}, "resultType": "complete"}),
             )
             .map_err(|e| ErrorData::internal_error(e.to_string(), None));
         }

@@ -67,7 +67,9 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(opts.shutdown.child_token())
         .with_legacy_session_mode(opts.sessions)
-        .with_json_response(!opts.sessions);
+        // A request served without a session (every 2026-07-28 request; with sessions off,
+        // every request) is answered with plain JSON, or SSE when it streams progress first.
+        .with_json_response(true);
     // Sessions live in the store: a request that lands on another replica (or on this one
     // after a restart) resumes its session there instead of failing.
     config.session_store = Some(Arc::new(StoredSessions(pipeline.store().clone())));
@@ -112,7 +114,10 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
     };
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn(json_rpc_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            opts.sessions,
+            json_rpc_errors,
+        ))
         .layer(axum::middleware::from_fn_with_state(auth, authenticate));
     let api = admin::routes().layer(axum::middleware::from_fn_with_state(
         pipeline.clone(),
@@ -346,23 +351,31 @@ struct McpAuth {
     /// The agent of a caller without a token, where that is allowed.
     agent: String,
     loopback: bool,
-    /// Sessions whose GET stream (where their notifications go) is open here.
-    listening: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Sessions whose GET stream (where their notifications go) is open here, each with the
+    /// number of the stream that holds it.
+    listening: Arc<std::sync::Mutex<Streams>>,
+}
+
+#[derive(Default)]
+struct Streams {
+    open: std::collections::HashMap<String, u64>,
+    opened: u64,
 }
 
 /// A session's open GET stream: it is forgotten when the stream's body is dropped (the
-/// client went away, or the session ended).
+/// client went away, or the session ended), unless a resumed stream took its place.
 struct Listening {
-    open: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    streams: Arc<std::sync::Mutex<Streams>>,
     id: String,
+    number: u64,
 }
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        self.open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.id);
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        if streams.open.get(&self.id) == Some(&self.number) {
+            streams.open.remove(&self.id);
+        }
     }
 }
 
@@ -470,7 +483,11 @@ async fn authenticate(
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let opening = auth.book.lasting && named.is_none() && request.method() == http::Method::POST;
+    // A 2026-07-28 request stands alone: it opens no session (rmcp serves it statelessly).
+    let opening = auth.book.lasting
+        && !modern_header(request.headers())
+        && named.is_none()
+        && request.method() == http::Method::POST;
     let deleting = request.method() == http::Method::DELETE;
     let caller = match &token_id {
         Some(id) => format!("token:{id}"),
@@ -510,21 +527,28 @@ async fn authenticate(
     }
     // A session has one GET stream: a second one would be accepted by rmcp but never told
     // anything (its notifications go to the first), so it is refused while the first is open.
+    // A stream resumed with `Last-Event-ID` takes the place of the one it resumes (whose
+    // client is gone, though the server may not have noticed yet).
     let mut listening = None;
     if request.method() == http::Method::GET
         && let Some(id) = &named
     {
-        let mut open = auth.listening.lock().unwrap_or_else(|e| e.into_inner());
-        if !open.insert(id.clone()) {
+        let resuming = request.headers().contains_key("last-event-id");
+        let mut streams = auth.listening.lock().unwrap_or_else(|e| e.into_inner());
+        if !resuming && streams.open.contains_key(id) {
             return mcp_error(
                 StatusCode::CONFLICT,
                 -32000,
                 "this session's GET stream is already open (its notifications go there); close it before opening another",
             );
         }
+        streams.opened += 1;
+        let number = streams.opened;
+        streams.open.insert(id.clone(), number);
         listening = Some(Listening {
-            open: auth.listening.clone(),
+            streams: auth.listening.clone(),
             id: id.clone(),
+            number,
         });
     }
     request.extensions_mut().insert(Caller { agent });
@@ -560,6 +584,15 @@ async fn authenticate(
         }
     }
     response
+}
+
+/// Whether a request's `MCP-Protocol-Version` header names 2026-07-28 or later: it stands
+/// alone, with no session.
+fn modern_header(headers: &http::HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// A JSON-RPC error as the answer to an `/mcp` request (`id` null: the request was not read).
@@ -602,6 +635,7 @@ fn mcp_unauthorized(challenge: Challenge, message: &str) -> axum::response::Resp
 /// JSON-RPC error clients expect (`protocol::check`), before rmcp reads it; any other
 /// request goes on as it came.
 async fn json_rpc_errors(
+    State(sessions): State<bool>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -628,7 +662,16 @@ async fn json_rpc_errors(
             );
         }
     };
-    if let Err(problem) = crate::protocol::check(&bytes) {
+    let checked = match crate::protocol::check(&bytes, modern_header(&parts.headers)) {
+        Ok(checked) => checked,
+        Err(problem) => return (problem.status(), Json(problem.to_json())).into_response(),
+    };
+    // With sessions on, a handshake-era request without one comes before its `initialize`.
+    if sessions && checked.needs_a_session() && !parts.headers.contains_key("mcp-session-id") {
+        let problem = crate::protocol::Problem::NotInitialized {
+            id: checked.id,
+            method: checked.method.unwrap_or_default(),
+        };
         return (problem.status(), Json(problem.to_json())).into_response();
     }
     next.run(axum::extract::Request::from_parts(

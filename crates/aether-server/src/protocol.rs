@@ -11,6 +11,8 @@
 //! | not JSON | `-32700` parse error, `id` null | 400 |
 //! | JSON but not one JSON-RPC 2.0 message (a batch, no `jsonrpc: "2.0"`, a `method` that is not a string, an `id` that is neither a string nor a number, a message that is neither a request, a notification nor a response) | `-32600` invalid request | 400 |
 //! | a known method whose `params` do not fit it | `-32602` invalid params, with the request's `id` | 200, JSON |
+//! | a 2026-07-28 request (by its `_meta` or its `MCP-Protocol-Version` header) to a method that version removed (`initialize`, `ping`, `logging/setLevel`, `resources/subscribe`, `resources/unsubscribe`) | `-32601` method not found | 404 |
+//! | a handshake-era request before `initialize` (see [`Lifecycle`]) | `-32600` not initialized | 400 |
 //!
 //! Every message text is bounded; a message is never echoed back.
 
@@ -37,6 +39,77 @@ const KNOWN_METHODS: &[&str] = &[
     "tools/list",
 ];
 
+/// Methods the 2026-07-28 protocol removed: a request of that version naming one is
+/// answered "method not found", whatever its parameters.
+const REMOVED_IN_2026: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Methods a client may send before a session begins (over stdio, or over HTTP without a
+/// session): the handshake itself and the probes of both eras.
+const BEFORE_A_SESSION: &[&str] = &["initialize", "ping", "server/discover"];
+
+/// The `_meta` keys of the 2026-07-28 request context share this prefix.
+const MODERN_META: &str = "io.modelcontextprotocol/";
+
+/// A message that passed [`check`], as far as the lifecycle cares.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Checked {
+    /// The id its answer carries (null for a notification or a response).
+    pub id: Value,
+    /// A request's or notification's method.
+    pub method: Option<String>,
+    /// A request (it has an id) rather than a notification or a response.
+    pub request: bool,
+    /// It carries 2026-07-28 request context in `_meta` (complete or not).
+    pub modern: bool,
+}
+
+impl Checked {
+    /// A handshake-era request that needs a session begun: not one of the methods allowed
+    /// before it, and no 2026-07-28 context (whose own checks name any field missing).
+    pub fn needs_a_session(&self) -> bool {
+        self.request
+            && !self.modern
+            && self
+                .method
+                .as_deref()
+                .is_some_and(|m| !BEFORE_A_SESSION.contains(&m))
+    }
+}
+
+/// Where a stdio connection is in its lifecycle: a handshake-era request before `initialize`
+/// is answered "not initialized" here (rmcp would answer it with the 2026-07-28 metadata it
+/// lacks, which tells a handshake-era client nothing it can use).
+#[derive(Debug, Default)]
+pub struct Lifecycle {
+    begun: bool,
+}
+
+impl Lifecycle {
+    /// Whether `message` may go on to rmcp, or the problem to answer it with.
+    pub fn admit(&mut self, message: &Checked) -> Result<(), Problem> {
+        if self.begun {
+            return Ok(());
+        }
+        if message.request && (message.method.as_deref() == Some("initialize") || message.modern) {
+            self.begun = true;
+            return Ok(());
+        }
+        if message.needs_a_session() {
+            return Err(Problem::NotInitialized {
+                id: message.id.clone(),
+                method: message.method.clone().unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// What is wrong with a message, as the JSON-RPC error a client gets.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Problem {
@@ -46,14 +119,19 @@ pub enum Problem {
     Invalid { id: Value, why: String },
     /// A known method with parameters that do not fit it.
     Params { id: Value, why: String },
+    /// A 2026-07-28 request to a method that version removed.
+    Removed { id: Value, method: String },
+    /// A handshake-era request before the session began.
+    NotInitialized { id: Value, method: String },
 }
 
 impl Problem {
     pub fn code(&self) -> i64 {
         match self {
             Problem::Parse(_) => -32700,
-            Problem::Invalid { .. } => -32600,
+            Problem::Invalid { .. } | Problem::NotInitialized { .. } => -32600,
             Problem::Params { .. } => -32602,
+            Problem::Removed { .. } => -32601,
         }
     }
 
@@ -63,6 +141,20 @@ impl Problem {
             Problem::Parse(why) => (Value::Null, format!("Parse error: {why}")),
             Problem::Invalid { id, why } => (id.clone(), format!("Invalid request: {why}")),
             Problem::Params { id, why } => (id.clone(), format!("Invalid params: {why}")),
+            Problem::Removed { id, method } => (
+                id.clone(),
+                format!(
+                    "Method not found: {method} is not part of protocol 2026-07-28 \
+                     (use server/discover and subscriptions/listen; the handshake era keeps it)"
+                ),
+            ),
+            Problem::NotInitialized { id, method } => (
+                id.clone(),
+                format!(
+                    "Invalid request: not initialized: {method} needs a session; send initialize first \
+                     (or speak 2026-07-28: every request carries its _meta)"
+                ),
+            ),
         };
         json!({
             "jsonrpc": "2.0",
@@ -71,18 +163,21 @@ impl Problem {
         })
     }
 
-    /// The HTTP status its answer goes with: 400 for a message that is not one, 200 for a
-    /// request answered with an error.
+    /// The HTTP status its answer goes with: 400 for a message that is not one (or comes
+    /// before its session), 404 for a method not served, 200 for a request answered with an
+    /// error.
     pub fn status(&self) -> http::StatusCode {
         match self {
             Problem::Params { .. } => http::StatusCode::OK,
+            Problem::Removed { .. } => http::StatusCode::NOT_FOUND,
             _ => http::StatusCode::BAD_REQUEST,
         }
     }
 }
 
-/// Checks one message (a line over stdio, a body over HTTP).
-pub fn check(bytes: &[u8]) -> Result<(), Problem> {
+/// Checks one message (a line over stdio, a body over HTTP). `modern_header`: the HTTP
+/// request declared protocol 2026-07-28 or later in its `MCP-Protocol-Version` header.
+pub fn check(bytes: &[u8], modern_header: bool) -> Result<Checked, Problem> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| Problem::Parse(e.to_string()))?;
     let invalid = |id: &Value, why: &str| Problem::Invalid {
         id: id.clone(),
@@ -115,6 +210,32 @@ pub fn check(bytes: &[u8]) -> Result<(), Problem> {
                 return Err(invalid(&Value::Null, "a request's id is not null"));
             }
             let known = KNOWN_METHODS.contains(&method.as_str());
+            let version = object
+                .get("params")
+                .and_then(|p| p.get("_meta"))
+                .and_then(Value::as_object);
+            let modern =
+                version.is_some_and(|meta| meta.keys().any(|k| k.starts_with(MODERN_META)));
+            let declared = version
+                .and_then(|meta| meta.get("io.modelcontextprotocol/protocolVersion"))
+                .and_then(Value::as_str)
+                .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+            let request = !id.is_null();
+            if request
+                && (declared || (modern_header && method != "initialize"))
+                && REMOVED_IN_2026.contains(&method.as_str())
+            {
+                return Err(Problem::Removed {
+                    id,
+                    method: method.clone(),
+                });
+            }
+            let checked = Checked {
+                id: id.clone(),
+                method: Some(method.clone()),
+                request,
+                modern,
+            };
             match object.get("params") {
                 None | Some(Value::Object(_)) => {}
                 Some(_) if known && !id.is_null() => {
@@ -147,14 +268,14 @@ pub fn check(bytes: &[u8]) -> Result<(), Problem> {
                     });
                 }
             }
-            Ok(())
+            Ok(checked)
         }
         Some(_) => Err(invalid(&id, "\"method\" must be a string")),
         None if object.contains_key("result") || object.contains_key("error") => {
             if id.is_null() && !object.contains_key("error") {
                 return Err(invalid(&Value::Null, "a response carries its request's id"));
             }
-            Ok(())
+            Ok(Checked::default())
         }
         None => Err(invalid(
             &id,
@@ -205,6 +326,7 @@ where
         let mut to_rmcp = to_rmcp;
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
+        let mut lifecycle = Lifecycle::default();
         loop {
             line.clear();
             let read = (&mut input)
@@ -238,7 +360,8 @@ where
             if message.is_empty() {
                 continue;
             }
-            match check(message) {
+            let admitted = check(message, false).and_then(|checked| lifecycle.admit(&checked));
+            match admitted {
                 Ok(()) => {
                     to_rmcp.write_all(message).await?;
                     to_rmcp.write_all(b"\n").await?;
@@ -297,7 +420,7 @@ mod tests {
     use super::*;
 
     fn code(text: &str) -> Option<(i64, Value)> {
-        check(text.as_bytes())
+        check(text.as_bytes(), false)
             .err()
             .map(|p| (p.code(), p.to_json()["id"].clone()))
     }
@@ -414,16 +537,89 @@ mod tests {
         }
     }
 
+    const MODERN: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+    #[test]
+    fn methods_2026_07_28_removed_are_not_found_for_its_requests_only() {
+        for method in REMOVED_IN_2026 {
+            let modern =
+                format!(r#"{{"jsonrpc":"2.0","id":5,"method":"{method}","params":{{{MODERN}}}}}"#);
+            let problem = check(modern.as_bytes(), false).unwrap_err();
+            assert_eq!(problem.code(), -32601, "{method}");
+            assert_eq!(problem.status(), http::StatusCode::NOT_FOUND);
+            assert_eq!(problem.to_json()["id"], 5);
+            // The header alone makes a request 2026-07-28 (but not an initialize, which is
+            // the handshake era's by definition).
+            let bare = format!(r#"{{"jsonrpc":"2.0","id":6,"method":"{method}","params":{{}}}}"#);
+            let by_header = check(bare.as_bytes(), true);
+            if *method == "initialize" {
+                assert_eq!(by_header.unwrap_err().code(), -32602);
+            } else {
+                assert_eq!(by_header.unwrap_err().code(), -32601, "{method}");
+            }
+        }
+        // The handshake era keeps them.
+        let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        assert!(check(ping.as_bytes(), false).is_ok());
+        let level =
+            r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}"#;
+        assert!(check(level.as_bytes(), false).is_ok());
+        // A notification is never answered.
+        let note = format!(r#"{{"jsonrpc":"2.0","method":"ping","params":{{{MODERN}}}}}"#);
+        assert!(check(note.as_bytes(), false).is_ok());
+    }
+
+    #[test]
+    fn a_handshake_era_request_before_initialize_is_told_so() {
+        let mut lifecycle = Lifecycle::default();
+        let message = |text: &str| check(text.as_bytes(), false).unwrap();
+        let list = message(r#"{"jsonrpc":"2.0","id":"a","method":"tools/list"}"#);
+        let problem = lifecycle.admit(&list).unwrap_err();
+        assert_eq!(problem.code(), -32600);
+        let answer = problem.to_json();
+        assert_eq!(answer["id"], "a");
+        let text = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            text.contains("not initialized") && text.contains("initialize first"),
+            "{text}"
+        );
+        assert!(!text.contains("clientCapabilities"), "{text}");
+        // Probes and notifications pass; initialize begins the session, and then anything goes.
+        for before in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ] {
+            assert!(lifecycle.admit(&message(before)).is_ok(), "{before}");
+        }
+        let init = message(
+            r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
+        );
+        assert!(lifecycle.admit(&init).is_ok());
+        assert!(lifecycle.admit(&list).is_ok());
+        // A 2026-07-28 request (complete or not) goes to rmcp, which names what is missing.
+        let mut lifecycle = Lifecycle::default();
+        let partial = message(
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        );
+        assert!(lifecycle.admit(&partial).is_ok());
+    }
+
     #[test]
     fn an_answer_never_echoes_the_message() {
         let huge = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":{}}}",
             "9".repeat(100_000)
         );
-        let answer = check(huge.as_bytes()).unwrap_err().to_json().to_string();
+        let answer = check(huge.as_bytes(), false)
+            .unwrap_err()
+            .to_json()
+            .to_string();
         assert!(answer.len() < 1_000, "{}", answer.len());
         let huge = format!("{{\"x\": \"{}", "a".repeat(100_000));
-        let answer = check(huge.as_bytes()).unwrap_err().to_json().to_string();
+        let answer = check(huge.as_bytes(), false)
+            .unwrap_err()
+            .to_json()
+            .to_string();
         assert!(answer.len() < 1_000, "{}", answer.len());
     }
 }

@@ -35,6 +35,10 @@ enum Kind {
     ElicitationEnums,
     JsonSchema2020,
     Wait,
+    /// The suite's hooks for `subscriptions/listen`: the server tells listening clients that
+    /// its tool (or prompt) list changed (the transport does the telling; the call itself
+    /// only answers).
+    TriggerChange,
 }
 
 struct Fixture {
@@ -153,6 +157,18 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             }),
             Kind::JsonSchema2020,
         ),
+        fixture(
+            "test_trigger_tool_change",
+            "Tells clients listening for tool list changes that the list changed, for testing.",
+            empty(),
+            Kind::TriggerChange,
+        ),
+        fixture(
+            "test_trigger_prompt_change",
+            "Tells clients listening for prompt list changes that the list changed, for testing.",
+            empty(),
+            Kind::TriggerChange,
+        ),
         // Not the suite's: Aether's own tests use it to cancel a call in flight over the wire.
         fixture(
             "test_wait_until_cancelled",
@@ -173,6 +189,7 @@ impl Tool for Fixture {
         let text = |t: &str| Ok(ToolOutput::text(t));
         match self.kind {
             Kind::SimpleText => text("This is a simple text response for testing."),
+            Kind::TriggerChange => text("Listening clients are told of the change."),
             Kind::Image => Ok(ToolOutput {
                 content: vec![Content::Image {
                     data_base64: PNG_1X1.into(),

@@ -10,6 +10,7 @@ mod crash;
 mod federation;
 mod governance;
 mod http;
+mod modern;
 mod peers;
 mod replicas;
 mod runner;

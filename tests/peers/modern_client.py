@@ -19,7 +19,8 @@ Exit 0 when the call returned without isError, 1 when it returned isError, 2 on 
 
 environment:
   AETHER_TOKEN   (http) sent as "Authorization: Bearer TOKEN"
-  AETHER_ELICIT  answer elicitation requests: "approve" (accept, approve: true) or "decline"
+  AETHER_ELICIT  answer elicitation requests: "approve" (accept, approve: true), "decline",
+                 or "json:{...}" (accept, with that content)
 """
 import asyncio
 import json
@@ -35,7 +36,10 @@ ELICITED = []
 
 async def on_elicit(context, params):
     ELICITED.append(params.message)
-    if os.environ.get("AETHER_ELICIT") == "approve":
+    answer = os.environ.get("AETHER_ELICIT", "")
+    if answer.startswith("json:"):
+        return types.ElicitResult(action="accept", content=json.loads(answer[5:]))
+    if answer == "approve":
         return types.ElicitResult(action="accept", content={"approve": True, "why": "the user said yes"})
     return types.ElicitResult(action="decline")
 

@@ -46,8 +46,12 @@ pub fn read_resource(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>>
     )
 }
 
+/// The suite's prompt that asks its client before it answers (2026-07-28's rounds).
+pub const ASKING_PROMPT: &str = "test_input_required_result_prompt";
+
 pub fn prompts() -> Vec<Value> {
     vec![
+        json!({"name": ASKING_PROMPT, "description": "A prompt that asks the client for its context first, for testing."}),
         json!({"name": "test_simple_prompt", "description": "A simple prompt without arguments, for testing."}),
         json!({"name": "test_prompt_with_arguments", "description": "A prompt with two required arguments, for testing.", "arguments": [
             {"name": "arg1", "description": "First test argument", "required": true},

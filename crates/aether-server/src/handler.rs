@@ -17,15 +17,15 @@ use rmcp::model::{
     ContentBlock, ErrorData, GetPromptRequestParams, GetPromptResponse, InitializeResult,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    ReadResourceResult, RequestStateCodec, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::fixtures;
-use crate::link::{McpClientLink, SessionLogLevel};
+use crate::link::{McpClientLink, Rounds, SessionLogLevel};
 use crate::upstream::Upstreams;
 
 /// What the handler serves besides Aether's own tools.
@@ -75,6 +75,8 @@ pub struct AetherMcp {
     info: Arc<ServerConfig>,
     /// Upstream servers whose resources and prompts this session may reach.
     upstreams: Arc<Upstreams>,
+    /// Seals the state a 2026-07-28 request's rounds hand their client ([`Rounds`]).
+    rounds: Arc<RequestStateCodec>,
 }
 
 /// How long a 2026-07-28 client may reuse a list before asking again (SEP-2549 `ttlMs`). A
@@ -118,6 +120,18 @@ fn build_server_info(mode: Mode) -> ServerConfig {
 
 impl AetherMcp {
     pub fn new(pipeline: Arc<Pipeline>, session: SessionContext, mode: Mode) -> AetherMcp {
+        let rounds = crate::link::round_codec(pipeline.store());
+        AetherMcp::with_rounds(pipeline, session, mode, rounds)
+    }
+
+    /// As [`AetherMcp::new`], sealing rounds' state with `rounds` (made once per listener:
+    /// every 2026-07-28 request makes a handler of its own).
+    pub fn with_rounds(
+        pipeline: Arc<Pipeline>,
+        session: SessionContext,
+        mode: Mode,
+        rounds: Arc<RequestStateCodec>,
+    ) -> AetherMcp {
         AetherMcp {
             pipeline,
             session,
@@ -128,6 +142,7 @@ impl AetherMcp {
             mode,
             info: server_info(mode),
             upstreams: Upstreams::none(),
+            rounds,
         }
     }
 
@@ -280,6 +295,28 @@ fn modern(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
+/// What a round's state is bound to: the method, the agent, what is called and its
+/// arguments (canonical JSON), so a state given for one request opens for no other.
+fn round_binding(
+    method: &str,
+    agent: &str,
+    name: &str,
+    arguments: Option<&serde_json::Map<String, Value>>,
+) -> Vec<u8> {
+    let arguments = arguments.cloned().map(Value::Object).unwrap_or(Value::Null);
+    let digest = aether_policy::sha256(aether_policy::canonical_json(&arguments).as_bytes());
+    format!("{method}\n{agent}\n{name}\n{}", digest.to_hex()).into_bytes()
+}
+
+/// The log level a 2026-07-28 request names in its `_meta`, if any.
+fn request_log_level(context: &RequestContext<RoleServer>) -> Option<rmcp::model::LoggingLevel> {
+    context
+        .meta
+        .0
+        .get("io.modelcontextprotocol/logLevel")
+        .and_then(|level| serde_json::from_value(level.clone()).ok())
+}
+
 /// An MCP tool entry for a catalog entry.
 pub fn mcp_tool(entry: &Entry) -> Tool {
     let def = entry.def();
@@ -422,6 +459,58 @@ fn reach(session: &SessionContext) -> std::collections::BTreeSet<String> {
 }
 
 impl AetherMcp {
+    /// The suite's prompt that asks its client first (SEP-2322 on `prompts/get`).
+    fn asking_prompt(
+        &self,
+        request: &GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if !modern(context) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "{} asks in rounds, which protocol 2026-07-28 has",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        let session = self.session_for(&context.extensions)?;
+        let binding = round_binding(
+            "prompts/get",
+            &session.agent.name,
+            &request.name,
+            request.arguments.as_ref(),
+        );
+        let rounds = Rounds::open(
+            &self.rounds,
+            &binding,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+            context.client_capabilities(),
+        )?;
+        let question = json!({
+            "message": "What context should the prompt use?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"context": {"type": "string"}},
+                "required": ["context"]
+            }
+        });
+        let answered = rounds.ask("user_context", "elicitation/create", question);
+        if let Some(asking) = rounds.close(&self.rounds, &binding)? {
+            return Ok(GetPromptResponse::InputRequired(asking));
+        }
+        let answer = answered.map_err(|e| ErrorData::invalid_params(e, None))?;
+        let said = answer["content"]["context"].as_str().unwrap_or_default();
+        serde_json::from_value(json!({
+            "messages": [{"role": "user", "content": {"type": "text",
+                "text": format!("Use this context: {said}")}}],
+            "resultType": "complete",
+        }))
+        .map(GetPromptResponse::Complete)
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
     /// An upstream's resource read or prompt, for this session, through the pipeline's read
     /// seam (halt, credential screen, audit): its answer or its error as MCP has them.
     async fn upstream_read<T, F>(
@@ -497,10 +586,33 @@ impl ServerHandler for AetherMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let session = self.session_for(&context.extensions)?;
+        // A 2026-07-28 request asks its client in rounds, and logs only at the level it names.
+        let rounds = if modern(&context) {
+            let binding = round_binding(
+                "tools/call",
+                &session.agent.name,
+                &request.name,
+                request.arguments.as_ref(),
+            );
+            let rounds = Rounds::open(
+                &self.rounds,
+                &binding,
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+                context.client_capabilities(),
+            )?;
+            Some((Arc::new(rounds), binding))
+        } else {
+            None
+        };
         let link = Arc::new(McpClientLink {
             peer: context.peer.clone(),
             progress_token: context.meta.get_progress_token(),
-            log_level: self.log_level.clone(),
+            log_level: match rounds {
+                Some(_) => SessionLogLevel::of_request(request_log_level(&context)),
+                None => self.log_level.clone(),
+            },
+            rounds: rounds.as_ref().map(|(rounds, _)| rounds.clone()),
         });
         // The command envelope (confirmation, idempotency key, expiry) rides in `_meta`, never
         // in the tool's arguments.
@@ -517,6 +629,13 @@ impl ServerHandler for AetherMcp {
             )
             .await;
         let call_id = result.call_id;
+        // The call asked its client something: it ends asking (its own failure, that it could
+        // not go on unanswered, is in the audit).
+        if let Some((rounds, binding)) = &rounds
+            && let Some(asking) = rounds.close(&self.rounds, binding)?
+        {
+            return Ok(CallToolResponse::InputRequired(asking));
+        }
         let response = match result.outcome {
             CallOutcome::Ran(out) => {
                 if self.fixtures()
@@ -751,6 +870,9 @@ impl ServerHandler for AetherMcp {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        if self.fixtures() && request.name == fixtures::ASKING_PROMPT {
+            return self.asking_prompt(&request, &context);
+        }
         if self.fixtures() && !request.name.contains("__") {
             return fixtures::get_prompt(&request.name, request.arguments.unwrap_or_default())
                 .map(Into::into);

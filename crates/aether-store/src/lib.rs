@@ -451,6 +451,12 @@ impl Store {
         self.0.location()
     }
 
+    /// The key this store's audit is keyed under (a store opened for writing with the vault's
+    /// key); `None` for an unkeyed or read-only store.
+    pub fn audit_key(&self) -> Option<&AuditKey> {
+        self.0.audit_key()
+    }
+
     /// A receiver bumped whenever another process changes the store, where the database
     /// says so at once (PostgreSQL's LISTEN/NOTIFY); `None` where only polling sees changes.
     pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -241,6 +241,18 @@ impl AuditKey {
     pub fn verify(&self, text: &str, signature: &str) -> bool {
         mac_verify(&self.mac, text, signature)
     }
+
+    /// A key for `purpose` (another use than the audit's), derived from this one: every
+    /// replica holding the vault key derives the same, and no audit signature is one.
+    pub fn purpose_key(&self, purpose: &str) -> Vec<u8> {
+        self.mac
+            .clone()
+            .chain_update(b"aether-purpose-key\n")
+            .chain_update(purpose.as_bytes())
+            .finalize()
+            .into_bytes()
+            .to_vec()
+    }
 }
 
 /// HMAC-SHA256 of `text` under `mac`'s key, as hex.

@@ -187,6 +187,26 @@ pub trait ClientLink: Send + Sync {
     async fn create_message(&self, params: Value) -> Result<Value, String>;
     /// Asks the client's user a question (MCP elicitation); `Err` when it cannot be asked.
     async fn elicit(&self, question: Question) -> Result<Reply, String>;
+    /// Asks the client for `method` (`elicitation/create`, `sampling/createMessage` or
+    /// `roots/list`) with `params`, under `key`. A client of the handshake era is sent the
+    /// request and its answer comes back here. A 2026-07-28 client answers by making the
+    /// call again with its answers: the answer under `key` comes back if it sent one, else
+    /// this is `Err` and the call ends with the client asked (an input-required result), so
+    /// a tool asks before it changes anything. `Err` also when the client cannot be asked.
+    async fn ask(&self, key: &str, method: &str, params: Value) -> Result<Value, String> {
+        let _ = (key, params);
+        Err(format!("this caller cannot answer {method} requests"))
+    }
+    /// Whether the client declared what `method` needs (elicitation, sampling, roots).
+    fn can_ask(&self, method: &str) -> bool {
+        let _ = method;
+        false
+    }
+    /// Whether this call resumes an earlier round of itself: it came back with the state
+    /// this server gave its client (2026-07-28's `requestState`), checked as untampered.
+    fn resumed(&self) -> bool {
+        false
+    }
 }
 
 /// Judges a destination reached during a call (a redirect) by the rules the call's own URL

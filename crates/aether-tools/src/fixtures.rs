@@ -39,6 +39,32 @@ enum Kind {
     /// its tool (or prompt) list changed (the transport does the telling; the call itself
     /// only answers).
     TriggerChange,
+    /// The suite's tools that ask the client mid-call (SEP-2322's input-required rounds, and
+    /// the same questions as requests on the stream in the handshake era).
+    Ask(Asks),
+    /// Logs one message: a 2026-07-28 client hears it only at the level its request names.
+    LogOnce,
+}
+
+/// What an asking fixture asks.
+#[derive(Clone, Copy)]
+enum Asks {
+    /// `user_name` (elicitation): "Hello, NAME!".
+    Name,
+    /// `capital_question` (sampling).
+    Capital,
+    /// `client_roots` (roots/list).
+    Roots,
+    /// `confirm` (elicitation); "state-ok" when the answer came back with the state.
+    Confirm,
+    /// `user_name`, `greeting` and `client_roots` at once.
+    Three,
+    /// `step1`, then `step2`: two rounds.
+    TwoSteps,
+    /// Only what the client declared it can answer: `user_name` and/or `greeting`.
+    Declared,
+    /// Sampling, whether or not the client declared it (the suite checks the refusal).
+    SamplingAnyway,
 }
 
 struct Fixture {
@@ -169,6 +195,72 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             empty(),
             Kind::TriggerChange,
         ),
+        fixture(
+            "test_input_required_result_elicitation",
+            "Asks the user's name (elicitation), then greets them, for testing.",
+            empty(),
+            Kind::Ask(Asks::Name),
+        ),
+        fixture(
+            "test_input_required_result_sampling",
+            "Asks the client's model a question (sampling), for testing.",
+            empty(),
+            Kind::Ask(Asks::Capital),
+        ),
+        fixture(
+            "test_input_required_result_list_roots",
+            "Asks the client for its roots, for testing.",
+            empty(),
+            Kind::Ask(Asks::Roots),
+        ),
+        fixture(
+            "test_input_required_result_request_state",
+            "Asks for a confirmation and checks the round's state came back, for testing.",
+            empty(),
+            Kind::Ask(Asks::Confirm),
+        ),
+        fixture(
+            "test_input_required_result_tampered_state",
+            "Asks for a confirmation; a changed state is refused, for testing.",
+            empty(),
+            Kind::Ask(Asks::Confirm),
+        ),
+        fixture(
+            "test_input_required_result_multiple_inputs",
+            "Asks three things at once (elicitation, sampling, roots), for testing.",
+            empty(),
+            Kind::Ask(Asks::Three),
+        ),
+        fixture(
+            "test_input_required_result_multi_round",
+            "Asks in two rounds (name, then colour), for testing.",
+            empty(),
+            Kind::Ask(Asks::TwoSteps),
+        ),
+        fixture(
+            "test_input_required_result_capabilities",
+            "Asks only what the client declared it can answer, for testing.",
+            empty(),
+            Kind::Ask(Asks::Declared),
+        ),
+        fixture(
+            "test_missing_capability",
+            "Needs sampling whether or not the client declared it, for testing.",
+            empty(),
+            Kind::Ask(Asks::SamplingAnyway),
+        ),
+        fixture(
+            "test_streaming_elicitation",
+            "Asks the user's name mid-call, for testing what the response stream carries.",
+            empty(),
+            Kind::Ask(Asks::Name),
+        ),
+        fixture(
+            "test_logging_tool",
+            "Logs one message at info, for testing.",
+            empty(),
+            Kind::LogOnce,
+        ),
         // Not the suite's: Aether's own tests use it to cancel a call in flight over the wire.
         fixture(
             "test_wait_until_cancelled",
@@ -190,6 +282,13 @@ impl Tool for Fixture {
         match self.kind {
             Kind::SimpleText => text("This is a simple text response for testing."),
             Kind::TriggerChange => text("Listening clients are told of the change."),
+            Kind::Ask(asks) => ask(&cx, asks).await,
+            Kind::LogOnce => {
+                cx.client
+                    .log(LogLevel::Info, json!("test_logging_tool ran"))
+                    .await;
+                text("Logged one message")
+            }
             Kind::Image => Ok(ToolOutput {
                 content: vec![Content::Image {
                     data_base64: PNG_1X1.into(),
@@ -374,5 +473,185 @@ async fn elicit(cx: &CallContext, params: Value, label: &str) -> Result<ToolOutp
             )))
         }
         Err(e) => Err(ToolError::failed(format!("elicitation failed: {e}"))),
+    }
+}
+
+fn name_question(message: &str, field: &str) -> Value {
+    json!({
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {field: {"type": "string"}},
+            "required": [field]
+        }
+    })
+}
+
+fn sampling_question(text: &str, max_tokens: u32) -> Value {
+    json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        "maxTokens": max_tokens
+    })
+}
+
+/// The asking fixtures: every question of a round is asked before any answer is used, so a
+/// client answering a round finds all of it asked at once.
+async fn ask(cx: &CallContext, asks: Asks) -> Result<ToolOutput, ToolError> {
+    let client = &cx.client;
+    let failed = |e: String| ToolError::failed(format!("the client was asked: {e}"));
+    let text = |t: String| Ok(ToolOutput::text(t));
+    let accepted = |answer: &Value, field: &str| {
+        answer["content"][field]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| answer["content"][field].to_string())
+    };
+    match asks {
+        Asks::Name => {
+            let answer = client
+                .ask(
+                    "user_name",
+                    "elicitation/create",
+                    name_question("What is your name?", "name"),
+                )
+                .await
+                .map_err(failed)?;
+            text(format!("Hello, {}!", accepted(&answer, "name")))
+        }
+        Asks::Capital | Asks::SamplingAnyway => {
+            let answer = client
+                .ask(
+                    "capital_question",
+                    "sampling/createMessage",
+                    sampling_question("What is the capital of France?", 100),
+                )
+                .await
+                .map_err(failed)?;
+            text(format!(
+                "The client's model said: {}",
+                answer["content"]["text"].as_str().unwrap_or("(no text)")
+            ))
+        }
+        Asks::Roots => {
+            let answer = client
+                .ask("client_roots", "roots/list", json!({}))
+                .await
+                .map_err(failed)?;
+            let uris: Vec<&str> = answer["roots"]
+                .as_array()
+                .map(|roots| roots.iter().filter_map(|r| r["uri"].as_str()).collect())
+                .unwrap_or_default();
+            text(format!("The client's roots: {}", uris.join(", ")))
+        }
+        Asks::Confirm => {
+            let question = json!({
+                "message": "Please confirm",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"ok": {"type": "boolean"}},
+                    "required": ["ok"]
+                }
+            });
+            let answer = client
+                .ask("confirm", "elicitation/create", question)
+                .await
+                .map_err(failed)?;
+            let state = if client.resumed() {
+                "state-ok"
+            } else {
+                "no state came back"
+            };
+            text(format!("{state}: confirmed={}", answer["content"]["ok"]))
+        }
+        Asks::Three => {
+            let name = client
+                .ask(
+                    "user_name",
+                    "elicitation/create",
+                    name_question("What is your name?", "name"),
+                )
+                .await;
+            let greeting = client
+                .ask(
+                    "greeting",
+                    "sampling/createMessage",
+                    sampling_question("Generate a greeting", 50),
+                )
+                .await;
+            let roots = client.ask("client_roots", "roots/list", json!({})).await;
+            let (name, greeting, roots) = (
+                name.map_err(failed)?,
+                greeting.map_err(failed)?,
+                roots.map_err(failed)?,
+            );
+            text(format!(
+                "{} {}! ({} roots)",
+                greeting["content"]["text"].as_str().unwrap_or("Hello"),
+                accepted(&name, "name"),
+                roots["roots"].as_array().map_or(0, Vec::len)
+            ))
+        }
+        Asks::TwoSteps => {
+            let name = client
+                .ask(
+                    "step1",
+                    "elicitation/create",
+                    name_question("Step 1: What is your name?", "name"),
+                )
+                .await
+                .map_err(failed)?;
+            let colour = client
+                .ask(
+                    "step2",
+                    "elicitation/create",
+                    name_question("Step 2: What is your favorite color?", "color"),
+                )
+                .await
+                .map_err(failed)?;
+            text(format!(
+                "{} likes {}",
+                accepted(&name, "name"),
+                accepted(&colour, "color")
+            ))
+        }
+        Asks::Declared => {
+            let mut said = Vec::new();
+            let mut first_error = None;
+            if client.can_ask("elicitation/create") {
+                match client
+                    .ask(
+                        "user_name",
+                        "elicitation/create",
+                        name_question("What is your name?", "name"),
+                    )
+                    .await
+                {
+                    Ok(answer) => said.push(accepted(&answer, "name")),
+                    Err(e) => first_error = first_error.or(Some(e)),
+                }
+            }
+            if client.can_ask("sampling/createMessage") {
+                match client
+                    .ask(
+                        "greeting",
+                        "sampling/createMessage",
+                        sampling_question("Generate a greeting", 50),
+                    )
+                    .await
+                {
+                    Ok(answer) => said.push(
+                        answer["content"]["text"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                    ),
+                    Err(e) => first_error = first_error.or(Some(e)),
+                }
+            }
+            match first_error {
+                Some(e) => Err(failed(e)),
+                None => text(format!("Answers: {}", said.join("; "))),
+            }
+        }
     }
 }

@@ -216,12 +216,13 @@ pub(crate) fn conformance_run(
     for entry in std::fs::read_dir(out_dir.path()).unwrap() {
         let dir = entry.unwrap().path();
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let scenario = name
-            .strip_prefix("server-")
-            .unwrap_or(&name)
-            .rsplit_once("-20")
-            .map(|(s, _)| s.to_string())
-            .unwrap_or_else(|| name.clone());
+        // SCENARIO-YYYY-MM-DDTHH-MM-SS-mmmZ, each run's folder.
+        let bare = name.strip_prefix("server-").unwrap_or(&name);
+        let stamp = bare.match_indices("-20").map(|(i, _)| i).find(|&i| {
+            let rest = bare.as_bytes().get(i + 1..i + 12).unwrap_or_default();
+            rest.len() == 11 && rest[4] == b'-' && rest[7] == b'-' && rest[10] == b'T'
+        });
+        let scenario = stamp.map_or(bare, |i| &bare[..i]).to_string();
         let checks: Vec<Value> =
             serde_json::from_str(&std::fs::read_to_string(dir.join("checks.json")).unwrap())
                 .unwrap();

@@ -336,6 +336,11 @@ impl SqlStore {
         &self.inner.location
     }
 
+    /// The key the audit is keyed under, if it is.
+    pub fn audit_key(&self) -> Option<&crate::AuditKey> {
+        self.inner.ledger.hashing.key()
+    }
+
     /// A receiver bumped whenever another process changes the store, where the database
     /// tells (PostgreSQL); `None` for SQLite, which is polled.
     pub fn changes(&self) -> Option<watch::Receiver<u64>> {

@@ -44,6 +44,9 @@ impl Pipeline {
         let def = entry.def();
         let window = self.approval_window;
         let shown = aether_policy::canonical_json(&call.args);
+        if ctx.agent.approval == ApprovalRoute::Elicit && client.in_rounds() {
+            return self.approve_in_rounds(call, entry, &ask, &shown).await;
+        }
         let request = request_of(call, entry, &ask, &shown, window);
         // Subscribe before the request exists, so no decision can slip between the two.
         let mut changes = self.approvals_changed.subscribe();
@@ -171,6 +174,127 @@ impl Pipeline {
             if let Some(outcome) = decided(&row, &def.name) {
                 return outcome;
             }
+        }
+    }
+}
+
+/// What a round's approval question goes under, and the request it asks about is kept under.
+const ROUND_KEY: &str = "aether/approval";
+
+impl Pipeline {
+    /// `approval = "elicit"` for a client that answers in rounds (2026-07-28), instead of a
+    /// request held open: the first round records the request (operators see it, and may
+    /// decide it) and ends the call asking the client's user; the next round brings the
+    /// answer, with the request's id in the state this server sealed for this same call, and
+    /// settles the request: only while it is pending, so an answer counts once and a round
+    /// played again runs nothing. An answer without that state approves nothing.
+    async fn approve_in_rounds(
+        &self,
+        call: &Call<'_>,
+        entry: &Entry,
+        ask: &Ask,
+        shown: &str,
+    ) -> Result<String, Stop> {
+        let (ctx, client, def) = (call.ctx, call.client.as_ref(), entry.def());
+        let window = self.approval_window;
+        let what = match &ask.reason {
+            Some(reason) => format!("{} ({reason})", ask.asked_by),
+            None => ask.asked_by.clone(),
+        };
+        let question = || elicitation(&ctx.agent.name, &def.name, &what, shown);
+        let asked = |id: &str| {
+            client.remember(ROUND_KEY, json!(id));
+            Stop::refused(
+                Step::Tier,
+                format!("approval:asked ({})", ask.asked_by),
+                format!(
+                    "{} needs the approval of the person at the client: they are asked, and the call is made again with their answer within {} s",
+                    def.name,
+                    window.as_secs()
+                ),
+            )
+        };
+        let earlier = client
+            .recall(ROUND_KEY)
+            .and_then(|id| id.as_str().map(str::to_string));
+        let Some(id) = earlier else {
+            match self
+                .store
+                .request_approval(request_of(call, entry, ask, shown, window))
+                .await
+            {
+                Ok(None) => {}
+                Ok(Some(halt)) => {
+                    return Err(halted(Some(halt.why.as_deref().unwrap_or_default())).into());
+                }
+                Err(e) => {
+                    return Err(Stop::Ended(CallOutcome::Failed(format!(
+                        "the call needs a person's approval, and the request could not be recorded, so it did not run: {e}"
+                    ))));
+                }
+            }
+            // Asked: the round ends with the question (an answer sent with no state, for a
+            // request never asked, is not one).
+            let _ = client.elicit_as(ROUND_KEY, question()).await;
+            return Err(asked(call.id()));
+        };
+        let Ok(reply) = client.elicit_as(ROUND_KEY, question()).await else {
+            // Not answered (or not as asked): asked again, about the same request.
+            return Err(asked(&id));
+        };
+        let row = match self.store.approval(&id).await {
+            Ok(Some(row)) => row,
+            Ok(None) => {
+                return Err(Stop::refused(
+                    Step::Tier,
+                    "approval:unknown",
+                    format!(
+                        "{}'s approval request {id} is not in the store; make the call again to be asked anew",
+                        def.name
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(Stop::Ended(CallOutcome::Failed(format!(
+                    "the approval could not be read from the store, so the call did not run: {e}"
+                ))));
+            }
+        };
+        // The sealed state binds agent, tool and arguments; the request must name the same.
+        let request = &row.request;
+        if request.agent != ctx.agent.name
+            || request.tool != def.name
+            || request.definition != entry.digest.to_string()
+            || request.arguments_digest != call.draft().arguments_digest().to_string()
+        {
+            return Err(Stop::refused(
+                Step::Tier,
+                "approval:mismatch",
+                format!(
+                    "the answer is for another call than this {} (agent, definition or arguments differ); make the call again to be asked anew",
+                    def.name
+                ),
+            ));
+        }
+        let (to, why) = elicitation_decision(&reply);
+        match self
+            .store
+            .settle_approval(&id, to, "client-user (input required)", &why, None)
+            .await
+        {
+            Ok(row) => decided(&row, &def.name).unwrap_or_else(|| {
+                Err(Stop::Ended(CallOutcome::Failed(
+                    "the approval is still pending after it was answered".into(),
+                )))
+            }),
+            Err(e) => Err(Stop::refused(
+                Step::Tier,
+                format!("approval:settled ({})", ask.asked_by),
+                format!(
+                    "{} did not run: {e}; an answer counts once: make the call again to be asked anew",
+                    def.name
+                ),
+            )),
         }
     }
 }

@@ -160,6 +160,31 @@ impl ClientLink for McpClientLink {
     fn resumed(&self) -> bool {
         self.rounds.as_ref().is_some_and(|r| r.resumed)
     }
+
+    fn in_rounds(&self) -> bool {
+        self.rounds.is_some()
+    }
+
+    async fn elicit_as(&self, key: &str, question: Question) -> Result<Reply, String> {
+        let answer = self
+            .ask(key, "elicitation/create", elicitation_params(&question))
+            .await?;
+        reply_of(&answer)
+    }
+
+    fn remember(&self, key: &str, value: Value) {
+        if let Some(rounds) = &self.rounds {
+            rounds
+                .kept
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.to_string(), value);
+        }
+    }
+
+    fn recall(&self, key: &str) -> Option<Value> {
+        self.rounds.as_ref()?.notes.get(key).cloned()
+    }
 }
 
 /// How long a client has to answer what a round asked.
@@ -177,11 +202,18 @@ struct RoundState {
     asked: Vec<String>,
     /// Answers from the rounds before.
     answers: serde_json::Map<String, Value>,
+    /// What the server kept for the next round ([`ClientLink::remember`]).
+    #[serde(default)]
+    notes: serde_json::Map<String, Value>,
 }
 
 /// One round of a 2026-07-28 request: the answers it came with, and what it asks.
 pub struct Rounds {
     answers: serde_json::Map<String, Value>,
+    /// What an earlier round kept (from the sealed state only).
+    notes: serde_json::Map<String, Value>,
+    /// What this round keeps for the next.
+    kept: Mutex<serde_json::Map<String, Value>>,
     resumed: bool,
     capabilities: Option<ClientCapabilities>,
     asked: Mutex<BTreeMap<String, Value>>,
@@ -193,7 +225,8 @@ impl Rounds {
     /// The round a request opens: its `requestState` (if any) must be one this server sealed
     /// for this same request (`binding`) and not expired; its `inputResponses` answer what
     /// the state says was asked (others are ignored). Without a state, the responses are
-    /// taken as given: a tool asks by key, and finds only what it asks for.
+    /// taken as given (a tool asks by key, and finds only what it asks for), except answers
+    /// to Aether's own questions (keys `aether/…`), which need the state that asked them.
     pub fn open(
         codec: &RequestStateCodec,
         binding: &[u8],
@@ -201,7 +234,7 @@ impl Rounds {
         responses: Option<&InputResponses>,
         capabilities: Option<ClientCapabilities>,
     ) -> Result<Rounds, ErrorData> {
-        let (mut answers, asked) = match state {
+        let (mut answers, asked, notes) = match state {
             Some(sealed) => {
                 let bytes = codec.open_with(sealed, binding).map_err(|e| {
                     ErrorData::invalid_params(
@@ -214,17 +247,25 @@ impl Rounds {
                 let state: RoundState = serde_json::from_slice(&bytes).map_err(|e| {
                     ErrorData::invalid_params(format!("requestState cannot be read: {e}"), None)
                 })?;
-                (state.answers, Some(state.asked))
+                (state.answers, Some(state.asked), state.notes)
             }
-            None => (serde_json::Map::new(), None),
+            None => (serde_json::Map::new(), None, serde_json::Map::new()),
         };
         for (key, answer) in responses.into_iter().flatten() {
-            if asked.as_ref().is_none_or(|asked| asked.contains(key)) {
+            // Aether's own questions (`aether/…`, an approval) are answered only with the
+            // state of the round that asked them.
+            let taken = match &asked {
+                Some(asked) => asked.contains(key),
+                None => !key.starts_with("aether/"),
+            };
+            if taken {
                 answers.insert(key.clone(), answer.clone());
             }
         }
         Ok(Rounds {
             answers,
+            kept: Mutex::new(notes.clone()),
+            notes,
             resumed: state.is_some(),
             capabilities,
             asked: Mutex::default(),
@@ -306,6 +347,7 @@ impl Rounds {
         let state = serde_json::to_vec(&RoundState {
             asked: keys,
             answers: self.answers.clone(),
+            notes: self.kept.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         })
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         if state.len() > MAX_ROUND_STATE {

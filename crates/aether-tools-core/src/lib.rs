@@ -207,6 +207,27 @@ pub trait ClientLink: Send + Sync {
     fn resumed(&self) -> bool {
         false
     }
+    /// Whether the client answers in rounds (2026-07-28): a question ends the call, and the
+    /// client makes it again with the answer.
+    fn in_rounds(&self) -> bool {
+        false
+    }
+    /// Asks the client's user `question` under `key` (see [`ClientLink::ask`]).
+    async fn elicit_as(&self, key: &str, question: Question) -> Result<Reply, String> {
+        let _ = key;
+        self.elicit(question).await
+    }
+    /// Keeps `value` under `key` for the next round of this call: it comes back only with
+    /// the state this server seals (the client can neither read it as a promise nor change
+    /// it). Nothing is kept where the client does not answer in rounds.
+    fn remember(&self, key: &str, value: Value) {
+        let _ = (key, value);
+    }
+    /// What an earlier round of this call kept under `key` ([`ClientLink::remember`]).
+    fn recall(&self, key: &str) -> Option<Value> {
+        let _ = key;
+        None
+    }
 }
 
 /// Judges a destination reached during a call (a redirect) by the rules the call's own URL

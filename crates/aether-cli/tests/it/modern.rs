@@ -566,3 +566,150 @@ fn a_round_state_changed_or_moved_to_another_call_is_refused() {
 }
 
 const MODERN_CALL_META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}"#;
+
+/// An agent whose approvals go to the person at its client (`approval = "elicit"`), with a
+/// 2026-07-28 client: the call that needs approval ends asking (no request held open), the
+/// official SDK asks its user and makes the call again with the answer; approved, it runs;
+/// declined, it does not. Each decision is on record as the client user's.
+#[test]
+fn python_sdk_user_approves_in_rounds() {
+    let Some(peers) = peers("modern_approval") else {
+        return;
+    };
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
+    );
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
+    );
+    let config = ws.path().join("aether.toml").display().to_string();
+    let srv = HttpServer::start(&ws, &["--config", &config]);
+    let stdio = vec![
+        "--".to_string(),
+        env!("CARGO_BIN_EXE_aether").to_string(),
+        "mcp-serve".to_string(),
+        "--config".to_string(),
+        config.clone(),
+    ];
+    for target in [vec![srv.url()], stdio] {
+        for (answer, code) in [("approve", 0), ("decline", 1)] {
+            let mut args = vec![
+                "2026-07-28",
+                "call",
+                "read_file",
+                r#"{"path":"src/hello.txt"}"#,
+            ];
+            args.extend(target.iter().map(String::as_str));
+            let out = modern_client(&peers)
+                .args(&args)
+                .env("AETHER_ELICIT", answer)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{answer} {target:?}: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+            let asked = report["elicited"][0].as_str().unwrap();
+            assert!(
+                asked.contains("read_file") && asked.contains("src/hello.txt"),
+                "{asked}"
+            );
+            let text = report["result"]["content"][0]["text"].as_str().unwrap();
+            if code == 0 {
+                assert_eq!(text, "hello from aether\nsecond line\n", "{report}");
+            } else {
+                assert!(text.contains("did not approve"), "{text}");
+            }
+        }
+    }
+    let (_, out, _) = ws.run(&["approvals", "list", "--all", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let decided: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["state"].as_str().unwrap(),
+                r["decided_by"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            ("denied", "client-user (input required)"),
+            ("approved", "client-user (input required)"),
+            ("denied", "client-user (input required)"),
+            ("approved", "client-user (input required)"),
+        ],
+        "{out}"
+    );
+    let (code, out, err) = ws.run(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// The round that approved a call, played again, runs nothing: an answer counts once. Nor
+/// does an answer sent without the round's state approve anything.
+#[test]
+fn an_approval_round_played_again_runs_nothing() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
+    );
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
+    );
+    let config = ws.path().join("aether.toml").display().to_string();
+    let srv = HttpServer::start(&ws, &["--config", &config]);
+    let call = |id: i64, extra: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},{extra}{MODERN_CALL_META}}}}}"#
+        );
+        post(
+            &srv.addr,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "read_file"),
+            ],
+            &body,
+        )
+        .1
+    };
+    let yes =
+        r#""inputResponses":{"aether/approval":{"action":"accept","content":{"approve":true}}},"#;
+    // An answer with no state: asked, not approved.
+    let forged = call(1, yes);
+    assert_eq!(forged["result"]["resultType"], "input_required", "{forged}");
+    // The round as asked, then its answer: it runs.
+    let first = call(2, "");
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let question = &first["result"]["inputRequests"]["aether/approval"];
+    assert_eq!(question["method"], "elicitation/create", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let answered = format!(r#"{yes}"requestState":"{state}","#);
+    let ran = call(3, &answered);
+    assert_eq!(
+        ran["result"]["content"][0]["text"], "hello from aether\nsecond line\n",
+        "{ran}"
+    );
+    // Played again: refused, and the file is not read a second time.
+    let again = call(4, &answered);
+    assert_eq!(again["result"]["isError"], true, "{again}");
+    let text = again["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("counts once"), "{text}");
+    let (_, out, _) = ws.run(&["audit", "tail", "-n", "20", "--json"]);
+    let ok_reads = out
+        .lines()
+        .filter(|l| l.contains("\"tool\":\"read_file\"") && l.contains("\"outcome\":\"ok\""))
+        .count();
+    assert_eq!(ok_reads, 1, "{out}");
+}

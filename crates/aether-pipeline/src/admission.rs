@@ -243,7 +243,7 @@ impl Pipeline {
             decision: "admitted".into(),
             claimed: None,
             riding: None,
-            draft: Some(audit::Draft::new(&call_id, ctx, tool_name)),
+            draft: Some(audit::Draft::new(&call_id, ctx, tool_name).traced(envelope.trace.clone())),
             store: self.store.clone(),
             started: Instant::now(),
         }

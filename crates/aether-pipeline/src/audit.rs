@@ -42,6 +42,14 @@ pub(crate) struct Draft {
 }
 
 impl Draft {
+    /// The row records the request's trace context (see [`Envelope::trace`]).
+    ///
+    /// [`Envelope::trace`]: crate::envelope::Envelope::trace
+    pub fn traced(mut self, trace: Option<String>) -> Draft {
+        self.event.trace = trace;
+        self
+    }
+
     pub fn new(call_id: &str, ctx: &SessionContext, tool: &str) -> Draft {
         let empty = sha256(b"{}");
         Draft {
@@ -65,6 +73,7 @@ impl Draft {
                 result: String::new(),
                 duration_us: 0,
                 single: false,
+                trace: None,
             },
             tier: Tier::Standard,
             arguments_digest: empty,
@@ -307,6 +316,7 @@ pub(crate) fn operator_event(by: &str, action: &str, detail: Value) -> AuditEven
         result: String::new(),
         duration_us: 0,
         single: false,
+        trace: None,
     }
 }
 

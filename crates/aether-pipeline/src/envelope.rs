@@ -19,6 +19,33 @@ pub struct Envelope {
     pub expires_at_us: Option<i64>,
     /// What was wrong with it, if anything (the call is then refused).
     pub problem: Option<String>,
+    /// The W3C trace context the request carried (`traceparent`, as MCP 2026-07-28 puts it
+    /// in `_meta`), kept in the audit row. One not well-formed is ignored, as W3C says a
+    /// receiver does: it refuses nothing.
+    pub trace: Option<String>,
+}
+
+/// A W3C `traceparent` (version 00 and the later ones read as 00 reads them): `VV-TRACE-PARENT-FF`,
+/// lowercase hex, the trace and parent ids not all zeros, version `ff` invalid.
+pub fn traceparent(value: &str) -> Option<&str> {
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let [version, trace, parent, flags, rest @ ..] = parts.as_slice() else {
+        return None;
+    };
+    let well_formed = hex(version, 2)
+        && *version != "ff"
+        && hex(trace, 32)
+        && trace.bytes().any(|b| b != b'0')
+        && hex(parent, 16)
+        && parent.bytes().any(|b| b != b'0')
+        && hex(flags, 2)
+        && (rest.is_empty() || *version != "00");
+    well_formed.then(|| &value[..55])
 }
 
 fn time_us(key: &str, v: &Value) -> Result<i64, String> {
@@ -75,6 +102,11 @@ impl Envelope {
                 }
             }
         }
+        e.trace = meta
+            .get("traceparent")
+            .and_then(Value::as_str)
+            .and_then(traceparent)
+            .map(str::to_string);
         if !problems.is_empty() {
             e.problem = Some(problems.join("; "));
         }
@@ -86,6 +118,35 @@ impl Envelope {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_trace_context_is_kept_when_well_formed_and_ignored_when_not() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let e = Envelope::from_meta(json!({"traceparent": good}).as_object().unwrap());
+        assert_eq!(e.trace.as_deref(), Some(good));
+        assert!(e.problem.is_none());
+        // A later version may carry more; its first four fields are what is kept.
+        assert_eq!(
+            traceparent(&format!("01{}-extra", &good[2..])),
+            Some(&format!("01{}", &good[2..])[..])
+        );
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e47\u{e9}-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(traceparent(bad), None, "{bad}");
+            let e = Envelope::from_meta(json!({"traceparent": bad}).as_object().unwrap());
+            assert!(e.trace.is_none() && e.problem.is_none(), "{bad}");
+        }
+        let e = Envelope::from_meta(json!({"traceparent": 7}).as_object().unwrap());
+        assert!(e.trace.is_none() && e.problem.is_none());
+    }
 
     #[test]
     fn an_envelope_is_read_from_meta_and_anything_malformed_is_a_problem() {

@@ -150,6 +150,7 @@ impl Pipeline {
             // A resource read's row names its own step (`read`); the halt was met at its
             // start, as for any call.
             single: false,
+            trace: None,
         };
         self.store.audit(event).await?;
         Ok(())

@@ -111,6 +111,7 @@ async fn one_call(
         result: "x".repeat(512),
         duration_us: 100,
         single,
+        trace: None,
     };
     if RIDE.load(std::sync::atomic::Ordering::Relaxed) {
         // The row rides the next group commit: the call does not wait for it.

@@ -135,8 +135,10 @@ impl Keying {
     }
 }
 
+/// A row's fields as its hash covers them. The trace context is appended only where a row has
+/// one, so rows without it (all rows from before it existed) hash as they always did.
 fn fields(seq: i64, e: &AuditEvent) -> Value {
-    json!([
+    let mut fields = json!([
         seq,
         e.at_us,
         e.call_id,
@@ -156,7 +158,11 @@ fn fields(seq: i64, e: &AuditEvent) -> Value {
         e.arguments,
         e.result,
         e.duration_us,
-    ])
+    ]);
+    if let (Some(trace), Value::Array(fields)) = (&e.trace, &mut fields) {
+        fields.push(json!({ "trace": trace }));
+    }
+    fields
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

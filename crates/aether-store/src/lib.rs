@@ -75,6 +75,10 @@ pub struct AuditEvent {
     /// A side-effect-free call's only record: admission and outcome in one row, with no
     /// receipt before it (the call could change nothing, and its answer waited for this row).
     pub single: bool,
+    /// The W3C trace context (`traceparent`) of the request that made the call, when its
+    /// client sent one (MCP 2026-07-28's `_meta`); covered by the row's hash when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// An audit row as stored: the event, its place in the chain and its hash.

@@ -135,6 +135,44 @@ fn a_2026_07_28_request_is_answered_without_a_session() {
     }
 }
 
+/// The trace context a 2026-07-28 request carries in `_meta` is kept in its call's audit row
+/// (and one not well-formed is left out, refusing nothing).
+#[test]
+fn a_requests_trace_context_is_kept_in_the_audit() {
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for (id, traceparent) in [(1, trace), (2, "00-not-a-trace-01")] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},"_meta":{{"traceparent":"{traceparent}","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        let (status, answer) = post(
+            &srv.addr,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "read_file"),
+            ],
+            &body,
+        );
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    }
+    let (code, out, _) = ws.run(&["audit", "tail", "-n", "10", "--json"]);
+    assert_eq!(code, 0);
+    let rows: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|r: &Value| r["tool"] == "read_file")
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    let traces: Vec<&Value> = rows.iter().map(|r| &r["trace"]).collect();
+    assert!(traces.contains(&&Value::from(trace)), "{out}");
+    assert!(traces.contains(&&Value::Null), "{out}");
+    let (code, out, err) = ws.run(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
 /// Reads the listening client's lines as they come.
 fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
     let stdout = child.stdout.take().unwrap();

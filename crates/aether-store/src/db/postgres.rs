@@ -28,6 +28,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0003_run_leases.sql"),
     include_str!("../../migrations/postgres/0004_ledger.sql"),
     include_str!("../../migrations/postgres/0005_writer_chains.sql"),
+    include_str!("../../migrations/postgres/0006_audit_trace.sql"),
 ];
 
 /// The advisory lock (with the schema's hash as its second half) that serializes writers

@@ -25,6 +25,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0013_run_leases.sql"),
     include_str!("../../migrations/sqlite/0014_ledger.sql"),
     include_str!("../../migrations/sqlite/0015_writer_chains.sql"),
+    include_str!("../../migrations/sqlite/0016_audit_trace.sql"),
 ];
 
 impl rusqlite::ToSql for Arg<'_> {

@@ -1336,7 +1336,10 @@ pub(super) fn query_halt(conn: &mut dyn Sql) -> DbResult<HaltState> {
 
 const AUDIT_COLUMNS: &str = "seq, at_us, call_id, session, transport, agent, team, project, tool, tier, \
      outcome, step, rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash, single, \
-     chain, link";
+     chain, link, trace";
+
+/// How many columns [`AUDIT_COLUMNS`] names (and [`bind_audit`] binds).
+const AUDIT_ARITY: usize = 25;
 
 fn audit_record(r: &Row) -> DbResult<AuditRecord> {
     Ok(AuditRecord {
@@ -1361,6 +1364,7 @@ fn audit_record(r: &Row) -> DbResult<AuditRecord> {
             result: r.get(17)?,
             duration_us: r.get(18)?,
             single: r.get(21)?,
+            trace: r.get(24)?,
         },
         prev_hash: r.get(19)?,
         hash: r.get(20)?,
@@ -1468,14 +1472,14 @@ fn append_audit_at(
     let links = link_rows(ledger, chain, tip, events, &seqs);
     let rows: Vec<_> = events.iter().zip(&links).collect();
     for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut bound = Vec::with_capacity(chunk.len() * 24);
+        let mut bound = Vec::with_capacity(chunk.len() * AUDIT_ARITY);
         for (e, link) in chunk {
             bind_audit(&mut bound, chain, e, link);
         }
         tx.execute(
             &format!(
                 "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {}",
-                tuples(chunk.len(), 24)
+                tuples(chunk.len(), AUDIT_ARITY)
             ),
             &bound,
         )?;
@@ -1532,7 +1536,8 @@ fn bind_audit<'a>(bound: &mut Vec<Arg<'a>>, chain: &'a str, e: &'a AuditEvent, l
         *hash,
         e.single,
         *chain,
-        *link
+        *link,
+        e.trace
     ]);
 }
 
@@ -1754,7 +1759,7 @@ fn commit_in_flight(
     };
     let links = link_rows(ledger, chain, tip, audits, &place.seqs);
     let writer = ledger.writer.id.as_str();
-    let mut bound = Vec::with_capacity(receipts.len() * 10 + n * 24);
+    let mut bound = Vec::with_capacity(receipts.len() * 10 + n * AUDIT_ARITY);
     for r in receipts {
         bind_receipt(&mut bound, r, writer);
     }
@@ -1769,7 +1774,7 @@ fn commit_in_flight(
     );
     let audits_sql = format!(
         "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {}",
-        tuples(n, 24)
+        tuples(n, AUDIT_ARITY)
     );
     let (receipt_args, audit_args) = bound.split_at(receipts.len() * 10);
     let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2);

@@ -50,6 +50,7 @@ pub fn event(call_id: &str, outcome: &str) -> AuditEvent {
         result: "ok".into(),
         duration_us: 5,
         single: false,
+        trace: None,
     }
 }
 
@@ -140,6 +141,51 @@ async fn verify_finds_an_edited_row(b: Backend) {
     assert_eq!(report.breaks.len(), 1, "{report:?}");
     assert_eq!(report.breaks[0].seq, 3);
     assert!(report.breaks[0].problem.contains("edited"));
+}
+
+async fn a_rows_trace_context_is_kept_and_covered_by_its_hash(b: Backend) {
+    let (dir, store) = b.store();
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    store.audit(event("untraced", "ok")).await.unwrap();
+    let mut traced = event("traced", "ok");
+    traced.trace = Some(trace.into());
+    store.audit(traced).await.unwrap();
+    store.audit(event("after", "ok")).await.unwrap();
+    let rows = store
+        .audit_query(AuditQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let by_call = |id: &str| rows.iter().find(|r| r.event.call_id == id).unwrap();
+    assert_eq!(by_call("traced").event.trace.as_deref(), Some(trace));
+    assert_eq!(by_call("untraced").event.trace, None);
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+    // Changed, added or removed, the trace breaks the row's hash.
+    let seq = by_call("traced").seq;
+    let untraced = by_call("untraced").seq;
+    for edit in [
+        format!(
+            "UPDATE audit SET trace = '00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01' WHERE seq = {seq}"
+        ),
+        format!("UPDATE audit SET trace = NULL WHERE seq = {seq}"),
+        format!("UPDATE audit SET trace = '{trace}' WHERE seq = {untraced}"),
+    ] {
+        dir.raw(&edit);
+        let report = store.verify_audit(None).await.unwrap();
+        assert!(!report.is_intact(), "{edit}: {report:?}");
+        dir.raw(&format!(
+            "UPDATE audit SET trace = NULL WHERE seq = {untraced}"
+        ));
+        dir.raw(&format!(
+            "UPDATE audit SET trace = '{trace}' WHERE seq = {seq}"
+        ));
+        assert!(
+            store.verify_audit(None).await.unwrap().is_intact(),
+            "{edit} undone"
+        );
+    }
 }
 
 /// The first row with a row after it in its chain (a writer's chain; PostgreSQL's writer
@@ -356,6 +402,7 @@ both!(
     a_halt_from_another_process_is_seen_by_the_next_receipt,
     concurrent_appends_form_one_intact_chain,
     verify_finds_an_edited_row,
+    a_rows_trace_context_is_kept_and_covered_by_its_hash,
     verify_finds_a_deleted_row,
     verify_finds_a_rehashed_forgery,
     verify_finds_reordered_rows_at_the_first_one_moved,

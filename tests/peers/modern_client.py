@@ -19,6 +19,9 @@ Exit 0 when the call returned without isError, 1 when it returned isError, 2 on 
 
 environment:
   AETHER_TOKEN   (http) sent as "Authorization: Bearer TOKEN"
+  AETHER_REPLICAS  (http) HOST:PORT,HOST:PORT,...: each request goes to the next replica in
+                 turn (a load balancer without stickiness), whatever the URL says; the report
+                 then says how many requests each was sent ("replicas")
   AETHER_ELICIT  answer elicitation requests: "approve" (accept, approve: true), "decline",
                  or "json:{...}" (accept, with that content)
 """
@@ -32,6 +35,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 ELICITED = []
+SENT = {}
 
 
 async def on_elicit(context, params):
@@ -44,17 +48,44 @@ async def on_elicit(context, params):
     return types.ElicitResult(action="decline")
 
 
+def round_robin(replicas):
+    import httpx2
+
+    class RoundRobin(httpx2.AsyncBaseTransport):
+        """Sends each request to the next replica, as a load balancer without stickiness."""
+
+        def __init__(self):
+            self.next = 0
+            self.inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request):
+            host, port = replicas[self.next % len(replicas)].rsplit(":", 1)
+            self.next += 1
+            request.url = request.url.copy_with(host=host, port=int(port))
+            request.headers["host"] = f"{host}:{port}"
+            SENT[f"{host}:{port}"] = SENT.get(f"{host}:{port}", 0) + 1
+            return await self.inner.handle_async_request(request)
+
+        async def aclose(self):
+            await self.inner.aclose()
+
+    return RoundRobin()
+
+
 def target(rest: list[str]):
     if rest and rest[0] == "--":
         return StdioServerParameters(command=rest[1], args=rest[2:])
     url = rest[0]
     token = os.environ.get("AETHER_TOKEN")
-    if not token:
+    replicas = [r for r in os.environ.get("AETHER_REPLICAS", "").split(",") if r]
+    if not token and not replicas:
         return url
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
     return streamable_http_client(url, http_client=httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60, read=300)))
+        headers={"Authorization": f"Bearer {token}"} if token else {},
+        transport=round_robin(replicas) if replicas else None,
+        timeout=httpx2.Timeout(60, read=300)))
 
 
 def client(mode: str, rest: list[str]) -> Client:
@@ -71,6 +102,7 @@ async def call(mode: str, tool: str, args: dict, rest: list[str]) -> int:
             "tools": [t.name for t in tools.tools],
             "result": json.loads(result.model_dump_json(exclude_none=True, by_alias=True)),
             "elicited": ELICITED,
+            "replicas": SENT,
         }))
         return 1 if result.is_error else 0
 

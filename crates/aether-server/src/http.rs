@@ -58,7 +58,10 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
     // Fail now, not on the first request, if the agent does not exist.
     pipeline.session(&opts.agent, Transport::Http, String::new())?;
     let gate = HostGate::for_addr(opts.addr).with_public_hosts(&opts.public_hosts);
-    let mut sessions = LocalSessionManager::default();
+    // A stream's recent events are kept, so a client resuming it with `Last-Event-ID` hears
+    // what it missed (the call's result included) once.
+    let mut sessions = LocalSessionManager::default()
+        .with_event_store(Arc::new(crate::events::RecentEvents::default()));
     sessions.session_config.keep_alive = Some(opts.session_idle);
     let sessions = Arc::new(sessions);
     let mut config = StreamableHttpServerConfig::default()
@@ -115,7 +118,10 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
-            opts.sessions,
+            Messages {
+                sessions: opts.sessions,
+                in_flight: Arc::default(),
+            },
             json_rpc_errors,
         ))
         .layer(axum::middleware::from_fn_with_state(auth, authenticate));
@@ -635,7 +641,7 @@ fn mcp_unauthorized(challenge: Challenge, message: &str) -> axum::response::Resp
 /// JSON-RPC error clients expect (`protocol::check`), before rmcp reads it; any other
 /// request goes on as it came.
 async fn json_rpc_errors(
-    State(sessions): State<bool>,
+    State(messages): State<Messages>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -666,19 +672,90 @@ async fn json_rpc_errors(
         Ok(checked) => checked,
         Err(problem) => return (problem.status(), Json(problem.to_json())).into_response(),
     };
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     // With sessions on, a handshake-era request without one comes before its `initialize`.
-    if sessions && checked.needs_a_session() && !parts.headers.contains_key("mcp-session-id") {
+    if messages.sessions && checked.needs_a_session() && session.is_none() {
         let problem = crate::protocol::Problem::NotInitialized {
             id: checked.id,
             method: checked.method.unwrap_or_default(),
         };
         return (problem.status(), Json(problem.to_json())).into_response();
     }
-    next.run(axum::extract::Request::from_parts(
-        parts,
-        axum::body::Body::from(bytes),
-    ))
-    .await
+    // In a session, a request id names one request until it is answered: rmcp routes the
+    // answer by it, so a second request under the same id (another client sharing the
+    // session) would wait forever. It is refused at once instead.
+    let mut in_flight = None;
+    if let Some(session) = session
+        && checked.request
+    {
+        let key = (session, checked.id.to_string());
+        if !messages.in_flight().insert(key.clone()) {
+            return (
+                StatusCode::CONFLICT,
+                Json(json!({
+                    "jsonrpc": "2.0",
+                    "id": checked.id,
+                    "error": {"code": -32600, "message": format!(
+                        "Invalid request: a request with id {} is already in flight in this session; give each request an id of its own",
+                        crate::protocol::bounded(&checked.id.to_string())
+                    )},
+                })),
+            )
+                .into_response();
+        }
+        in_flight = Some(InFlight {
+            messages: messages.clone(),
+            key,
+        });
+    }
+    let response = next
+        .run(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes),
+        ))
+        .await;
+    // The id is free again once its answer has been sent (an event stream's last event).
+    match in_flight {
+        Some(in_flight) => {
+            let (parts, body) = response.into_parts();
+            let body = body.into_data_stream().map(move |chunk| {
+                let _ = &in_flight;
+                chunk
+            });
+            axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
+        }
+        None => response,
+    }
+}
+
+/// What the `/mcp` message check keeps: whether sessions are on, and the requests in flight
+/// in each session, by id.
+#[derive(Clone)]
+struct Messages {
+    sessions: bool,
+    in_flight: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+}
+
+impl Messages {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String)>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A request in flight in a session, forgotten when its answer's body is dropped.
+struct InFlight {
+    messages: Messages,
+    key: (String, String),
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.messages.in_flight().remove(&self.key);
+    }
 }
 
 async fn health(State(pipeline): State<Arc<Pipeline>>) -> impl IntoResponse {

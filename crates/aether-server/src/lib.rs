@@ -11,6 +11,7 @@
 mod admin;
 mod api;
 pub mod console;
+pub mod events;
 mod fixtures;
 mod gate;
 mod handler;

@@ -175,6 +175,11 @@ impl Problem {
     }
 }
 
+/// `text` bounded for an error message (an id or a method echoed back).
+pub fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
+    bound_text(text, 100)
+}
+
 /// Checks one message (a line over stdio, a body over HTTP). `modern_header`: the HTTP
 /// request declared protocol 2026-07-28 or later in its `MCP-Protocol-Version` header.
 pub fn check(bytes: &[u8], modern_header: bool) -> Result<Checked, Problem> {

@@ -652,3 +652,164 @@ fn a_session_has_one_get_stream_at_a_time() {
     }
     assert_eq!(status, 200);
 }
+
+/// Two clients sharing a session send a request under the same id at once: rmcp routes an
+/// answer by its id, so the second would wait forever. It is refused at once (409, a
+/// JSON-RPC error), the first is answered, and the id is free again afterwards.
+#[test]
+fn a_request_id_already_in_flight_in_a_session_is_refused_not_left_hanging() {
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
+    let host = srv.addr.clone();
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &init_headers(&host, None),
+        INIT.as_bytes(),
+    );
+    let session = session_of(&r).expect("a session id");
+    let mut headers = init_headers(&host, None);
+    headers.push(("Mcp-Session-Id", &session));
+    headers.push(("MCP-Protocol-Version", "2025-11-25"));
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &headers,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert!(r.status < 300, "{}", r.head);
+    // The first request under id 7 waits (until cancelled); its stream is open.
+    let waiting = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_wait_until_cancelled","arguments":{}}}"#;
+    let first = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        let mut req = "POST /mcp HTTP/1.1\r\n".to_string();
+        for (k, v) in &headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str(&format!("Content-Length: {}\r\n\r\n", waiting.len()));
+        s.write_all(req.as_bytes()).unwrap();
+        s.write_all(waiting).unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
+            head.push(byte[0]);
+        }
+        assert_eq!(status_of(&String::from_utf8_lossy(&head)), 200);
+        s
+    };
+    // A second request under the same id, from a client sharing the session: refused at
+    // once, where it would have waited forever.
+    let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}}"#;
+    let second = http(&srv.addr, "POST", "/mcp", &headers, call);
+    assert_eq!(second.status, 409, "{}", second.body);
+    let answer = rpc(&second);
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already in flight"),
+        "{answer}"
+    );
+    // The first client goes away: its request is over, and the id is free again.
+    drop(first);
+    let mut again = http(&srv.addr, "POST", "/mcp", &headers, call);
+    for _ in 0..50 {
+        if again.status == 200 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        again = http(&srv.addr, "POST", "/mcp", &headers, call);
+    }
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(rpc(&again)["result"]["isError"], false, "{}", again.body);
+}
+
+/// A client whose stream dropped mid-call resumes it with `Last-Event-ID` after the call
+/// finished: it hears what it missed, the result included, once; resuming from the result
+/// replays nothing more.
+#[test]
+fn a_stream_resumed_after_its_call_finished_replays_the_result_once() {
+    use std::io::{Read, Write};
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
+    let host = srv.addr.clone();
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &init_headers(&host, None),
+        INIT.as_bytes(),
+    );
+    let session = session_of(&r).expect("a session id");
+    let mut headers = init_headers(&host, None);
+    headers.push(("Mcp-Session-Id", &session));
+    headers.push(("MCP-Protocol-Version", "2025-11-25"));
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &headers,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert!(r.status < 300, "{}", r.head);
+    // The call's stream: read up to its first event id, then drop it.
+    let call = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p"}}}"#;
+    let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut req = "POST /mcp HTTP/1.1\r\n".to_string();
+    for (k, v) in &headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", call.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(call).unwrap();
+    let mut seen = String::new();
+    let mut byte = [0u8; 1];
+    while !(seen.contains("\nid: ") && seen.ends_with('\n')) && s.read(&mut byte).unwrap() == 1 {
+        seen.push(byte[0] as char);
+    }
+    let last = seen
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("an event id")
+        .trim()
+        .to_string();
+    drop(s);
+    // The call finishes meanwhile (about 100 ms).
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let resume = |from: &str| {
+        let mut h = headers.clone();
+        h.retain(|(k, _)| *k != "Content-Type");
+        h.push(("Last-Event-ID", from));
+        http(&srv.addr, "GET", "/mcp", &h, b"")
+    };
+    let replay = resume(&last);
+    assert_eq!(replay.status, 200, "{}", replay.head);
+    let results: Vec<&str> = replay
+        .body
+        .lines()
+        .filter(|l| l.contains(r#""id":5"#) && l.contains("Progress reported"))
+        .collect();
+    assert_eq!(results.len(), 1, "{}", replay.body);
+    let ids: Vec<&str> = replay
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .collect();
+    assert!(
+        !ids.contains(&last.as_str()),
+        "the last event seen is not sent again: {ids:?}"
+    );
+    // From the result on, nothing is left.
+    let after = resume(ids.last().expect("replayed events have ids"));
+    assert!(!after.body.contains("Progress reported"), "{}", after.body);
+}

@@ -751,3 +751,41 @@ fn an_approval_round_played_again_runs_nothing() {
         .count();
     assert_eq!(ok_reads, 1, "{out}");
 }
+
+/// A 2026-07-28 call is cancelled by closing its request (there is no session to send
+/// `notifications/cancelled` on): the call stops at once, and its audit row says so.
+#[test]
+fn a_2026_07_28_call_is_cancelled_by_closing_its_request() {
+    use std::io::Write;
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"test_wait_until_cancelled","arguments":{{}},{MODERN_META}}}}}"#
+    );
+    let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: test_wait_until_cancelled\r\nContent-Length: {}\r\n\r\n{body}",
+        srv.addr,
+        body.len()
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(s);
+    // The call waits 60 s unless cancelled: its row appears well before.
+    let mut row = Value::Null;
+    for _ in 0..100 {
+        let (_, out, _) = ws.run(&["audit", "tail", "-n", "5", "--json"]);
+        if let Some(found) = out
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["tool"] == "test_wait_until_cancelled")
+        {
+            row = found;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(row["outcome"], "cancelled", "{row}");
+    assert!(row["duration_us"].as_i64().unwrap() < 10_000_000, "{row}");
+}

@@ -561,3 +561,70 @@ fn an_idle_replica_on_postgresql_stays_near_zero_cpu() {
         "an idle replica used {used} ticks of CPU in {window:?}"
     );
 }
+
+/// Two replicas behind a balancer without stickiness, serving a client of MCP 2026-07-28:
+/// there is no session to share, so each request (the tool list, a call, the call made again
+/// with its user's approval) may land on either replica. The approval asked by one replica
+/// is settled by the other: the round's state is sealed under a key both derive from the
+/// vault key, and the request it names is in the store they share.
+#[test]
+fn replicas_serve_2026_07_28_clients_with_no_shared_session() {
+    let Some(peers) = peers("replicas_serve_2026_07_28_clients") else {
+        return;
+    };
+    let pg = PgSchema::new("modern");
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
+    );
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
+    );
+    let config = ws.path().join("aether.toml").display().to_string();
+    let a = HttpServer::start(&ws, &["--config", &config, "--store", &pg.url]);
+    let b = HttpServer::start(&ws, &["--config", &config, "--store", &pg.url]);
+    let both = format!("{},{}", a.addr, b.addr);
+    for (path, asked) in [("README.md", false), ("src/hello.txt", true)] {
+        let args = format!(r#"{{"path":"{path}"}}"#);
+        let out = Command::new(peers.join("venv/bin/python"))
+            .arg(crate::util::repo_root().join("tests/peers/modern_client.py"))
+            .args(["2026-07-28", "call", "read_file", &args, &a.url()])
+            .env("AETHER_REPLICAS", &both)
+            .env("AETHER_ELICIT", "approve")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{path}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(report["protocolVersion"], "2026-07-28", "{report}");
+        assert_eq!(report["result"]["isError"], false, "{report}");
+        assert_eq!(
+            report["elicited"].as_array().unwrap().is_empty(),
+            !asked,
+            "{report}"
+        );
+        // Every request went to the next replica: both served this client.
+        let sent = &report["replicas"];
+        assert!(
+            sent[&a.addr].as_u64() >= Some(1) && sent[&b.addr].as_u64() >= Some(1),
+            "{path}: {sent}"
+        );
+    }
+    let (_, out, _) = ws.run(&["approvals", "list", "--all", "--json", "--store", &pg.url]);
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 1, "{out}");
+    assert_eq!(rows[0]["state"], "approved", "{out}");
+    assert_eq!(
+        rows[0]["decided_by"], "client-user (input required)",
+        "{out}"
+    );
+    let (code, out, err) = ws.run(&["audit", "verify", "--store", &pg.url]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -1,0 +1,214 @@
+//! The recent events of handshake-era sessions' streams, kept so that a client whose stream
+//! dropped can resume it with `Last-Event-ID` and hear what it missed, the call's result
+//! included, even when the call finished while it was away (rmcp forgets a request's stream
+//! once its client is gone; with an event store it replays from the store instead).
+//!
+//! Bounded: each stream keeps its newest [`EVENTS_PER_STREAM`] events for [`KEPT_FOR`]
+//! after its last one, and all streams together at most [`MAX_BYTES`] of messages (the
+//! oldest streams go first). Events live in this process: a resume that reaches another
+//! replica finds nothing there, as before.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rmcp::transport::streamable_http_server::session::{
+    EventId, EventStore, EventStoreError, EventStream, ServerSseMessage, StreamId,
+};
+
+/// Events kept per stream (its newest).
+pub const EVENTS_PER_STREAM: usize = 64;
+
+/// How long a stream's events are kept after its last one.
+pub const KEPT_FOR: Duration = Duration::from_secs(300);
+
+/// The most bytes of messages kept in all.
+pub const MAX_BYTES: usize = 32 << 20;
+
+#[derive(Default)]
+pub struct RecentEvents {
+    inner: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    streams: HashMap<StreamId, Stream>,
+    /// Each event id's stream, for a resume that names only the event.
+    owner: HashMap<EventId, StreamId>,
+    next: u64,
+    bytes: usize,
+}
+
+struct Stream {
+    events: VecDeque<(EventId, ServerSseMessage, usize)>,
+    last: Instant,
+}
+
+/// The bytes an event holds, roughly: its message as JSON.
+fn size_of(event: &ServerSseMessage) -> usize {
+    64 + event
+        .message
+        .as_ref()
+        .and_then(|m| serde_json::to_vec(m.as_ref()).ok())
+        .map_or(0, |v| v.len())
+}
+
+impl Kept {
+    fn forget_stream(&mut self, id: &str) {
+        if let Some(stream) = self.streams.remove(id) {
+            for (event, _, size) in stream.events {
+                self.owner.remove(&event);
+                self.bytes -= size;
+            }
+        }
+    }
+
+    /// Drops streams quiet for longer than [`KEPT_FOR`], then the oldest until the bytes fit.
+    fn prune(&mut self, now: Instant) {
+        let stale: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| now.duration_since(s.last) > KEPT_FOR)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            self.forget_stream(&id);
+        }
+        while self.bytes > MAX_BYTES {
+            let Some(oldest) = self
+                .streams
+                .iter()
+                .min_by_key(|(_, s)| s.last)
+                .map(|(id, _)| id.clone())
+            else {
+                break;
+            };
+            self.forget_stream(&oldest);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl EventStore for RecentEvents {
+    async fn store_event(
+        &self,
+        stream_id: &str,
+        event: &ServerSseMessage,
+    ) -> Result<EventId, EventStoreError> {
+        let size = size_of(event);
+        let now = Instant::now();
+        let mut kept = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        kept.next += 1;
+        let id = format!("{}", kept.next);
+        let mut stored = event.clone();
+        stored.event_id = Some(id.clone());
+        let stream = kept
+            .streams
+            .entry(stream_id.to_string())
+            .or_insert_with(|| Stream {
+                events: VecDeque::new(),
+                last: now,
+            });
+        stream.last = now;
+        stream.events.push_back((id.clone(), stored, size));
+        let dropped = (stream.events.len() > EVENTS_PER_STREAM)
+            .then(|| stream.events.pop_front())
+            .flatten();
+        if let Some((old, _, old_size)) = dropped {
+            kept.owner.remove(&old);
+            kept.bytes -= old_size;
+        }
+        kept.owner.insert(id.clone(), stream_id.to_string());
+        kept.bytes += size;
+        if kept.next.is_multiple_of(256) || kept.bytes > MAX_BYTES {
+            kept.prune(now);
+        }
+        Ok(id)
+    }
+
+    async fn replay_events_after(
+        &self,
+        last_event_id: &str,
+    ) -> Result<EventStream, EventStoreError> {
+        let kept = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(stream_id) = kept.owner.get(last_event_id) else {
+            return Err(format!(
+                "no event {last_event_id:?} is kept here (it is too old, or another replica sent it)"
+            )
+            .into());
+        };
+        let events: Vec<ServerSseMessage> = kept.streams[stream_id]
+            .events
+            .iter()
+            .skip_while(|(id, _, _)| id != last_event_id)
+            .skip(1)
+            .map(|(_, event, _)| event.clone())
+            .collect();
+        Ok(Box::pin(futures::stream::iter(events)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use rmcp::model::{ServerJsonRpcMessage, ServerResult};
+
+    fn message(n: i64) -> ServerSseMessage {
+        let mut event = ServerSseMessage::new(
+            "",
+            ServerJsonRpcMessage::response(
+                ServerResult::empty(()),
+                rmcp::model::NumberOrString::Number(n),
+            ),
+        );
+        event.event_id = None;
+        event
+    }
+
+    #[tokio::test]
+    async fn a_resume_replays_what_came_after_once_and_only_its_own_stream() {
+        let store = RecentEvents::default();
+        let a1 = store.store_event("a", &message(1)).await.unwrap();
+        let _b1 = store.store_event("b", &message(2)).await.unwrap();
+        let a2 = store.store_event("a", &message(3)).await.unwrap();
+        let a3 = store.store_event("a", &message(4)).await.unwrap();
+        let ids = |events: Vec<ServerSseMessage>| -> Vec<String> {
+            events.into_iter().filter_map(|e| e.event_id).collect()
+        };
+        let after_a1 = ids(store
+            .replay_events_after(&a1)
+            .await
+            .unwrap()
+            .collect()
+            .await);
+        assert_eq!(after_a1, [a2.clone(), a3.clone()]);
+        let after_a3 = ids(store
+            .replay_events_after(&a3)
+            .await
+            .unwrap()
+            .collect()
+            .await);
+        assert!(after_a3.is_empty());
+        assert!(store.replay_events_after("nope").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_stream_keeps_its_newest_events() {
+        let store = RecentEvents::default();
+        let mut ids = Vec::new();
+        for n in 0..(EVENTS_PER_STREAM as i64 + 5) {
+            ids.push(store.store_event("a", &message(n)).await.unwrap());
+        }
+        // The oldest are gone: resuming from one is an error, not a wrong replay.
+        assert!(store.replay_events_after(&ids[0]).await.is_err());
+        let last_kept_before = &ids[ids.len() - 3];
+        let replayed: Vec<ServerSseMessage> = store
+            .replay_events_after(last_kept_before)
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        assert_eq!(replayed.len(), 2);
+    }
+}

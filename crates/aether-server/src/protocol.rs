@@ -252,21 +252,30 @@ pub fn check(bytes: &[u8], modern_header: bool) -> Result<Checked, Problem> {
                 Some(_) => return Err(invalid(&id, "params are an object or an array")),
             }
             // A request (it has an id) to a method rmcp knows: its parameters must fit the
-            // method's, or rmcp would take it for an unknown method.
+            // method's, or rmcp would take it for an unknown method. Where Aether knows the
+            // method's parameter type, only the parameters are read (the whole message read
+            // as rmcp's request enum tries every variant, which costs more than the rest of
+            // this check); otherwise the whole message is.
             if known && !id.is_null() {
-                let typed =
-                    serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(value.clone());
-                let fits = matches!(
-                    &typed,
-                    Ok(rmcp::model::ClientJsonRpcMessage::Request(r))
-                        if !matches!(r.request, rmcp::model::ClientRequest::CustomRequest(_))
-                );
-                if !fits {
-                    let why = match typed {
-                        Err(e) => e.to_string(),
-                        Ok(_) => params_problem(method, object.get("params"))
-                            .unwrap_or_else(|| format!("they do not fit {method}'s")),
-                    };
+                let why = match params_problem(method, object.get("params")) {
+                    Some(problem) => problem,
+                    None => {
+                        let typed = serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(
+                            value.clone(),
+                        );
+                        let fits = matches!(
+                            &typed,
+                            Ok(rmcp::model::ClientJsonRpcMessage::Request(r))
+                                if !matches!(r.request, rmcp::model::ClientRequest::CustomRequest(_))
+                        );
+                        match typed {
+                            _ if fits => None,
+                            Err(e) => Some(e.to_string()),
+                            Ok(_) => Some(format!("they do not fit {method}'s")),
+                        }
+                    }
+                };
+                if let Some(why) = why {
                     return Err(Problem::Params {
                         id,
                         why: format!("{method}: {why}"),
@@ -289,27 +298,26 @@ pub fn check(bytes: &[u8], modern_header: bool) -> Result<Checked, Problem> {
     }
 }
 
-/// What serde says is wrong with `params` for `method`, where Aether knows the method's
-/// parameter type.
-fn params_problem(method: &str, params: Option<&Value>) -> Option<String> {
+/// What serde says is wrong with `params` for `method`: `None` where Aether does not know
+/// the method's parameter type, `Some(None)` where they fit it.
+fn params_problem(method: &str, params: Option<&Value>) -> Option<Option<String>> {
     use rmcp::model as m;
-    fn why<T: serde::de::DeserializeOwned>(params: &Value) -> Option<String> {
-        serde_json::from_value::<T>(params.clone())
-            .err()
-            .map(|e| e.to_string())
+    use serde::Deserialize;
+    fn why<'a, T: Deserialize<'a>>(params: &'a Value) -> Option<String> {
+        T::deserialize(params).err().map(|e| e.to_string())
     }
-    let params = params.cloned().unwrap_or(Value::Null);
-    match method {
-        "tools/call" => why::<m::CallToolRequestParams>(&params),
-        "resources/read" => why::<m::ReadResourceRequestParams>(&params),
-        "resources/subscribe" => why::<m::SubscribeRequestParams>(&params),
-        "resources/unsubscribe" => why::<m::UnsubscribeRequestParams>(&params),
-        "prompts/get" => why::<m::GetPromptRequestParams>(&params),
-        "initialize" => why::<m::InitializeRequestParams>(&params),
-        "completion/complete" => why::<m::CompleteRequestParams>(&params),
-        "logging/setLevel" => why::<m::SetLevelRequestParams>(&params),
-        _ => None,
-    }
+    let params = params.unwrap_or(&Value::Null);
+    Some(match method {
+        "tools/call" => why::<m::CallToolRequestParams>(params),
+        "resources/read" => why::<m::ReadResourceRequestParams>(params),
+        "resources/subscribe" => why::<m::SubscribeRequestParams>(params),
+        "resources/unsubscribe" => why::<m::UnsubscribeRequestParams>(params),
+        "prompts/get" => why::<m::GetPromptRequestParams>(params),
+        "initialize" => why::<m::InitializeRequestParams>(params),
+        "completion/complete" => why::<m::CompleteRequestParams>(params),
+        "logging/setLevel" => why::<m::SetLevelRequestParams>(params),
+        _ => return None,
+    })
 }
 
 /// One message over stdio: each line of the client's is checked before rmcp reads it, and a

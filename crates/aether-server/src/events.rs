@@ -42,6 +42,17 @@ struct Kept {
 struct Stream {
     events: VecDeque<(EventId, ServerSseMessage, usize)>,
     last: Instant,
+    /// A random prefix of its events' ids. rmcp asks for a replay by event id alone (not by
+    /// session), so an id must not be one another session's client could guess: only the
+    /// client that was sent a stream's events knows their ids.
+    secret: String,
+}
+
+/// 128 random bits, as hex.
+fn secret() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the system gives random bytes");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The bytes an event holds, roughly: its message as JSON.
@@ -99,16 +110,18 @@ impl EventStore for RecentEvents {
         let now = Instant::now();
         let mut kept = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         kept.next += 1;
-        let id = format!("{}", kept.next);
-        let mut stored = event.clone();
-        stored.event_id = Some(id.clone());
+        let next = kept.next;
         let stream = kept
             .streams
             .entry(stream_id.to_string())
             .or_insert_with(|| Stream {
                 events: VecDeque::new(),
                 last: now,
+                secret: secret(),
             });
+        let id = format!("{}-{next}", stream.secret);
+        let mut stored = event.clone();
+        stored.event_id = Some(id.clone());
         stream.last = now;
         stream.events.push_back((id.clone(), stored, size));
         let dropped = (stream.events.len() > EVENTS_PER_STREAM)
@@ -131,13 +144,18 @@ impl EventStore for RecentEvents {
         last_event_id: &str,
     ) -> Result<EventStream, EventStoreError> {
         let kept = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(stream_id) = kept.owner.get(last_event_id) else {
+        let stream = kept
+            .owner
+            .get(last_event_id)
+            .and_then(|stream_id| kept.streams.get(stream_id));
+        let Some(stream) = stream else {
             return Err(format!(
-                "no event {last_event_id:?} is kept here (it is too old, or another replica sent it)"
+                "no event {:?} is kept here (it is too old, or another replica sent it)",
+                aether_policy::truncate::bound_text(last_event_id, 100)
             )
             .into());
         };
-        let events: Vec<ServerSseMessage> = kept.streams[stream_id]
+        let events: Vec<ServerSseMessage> = stream
             .events
             .iter()
             .skip_while(|(id, _, _)| id != last_event_id)
@@ -191,6 +209,12 @@ mod tests {
             .await);
         assert!(after_a3.is_empty());
         assert!(store.replay_events_after("nope").await.is_err());
+        // An id cannot be guessed from another stream's: its stream's secret comes first.
+        let (secret_a, n) = a2.rsplit_once('-').unwrap();
+        assert_eq!(secret_a.len(), 32);
+        let guessed = format!("{}-{n}", "0".repeat(32));
+        assert!(store.replay_events_after(&guessed).await.is_err());
+        assert!(!_b1.starts_with(secret_a));
     }
 
     #[tokio::test]

@@ -600,7 +600,9 @@ impl Pipeline {
     async fn settle_idempotency(&self, call: &Call<'_>, outcome: &CallOutcome) {
         let Some(key) = &call.claimed else { return };
         let result = match outcome {
-            CallOutcome::Ran(out) => serde_json::to_string(out).ok(),
+            // A call that ended asking its client is made again with the answer: that one's
+            // result is the key's.
+            CallOutcome::Ran(out) if !call.client.asking() => serde_json::to_string(out).ok(),
             _ => None,
         };
         if let Err(e) = self

@@ -44,7 +44,13 @@ impl Pipeline {
         let def = entry.def();
         let window = self.approval_window;
         let shown = aether_policy::canonical_json(&call.args);
-        if ctx.agent.approval == ApprovalRoute::Elicit && client.in_rounds() {
+        // A client that answers in rounds is asked in rounds (when it can be asked at all;
+        // else the operators decide, the request held open as for any client).
+        let rounds = client.in_rounds();
+        if ctx.agent.approval == ApprovalRoute::Elicit
+            && rounds
+            && client.can_ask("elicitation/create")
+        {
             return self.approve_in_rounds(call, entry, &ask, &shown).await;
         }
         let request = request_of(call, entry, &ask, &shown, window);
@@ -86,7 +92,7 @@ impl Pipeline {
             .await;
         // An agent configured for it asks the person at its own client; the operator queue
         // stays open meanwhile, and whichever decides first wins.
-        let elicited = if ctx.agent.approval == ApprovalRoute::Elicit {
+        let elicited = if ctx.agent.approval == ApprovalRoute::Elicit && !rounds {
             let params = elicitation(&ctx.agent.name, &def.name, &what, &shown);
             futures::future::Either::Left(Box::pin(client.elicit(params)))
         } else {

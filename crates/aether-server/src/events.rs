@@ -22,8 +22,14 @@ pub const EVENTS_PER_STREAM: usize = 64;
 /// How long a stream's events are kept after its last one.
 pub const KEPT_FOR: Duration = Duration::from_secs(300);
 
-/// The most bytes of messages kept in all.
+/// The most bytes kept in all (messages, and a stream's and an event's own keeping).
 pub const MAX_BYTES: usize = 32 << 20;
+
+/// The most streams kept (the oldest go first).
+pub const MAX_STREAMS: usize = 10_000;
+
+/// What an event costs besides its message: its id (three times) and its entries.
+const EVENT_OVERHEAD: usize = 256;
 
 #[derive(Default)]
 pub struct RecentEvents {
@@ -57,11 +63,12 @@ fn secret() -> String {
 
 /// The bytes an event holds, roughly: its message as JSON.
 fn size_of(event: &ServerSseMessage) -> usize {
-    64 + event
-        .message
-        .as_ref()
-        .and_then(|m| serde_json::to_vec(m.as_ref()).ok())
-        .map_or(0, |v| v.len())
+    EVENT_OVERHEAD
+        + event
+            .message
+            .as_ref()
+            .and_then(|m| serde_json::to_vec(m.as_ref()).ok())
+            .map_or(0, |v| v.len())
 }
 
 impl Kept {
@@ -85,7 +92,7 @@ impl Kept {
         for id in stale {
             self.forget_stream(&id);
         }
-        while self.bytes > MAX_BYTES {
+        while self.bytes > MAX_BYTES || self.streams.len() > MAX_STREAMS {
             let Some(oldest) = self
                 .streams
                 .iter()
@@ -133,7 +140,10 @@ impl EventStore for RecentEvents {
         }
         kept.owner.insert(id.clone(), stream_id.to_string());
         kept.bytes += size;
-        if kept.next.is_multiple_of(256) || kept.bytes > MAX_BYTES {
+        if kept.next.is_multiple_of(256)
+            || kept.bytes > MAX_BYTES
+            || kept.streams.len() > MAX_STREAMS
+        {
             kept.prune(now);
         }
         Ok(id)

@@ -84,6 +84,8 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         opts.sessions,
     );
     let upstreams = opts.upstreams.clone();
+    // One key for every request's rounds (a 2026-07-28 request makes a handler of its own).
+    let rounds = crate::link::round_codec(pipeline.store());
     let book = Arc::new(SessionBook {
         sessions: sessions.clone(),
         idle: opts.session_idle,
@@ -97,8 +99,8 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
             let session = p
                 .session(&agent, Transport::Http, uuid::Uuid::now_v7().to_string())
                 .map_err(std::io::Error::other)?;
-            let handler =
-                AetherMcp::new(p.clone(), session, mode).with_upstreams(upstreams.clone());
+            let handler = AetherMcp::with_rounds(p.clone(), session, mode, rounds.clone())
+                .with_upstreams(upstreams.clone());
             Ok(if lasting { handler } else { handler.one_shot() })
         },
         sessions,
@@ -369,7 +371,7 @@ struct Streams {
 }
 
 /// A session's open GET stream: it is forgotten when the stream's body is dropped (the
-/// client went away, or the session ended), unless a resumed stream took its place.
+/// client went away, or the session ended).
 struct Listening {
     streams: Arc<std::sync::Mutex<Streams>>,
     id: String,
@@ -539,23 +541,27 @@ async fn authenticate(
     if request.method() == http::Method::GET
         && let Some(id) = &named
     {
+        // A resumption replays what the stream's client missed and ends (the client polls
+        // again): it is not the session's stream, and leaves the count as it is.
         let resuming = request.headers().contains_key("last-event-id");
         let mut streams = auth.listening.lock().unwrap_or_else(|e| e.into_inner());
-        if !resuming && streams.open.contains_key(id) {
-            return mcp_error(
-                StatusCode::CONFLICT,
-                -32000,
-                "this session's GET stream is already open (its notifications go there); close it before opening another",
-            );
+        if !resuming {
+            if streams.open.contains_key(id) {
+                return mcp_error(
+                    StatusCode::CONFLICT,
+                    -32000,
+                    "this session's GET stream is already open (its notifications go there); close it before opening another",
+                );
+            }
+            streams.opened += 1;
+            let number = streams.opened;
+            streams.open.insert(id.clone(), number);
+            listening = Some(Listening {
+                streams: auth.listening.clone(),
+                id: id.clone(),
+                number,
+            });
         }
-        streams.opened += 1;
-        let number = streams.opened;
-        streams.open.insert(id.clone(), number);
-        listening = Some(Listening {
-            streams: auth.listening.clone(),
-            id: id.clone(),
-            number,
-        });
     }
     request.extensions_mut().insert(Caller { agent });
     let mut response = next.run(request).await;

@@ -165,6 +165,16 @@ impl ClientLink for McpClientLink {
         self.rounds.is_some()
     }
 
+    fn asking(&self) -> bool {
+        self.rounds.as_ref().is_some_and(|r| {
+            !r.asked.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+                || r.missing
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_some()
+        })
+    }
+
     async fn elicit_as(&self, key: &str, question: Question) -> Result<Reply, String> {
         let answer = self
             .ask(key, "elicitation/create", elicitation_params(&question))

@@ -212,14 +212,20 @@ pub trait ClientLink: Send + Sync {
     fn in_rounds(&self) -> bool {
         false
     }
+    /// Whether this call asked its client something it will answer in a next round: the
+    /// call's own ending is not its result (an idempotency key keeps nothing of it).
+    fn asking(&self) -> bool {
+        false
+    }
     /// Asks the client's user `question` under `key` (see [`ClientLink::ask`]).
     async fn elicit_as(&self, key: &str, question: Question) -> Result<Reply, String> {
         let _ = key;
         self.elicit(question).await
     }
     /// Keeps `value` under `key` for the next round of this call: it comes back only with
-    /// the state this server seals (the client can neither read it as a promise nor change
-    /// it). Nothing is kept where the client does not answer in rounds.
+    /// the state this server seals, which the client cannot change (it is signed, not
+    /// encrypted: keep nothing secret in it). Nothing is kept where the client does not
+    /// answer in rounds.
     fn remember(&self, key: &str, value: Value) {
         let _ = (key, value);
     }

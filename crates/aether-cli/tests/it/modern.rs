@@ -321,6 +321,19 @@ fn methods_2026_07_28_removed_answer_404_and_a_request_before_initialize_is_told
         assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
         assert_eq!(answer["id"], 7, "{answer}");
     }
+    // An `initialize` under a 2026-07-28 header opens nothing (it would be a session no
+    // count of sessions saw coming).
+    let init_2026 = r#"{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
+    let (status, answer) = post(
+        &srv.addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "initialize"),
+        ],
+        init_2026,
+    );
+    assert_eq!(status, 404, "{answer}");
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
     // The handshake era keeps them: initialize opens a session, as before.
     let (status, answer) = post(&srv.addr, &[], INIT);
     assert_eq!(status, 200, "{answer}");
@@ -788,4 +801,110 @@ fn a_2026_07_28_call_is_cancelled_by_closing_its_request() {
     }
     assert_eq!(row["outcome"], "cancelled", "{row}");
     assert!(row["duration_us"].as_i64().unwrap() < 10_000_000, "{row}");
+}
+
+/// An idempotency key on a call that asks its client keeps nothing of the asking round: the
+/// call made again with the answer (and the same key) runs, and its result is the key's.
+#[test]
+fn an_idempotency_key_keeps_the_answered_round_not_the_asking_one() {
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
+    let call = |id: i64, extra: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"test_input_required_result_elicitation","arguments":{{}},{extra}"_meta":{{"aether/idempotencyKey":"greet-1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}}}}}"#
+        );
+        post(
+            &srv.addr,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "test_input_required_result_elicitation"),
+            ],
+            &body,
+        )
+        .1
+    };
+    let asked = call(1, "");
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"].as_str().unwrap();
+    let answered = format!(
+        r#""inputResponses":{{"user_name":{{"action":"accept","content":{{"name":"Ada"}}}}}},"requestState":"{state}","#
+    );
+    let done = call(2, &answered);
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Ada!",
+        "{done}"
+    );
+    // The same key again: the answered round's result, and nothing runs.
+    let repeat = call(3, &answered);
+    assert_eq!(
+        repeat["result"]["content"][0]["text"], "Hello, Ada!",
+        "{repeat}"
+    );
+    let note = repeat["result"]["content"][1]["text"].as_str().unwrap();
+    assert!(note.contains("nothing ran again"), "{repeat}");
+}
+
+/// A client that answers in rounds but cannot be asked (no elicitation capability) has its
+/// approval decided by an operator, the request held open as for any client: no error for a
+/// capability it need not have.
+#[test]
+fn an_approval_for_a_client_that_cannot_be_asked_goes_to_the_operators() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
+    );
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
+    );
+    let config = ws.path().join("aether.toml").display().to_string();
+    let srv = HttpServer::start(&ws, &["--config", &config]);
+    let store = ws.store_url();
+    let answer = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},{MODERN_META}}}}}"#
+            );
+            post(
+                &srv.addr,
+                &[
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", "read_file"),
+                ],
+                &body,
+            )
+            .1
+        });
+        let mut id = String::new();
+        for _ in 0..100 {
+            let (_, out, _) = ws.run(&["approvals", "list", "--json", "--store", &store]);
+            if let Some(row) = serde_json::from_str::<Vec<Value>>(&out)
+                .ok()
+                .and_then(|rows| rows.into_iter().next())
+            {
+                id = row["id"].as_str().unwrap().to_string();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(!id.is_empty(), "the call waits for an operator");
+        let (code, out, err) = ws.run(&[
+            "approvals",
+            "approve",
+            &id,
+            "--why",
+            "checked",
+            "--store",
+            &store,
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        waiting.join().unwrap()
+    });
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "hello from aether\nsecond line\n",
+        "{answer}"
+    );
 }

@@ -53,20 +53,10 @@ impl Pipeline {
         {
             return self.approve_in_rounds(call, entry, &ask, &shown).await;
         }
-        let request = request_of(call, entry, &ask, &shown, window);
         // Subscribe before the request exists, so no decision can slip between the two.
         let mut changes = self.approvals_changed.subscribe();
-        match self.store.request_approval(request).await {
-            Ok(None) => {}
-            Ok(Some(halt)) => {
-                return Err(halted(Some(halt.why.as_deref().unwrap_or_default())).into());
-            }
-            Err(e) => {
-                return Err(Stop::Ended(CallOutcome::Failed(format!(
-                    "the call needs a person's approval, and the request could not be recorded, so it did not run: {e}"
-                ))));
-            }
-        }
+        self.record_request(request_of(call, entry, &ask, &shown, window))
+            .await?;
         // However this wait ends (a client that goes away drops it midway), the request does
         // not stay pending for an operator to approve a call that will never run.
         let _withdraw = WithdrawOnDrop {
@@ -188,6 +178,18 @@ impl Pipeline {
 const ROUND_KEY: &str = "aether/approval";
 
 impl Pipeline {
+    /// Records a request for a person's decision; `Err` is how the call ends when it cannot
+    /// be (halted, or the store failing).
+    async fn record_request(&self, request: ApprovalRequest) -> Result<(), Stop> {
+        match self.store.request_approval(request).await {
+            Ok(None) => Ok(()),
+            Ok(Some(halt)) => Err(halted(Some(halt.why.as_deref().unwrap_or_default())).into()),
+            Err(e) => Err(Stop::Ended(CallOutcome::Failed(format!(
+                "the call needs a person's approval, and the request could not be recorded, so it did not run: {e}"
+            )))),
+        }
+    }
+
     /// `approval = "elicit"` for a client that answers in rounds (2026-07-28), instead of a
     /// request held open: the first round records the request (operators see it, and may
     /// decide it) and ends the call asking the client's user; the next round brings the
@@ -224,21 +226,8 @@ impl Pipeline {
             .recall(ROUND_KEY)
             .and_then(|id| id.as_str().map(str::to_string));
         let Some(id) = earlier else {
-            match self
-                .store
-                .request_approval(request_of(call, entry, ask, shown, window))
-                .await
-            {
-                Ok(None) => {}
-                Ok(Some(halt)) => {
-                    return Err(halted(Some(halt.why.as_deref().unwrap_or_default())).into());
-                }
-                Err(e) => {
-                    return Err(Stop::Ended(CallOutcome::Failed(format!(
-                        "the call needs a person's approval, and the request could not be recorded, so it did not run: {e}"
-                    ))));
-                }
-            }
+            self.record_request(request_of(call, entry, ask, shown, window))
+                .await?;
             // Asked: the round ends with the question (an answer sent with no state, for a
             // request never asked, is not one).
             let _ = client.elicit_as(ROUND_KEY, question()).await;

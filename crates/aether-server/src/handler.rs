@@ -459,6 +459,30 @@ fn reach(session: &SessionContext) -> std::collections::BTreeSet<String> {
 }
 
 impl AetherMcp {
+    /// The round a 2026-07-28 request of `method` for `name` opens (its state bound to the
+    /// agent, `name` and `arguments`), and the binding its next state is sealed with.
+    #[allow(clippy::too_many_arguments)]
+    fn open_rounds(
+        &self,
+        method: &str,
+        session: &SessionContext,
+        name: &str,
+        arguments: Option<&serde_json::Map<String, Value>>,
+        state: Option<&str>,
+        responses: Option<&rmcp::model::InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Rounds, Vec<u8>), ErrorData> {
+        let binding = round_binding(method, &session.agent.name, name, arguments);
+        let rounds = Rounds::open(
+            &self.rounds,
+            &binding,
+            state,
+            responses,
+            context.client_capabilities(),
+        )?;
+        Ok((rounds, binding))
+    }
+
     /// The suite's prompt that asks its client first (SEP-2322 on `prompts/get`).
     fn asking_prompt(
         &self,
@@ -475,18 +499,14 @@ impl AetherMcp {
             ));
         }
         let session = self.session_for(&context.extensions)?;
-        let binding = round_binding(
+        let (rounds, binding) = self.open_rounds(
             "prompts/get",
-            &session.agent.name,
+            &session,
             &request.name,
             request.arguments.as_ref(),
-        );
-        let rounds = Rounds::open(
-            &self.rounds,
-            &binding,
             request.request_state.as_deref(),
             request.input_responses.as_ref(),
-            context.client_capabilities(),
+            context,
         )?;
         let question = json!({
             "message": "What context should the prompt use?",
@@ -588,18 +608,14 @@ impl ServerHandler for AetherMcp {
         let session = self.session_for(&context.extensions)?;
         // A 2026-07-28 request asks its client in rounds, and logs only at the level it names.
         let rounds = if modern(&context) {
-            let binding = round_binding(
+            let (rounds, binding) = self.open_rounds(
                 "tools/call",
-                &session.agent.name,
+                &session,
                 &request.name,
                 request.arguments.as_ref(),
-            );
-            let rounds = Rounds::open(
-                &self.rounds,
-                &binding,
                 request.request_state.as_deref(),
                 request.input_responses.as_ref(),
-                context.client_capabilities(),
+                &context,
             )?;
             Some((Arc::new(rounds), binding))
         } else {

@@ -593,6 +593,40 @@ fn a_connection_in_use_stays_open_past_the_first_request_limit() {
 
 /// A GET request on `/mcp` for `session`, left open: its status, and the connection (the
 /// stream lasts while it is held).
+/// Opens a handshake-era MCP session (initialize, then initialized): its id, and the headers
+/// a request in it carries.
+fn open_session(srv: &HttpServer) -> (String, Vec<(String, String)>) {
+    let host = srv.addr.clone();
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &init_headers(&host, None),
+        INIT.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+    let session = session_of(&r).expect("a session id");
+    let mut headers: Vec<(String, String)> = init_headers(&host, None)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    headers.push(("Mcp-Session-Id".into(), session.clone()));
+    headers.push(("MCP-Protocol-Version".into(), "2025-11-25".into()));
+    let borrowed: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let r = http(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &borrowed,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert!(r.status < 300, "{}", r.head);
+    (session, headers)
+}
+
 fn open_stream(addr: &str, session: &str) -> (u16, std::net::TcpStream) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -660,26 +694,11 @@ fn a_session_has_one_get_stream_at_a_time() {
 fn a_request_id_already_in_flight_in_a_session_is_refused_not_left_hanging() {
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let host = srv.addr.clone();
-    let r = http(
-        &srv.addr,
-        "POST",
-        "/mcp",
-        &init_headers(&host, None),
-        INIT.as_bytes(),
-    );
-    let session = session_of(&r).expect("a session id");
-    let mut headers = init_headers(&host, None);
-    headers.push(("Mcp-Session-Id", &session));
-    headers.push(("MCP-Protocol-Version", "2025-11-25"));
-    let r = http(
-        &srv.addr,
-        "POST",
-        "/mcp",
-        &headers,
-        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
-    assert!(r.status < 300, "{}", r.head);
+    let (_, headers) = open_session(&srv);
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     // The first request under id 7 waits (until cancelled); its stream is open.
     let waiting = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_wait_until_cancelled","arguments":{}}}"#;
     let first = {
@@ -739,26 +758,11 @@ fn a_stream_resumed_after_its_call_finished_replays_the_result_once() {
     use std::io::{Read, Write};
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let host = srv.addr.clone();
-    let r = http(
-        &srv.addr,
-        "POST",
-        "/mcp",
-        &init_headers(&host, None),
-        INIT.as_bytes(),
-    );
-    let session = session_of(&r).expect("a session id");
-    let mut headers = init_headers(&host, None);
-    headers.push(("Mcp-Session-Id", &session));
-    headers.push(("MCP-Protocol-Version", "2025-11-25"));
-    let r = http(
-        &srv.addr,
-        "POST",
-        "/mcp",
-        &headers,
-        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
-    assert!(r.status < 300, "{}", r.head);
+    let (_, headers) = open_session(&srv);
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     // The call's stream: read up to its first event id, then drop it.
     let call = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p"}}}"#;
     let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();

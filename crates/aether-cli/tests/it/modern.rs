@@ -274,6 +274,22 @@ fn inspector_reads_in_the_modern_era_over_stdio_and_http() {
     );
 }
 
+/// A workspace whose agent's approvals go to the person at its client, with a rule that asks
+/// for every read under `src/`; and its configuration's path.
+pub(crate) fn elicit_agent_ws() -> (Ws, String) {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
+    );
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
+    );
+    let config = ws.path().join("aether.toml").display().to_string();
+    (ws, config)
+}
+
 const MODERN_META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 
 fn post(addr: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
@@ -627,16 +643,7 @@ fn python_sdk_user_approves_in_rounds() {
     let Some(peers) = peers("modern_approval") else {
         return;
     };
-    let ws = Ws::new();
-    ws.write(
-        "aether.toml",
-        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
-    );
-    ws.write(
-        "permissions.yaml",
-        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
-    );
-    let config = ws.path().join("aether.toml").display().to_string();
+    let (ws, config) = elicit_agent_ws();
     let srv = HttpServer::start(&ws, &["--config", &config]);
     let stdio = vec![
         "--".to_string(),
@@ -709,16 +716,7 @@ fn python_sdk_user_approves_in_rounds() {
 /// does an answer sent without the round's state approve anything.
 #[test]
 fn an_approval_round_played_again_runs_nothing() {
-    let ws = Ws::new();
-    ws.write(
-        "aether.toml",
-        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
-    );
-    ws.write(
-        "permissions.yaml",
-        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
-    );
-    let config = ws.path().join("aether.toml").display().to_string();
+    let (ws, config) = elicit_agent_ws();
     let srv = HttpServer::start(&ws, &["--config", &config]);
     let call = |id: i64, extra: &str| {
         let body = format!(
@@ -850,16 +848,7 @@ fn an_idempotency_key_keeps_the_answered_round_not_the_asking_one() {
 /// capability it need not have.
 #[test]
 fn an_approval_for_a_client_that_cannot_be_asked_goes_to_the_operators() {
-    let ws = Ws::new();
-    ws.write(
-        "aether.toml",
-        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
-    );
-    ws.write(
-        "permissions.yaml",
-        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
-    );
-    let config = ws.path().join("aether.toml").display().to_string();
+    let (ws, config) = elicit_agent_ws();
     let srv = HttpServer::start(&ws, &["--config", &config]);
     let store = ws.store_url();
     let answer = std::thread::scope(|scope| {

@@ -573,16 +573,7 @@ fn replicas_serve_2026_07_28_clients_with_no_shared_session() {
         return;
     };
     let pg = PgSchema::new("modern");
-    let ws = Ws::new();
-    ws.write(
-        "aether.toml",
-        "[roots.ws]\npath = \".\"\n[agents.default]\nmcp_servers = [\"workspace\"]\napproval = \"elicit\"\n",
-    );
-    ws.write(
-        "permissions.yaml",
-        "rules:\n  - name: ask-for-src\n    match: { tool: read_file, path: \"src/**\" }\n    action: ask_user\n",
-    );
-    let config = ws.path().join("aether.toml").display().to_string();
+    let (ws, config) = crate::modern::elicit_agent_ws();
     let a = HttpServer::start(&ws, &["--config", &config, "--store", &pg.url]);
     let b = HttpServer::start(&ws, &["--config", &config, "--store", &pg.url]);
     let both = format!("{},{}", a.addr, b.addr);

@@ -12,6 +12,9 @@ usage:
       print {"events": 1, "tools": [names listed after it]}.
   modern_client.py MODE discover TARGET...
       prints the server's discover answer.
+  modern_client.py MODE cancel TOOL SECONDS TARGET...
+      calls TOOL and gives up on it after SECONDS (the SDK cancels the request); prints
+      {"cancelled": true} when the call did not return first.
 
 MODE is what `Client(mode=…)` takes: "2026-07-28", "auto" or "legacy".
 TARGET is a URL (Streamable HTTP), or `-- CMD [ARGS...]` (stdio).
@@ -131,6 +134,18 @@ async def discover(mode: str, rest: list[str]) -> int:
         return 0
 
 
+async def cancel(mode: str, tool: str, seconds: float, rest: list[str]) -> int:
+    async with client(mode, rest) as c:
+        try:
+            async with asyncio.timeout(seconds):
+                await c.call_tool(tool, {})
+        except TimeoutError:
+            print(json.dumps({"cancelled": True}))
+            return 0
+        print(json.dumps({"cancelled": False}))
+        return 1
+
+
 async def main() -> int:
     mode, command = sys.argv[1], sys.argv[2]
     if command == "call":
@@ -139,6 +154,8 @@ async def main() -> int:
         return await listen(mode, sys.argv[3:])
     if command == "discover":
         return await discover(mode, sys.argv[3:])
+    if command == "cancel":
+        return await cancel(mode, sys.argv[3], float(sys.argv[4]), sys.argv[5:])
     print(__doc__, file=sys.stderr)
     return 2
 

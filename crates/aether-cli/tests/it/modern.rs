@@ -897,3 +897,44 @@ fn an_approval_for_a_client_that_cannot_be_asked_goes_to_the_operators() {
         "{answer}"
     );
 }
+
+/// The official SDK gives up on a 2026-07-28 call (a timeout cancels it): over HTTP the
+/// request closes, over stdio the SDK sends `notifications/cancelled`; either way the call
+/// stops at once and its audit row says `cancelled`.
+#[test]
+fn python_sdk_cancels_a_2026_07_28_call() {
+    let Some(peers) = peers("modern_cancel") else {
+        return;
+    };
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
+    let stdio: Vec<String> = stdio_target(&ws)
+        .into_iter()
+        .chain(["--conformance-fixtures".to_string()])
+        .collect();
+    for target in [vec![srv.url()], stdio] {
+        let mut args = vec!["2026-07-28", "cancel", "test_wait_until_cancelled", "1"];
+        args.extend(target.iter().map(String::as_str));
+        let report = modern_report(&peers, &args);
+        assert_eq!(report["cancelled"], true, "{target:?}: {report}");
+    }
+    // Both calls (each waits 60 s unless cancelled) are on record as cancelled, soon.
+    let mut rows = Vec::new();
+    for _ in 0..100 {
+        let (_, out, _) = ws.run(&["audit", "tail", "-n", "10", "--json"]);
+        rows = out
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["tool"] == "test_wait_until_cancelled")
+            .collect();
+        if rows.len() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row["outcome"], "cancelled", "{row}");
+        assert!(row["duration_us"].as_i64().unwrap() < 10_000_000, "{row}");
+    }
+}

@@ -177,6 +177,9 @@ impl Pipeline {
 /// What a round's approval question goes under, and the request it asks about is kept under.
 const ROUND_KEY: &str = "aether/approval";
 
+/// The most approval requests one agent may have waiting on its user in rounds at once.
+pub const MAX_ASKED_IN_ROUNDS: usize = 32;
+
 impl Pipeline {
     /// Records a request for a person's decision; `Err` is how the call ends when it cannot
     /// be (halted, or the store failing).
@@ -226,6 +229,32 @@ impl Pipeline {
             .recall(ROUND_KEY)
             .and_then(|id| id.as_str().map(str::to_string));
         let Some(id) = earlier else {
+            // No request is held open to bound how many wait: an agent may have only so many
+            // questions out to its user at once.
+            let waiting = match self.store.approvals(true, MAX_ASKED_IN_ROUNDS * 8).await {
+                Ok(rows) => rows
+                    .iter()
+                    .filter(|r| {
+                        r.request.agent == ctx.agent.name
+                            && r.request.expires_at_us > aether_store::now_us()
+                    })
+                    .count(),
+                Err(e) => {
+                    return Err(Stop::Ended(CallOutcome::Failed(format!(
+                        "the call needs a person's approval, and the requests waiting could not be read, so it did not run: {e}"
+                    ))));
+                }
+            };
+            if waiting >= MAX_ASKED_IN_ROUNDS {
+                return Err(Stop::refused(
+                    Step::Tier,
+                    format!("approval:too-many ({})", ask.asked_by),
+                    format!(
+                        "{} needs its user's approval, and {waiting} requests of agent {:?} already wait for one; answer those (or let them expire) first",
+                        def.name, ctx.agent.name
+                    ),
+                ));
+            }
             self.record_request(request_of(call, entry, ask, shown, window))
                 .await?;
             // Asked: the round ends with the question (an answer sent with no state, for a

@@ -938,3 +938,41 @@ fn python_sdk_cancels_a_2026_07_28_call() {
         assert!(row["duration_us"].as_i64().unwrap() < 10_000_000, "{row}");
     }
 }
+
+/// Asked in rounds, no request is held open to bound the approvals waiting: an agent may
+/// have 32 questions out to its user at once, and the 33rd call is refused until some are
+/// answered or expire.
+#[test]
+fn an_agent_has_only_so_many_approvals_waiting_in_rounds() {
+    let (ws, config) = elicit_agent_ws();
+    let srv = HttpServer::start(&ws, &["--config", &config]);
+    let call = |id: usize| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},{MODERN_CALL_META}}}}}"#
+        );
+        post(
+            &srv.addr,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "read_file"),
+            ],
+            &body,
+        )
+        .1
+    };
+    for id in 1..=32 {
+        let asked = call(id);
+        assert_eq!(
+            asked["result"]["resultType"], "input_required",
+            "{id}: {asked}"
+        );
+    }
+    let refused = call(33);
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("already wait"), "{text}");
+    let (_, out, _) = ws.run(&["approvals", "list", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 32, "{out}");
+}

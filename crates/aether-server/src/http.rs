@@ -123,6 +123,7 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
             Messages {
                 sessions: opts.sessions,
                 in_flight: Arc::default(),
+                listens: Arc::default(),
             },
             json_rpc_errors,
         ))
@@ -691,6 +692,36 @@ async fn json_rpc_errors(
         };
         return (problem.status(), Json(problem.to_json())).into_response();
     }
+    // A `subscriptions/listen` stream stays open: each agent may hold only so many at once
+    // (a stateless request counts against no session).
+    let mut listening = None;
+    if checked.request && checked.method.as_deref() == Some("subscriptions/listen") {
+        let agent = parts
+            .extensions
+            .get::<Caller>()
+            .map(|c| c.agent.clone())
+            .unwrap_or_default();
+        let mut open = messages.listens();
+        let count = open.entry(agent.clone()).or_default();
+        if *count >= MAX_LISTENS_PER_AGENT {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                Json(json!({
+                    "jsonrpc": "2.0",
+                    "id": checked.id,
+                    "error": {"code": -32000, "message": format!(
+                        "agent {agent:?} has {MAX_LISTENS_PER_AGENT} subscriptions/listen streams open, as many as one agent may; close one first"
+                    )},
+                })),
+            )
+                .into_response();
+        }
+        *count += 1;
+        listening = Some(Listen {
+            messages: messages.clone(),
+            agent,
+        });
+    }
     // In a session, a request id names one request until it is answered: rmcp routes the
     // answer by it, so a second request under the same id (another client sharing the
     // session) would wait forever. It is refused at once instead.
@@ -724,29 +755,55 @@ async fn json_rpc_errors(
             axum::body::Body::from(bytes),
         ))
         .await;
-    // The id is free again once its answer has been sent (an event stream's last event).
-    match in_flight {
-        Some(in_flight) => {
-            let (parts, body) = response.into_parts();
-            let body = body.into_data_stream().map(move |chunk| {
-                let _ = &in_flight;
-                chunk
-            });
-            axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
+    // The id is free again once its answer has been sent (an event stream's last event), and
+    // a listen stream counts until it ends.
+    if in_flight.is_none() && listening.is_none() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _ = (&in_flight, &listening);
+        chunk
+    });
+    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
+}
+
+/// The most `subscriptions/listen` streams one agent may hold open on a listener.
+pub const MAX_LISTENS_PER_AGENT: usize = 32;
+
+/// An open listen stream, counted against its agent until its body is dropped.
+struct Listen {
+    messages: Messages,
+    agent: String,
+}
+
+impl Drop for Listen {
+    fn drop(&mut self) {
+        let mut open = self.messages.listens();
+        if let Some(count) = open.get_mut(&self.agent) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.agent);
+            }
         }
-        None => response,
     }
 }
 
-/// What the `/mcp` message check keeps: whether sessions are on, and the requests in flight
-/// in each session, by id.
+/// What the `/mcp` message check keeps: whether sessions are on, the requests in flight in
+/// each session, by id, and each agent's open listen streams.
 #[derive(Clone)]
 struct Messages {
     sessions: bool,
     in_flight: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+    /// Open `subscriptions/listen` streams, by agent.
+    listens: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
 }
 
 impl Messages {
+    fn listens(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.listens.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn in_flight(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String)>> {
         self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
     }

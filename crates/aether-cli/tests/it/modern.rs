@@ -976,3 +976,52 @@ fn an_agent_has_only_so_many_approvals_waiting_in_rounds() {
     let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
     assert_eq!(rows.len(), 32, "{out}");
 }
+
+/// A `subscriptions/listen` stream stays open and counts against no session: one agent may
+/// hold 32 at once; the 33rd is refused (429) until one closes.
+#[test]
+fn an_agent_has_only_so_many_listen_streams_open() {
+    use std::io::{Read, Write};
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let listen = |id: usize| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{MODERN_META}}}}}"#
+        );
+        let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        write!(
+            s,
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+            srv.addr,
+            body.len()
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
+            head.push(byte[0]);
+        }
+        (crate::util::status_of(&String::from_utf8_lossy(&head)), s)
+    };
+    let open: Vec<std::net::TcpStream> = (1..=32)
+        .map(|id| {
+            let (status, s) = listen(id);
+            assert_eq!(status, 200, "listen {id}");
+            s
+        })
+        .collect();
+    let (status, _) = listen(33);
+    assert_eq!(status, 429);
+    // One closes: another may open.
+    drop(open);
+    let mut status = 0;
+    for _ in 0..50 {
+        status = listen(34).0;
+        if status == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status, 200);
+}

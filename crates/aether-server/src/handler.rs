@@ -632,7 +632,17 @@ impl ServerHandler for AetherMcp {
         });
         // The command envelope (confirmation, idempotency key, expiry) rides in `_meta`, never
         // in the tool's arguments.
-        let envelope = aether_pipeline::envelope::Envelope::from_meta(&context.meta.0.0);
+        let mut envelope = aether_pipeline::envelope::Envelope::from_meta(&context.meta.0.0);
+        // The trace context: `_meta`'s, else the HTTP request's own `traceparent` header.
+        if envelope.trace.is_none() {
+            envelope.trace = context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.headers.get("traceparent"))
+                .and_then(|v| v.to_str().ok())
+                .and_then(aether_pipeline::envelope::traceparent)
+                .map(str::to_string);
+        }
         let result = self
             .pipeline
             .call_with(

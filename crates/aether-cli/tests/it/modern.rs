@@ -135,8 +135,9 @@ fn a_2026_07_28_request_is_answered_without_a_session() {
     }
 }
 
-/// The trace context a 2026-07-28 request carries in `_meta` is kept in its call's audit row
-/// (and one not well-formed is left out, refusing nothing).
+/// The trace context a 2026-07-28 request carries in `_meta` (or, without one there, in its
+/// HTTP `traceparent` header) is kept in its call's audit row; one not well-formed is left
+/// out, refusing nothing.
 #[test]
 fn a_requests_trace_context_is_kept_in_the_audit() {
     let ws = Ws::new();
@@ -158,6 +159,22 @@ fn a_requests_trace_context_is_kept_in_the_audit() {
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["result"]["isError"], false, "{answer}");
     }
+    // Without one in `_meta`, the HTTP request's own `traceparent` header.
+    let by_header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},{MODERN_META}}}}}"#
+    );
+    let (status, answer) = post(
+        &srv.addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "read_file"),
+            ("traceparent", by_header),
+        ],
+        &body,
+    );
+    assert_eq!(status, 200, "{answer}");
     let (code, out, _) = ws.run(&["audit", "tail", "-n", "10", "--json"]);
     assert_eq!(code, 0);
     let rows: Vec<Value> = out
@@ -165,9 +182,10 @@ fn a_requests_trace_context_is_kept_in_the_audit() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .filter(|r: &Value| r["tool"] == "read_file")
         .collect();
-    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows.len(), 3, "{out}");
     let traces: Vec<&Value> = rows.iter().map(|r| &r["trace"]).collect();
     assert!(traces.contains(&&Value::from(trace)), "{out}");
+    assert!(traces.contains(&&Value::from(by_header)), "{out}");
     assert!(traces.contains(&&Value::Null), "{out}");
     let (code, out, err) = ws.run(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}{err}");

@@ -402,12 +402,7 @@ fn methods_2026_07_28_removed_answer_404_and_a_request_before_initialize_is_told
 
 /// Scenarios the suite runs with a requirement set but does not score (extensions, pending).
 fn unscored(name: &str) -> bool {
-    name.starts_with("tasks-")
-        || [
-            "json-schema-2020-12",
-            "http-custom-header-server-validation",
-        ]
-        .contains(&name)
+    name.starts_with("tasks-") || ["http-custom-header-server-validation"].contains(&name)
 }
 
 #[test]

@@ -575,6 +575,19 @@ impl ServerHandler for AetherMcp {
         Cow::Borrowed(PROTOCOL_VERSIONS)
     }
 
+    /// A tool's input schema, for rmcp to check a 2026-07-28 call's `Mcp-Param-*` headers
+    /// against its arguments (SEP-2243: a parameter marked `x-mcp-header` travels in a header
+    /// too). Whether the caller may call it is the pipeline's to say, as for any call.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let catalog = self.pipeline.catalog();
+        let def = catalog.get(name)?.def();
+        Some(Tool::new(
+            def.name.clone(),
+            String::new(),
+            Arc::new(def.input_schema.as_object().cloned().unwrap_or_default()),
+        ))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,

@@ -44,6 +44,8 @@ enum Kind {
     Ask(Asks),
     /// Logs one message: a 2026-07-28 client hears it only at the level its request names.
     LogOnce,
+    /// Answers with its arguments.
+    Echo,
 }
 
 /// What an asking fixture asks.
@@ -268,6 +270,19 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             Kind::Ask(Asks::Name),
         ),
         fixture(
+            "test_custom_headers",
+            "Echoes a region that travels in the Mcp-Param-Region header too (SEP-2243), for testing.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"},
+                    "query": {"type": "string"}
+                },
+                "required": ["region"]
+            }),
+            Kind::Echo,
+        ),
+        fixture(
             "test_logging_tool",
             "Logs one message at info, for testing.",
             empty(),
@@ -295,6 +310,7 @@ impl Tool for Fixture {
             Kind::SimpleText => text("This is a simple text response for testing."),
             Kind::TriggerChange => text("Listening clients are told of the change."),
             Kind::Ask(asks) => ask(&cx, asks).await,
+            Kind::Echo => text(&format!("Called with {args}")),
             Kind::LogOnce => {
                 cx.client
                     .log(LogLevel::Info, json!("test_logging_tool ran"))

@@ -400,9 +400,10 @@ fn methods_2026_07_28_removed_answer_404_and_a_request_before_initialize_is_told
     assert!(s.recv(3)["result"]["tools"].is_array());
 }
 
-/// Scenarios the suite runs with a requirement set but does not score (extensions, pending).
+/// Scenarios the suite runs with a requirement set but does not score and Aether does not
+/// serve yet: the tasks extension's. (The pending ones pass, and are held to it.)
 fn unscored(name: &str) -> bool {
-    name.starts_with("tasks-") || ["http-custom-header-server-validation"].contains(&name)
+    name.starts_with("tasks-")
 }
 
 #[test]

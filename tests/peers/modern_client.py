@@ -51,30 +51,6 @@ async def on_elicit(context, params):
     return types.ElicitResult(action="decline")
 
 
-def round_robin(replicas):
-    import httpx2
-
-    class RoundRobin(httpx2.AsyncBaseTransport):
-        """Sends each request to the next replica, as a load balancer without stickiness."""
-
-        def __init__(self):
-            self.next = 0
-            self.inner = httpx2.AsyncHTTPTransport()
-
-        async def handle_async_request(self, request):
-            host, port = replicas[self.next % len(replicas)].rsplit(":", 1)
-            self.next += 1
-            request.url = request.url.copy_with(host=host, port=int(port))
-            request.headers["host"] = f"{host}:{port}"
-            SENT[f"{host}:{port}"] = SENT.get(f"{host}:{port}", 0) + 1
-            return await self.inner.handle_async_request(request)
-
-        async def aclose(self):
-            await self.inner.aclose()
-
-    return RoundRobin()
-
-
 def target(rest: list[str]):
     if rest and rest[0] == "--":
         return StdioServerParameters(command=rest[1], args=rest[2:])
@@ -85,9 +61,10 @@ def target(rest: list[str]):
         return url
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
+    from round_robin import RoundRobin
     return streamable_http_client(url, http_client=httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {token}"} if token else {},
-        transport=round_robin(replicas) if replicas else None,
+        transport=RoundRobin(replicas, SENT) if replicas else None,
         timeout=httpx2.Timeout(60, read=300)))
 
 

@@ -23,29 +23,10 @@ import httpx2
 
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from round_robin import RoundRobin
 
 HEARD = []
 SENT = {}
-
-
-class RoundRobin(httpx2.AsyncBaseTransport):
-    """Sends each request to the next replica, as a load balancer without stickiness."""
-
-    def __init__(self, replicas):
-        self.replicas = replicas
-        self.next = 0
-        self.inner = httpx2.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request):
-        host, port = self.replicas[self.next % len(self.replicas)].rsplit(":", 1)
-        self.next += 1
-        request.url = request.url.copy_with(host=host, port=int(port))
-        request.headers["host"] = f"{host}:{port}"
-        SENT[f"{host}:{port}"] = SENT.get(f"{host}:{port}", 0) + 1
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self):
-        await self.inner.aclose()
 
 
 async def on_message(message):
@@ -95,7 +76,7 @@ async def main() -> int:
     if token or replicas:
         client = httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {token}"} if token else {},
-            transport=RoundRobin(replicas) if replicas else None,
+            transport=RoundRobin(replicas, SENT) if replicas else None,
             timeout=120,
         )
     loop = asyncio.get_running_loop()

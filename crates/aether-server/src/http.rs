@@ -610,11 +610,21 @@ fn modern_header(headers: &http::HeaderMap) -> bool {
 
 /// A JSON-RPC error as the answer to an `/mcp` request (`id` null: the request was not read).
 fn mcp_error(status: StatusCode, code: i64, message: &str) -> axum::response::Response {
+    mcp_error_to(status, &serde_json::Value::Null, code, message)
+}
+
+/// A JSON-RPC error as the answer to the `/mcp` request `id`.
+fn mcp_error_to(
+    status: StatusCode,
+    id: &serde_json::Value,
+    code: i64,
+    message: &str,
+) -> axum::response::Response {
     (
         status,
         Json(json!({
             "jsonrpc": "2.0",
-            "id": null,
+            "id": id,
             "error": {"code": code, "message": message},
         })),
     )
@@ -704,17 +714,14 @@ async fn json_rpc_errors(
         let mut open = messages.listens();
         let count = open.entry(agent.clone()).or_default();
         if *count >= MAX_LISTENS_PER_AGENT {
-            return (
+            return mcp_error_to(
                 StatusCode::TOO_MANY_REQUESTS,
-                Json(json!({
-                    "jsonrpc": "2.0",
-                    "id": checked.id,
-                    "error": {"code": -32000, "message": format!(
-                        "agent {agent:?} has {MAX_LISTENS_PER_AGENT} subscriptions/listen streams open, as many as one agent may; close one first"
-                    )},
-                })),
-            )
-                .into_response();
+                &checked.id,
+                -32000,
+                &format!(
+                    "agent {agent:?} has {MAX_LISTENS_PER_AGENT} subscriptions/listen streams open, as many as one agent may; close one first"
+                ),
+            );
         }
         *count += 1;
         listening = Some(Listen {
@@ -731,18 +738,15 @@ async fn json_rpc_errors(
     {
         let key = (session, checked.id.to_string());
         if !messages.in_flight().insert(key.clone()) {
-            return (
+            return mcp_error_to(
                 StatusCode::CONFLICT,
-                Json(json!({
-                    "jsonrpc": "2.0",
-                    "id": checked.id,
-                    "error": {"code": -32600, "message": format!(
-                        "Invalid request: a request with id {} is already in flight in this session; give each request an id of its own",
-                        crate::protocol::bounded(&checked.id.to_string())
-                    )},
-                })),
-            )
-                .into_response();
+                &checked.id,
+                -32600,
+                &format!(
+                    "Invalid request: a request with id {} is already in flight in this session; give each request an id of its own",
+                    crate::protocol::bounded(&checked.id.to_string())
+                ),
+            );
         }
         in_flight = Some(InFlight {
             messages: messages.clone(),

@@ -131,14 +131,7 @@ impl ClientLink for McpClientLink {
     }
 
     async fn elicit(&self, question: Question) -> Result<Reply, String> {
-        let answer = self
-            .ask(
-                "elicitation",
-                "elicitation/create",
-                elicitation_params(&question),
-            )
-            .await?;
-        reply_of(&answer)
+        self.elicit_as("elicitation", question).await
     }
 
     async fn ask(&self, key: &str, method: &str, params: Value) -> Result<Value, String> {

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::util::{HttpServer, INIT, Ws, http, status_of};
+use crate::util::{HttpServer, INIT, Ws, http, read_head, send};
 
 fn init_headers<'a>(host: &'a str, origin: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
     let mut h = vec![
@@ -593,82 +593,52 @@ fn a_connection_in_use_stays_open_past_the_first_request_limit() {
 
 /// A GET request on `/mcp` for `session`, left open: its status, and the connection (the
 /// stream lasts while it is held).
-/// Opens a handshake-era MCP session (initialize, then initialized): its id, and the headers
-/// a request in it carries.
-fn open_session(srv: &HttpServer) -> (String, Vec<(String, String)>) {
-    let host = srv.addr.clone();
+/// Opens a handshake-era MCP session (initialize, then initialized); returns its id.
+fn open_session(srv: &HttpServer) -> String {
     let r = http(
         &srv.addr,
         "POST",
         "/mcp",
-        &init_headers(&host, None),
+        &init_headers(&srv.addr, None),
         INIT.as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.head);
     let session = session_of(&r).expect("a session id");
-    let mut headers: Vec<(String, String)> = init_headers(&host, None)
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    headers.push(("Mcp-Session-Id".into(), session.clone()));
-    headers.push(("MCP-Protocol-Version".into(), "2025-11-25".into()));
-    let borrowed: Vec<(&str, &str)> = headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     let r = http(
         &srv.addr,
         "POST",
         "/mcp",
-        &borrowed,
+        &session_headers(&srv.addr, &session),
         br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
     );
     assert!(r.status < 300, "{}", r.head);
-    (session, headers)
+    session
+}
+
+/// The headers of a request in session `session`.
+fn session_headers<'a>(host: &'a str, session: &'a str) -> Vec<(&'a str, &'a str)> {
+    let mut headers = init_headers(host, None);
+    headers.push(("Mcp-Session-Id", session));
+    headers.push(("MCP-Protocol-Version", "2025-11-25"));
+    headers
 }
 
 fn open_stream(addr: &str, session: &str) -> (u16, std::net::TcpStream) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
-    let req = format!(
-        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
-        head.push(byte[0]);
-    }
-    (status_of(&String::from_utf8_lossy(&head)), s)
+    let headers = [
+        ("Host", addr),
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", session),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let mut s = send(addr, "GET", "/mcp", &headers, b"");
+    (read_head(&mut s).0, s)
 }
 
 #[test]
 fn a_session_has_one_get_stream_at_a_time() {
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &[]);
-    let host = srv.addr.clone();
-    let r = http(
-        &srv.addr,
-        "POST",
-        "/mcp",
-        &init_headers(&host, None),
-        INIT.as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.head);
-    let session = session_of(&r).expect("a session id");
-    let mut headers = init_headers(&host, None);
-    headers.push(("Mcp-Session-Id", &session));
-    headers.push(("MCP-Protocol-Version", "2025-11-25"));
-    let r = http(
-        &srv.addr,
-        "POST",
-        "/mcp",
-        &headers,
-        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
-    assert!(r.status < 300, "{}", r.head);
+    let session = open_session(&srv);
     let (status, first) = open_stream(&srv.addr, &session);
     assert_eq!(status, 200);
     // A second stream would never be told anything: refused while the first is open.
@@ -694,33 +664,12 @@ fn a_session_has_one_get_stream_at_a_time() {
 fn a_request_id_already_in_flight_in_a_session_is_refused_not_left_hanging() {
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let (_, headers) = open_session(&srv);
-    let headers: Vec<(&str, &str)> = headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let session = open_session(&srv);
+    let headers = session_headers(&srv.addr, &session);
     // The first request under id 7 waits (until cancelled); its stream is open.
     let waiting = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_wait_until_cancelled","arguments":{}}}"#;
-    let first = {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
-            .unwrap();
-        let mut req = "POST /mcp HTTP/1.1\r\n".to_string();
-        for (k, v) in &headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str(&format!("Content-Length: {}\r\n\r\n", waiting.len()));
-        s.write_all(req.as_bytes()).unwrap();
-        s.write_all(waiting).unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
-            head.push(byte[0]);
-        }
-        assert_eq!(status_of(&String::from_utf8_lossy(&head)), 200);
-        s
-    };
+    let mut first = send(&srv.addr, "POST", "/mcp", &headers, waiting);
+    assert_eq!(read_head(&mut first).0, 200);
     // A second request under the same id, from a client sharing the session: refused at
     // once, where it would have waited forever.
     let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}}"#;
@@ -755,27 +704,15 @@ fn a_request_id_already_in_flight_in_a_session_is_refused_not_left_hanging() {
 /// replays nothing more.
 #[test]
 fn a_stream_resumed_after_its_call_finished_replays_the_result_once() {
-    use std::io::{Read, Write};
+    use std::io::Read;
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let (_, headers) = open_session(&srv);
-    let headers: Vec<(&str, &str)> = headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let session = open_session(&srv);
+    let headers = session_headers(&srv.addr, &session);
     // The call's stream: read up to its first event id, then drop it.
     let call = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p"}}}"#;
-    let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
-    let mut req = "POST /mcp HTTP/1.1\r\n".to_string();
-    for (k, v) in &headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n", call.len()));
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(call).unwrap();
-    let mut seen = String::new();
+    let mut s = send(&srv.addr, "POST", "/mcp", &headers, call);
+    let mut seen = read_head(&mut s).1;
     let mut byte = [0u8; 1];
     while !(seen.contains("\nid: ") && seen.ends_with('\n')) && s.read(&mut byte).unwrap() == 1 {
         seen.push(byte[0] as char);

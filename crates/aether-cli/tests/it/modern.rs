@@ -9,10 +9,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::peers::{conformance_run, inspector_reads};
-use crate::util::{HttpServer, INIT, Killed, StdioServer, Ws, http, peers, repo_root};
+use crate::util::{
+    HttpServer, INIT, Killed, StdioServer, Ws, http, peers, read_head, repo_root, send,
+};
 
 fn modern_client(peers: &Path) -> Command {
     let mut c = Command::new(peers.join("venv/bin/python"));
@@ -20,27 +22,31 @@ fn modern_client(peers: &Path) -> Command {
     c
 }
 
-/// Runs the modern client to its end; returns its report.
-fn modern_report(peers: &Path, args: &[&str]) -> Value {
-    let out = modern_client(peers).args(args).output().unwrap();
+/// Runs the modern client to its end with `env`; it must exit with `code` (0: the call
+/// returned, 1: it returned `isError`). Returns its report.
+pub(crate) fn modern_report(peers: &Path, args: &[&str], env: &[(&str, &str)], code: i32) -> Value {
+    let out = modern_client(peers)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
-        Some(0),
-        "modern client {args:?} failed:\n{stdout}\n{}",
+        Some(code),
+        "modern client {args:?} {env:?}:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(stdout.trim()).unwrap()
 }
 
-fn stdio_target(ws: &Ws) -> Vec<String> {
-    vec![
-        "--".into(),
-        env!("CARGO_BIN_EXE_aether").into(),
-        "mcp-serve".into(),
-        "--root".into(),
-        ws.root_arg(),
-    ]
+/// The modern client's target for `aether mcp-serve ARGS` over stdio.
+fn stdio_target(args: &[&str]) -> Vec<String> {
+    ["--", env!("CARGO_BIN_EXE_aether"), "mcp-serve"]
+        .iter()
+        .chain(args)
+        .map(|a| a.to_string())
+        .collect()
 }
 
 #[test]
@@ -50,7 +56,7 @@ fn python_sdk_speaks_2026_07_28_and_the_handshake_era_over_stdio_and_http() {
     };
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &[]);
-    let stdio = stdio_target(&ws);
+    let stdio = stdio_target(&["--root", &ws.root_arg()]);
     for (mode, era) in [
         ("2026-07-28", "2026-07-28"),
         ("auto", "2026-07-28"),
@@ -59,7 +65,7 @@ fn python_sdk_speaks_2026_07_28_and_the_handshake_era_over_stdio_and_http() {
         for target in [vec![srv.url()], stdio.clone()] {
             let mut args = vec![mode, "call", "read_file", r#"{"path":"src/hello.txt"}"#];
             args.extend(target.iter().map(String::as_str));
-            let report = modern_report(&peers, &args);
+            let report = modern_report(&peers, &args, &[], 0);
             assert_eq!(
                 report["protocolVersion"], era,
                 "{mode} {target:?}: {report}"
@@ -103,13 +109,11 @@ fn a_2026_07_28_request_is_answered_without_a_session() {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{params}{MODERN_META}}}}}"#
         );
-        let mut headers = vec![
-            ("Host", srv.addr.as_str()),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
+        let mut headers = post_headers(&srv.addr).to_vec();
+        headers.extend([
             ("MCP-Protocol-Version", "2026-07-28"),
             ("Mcp-Method", method),
-        ];
+        ]);
         if method == "tools/call" {
             headers.push(("Mcp-Name", "read_file"));
         }
@@ -143,37 +147,18 @@ fn a_requests_trace_context_is_kept_in_the_audit() {
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &[]);
     let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let read = json!({"name": "read_file", "arguments": {"path": "src/hello.txt"}});
     for (id, traceparent) in [(1, trace), (2, "00-not-a-trace-01")] {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},"_meta":{{"traceparent":"{traceparent}","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
-        );
-        let (status, answer) = post(
-            &srv.addr,
-            &[
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", "read_file"),
-            ],
-            &body,
-        );
+        let mut params = read.clone();
+        params["_meta"] = modern_meta(json!({}));
+        params["_meta"]["traceparent"] = json!(traceparent);
+        let (status, answer) = call_2026(&srv.addr, id, params, &[]);
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["result"]["isError"], false, "{answer}");
     }
     // Without one in `_meta`, the HTTP request's own `traceparent` header.
     let by_header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},{MODERN_META}}}}}"#
-    );
-    let (status, answer) = post(
-        &srv.addr,
-        &[
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", "read_file"),
-            ("traceparent", by_header),
-        ],
-        &body,
-    );
+    let (status, answer) = call_2026(&srv.addr, 3, read, &[("traceparent", by_header)]);
     assert_eq!(status, 200, "{answer}");
     let (code, out, _) = ws.run(&["audit", "tail", "-n", "10", "--json"]);
     assert_eq!(code, 0);
@@ -214,7 +199,10 @@ fn python_sdk_hears_of_tool_list_changes_through_subscriptions_listen() {
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &[]);
     let store = ws.store_url();
-    for (target, tool) in [(vec![srv.url()], "glob"), (stdio_target(&ws), "list_dir")] {
+    for (target, tool) in [
+        (vec![srv.url()], "glob"),
+        (stdio_target(&["--root", &ws.root_arg()]), "list_dir"),
+    ] {
         let mut args = vec!["2026-07-28", "listen"];
         args.extend(target.iter().map(String::as_str));
         let mut child = Killed(
@@ -310,12 +298,17 @@ pub(crate) fn elicit_agent_ws() -> (Ws, String) {
 
 const MODERN_META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 
-fn post(addr: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
-    let mut all = vec![
+/// What every POST to `/mcp` carries: the host, and the types it sends and takes.
+fn post_headers(addr: &str) -> [(&'static str, &str); 3] {
+    [
         ("Host", addr),
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
-    ];
+    ]
+}
+
+fn post(addr: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+    let mut all = post_headers(addr).to_vec();
     all.extend_from_slice(headers);
     let reply = http(addr, "POST", "/mcp", &all, body.as_bytes());
     let json = reply
@@ -329,6 +322,37 @@ fn post(addr: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
         .and_then(|l| serde_json::from_str(l).ok())
         .unwrap_or(Value::Null);
     (reply.status, json)
+}
+
+/// A 2026-07-28 request's `_meta`, its client declaring `capabilities`.
+fn modern_meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    })
+}
+
+/// The headers a 2026-07-28 `tools/call` of `tool` carries (besides `post`'s own).
+fn call_headers(tool: &str) -> [(&'static str, &str); 3] {
+    [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+    ]
+}
+
+/// A 2026-07-28 `tools/call` over HTTP with `params` (its `name` among them, and a `_meta`
+/// declaring no capability unless they have one), `headers` besides the routing ones;
+/// returns the status and the JSON-RPC answer.
+fn call_2026(addr: &str, id: i64, mut params: Value, headers: &[(&str, &str)]) -> (u16, Value) {
+    if params.get("_meta").is_none() {
+        params["_meta"] = modern_meta(json!({}));
+    }
+    let name = params["name"].as_str().unwrap_or_default().to_string();
+    let mut all = call_headers(&name).to_vec();
+    all.extend_from_slice(headers);
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    post(addr, &all, &body.to_string())
 }
 
 #[test]
@@ -511,10 +535,8 @@ fn python_sdk_answers_a_question_in_rounds() {
     };
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let stdio: Vec<String> = stdio_target(&ws)
-        .into_iter()
-        .chain(["--conformance-fixtures".to_string()])
-        .collect();
+    let root = ws.root_arg();
+    let stdio = stdio_target(&["--root", &root, "--conformance-fixtures"]);
     for target in [vec![srv.url()], stdio] {
         let mut args = vec![
             "2026-07-28",
@@ -523,19 +545,8 @@ fn python_sdk_answers_a_question_in_rounds() {
             "{}",
         ];
         args.extend(target.iter().map(String::as_str));
-        let out = modern_client(&peers)
-            .args(&args)
-            .env("AETHER_ELICIT", r#"json:{"name":"Ada"}"#)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+        let answer = [("AETHER_ELICIT", r#"json:{"name":"Ada"}"#)];
+        let report = modern_report(&peers, &args, &answer, 0);
         assert_eq!(report["elicited"][0], "What is your name?", "{report}");
         assert_eq!(
             report["result"]["content"][0]["text"], "Hello, Ada!",
@@ -559,29 +570,12 @@ fn python_sdk_answers_a_question_in_rounds() {
 fn a_round_state_changed_or_moved_to_another_call_is_refused() {
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let call = |id: i64, params: &str| {
-        let name = params
-            .split('"')
-            .nth(3)
-            .expect("params begin with the tool's name")
-            .to_string();
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{{params}{MODERN_CALL_META}}}}}"#
-        );
-        post(
-            &srv.addr,
-            &[
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", name.as_str()),
-            ],
-            &body,
-        )
+    let call = |id: i64, mut params: Value| {
+        params["_meta"] = modern_meta(json!({"elicitation": {}}));
+        call_2026(&srv.addr, id, params, &[])
     };
-    let (status, first) = call(
-        1,
-        r#""name":"test_input_required_result_request_state","arguments":{},"#,
-    );
+    let tool = "test_input_required_result_request_state";
+    let (status, first) = call(1, json!({"name": tool, "arguments": {}}));
     assert_eq!(status, 200, "{first}");
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     assert_eq!(
@@ -592,14 +586,10 @@ fn a_round_state_changed_or_moved_to_another_call_is_refused() {
         .as_str()
         .unwrap()
         .to_string();
-    let answer = r#""inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"#;
+    let answer = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    let round = |tool: &str, arguments: Value, state: &str| json!({"name": tool, "arguments": arguments, "inputResponses": answer, "requestState": state});
     // Back as given: the round completes, and the tool saw the state come back.
-    let (_, done) = call(
-        2,
-        &format!(
-            r#""name":"test_input_required_result_request_state","arguments":{{}},{answer}"requestState":"{state}","#
-        ),
-    );
+    let (_, done) = call(2, round(tool, json!({}), &state));
     assert_eq!(done["result"]["isError"], false, "{done}");
     assert!(
         done["result"]["content"][0]["text"]
@@ -615,26 +605,18 @@ fn a_round_state_changed_or_moved_to_another_call_is_refused() {
     let tampered = String::from_utf8(tampered).unwrap();
     // Given back for other arguments (the same tool), or for another tool.
     for (id, params) in [
-        (
-            3,
-            format!(
-                r#""name":"test_input_required_result_request_state","arguments":{{}},{answer}"requestState":"{tampered}","#
-            ),
-        ),
-        (
-            4,
-            format!(
-                r#""name":"test_input_required_result_request_state","arguments":{{"x":1}},{answer}"requestState":"{state}","#
-            ),
-        ),
+        (3, round(tool, json!({}), &tampered)),
+        (4, round(tool, json!({"x": 1}), &state)),
         (
             5,
-            format!(
-                r#""name":"test_input_required_result_tampered_state","arguments":{{}},{answer}"requestState":"{state}","#
+            round(
+                "test_input_required_result_tampered_state",
+                json!({}),
+                &state,
             ),
         ),
     ] {
-        let (_, refused) = call(id, &params);
+        let (_, refused) = call(id, params);
         assert_eq!(refused["error"]["code"], -32602, "{id}: {refused}");
         assert!(
             refused["error"]["message"]
@@ -645,8 +627,6 @@ fn a_round_state_changed_or_moved_to_another_call_is_refused() {
         );
     }
 }
-
-const MODERN_CALL_META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}"#;
 
 /// An agent whose approvals go to the person at its client (`approval = "elicit"`), with a
 /// 2026-07-28 client: the call that needs approval ends asking (no request held open), the
@@ -659,13 +639,7 @@ fn python_sdk_user_approves_in_rounds() {
     };
     let (ws, config) = elicit_agent_ws();
     let srv = HttpServer::start(&ws, &["--config", &config]);
-    let stdio = vec![
-        "--".to_string(),
-        env!("CARGO_BIN_EXE_aether").to_string(),
-        "mcp-serve".to_string(),
-        "--config".to_string(),
-        config.clone(),
-    ];
+    let stdio = stdio_target(&["--config", &config]);
     for target in [vec![srv.url()], stdio] {
         for (answer, code) in [("approve", 0), ("decline", 1)] {
             let mut args = vec![
@@ -675,19 +649,7 @@ fn python_sdk_user_approves_in_rounds() {
                 r#"{"path":"src/hello.txt"}"#,
             ];
             args.extend(target.iter().map(String::as_str));
-            let out = modern_client(&peers)
-                .args(&args)
-                .env("AETHER_ELICIT", answer)
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert_eq!(
-                out.status.code(),
-                Some(code),
-                "{answer} {target:?}: {stdout}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+            let report = modern_report(&peers, &args, &[("AETHER_ELICIT", answer)], code);
             let asked = report["elicited"][0].as_str().unwrap();
             assert!(
                 asked.contains("read_file") && asked.contains("src/hello.txt"),
@@ -732,40 +694,35 @@ fn python_sdk_user_approves_in_rounds() {
 fn an_approval_round_played_again_runs_nothing() {
     let (ws, config) = elicit_agent_ws();
     let srv = HttpServer::start(&ws, &["--config", &config]);
-    let call = |id: i64, extra: &str| {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},{extra}{MODERN_CALL_META}}}}}"#
-        );
-        post(
-            &srv.addr,
-            &[
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", "read_file"),
-            ],
-            &body,
-        )
-        .1
+    let call = |id: i64, round: Value| {
+        let mut params = json!({
+            "name": "read_file",
+            "arguments": {"path": "src/hello.txt"},
+            "_meta": modern_meta(json!({"elicitation": {}})),
+        });
+        for (k, v) in round.as_object().into_iter().flatten() {
+            params[k] = v.clone();
+        }
+        call_2026(&srv.addr, id, params, &[]).1
     };
-    let yes =
-        r#""inputResponses":{"aether/approval":{"action":"accept","content":{"approve":true}}},"#;
+    let yes = json!({"aether/approval": {"action": "accept", "content": {"approve": true}}});
     // An answer with no state: asked, not approved.
-    let forged = call(1, yes);
+    let forged = call(1, json!({"inputResponses": yes}));
     assert_eq!(forged["result"]["resultType"], "input_required", "{forged}");
     // The round as asked, then its answer: it runs.
-    let first = call(2, "");
+    let first = call(2, json!({}));
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let question = &first["result"]["inputRequests"]["aether/approval"];
     assert_eq!(question["method"], "elicitation/create", "{first}");
     let state = first["result"]["requestState"].as_str().unwrap();
-    let answered = format!(r#"{yes}"requestState":"{state}","#);
-    let ran = call(3, &answered);
+    let answered = json!({"inputResponses": yes, "requestState": state});
+    let ran = call(3, answered.clone());
     assert_eq!(
         ran["result"]["content"][0]["text"], "hello from aether\nsecond line\n",
         "{ran}"
     );
     // Played again: refused, and the file is not read a second time.
-    let again = call(4, &answered);
+    let again = call(4, answered);
     assert_eq!(again["result"]["isError"], true, "{again}");
     let text = again["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("counts once"), "{text}");
@@ -781,20 +738,20 @@ fn an_approval_round_played_again_runs_nothing() {
 /// `notifications/cancelled` on): the call stops at once, and its audit row says so.
 #[test]
 fn a_2026_07_28_call_is_cancelled_by_closing_its_request() {
-    use std::io::Write;
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"test_wait_until_cancelled","arguments":{{}},{MODERN_META}}}}}"#
+    let tool = "test_wait_until_cancelled";
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}, "_meta": modern_meta(json!({}))}});
+    let mut headers = post_headers(&srv.addr).to_vec();
+    headers.extend_from_slice(&call_headers(tool));
+    let s = send(
+        &srv.addr,
+        "POST",
+        "/mcp",
+        &headers,
+        body.to_string().as_bytes(),
     );
-    let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
-    write!(
-        s,
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: test_wait_until_cancelled\r\nContent-Length: {}\r\n\r\n{body}",
-        srv.addr,
-        body.len()
-    )
-    .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     drop(s);
     // The call waits 60 s unless cancelled: its row appears well before.
@@ -821,34 +778,32 @@ fn a_2026_07_28_call_is_cancelled_by_closing_its_request() {
 fn an_idempotency_key_keeps_the_answered_round_not_the_asking_one() {
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let call = |id: i64, extra: &str| {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"test_input_required_result_elicitation","arguments":{{}},{extra}"_meta":{{"aether/idempotencyKey":"greet-1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}}}}}"#
-        );
-        post(
-            &srv.addr,
-            &[
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", "test_input_required_result_elicitation"),
-            ],
-            &body,
-        )
-        .1
+    let call = |id: i64, round: Value| {
+        let mut params = json!({
+            "name": "test_input_required_result_elicitation",
+            "arguments": {},
+            "_meta": modern_meta(json!({"elicitation": {}})),
+        });
+        params["_meta"]["aether/idempotencyKey"] = json!("greet-1");
+        for (k, v) in round.as_object().into_iter().flatten() {
+            params[k] = v.clone();
+        }
+        call_2026(&srv.addr, id, params, &[]).1
     };
-    let asked = call(1, "");
+    let asked = call(1, json!({}));
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
     let state = asked["result"]["requestState"].as_str().unwrap();
-    let answered = format!(
-        r#""inputResponses":{{"user_name":{{"action":"accept","content":{{"name":"Ada"}}}}}},"requestState":"{state}","#
-    );
-    let done = call(2, &answered);
+    let answered = json!({
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": state,
+    });
+    let done = call(2, answered.clone());
     assert_eq!(
         done["result"]["content"][0]["text"], "Hello, Ada!",
         "{done}"
     );
     // The same key again: the answered round's result, and nothing runs.
-    let repeat = call(3, &answered);
+    let repeat = call(3, answered);
     assert_eq!(
         repeat["result"]["content"][0]["text"], "Hello, Ada!",
         "{repeat}"
@@ -867,19 +822,8 @@ fn an_approval_for_a_client_that_cannot_be_asked_goes_to_the_operators() {
     let store = ws.store_url();
     let answer = std::thread::scope(|scope| {
         let waiting = scope.spawn(|| {
-            let body = format!(
-                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},{MODERN_META}}}}}"#
-            );
-            post(
-                &srv.addr,
-                &[
-                    ("MCP-Protocol-Version", "2026-07-28"),
-                    ("Mcp-Method", "tools/call"),
-                    ("Mcp-Name", "read_file"),
-                ],
-                &body,
-            )
-            .1
+            let read = json!({"name": "read_file", "arguments": {"path": "src/hello.txt"}});
+            call_2026(&srv.addr, 1, read, &[]).1
         });
         let mut id = String::new();
         for _ in 0..100 {
@@ -922,14 +866,12 @@ fn python_sdk_cancels_a_2026_07_28_call() {
     };
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &["--conformance-fixtures"]);
-    let stdio: Vec<String> = stdio_target(&ws)
-        .into_iter()
-        .chain(["--conformance-fixtures".to_string()])
-        .collect();
+    let root = ws.root_arg();
+    let stdio = stdio_target(&["--root", &root, "--conformance-fixtures"]);
     for target in [vec![srv.url()], stdio] {
         let mut args = vec!["2026-07-28", "cancel", "test_wait_until_cancelled", "1"];
         args.extend(target.iter().map(String::as_str));
-        let report = modern_report(&peers, &args);
+        let report = modern_report(&peers, &args, &[], 0);
         assert_eq!(report["cancelled"], true, "{target:?}: {report}");
     }
     // Both calls (each waits 60 s unless cancelled) are on record as cancelled, soon.
@@ -960,20 +902,13 @@ fn python_sdk_cancels_a_2026_07_28_call() {
 fn an_agent_has_only_so_many_approvals_waiting_in_rounds() {
     let (ws, config) = elicit_agent_ws();
     let srv = HttpServer::start(&ws, &["--config", &config]);
-    let call = |id: usize| {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"src/hello.txt"}},{MODERN_CALL_META}}}}}"#
-        );
-        post(
-            &srv.addr,
-            &[
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", "read_file"),
-            ],
-            &body,
-        )
-        .1
+    let call = |id: i64| {
+        let read = json!({
+            "name": "read_file",
+            "arguments": {"path": "src/hello.txt"},
+            "_meta": modern_meta(json!({"elicitation": {}})),
+        });
+        call_2026(&srv.addr, id, read, &[]).1
     };
     for id in 1..=32 {
         let asked = call(id);
@@ -995,28 +930,24 @@ fn an_agent_has_only_so_many_approvals_waiting_in_rounds() {
 /// hold 32 at once; the 33rd is refused (429) until one closes.
 #[test]
 fn an_agent_has_only_so_many_listen_streams_open() {
-    use std::io::{Read, Write};
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &[]);
     let listen = |id: usize| {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{MODERN_META}}}}}"#
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}, "_meta": modern_meta(json!({}))}});
+        let mut headers = post_headers(&srv.addr).to_vec();
+        headers.extend([
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "subscriptions/listen"),
+        ]);
+        let mut s = send(
+            &srv.addr,
+            "POST",
+            "/mcp",
+            &headers,
+            body.to_string().as_bytes(),
         );
-        let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        write!(
-            s,
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
-            srv.addr,
-            body.len()
-        )
-        .unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
-            head.push(byte[0]);
-        }
-        (crate::util::status_of(&String::from_utf8_lossy(&head)), s)
+        (read_head(&mut s).0, s)
     };
     let open: Vec<std::net::TcpStream> = (1..=32)
         .map(|id| {

@@ -579,21 +579,12 @@ fn replicas_serve_2026_07_28_clients_with_no_shared_session() {
     let both = format!("{},{}", a.addr, b.addr);
     for (path, asked) in [("README.md", false), ("src/hello.txt", true)] {
         let args = format!(r#"{{"path":"{path}"}}"#);
-        let out = Command::new(peers.join("venv/bin/python"))
-            .arg(crate::util::repo_root().join("tests/peers/modern_client.py"))
-            .args(["2026-07-28", "call", "read_file", &args, &a.url()])
-            .env("AETHER_REPLICAS", &both)
-            .env("AETHER_ELICIT", "approve")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{path}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
+        let report = crate::modern::modern_report(
+            &peers,
+            &["2026-07-28", "call", "read_file", &args, &a.url()],
+            &[("AETHER_REPLICAS", &both), ("AETHER_ELICIT", "approve")],
+            0,
         );
-        let report: Value = serde_json::from_str(stdout.trim()).unwrap();
         assert_eq!(report["protocolVersion"], "2026-07-28", "{report}");
         assert_eq!(report["result"]["isError"], false, "{report}");
         assert_eq!(

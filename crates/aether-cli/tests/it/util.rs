@@ -283,18 +283,9 @@ pub fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> HttpReply {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    ));
-    s.write_all(req.as_bytes()).unwrap();
-    let _ = s.write_all(body);
+    let mut all = headers.to_vec();
+    all.push(("Connection", "close"));
+    let mut s = send(addr, method, path, &all, body);
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
     let text = String::from_utf8_lossy(&raw).into_owned();
@@ -304,6 +295,40 @@ pub fn http(
         head: head.to_string(),
         body: body.to_string(),
     }
+}
+
+/// Sends one raw HTTP/1.1 request on a connection of its own and leaves it open: the answer
+/// is read from it as a test needs ([`read_head`], then an event stream line by line), or
+/// dropped with it (the client going away mid-call).
+pub fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    // The server may answer (and close) before it has read an oversized body.
+    let _ = s.write_all(body);
+    s
+}
+
+/// Reads a response's head from `s` (up to its blank line): the status and the head.
+pub fn read_head(s: &mut TcpStream) -> (u16, String) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    (status_of(&head), head)
 }
 
 /// The status code of a response head (0 if there is none).

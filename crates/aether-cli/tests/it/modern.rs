@@ -449,11 +449,7 @@ fn conformance_2026_07_28_requirement_set_with_the_fixtures() {
             );
             continue;
         }
-        assert!(
-            s.passed >= 1 && s.problems.is_empty(),
-            "{name}: {:?}\n{log}",
-            s.problems
-        );
+        s.assert_passed(name, &log);
     }
     for must in [
         "server-stateless",
@@ -485,11 +481,7 @@ fn conformance_2025_11_25_requirement_set_of_the_new_suite_with_the_fixtures() {
             eprintln!("{name} (pending): {:?}", s.problems);
             continue;
         }
-        assert!(
-            s.passed >= 1 && s.problems.is_empty(),
-            "{name}: {:?}\n{log}",
-            s.problems
-        );
+        s.assert_passed(name, &log);
     }
 }
 
@@ -517,11 +509,7 @@ fn conformance_2026_07_28_scenarios_that_need_no_fixture_pass_as_shipped() {
             .values()
             .next()
             .unwrap_or_else(|| panic!("{scenario} ran\n{log}"));
-        assert!(
-            s.passed >= 1 && s.problems.is_empty(),
-            "{scenario}: {:?}\n{log}",
-            s.problems
-        );
+        s.assert_passed(scenario, &log);
     }
 }
 

@@ -191,6 +191,17 @@ pub(crate) struct Scenario {
     pub problems: Vec<String>,
 }
 
+impl Scenario {
+    /// Scenario `name` passed: a check at least, none failed or warned (`log`: the suite's).
+    pub fn assert_passed(&self, name: &str, log: &str) {
+        assert!(
+            self.passed >= 1 && self.problems.is_empty(),
+            "{name}: {:?}\n{log}",
+            self.problems
+        );
+    }
+}
+
 /// Runs a conformance suite (`suite`: the npm folder of its install, `npm` for 0.1.16,
 /// `npm-next` for 0.2.0) against `url`; returns each scenario's checks and the suite's log.
 pub(crate) fn conformance_run(

@@ -148,6 +148,40 @@ mod tests {
         assert!(e.trace.is_none() && e.problem.is_none());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any text, and text shaped like a traceparent with any hex or near-hex: no panic;
+        /// what is kept is always four well-formed fields, version 00 to fe, ids not zero.
+        #[test]
+        fn only_well_formed_trace_contexts_are_kept(
+            text in proptest::prop_oneof![
+                "[ -~]{0,80}",
+                "[0-9a-fA-Fg]{2}-[0-9a-fA-F0]{32}-[0-9a-fA-F0]{16}-[0-9a-f]{2}(-[ -~]{0,8})?",
+                "0{0,2}-0{32}-[0-9a-f]{16}-01",
+            ],
+        ) {
+            if let Some(kept) = traceparent(&text) {
+                let parts: Vec<&str> = kept.split('-').collect();
+                let hex = |s: &str| s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+                proptest::prop_assert_eq!(parts.len(), 4, "{}", text);
+                proptest::prop_assert!(parts.iter().all(|p| hex(p)), "{}", text);
+                proptest::prop_assert_eq!(
+                    parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+                    vec![2, 32, 16, 2]
+                );
+                proptest::prop_assert!(parts[0] != "ff");
+                proptest::prop_assert!(parts[1].bytes().any(|b| b != b'0'));
+                proptest::prop_assert!(parts[2].bytes().any(|b| b != b'0'));
+                proptest::prop_assert!(text.starts_with(kept));
+            }
+        }
+    }
+
     #[test]
     fn an_envelope_is_read_from_meta_and_anything_malformed_is_a_problem() {
         let meta = json!({

@@ -611,6 +611,124 @@ mod tests {
         assert!(lifecycle.admit(&partial).is_ok());
     }
 
+    /// Bounded by `PROPTEST_CASES` (default 256) like the screens' property tests.
+    fn cases() -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(256)
+    }
+
+    /// Messages shaped like requests, notifications and near misses: a method from Aether's
+    /// known ones, the removed ones and any text; an id of every JSON kind or none; `_meta`
+    /// declaring a protocol version, another 2026-07-28 key, or nothing.
+    fn message() -> impl proptest::strategy::Strategy<Value = (Value, bool)> {
+        use proptest::prelude::*;
+        let method = prop_oneof![
+            proptest::sample::select(KNOWN_METHODS.to_vec()).prop_map(str::to_string),
+            proptest::sample::select(REMOVED_IN_2026.to_vec()).prop_map(str::to_string),
+            "[a-z/]{0,20}",
+        ];
+        let id = prop_oneof![
+            Just(None),
+            Just(Some(Value::Null)),
+            any::<i64>().prop_map(|n| Some(json!(n))),
+            "[ -~]{0,12}".prop_map(|s| Some(json!(s))),
+            Just(Some(json!({}))),
+        ];
+        let version = prop_oneof![
+            Just(None),
+            Just(Some(json!("2026-07-28"))),
+            Just(Some(json!("2025-11-25"))),
+            Just(Some(json!("2099-01-01"))),
+            "[ -~]{0,12}".prop_map(|s| Some(json!(s))),
+            Just(Some(json!(7))),
+        ];
+        (
+            method,
+            id,
+            version,
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(method, id, version, other_key, with_params, header)| {
+                let mut meta = serde_json::Map::new();
+                if let Some(v) = version {
+                    meta.insert("io.modelcontextprotocol/protocolVersion".into(), v);
+                }
+                if other_key {
+                    meta.insert(
+                        "io.modelcontextprotocol/clientCapabilities".into(),
+                        json!({}),
+                    );
+                }
+                let mut message = json!({"jsonrpc": "2.0", "method": method});
+                if let Some(id) = id {
+                    message["id"] = id;
+                }
+                if with_params || !meta.is_empty() {
+                    message["params"] = json!({ "_meta": meta });
+                }
+                (message, header)
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: cases(),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any bytes: no panic; an answer is JSON-RPC's, bounded, with a status of its kind.
+        #[test]
+        fn any_bytes_are_checked_without_panic_and_answered_briefly(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+            header in proptest::prelude::any::<bool>(),
+        ) {
+            if let Err(problem) = check(&bytes, header) {
+                let answer = problem.to_json();
+                proptest::prop_assert!(answer.to_string().len() < 1_000);
+                proptest::prop_assert!([-32700, -32600, -32601, -32602].contains(&problem.code()));
+                proptest::prop_assert!([200, 400, 404].contains(&problem.status().as_u16()));
+            }
+        }
+
+        /// A removed method is "not found" exactly for a request that declares 2026-07-28 or
+        /// later (in `_meta` or the header), whatever else it carries; nothing else is.
+        #[test]
+        fn removed_methods_are_not_found_exactly_for_2026_07_28_requests(
+            (message, header) in message(),
+        ) {
+            let text = message.to_string();
+            let result = check(text.as_bytes(), header);
+            let method = message["method"].as_str().unwrap_or_default();
+            let request = matches!(message.get("id"), Some(Value::String(_) | Value::Number(_)));
+            let declared = message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
+                .as_str()
+                .is_some_and(|v| v >= "2026-07-28");
+            let removed = matches!(result, Err(Problem::Removed { .. }));
+            proptest::prop_assert_eq!(
+                removed,
+                request && (declared || header) && REMOVED_IN_2026.contains(&method),
+                "{}", text
+            );
+            // A message that passes is one the lifecycle can judge, and a handshake-era
+            // request before `initialize` is told so with its own id.
+            if let Ok(checked) = result {
+                let mut lifecycle = Lifecycle::default();
+                match lifecycle.admit(&checked) {
+                    Err(problem) => {
+                        proptest::prop_assert!(checked.needs_a_session());
+                        proptest::prop_assert_eq!(&problem.to_json()["id"], &message["id"]);
+                    }
+                    Ok(()) => proptest::prop_assert!(!checked.needs_a_session()),
+                }
+            }
+        }
+    }
+
     #[test]
     fn an_answer_never_echoes_the_message() {
         let huge = format!(

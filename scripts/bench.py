@@ -36,6 +36,41 @@ def mcpload(tools, args):
     return result
 
 
+def authload(url, token, tool, args, calls, concurrency, server_pid):
+    """The bearer-token load driver (crates/aether-server/examples/authload.rs)."""
+    out = subprocess.run([str(ROOT / "target/release/examples/authload"), url, token, tool, args, str(calls),
+                          str(concurrency), str(server_pid)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"authload failed: {out.stderr}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["errors"]:
+        raise SystemExit(f"errors in authload {url}: {result}")
+    return result
+
+
+def start_oauth(a, peers, node, config, bench):
+    """An OpenID provider (tests/peers/oidc_issuer.mjs) for Aether's OAuth section: its process,
+    an access token for Aether's resource URL, and Aether's configuration trusting it."""
+    import urllib.parse
+    import urllib.request
+    sh(["cargo", "build", "--release", "-q", "-p", "aether-server", "--example", "authload"], cwd=ROOT)
+    port = 18631
+    resource = f"http://127.0.0.1:{port}/mcp"
+    issuer = subprocess.Popen([str(node), str(ROOT / "tests/peers/oidc_issuer.mjs"), "--port", "0",
+                               "--resource", resource, "--ttl", "7200"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, env={**os.environ, "AETHER_NPM": str(peers / "npm")})
+    url = json.loads(issuer.stdout.readline())["issuer"]
+    form = urllib.parse.urlencode({"grant_type": "client_credentials", "client_id": "aether-tests",
+                                   "client_secret": "aether-tests-secret", "scope": "mcp:tools",
+                                   "resource": resource}).encode()
+    with urllib.request.urlopen(f"{url}/token", data=form) as r:
+        jwt = json.loads(r.read())["access_token"]
+    cfg = bench / "aether-oauth.toml"
+    cfg.write_text(config.read_text() + f'[auth]\nissuer = "{url}"\nresource = "{resource}"\n'
+                   '[auth.scopes]\n"mcp:tools" = { agent = "default" }\n')
+    return {"issuer": issuer, "jwt": jwt, "config": cfg, "port": port, "url": resource}
+
+
 def wait_port(port, timeout=15):
     import socket
     deadline = time.time() + timeout
@@ -259,7 +294,7 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,modern,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,runner")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,modern,oauth,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,runner")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -348,6 +383,7 @@ def main():
     n_edit = 1000 if a.quick else 2000
     runs = []
     read4k = '{"root":"ws","path":"fixed/file_4k.txt"}'
+    oauth = start_oauth(a, peers, node, config, bench) if want("oauth") else None
     for rep in range(a.reps):
         # stdio, read 4 KiB, c=1 and c=16: the official filesystem server vs Aether.
         for c in (1, 16) if want("read") else ():
@@ -375,6 +411,20 @@ def main():
             runs.append(("aether http c16", mcpload(tools, [
                 "--http", "http://127.0.0.1:18602/mcp", "--tool", "read_file", "--args", read4k, "-n", str(n_http),
                 "-c", "16", "--server-pid", str(srv.pid)])))
+            srv.kill(); srv.wait()
+        if oauth:
+            # A governed read over HTTP (2026-07-28), c=16, on one server with an authorization
+            # server configured, alternating: a static agent token, then an OAuth access token
+            # (a JWT checked against the issuer's keys).
+            shutil.rmtree(store_dir, ignore_errors=True)
+            store = f"sqlite://{store_dir}/aether.db"
+            static = sh([str(aether), "tokens", "create", "--agent", "default", "--config", str(oauth["config"]),
+                         "--store", store], capture_output=True).stdout.strip()
+            srv = subprocess.Popen([str(aether), "serve", "--config", str(oauth["config"]), "--listen",
+                                    f"127.0.0.1:{oauth['port']}", "--store", store], stdout=subprocess.DEVNULL)
+            wait_port(oauth["port"])
+            for label, token in (("aether http c16 static token", static), ("aether http c16 jwt", oauth["jwt"])):
+                runs.append((label, authload(oauth["url"], token, "read_file", read4k, n_http, 16, srv.pid)))
             srv.kill(); srv.wait()
         if want("modern"):
             # MCP 2026-07-28 over HTTP, c=16, side by side: the null server (it answers either
@@ -668,11 +718,17 @@ def main():
          "pg 1ms x1", "pg 1ms x2", "calls_per_s", "≥ 1.8×"),
         ("read 4 KiB, HTTP, PostgreSQL on this host: two replicas each at c=16 vs one (calls/s)",
          "pg 0ms x1", "pg 0ms x2", "calls_per_s", "(reported as measured)"),
+        ("read 4 KiB, HTTP 2026-07-28, c=16: an OAuth access token (JWT) vs a static token (calls/s)",
+         "aether http c16 static token", "aether http c16 jwt", "calls_per_s", "≥ 0.9× (with tracing on too)"),
+        ("the same: server CPU per call (µs)", "aether http c16 static token", "aether http c16 jwt",
+         "server_cpu_us_per_call", "(reference)"),
         ("agent runner: its own time per model request vs one request sent directly (µs)",
          "model request direct", "runner overhead per request", "p50_us", "< 5% of the request"),
         ("knowledge: search, c=1 (p99 µs) vs rg -l's slowest of 20", "rg search", "aether search", "p99_us",
          "(reference)"),
     ]
+    if oauth:
+        oauth["issuer"].kill(); oauth["issuer"].wait()
     print(f"medians of {a.reps} runs; raw runs in {bench / 'runs.jsonl'}\n")
     if any(l == "pg idle cpu" for l, _ in runs):
         print(f"an idle replica on PostgreSQL 1 ms away: {med('pg idle cpu', 'cpu_pct'):.2f}% of a core\n")
@@ -684,6 +740,8 @@ def main():
         p, o = med(peer, key), med(ours, key)
         if key == "calls_per_s":
             ratio = f"{o / p:.2f}× the peer's calls/s"
+        elif key == "server_cpu_us_per_call":
+            ratio = f"{o / p:.2f}× the peer's CPU per call"
         elif peer == "model request direct":
             ratio = f"{100 * o / p:.2f}% of the direct request's time"
         elif peer.startswith("audit "):

@@ -24,6 +24,7 @@ npm_pins=(
   @modelcontextprotocol/server-filesystem@2026.8.31
   @modelcontextprotocol/server-everything@2026.8.31
   playwright-core@1.65.1
+  oidc-provider@9.13.3
 )
 # A second folder: the same package name at another version.
 npm_next_pins=(@modelcontextprotocol/conformance@0.2.0-alpha.12)

@@ -272,7 +272,7 @@ async fn vet(
 }
 
 /// Makes ring the process's TLS crypto (reqwest is built without a provider of its own);
-/// certificates are checked against the system's trust store.
+/// certificates are checked against the system's trust store. [`outbound`] does it first.
 pub fn install_tls() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -287,7 +287,6 @@ fn client_for(
     address: IpAddr,
     timeout: Duration,
 ) -> Result<reqwest::Client, ToolError> {
-    install_tls();
     let mut builder =
         outbound(timeout)
             .timeout(timeout)
@@ -365,6 +364,7 @@ fn transport_error(d: &Destination, e: &reqwest::Error, limit: Duration) -> Tool
 /// (each hop is judged again by whoever follows it), TLS as the build configures it, a
 /// connection time bounded by `within` (at most 10 s), Aether's user agent.
 pub fn outbound(within: Duration) -> reqwest::ClientBuilder {
+    install_tls();
     reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())

@@ -637,6 +637,13 @@ fn capability(call: &Call<'_>, entry: &Entry) -> Result<(), Stop> {
             hidden.explain(&def.name, &agent.name),
         ));
     }
+    if let Some(Err(hidden)) = call.ctx.scope.as_ref().map(|s| s.check(def)) {
+        return Err(Stop::refused(
+            Step::Capability,
+            "scope",
+            hidden.explain(&def.name, &agent.name),
+        ));
+    }
     entry.tool.available_to(agent).map_err(|why| {
         Stop::refused(
             Step::Capability,

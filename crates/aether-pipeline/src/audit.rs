@@ -74,6 +74,7 @@ impl Draft {
                 duration_us: 0,
                 single: false,
                 trace: None,
+                subject: ctx.subject.clone(),
             },
             tier: Tier::Standard,
             arguments_digest: empty,
@@ -317,6 +318,7 @@ pub(crate) fn operator_event(by: &str, action: &str, detail: Value) -> AuditEven
         duration_us: 0,
         single: false,
         trace: None,
+        subject: None,
     }
 }
 

@@ -34,6 +34,8 @@ impl Pipeline {
             transport,
             agent: profile,
             groups: Arc::new(groups),
+            subject: None,
+            scope: None,
         })
     }
 
@@ -46,6 +48,9 @@ impl Pipeline {
         match ctx.agent.offer(entry.def(), &ctx.groups) {
             Offer::Offered => {}
             hidden => return hidden,
+        }
+        if let Some(Err(hidden)) = ctx.scope.as_ref().map(|s| s.check(entry.def())) {
+            return Offer::Hidden(hidden);
         }
         if let Err(why) = entry.tool.available_to(&ctx.agent) {
             return Offer::Hidden(Hidden::Unavailable { why });

@@ -151,6 +151,7 @@ impl Pipeline {
             // start, as for any call.
             single: false,
             trace: None,
+            subject: None,
         };
         self.store.audit(event).await?;
         Ok(())

@@ -170,6 +170,7 @@ fn interrupted_row(u: &Unfinished, roots: &aether_tools_core::Roots) -> AuditEve
         duration_us: aether_store::now_us().saturating_sub(r.at_us),
         single: false,
         trace: None,
+        subject: None,
     }
 }
 

@@ -32,4 +32,10 @@ pub struct SessionContext {
     pub agent: Arc<AgentProfile>,
     /// The connection layer's answer for this agent: the groups it reaches.
     pub groups: Arc<BTreeSet<String>>,
+    /// Who the caller acts for, when it presented an OAuth access token (its subject); kept
+    /// in every audit row of the session beside the agent.
+    pub subject: Option<String>,
+    /// What the caller's OAuth token's scopes reach of the agent's tools (`None`: all, as for
+    /// static tokens, stdio and in-process callers).
+    pub scope: Option<Arc<aether_policy::ScopeReach>>,
 }

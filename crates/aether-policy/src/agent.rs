@@ -110,6 +110,8 @@ pub enum Hidden {
     DeniedByRule { rule: String },
     /// The tool can do nothing for this agent (say, `run_command` with no allowed command).
     Unavailable { why: String },
+    /// The caller's OAuth token has no scope that grants this tool (the agent reaches it).
+    OutOfScope { scopes: Vec<String> },
 }
 
 impl Hidden {
@@ -130,7 +132,57 @@ impl Hidden {
                 format!("the operator's rule {rule:?} denies tool {tool:?} to agent {agent:?}")
             }
             Hidden::Unavailable { why } => format!("tool {tool:?} is not available: {why}"),
+            Hidden::OutOfScope { scopes } if scopes.is_empty() => format!(
+                "tool {tool:?} is not granted by the access token's scopes, and no scope grants it"
+            ),
+            Hidden::OutOfScope { scopes } => format!(
+                "tool {tool:?} is not granted by the access token's scopes; a token with scope {} may call it",
+                scopes.join(" or ")
+            ),
         }
+    }
+}
+
+/// What an OAuth access token's scopes let it reach of its agent's tools (`[auth.scopes]`):
+/// a tool is in reach when any one of its scopes grants it. The agent's own allowlists still
+/// apply on top.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScopeReach {
+    /// The token's scopes that `[auth.scopes]` maps, each with what it grants.
+    pub grants: Vec<ScopeGrant>,
+    /// Every configured scope of the same agent, for telling a caller which one it lacks.
+    pub others: Vec<ScopeGrant>,
+}
+
+/// One scope's grant: only these groups and these tools, where set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeGrant {
+    pub scope: String,
+    pub groups: Option<BTreeSet<String>>,
+    pub tools: Option<BTreeSet<String>>,
+}
+
+impl ScopeGrant {
+    pub fn grants(&self, tool: &ToolDef) -> bool {
+        self.groups.as_ref().is_none_or(|g| g.contains(&tool.group))
+            && self.tools.as_ref().is_none_or(|t| t.contains(&tool.name))
+    }
+}
+
+impl ScopeReach {
+    /// Whether the token may call `tool`; if not, the scopes that would let it.
+    pub fn check(&self, tool: &ToolDef) -> Result<(), Hidden> {
+        if self.grants.iter().any(|g| g.grants(tool)) {
+            return Ok(());
+        }
+        Err(Hidden::OutOfScope {
+            scopes: self
+                .others
+                .iter()
+                .filter(|g| g.grants(tool))
+                .map(|g| g.scope.clone())
+                .collect(),
+        })
     }
 }
 

@@ -56,6 +56,65 @@ pub struct RawConfig {
     pub models: BTreeMap<String, crate::models::RawModel>,
     #[serde(default)]
     pub registry: RegistrySection,
+    /// OAuth 2.1 access tokens from an authorization server (`[auth]`), beside or instead of
+    /// the static agent tokens.
+    #[serde(default)]
+    pub auth: AuthSection,
+}
+
+/// An authorization server whose access tokens `/mcp` accepts (the MCP authorization spec:
+/// Aether is the resource server). Unset `issuer`: static agent tokens only.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    /// The authorization server's issuer URL: a token's `iss` must be exactly this, and its
+    /// signing keys are read from the issuer's metadata (`jwks_uri`).
+    pub issuer: Option<String>,
+    /// This server's resource URL (RFC 8707/9728), e.g. `https://aether.example.com/mcp`: a
+    /// token must be minted for it (its `aud`); a token for any other resource is refused.
+    pub resource: Option<String>,
+    /// Where the issuer's signing keys are, when its metadata does not say (or to pin them).
+    pub jwks_uri: Option<String>,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds.
+    #[serde(default = "default_leeway")]
+    pub leeway_seconds: u64,
+    /// What each scope grants: the agent a token with it acts as, and optionally only some
+    /// of that agent's groups and tools. A token's scopes must name one agent.
+    #[serde(default)]
+    pub scopes: BTreeMap<String, ScopeGrant>,
+}
+
+fn default_leeway() -> u64 {
+    30
+}
+
+/// What one OAuth scope lets a token do (`[auth.scopes] "mcp:read" = { agent = "coder" }`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeGrant {
+    /// The agent a token with this scope acts as (its allowlists, rules and approvals).
+    pub agent: String,
+    /// Only these of the agent's groups (unset: all it reaches).
+    pub mcp_servers: Option<Vec<String>>,
+    /// Only these of the agent's tools (unset: all of its groups').
+    pub tools: Option<Vec<String>>,
+}
+
+/// Whether a URL names this computer (plain `http` is allowed there, for local tests).
+pub fn is_loopback_url(u: &url::Url) -> bool {
+    match u.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+impl AuthSection {
+    /// Whether OAuth access tokens are accepted.
+    pub fn enabled(&self) -> bool {
+        self.issuer.is_some()
+    }
 }
 
 /// The tool registry (`[registry]`).
@@ -272,6 +331,9 @@ pub enum HttpAuth {
     Token,
     /// Never: every caller is `http_agent`. Loopback listeners only.
     None,
+    /// Only OAuth access tokens from `[auth] issuer` (static agent tokens are refused).
+    #[serde(rename = "oauth")]
+    OAuth,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -535,10 +597,84 @@ impl RawConfig {
         self.check_server_and_limits(&mut problems);
         self.check_upstreams(&mut problems);
         self.check_models_and_delegation(&mut problems);
+        self.check_auth(&mut problems);
         if problems.is_empty() {
             Ok(())
         } else {
             Err(ConfigError { problems })
+        }
+    }
+
+    /// `[auth]`: an issuer and this server's resource URL together, scopes naming agents.
+    fn check_auth(&self, problems: &mut Vec<String>) {
+        let a = &self.auth;
+        let web_url =
+            |key: &str, value: &str, problems: &mut Vec<String>| match url::Url::parse(value) {
+                Ok(u) if u.scheme() == "https" && u.host().is_some() => {}
+                Ok(u) if u.scheme() == "http" && is_loopback_url(&u) => {}
+                _ => problems.push(format!(
+                    "auth.{key} {value:?} must be an https URL (http only on loopback)"
+                )),
+            };
+        match (&a.issuer, &a.resource) {
+            (None, None) => {
+                if !a.scopes.is_empty() || a.jwks_uri.is_some() {
+                    problems.push(
+                        "auth.scopes and auth.jwks_uri need auth.issuer and auth.resource".into(),
+                    );
+                }
+                if self.server.auth == HttpAuth::OAuth {
+                    problems.push(
+                        "server.auth = \"oauth\" needs an authorization server: set auth.issuer and auth.resource".into(),
+                    );
+                }
+                return;
+            }
+            (Some(issuer), Some(resource)) => {
+                web_url("issuer", issuer, problems);
+                web_url("resource", resource, problems);
+            }
+            _ => problems.push(
+                "auth.issuer and auth.resource go together: the issuer whose tokens are accepted, and this server's resource URL they must be minted for".into(),
+            ),
+        }
+        if let Some(jwks) = &a.jwks_uri {
+            web_url("jwks_uri", jwks, problems);
+        }
+        if self.server.auth == HttpAuth::None {
+            problems.push(
+                "server.auth = \"none\" takes no tokens: with auth.issuer set, use \"auto\", \"token\" or \"oauth\"".into(),
+            );
+        }
+        if a.scopes.is_empty() {
+            problems.push(
+                "auth.scopes is empty: map at least one scope to an agent (e.g. \"mcp:tools\" = { agent = \"default\" })".into(),
+            );
+        }
+        if a.leeway_seconds > 300 {
+            problems.push("auth.leeway_seconds is at most 300".into());
+        }
+        for (scope, grant) in &a.scopes {
+            if scope.is_empty()
+                || scope
+                    .chars()
+                    .any(|c| c.is_whitespace() || c == '"' || c == '\\')
+            {
+                problems.push(format!(
+                    "auth.scopes: {scope:?} is not a scope (no spaces, quotes or backslashes)"
+                ));
+            }
+            let known = if self.agents.is_empty() {
+                grant.agent == DEFAULT_AGENT
+            } else {
+                self.agents.contains_key(&grant.agent)
+            };
+            if !known {
+                problems.push(format!(
+                    "auth.scopes.{scope:?}: agent {:?} is not one of the configured agents",
+                    grant.agent
+                ));
+            }
         }
     }
 
@@ -828,6 +964,68 @@ mod tests {
             Some(BTreeSet::from(["workspace".to_string()]))
         );
         assert_eq!(c.limits.result_chars, 24_000);
+    }
+
+    #[test]
+    fn an_authorization_server_needs_its_resource_https_and_scopes_naming_agents() {
+        let ok = RawConfig::parse(
+            r#"
+            [auth]
+            issuer = "https://idp.example.com/realms/dev"
+            resource = "https://aether.example.com/mcp"
+            [auth.scopes]
+            "mcp:tools" = { agent = "default" }
+            "mcp:read" = { agent = "default", tools = ["read_file"] }
+            "#,
+        )
+        .unwrap();
+        assert!(ok.auth.enabled());
+        assert_eq!(ok.auth.leeway_seconds, 30);
+        // Loopback may be plain http (tests, a local IdP).
+        RawConfig::parse(
+            r#"
+            [server]
+            auth = "oauth"
+            [auth]
+            issuer = "http://127.0.0.1:9000"
+            resource = "http://localhost:8484/mcp"
+            scopes = { "mcp" = { agent = "default" } }
+            "#,
+        )
+        .unwrap();
+        for (text, problem) in [
+            (
+                "[auth]\nissuer = \"https://idp.example.com\"\nscopes = { \"a\" = { agent = \"default\" } }",
+                "go together",
+            ),
+            (
+                "[auth]\nissuer = \"http://idp.example.com\"\nresource = \"https://a.example.com/mcp\"\nscopes = { \"a\" = { agent = \"default\" } }",
+                "auth.issuer \"http://idp.example.com\" must be an https URL",
+            ),
+            (
+                "[auth]\nissuer = \"https://idp.example.com\"\nresource = \"https://a.example.com/mcp\"",
+                "auth.scopes is empty",
+            ),
+            (
+                "[auth]\nissuer = \"https://idp.example.com\"\nresource = \"https://a.example.com/mcp\"\nscopes = { \"a\" = { agent = \"ghost\" } }",
+                "agent \"ghost\" is not one of the configured agents",
+            ),
+            (
+                "[auth]\nissuer = \"https://idp.example.com\"\nresource = \"https://a.example.com/mcp\"\nscopes = { \"a b\" = { agent = \"default\" } }",
+                "is not a scope",
+            ),
+            (
+                "[server]\nauth = \"oauth\"",
+                "needs an authorization server",
+            ),
+            (
+                "[server]\nauth = \"none\"\n[auth]\nissuer = \"https://idp.example.com\"\nresource = \"https://a.example.com/mcp\"\nscopes = { \"a\" = { agent = \"default\" } }",
+                "takes no tokens",
+            ),
+        ] {
+            let err = RawConfig::parse(text).unwrap_err().to_string();
+            assert!(err.contains(problem), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub use aether_screens::{argv, commands, definition_screen, dlp, egress, paths, 
 pub use aether_vocab::{arguments, canon, decision, is_plain_name, journal, tool, truncate};
 
 pub use aether_vocab::ArgumentKinds;
-pub use agent::{AgentProfile, Hidden, Offer};
+pub use agent::{AgentProfile, Hidden, Offer, ScopeGrant, ScopeReach};
 pub use canon::{Digest, canonical_json, sha256};
 pub use decision::{Refusal, Step};
 pub use registry::{RegistryState, RegistryView};

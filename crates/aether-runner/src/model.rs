@@ -96,7 +96,6 @@ impl ModelClient {
                 spec.base_url
             )));
         }
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = aether_net::outbound(spec.timeout)
             .timeout(spec.timeout)
             .build()

@@ -54,6 +54,10 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub agent: String,
+    /// The person an OAuth access token was issued to (recorded in the audit).
+    pub subject: Option<String>,
+    /// What the access token's scopes reach of the agent's tools.
+    pub reach: Option<Arc<aether_policy::ScopeReach>>,
 }
 
 #[derive(Clone)]
@@ -173,8 +177,13 @@ impl AetherMcp {
             return Ok(self.session.clone());
         };
         if let Some(bound) = self.bound.get() {
-            if bound.agent.name == caller.agent {
-                return Ok(bound.clone());
+            if bound.agent.name == caller.agent && bound.subject == caller.subject {
+                // The session's caller, with this request's token's reach (a refreshed token
+                // may carry other scopes).
+                return Ok(SessionContext {
+                    scope: caller.reach.clone(),
+                    ..bound.clone()
+                });
             }
             return Err(ErrorData::invalid_request(
                 format!(
@@ -192,14 +201,21 @@ impl AetherMcp {
                 self.session.session_id.clone(),
             )
             .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        let session = SessionContext {
+            subject: caller.subject.clone(),
+            ..session
+        };
         let bound = self.bound.get_or_init(|| session);
-        if bound.agent.name != caller.agent {
+        if bound.agent.name != caller.agent || bound.subject != caller.subject {
             return Err(ErrorData::invalid_request(
                 "this MCP session belongs to another agent".to_string(),
                 None,
             ));
         }
-        Ok(bound.clone())
+        Ok(SessionContext {
+            scope: caller.reach.clone(),
+            ..bound.clone()
+        })
     }
 
     /// From the first `tools/list` of a handshake-era session on, tells the client whenever

@@ -51,6 +51,8 @@ pub struct HttpOptions {
     /// `max_sessions_per_caller`).
     pub max_sessions: usize,
     pub max_sessions_per_caller: usize,
+    /// OAuth access tokens from `[auth] issuer`, when configured.
+    pub oauth: Option<Arc<crate::oauth::OAuth>>,
 }
 
 /// The whole HTTP application, ready to serve or to drive in tests.
@@ -116,18 +118,47 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         // in front (`public_hosts`), which would bring anyone's requests from loopback.
         loopback: opts.addr.ip().is_loopback() && opts.public_hosts.is_empty(),
         listening: Arc::default(),
+        oauth: opts.oauth.clone(),
     };
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
             Messages {
                 sessions: opts.sessions,
+                pipeline: pipeline.clone(),
+                oauth: opts.oauth.clone(),
                 in_flight: Arc::default(),
                 listens: Arc::default(),
             },
             json_rpc_errors,
         ))
         .layer(axum::middleware::from_fn_with_state(auth, authenticate));
+    // The protected resource metadata (RFC 9728), at the well-known URI and at its form with
+    // the resource's path appended, when an authorization server is configured.
+    let metadata = opts.oauth.as_ref().map(|oauth| oauth.metadata());
+    let serve = move || {
+        let metadata = metadata.clone();
+        async move {
+            match metadata {
+                Some(metadata) => Json(metadata).into_response(),
+                None => api::error(
+                    StatusCode::NOT_FOUND,
+                    "this server names no authorization server ([auth]); its callers use static bearer tokens",
+                ),
+            }
+        }
+    };
+    let mut mcp = mcp.route("/.well-known/oauth-protected-resource", get(serve.clone()));
+    if let Some(oauth) = &opts.oauth
+        && let Ok(resource) = url::Url::parse(oauth.resource())
+        && !resource.path().trim_end_matches('/').is_empty()
+    {
+        let suffixed = format!(
+            "/.well-known/oauth-protected-resource{}",
+            resource.path().trim_end_matches('/')
+        );
+        mcp = mcp.route(&suffixed, get(serve));
+    }
     let api = admin::routes().layer(axum::middleware::from_fn_with_state(
         pipeline.clone(),
         crate::console::authorize,
@@ -363,6 +394,7 @@ struct McpAuth {
     /// Sessions whose GET stream (where their notifications go) is open here, each with the
     /// number of the stream that holds it.
     listening: Arc<std::sync::Mutex<Streams>>,
+    oauth: Option<Arc<crate::oauth::OAuth>>,
 }
 
 #[derive(Default)]
@@ -394,11 +426,53 @@ impl McpAuth {
     /// once any agent token exists.
     fn required(&self) -> bool {
         match self.mode {
-            HttpAuth::Token => true,
+            HttpAuth::Token | HttpAuth::OAuth => true,
             HttpAuth::None => false,
-            HttpAuth::Auto => !self.loopback || self.pipeline.agent_tokens() > 0,
+            HttpAuth::Auto => {
+                self.oauth.is_some() || !self.loopback || self.pipeline.agent_tokens() > 0
+            }
         }
     }
+
+    /// A 401 for a caller without a valid token: with an authorization server, where to find
+    /// it (RFC 9728's `resource_metadata`).
+    fn unauthorized(&self, challenge: Challenge, message: &str) -> axum::response::Response {
+        let header = match (&self.oauth, &challenge) {
+            (Some(oauth), Challenge::Bearer) => oauth.challenge(None, &[], None),
+            (Some(oauth), Challenge::InvalidToken) => {
+                oauth.challenge(Some("invalid_token"), &[], Some(message))
+            }
+            (None, _) => String::new(),
+        };
+        let mut response = mcp_unauthorized(challenge, message);
+        if let Ok(value) = http::HeaderValue::from_str(&header)
+            && !header.is_empty()
+        {
+            response
+                .headers_mut()
+                .insert(http::header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+}
+
+/// A 403 for a valid access token whose scopes do not reach what it asked for, naming the
+/// scopes that would (the client may ask its user for them: step-up authorization).
+fn insufficient_scope(
+    oauth: &crate::oauth::OAuth,
+    id: &serde_json::Value,
+    needed: &[String],
+    why: &str,
+) -> axum::response::Response {
+    let mut response = mcp_error_to(StatusCode::FORBIDDEN, id, -32001, why);
+    if let Ok(value) =
+        http::HeaderValue::from_str(&oauth.challenge(Some("insufficient_scope"), needed, Some(why)))
+    {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, value);
+    }
+    response
 }
 
 /// Resolves the caller of an `/mcp` request to an agent ([`Caller`]) before the MCP service
@@ -409,7 +483,44 @@ async fn authenticate(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let mut token_id = None;
+    let mut grant = None;
+    let oauth_token = auth.oauth.is_some()
+        && api::bearer(request.headers()).is_some_and(crate::oauth::OAuth::looks_like_jwt);
     let agent = match api::bearer(request.headers()) {
+        Some(token) if oauth_token => {
+            let Some(oauth) = &auth.oauth else {
+                unreachable!("oauth_token needs an authorization server")
+            };
+            match oauth.validate(token).await {
+                Ok(g) => {
+                    // Sessions are counted per person, not per token (tokens are refreshed).
+                    token_id = Some(format!("oauth:{}", g.subject));
+                    let agent = g.agent.clone();
+                    grant = Some(g);
+                    agent
+                }
+                Err(crate::oauth::Refusal::Invalid(why)) => {
+                    return auth.unauthorized(Challenge::InvalidToken, &why);
+                }
+                Err(crate::oauth::Refusal::Scope { needed, why }) => {
+                    return insufficient_scope(oauth, &serde_json::Value::Null, &needed, &why);
+                }
+                Err(crate::oauth::Refusal::Unavailable(why)) => {
+                    tracing::warn!(%why, "cannot check an access token");
+                    return mcp_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        -32001,
+                        &format!("cannot check the access token just now: {why}"),
+                    );
+                }
+            }
+        }
+        Some(_) if auth.mode == HttpAuth::OAuth => {
+            return auth.unauthorized(
+                Challenge::InvalidToken,
+                "this server takes OAuth access tokens only (server.auth = \"oauth\")",
+            );
+        }
         Some(token) => match auth.pipeline.authenticate(token) {
             Some(Principal {
                 kind: TokenKind::Agent,
@@ -427,16 +538,20 @@ async fn authenticate(
                 );
             }
             None => {
-                return mcp_unauthorized(
+                return auth.unauthorized(
                     Challenge::InvalidToken,
                     "the bearer token is unknown or revoked",
                 );
             }
         },
         None if auth.required() => {
-            return mcp_unauthorized(
+            return auth.unauthorized(
                 Challenge::Bearer,
-                "this server needs a bearer token (Authorization: Bearer …); an operator makes one with `aether tokens create --agent NAME`",
+                if auth.oauth.is_some() {
+                    "this server needs an access token (Authorization: Bearer …) from its authorization server; see the resource_metadata in WWW-Authenticate"
+                } else {
+                    "this server needs a bearer token (Authorization: Bearer …); an operator makes one with `aether tokens create --agent NAME`"
+                },
             );
         }
         None => auth.agent.clone(),
@@ -448,8 +563,13 @@ async fn authenticate(
             &format!("this token's agent {agent:?} is not configured on this server"),
         );
     }
-    // A session stays with the agent that first used it, on every replica: the binding is
-    // in the store (and remembered here once seen).
+    // A session stays with the agent that first used it (and, for an access token, the
+    // person it was issued to), on every replica: the binding is in the store (and remembered
+    // here once seen).
+    let owner = match &grant {
+        Some(g) => format!("{agent} for {}", g.subject),
+        None => agent.clone(),
+    };
     if let Some(id) = request
         .headers()
         .get("mcp-session-id")
@@ -458,7 +578,7 @@ async fn authenticate(
         let known = auth.bindings.lock().ok().and_then(|b| b.get(id).cloned());
         let bound = match known {
             Some(bound) => Some(bound),
-            None => match auth.pipeline.store().bind_mcp_session(id, &agent).await {
+            None => match auth.pipeline.store().bind_mcp_session(id, &owner).await {
                 Ok(bound) => bound,
                 Err(e) => {
                     return api::error(
@@ -469,7 +589,7 @@ async fn authenticate(
             },
         };
         if let Some(bound) = bound {
-            if bound != agent {
+            if bound != owner {
                 return api::error(
                     StatusCode::FORBIDDEN,
                     &format!(
@@ -564,7 +684,11 @@ async fn authenticate(
             });
         }
     }
-    request.extensions_mut().insert(Caller { agent });
+    request.extensions_mut().insert(Caller {
+        agent,
+        subject: grant.as_ref().map(|g| g.subject.clone()),
+        reach: grant.map(|g| g.reach),
+    });
     let mut response = next.run(request).await;
     // The stream stays counted while its body is being sent.
     if let Some(listening) = listening
@@ -702,6 +826,25 @@ async fn json_rpc_errors(
         };
         return (problem.status(), Json(problem.to_json())).into_response();
     }
+    // A tool the access token's scopes do not reach, but another scope of the same agent
+    // would: 403 naming it (step-up authorization), before the call is admitted or audited.
+    if let (Some(tool), Some(caller), Some(oauth)) = (
+        &checked.tool,
+        parts.extensions.get::<Caller>(),
+        &messages.oauth,
+    ) && let Some(reach) = &caller.reach
+        && let Some(entry) = messages.pipeline.catalog().get(tool)
+        && let Err(hidden) = reach.check(entry.def())
+        && let aether_policy::Hidden::OutOfScope { scopes } = &hidden
+        && !scopes.is_empty()
+    {
+        return insufficient_scope(
+            oauth,
+            &checked.id,
+            scopes,
+            &hidden.explain(tool, &caller.agent),
+        );
+    }
     // A `subscriptions/listen` stream stays open: each agent may hold only so many at once
     // (a stateless request counts against no session).
     let mut listening = None;
@@ -798,6 +941,8 @@ impl Drop for Listen {
 #[derive(Clone)]
 struct Messages {
     sessions: bool,
+    pipeline: Arc<Pipeline>,
+    oauth: Option<Arc<crate::oauth::OAuth>>,
     in_flight: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
     /// Open `subscriptions/listen` streams, by agent.
     listens: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,

@@ -17,6 +17,7 @@ mod gate;
 mod handler;
 mod http;
 mod link;
+pub mod oauth;
 pub mod protocol;
 pub use admin::permissions as admin_permissions;
 pub use aether_upstream as upstream;

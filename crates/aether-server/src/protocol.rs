@@ -67,6 +67,8 @@ pub struct Checked {
     pub request: bool,
     /// It carries 2026-07-28 request context in `_meta` (complete or not).
     pub modern: bool,
+    /// The tool a `tools/call` request names.
+    pub tool: Option<String>,
 }
 
 impl Checked {
@@ -238,6 +240,15 @@ pub fn check(bytes: &[u8], modern_header: bool) -> Result<Checked, Problem> {
                 method: Some(method.clone()),
                 request,
                 modern,
+                tool: (method == "tools/call")
+                    .then(|| {
+                        object
+                            .get("params")?
+                            .get("name")?
+                            .as_str()
+                            .map(str::to_string)
+                    })
+                    .flatten(),
             };
             match object.get("params") {
                 None | Some(Value::Object(_)) => {}

@@ -112,6 +112,7 @@ async fn one_call(
         duration_us: 100,
         single,
         trace: None,
+        subject: None,
     };
     if RIDE.load(std::sync::atomic::Ordering::Relaxed) {
         // The row rides the next group commit: the call does not wait for it.

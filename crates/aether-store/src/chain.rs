@@ -162,6 +162,9 @@ fn fields(seq: i64, e: &AuditEvent) -> Value {
     if let (Some(trace), Value::Array(fields)) = (&e.trace, &mut fields) {
         fields.push(json!({ "trace": trace }));
     }
+    if let (Some(subject), Value::Array(fields)) = (&e.subject, &mut fields) {
+        fields.push(json!({ "subject": subject }));
+    }
     fields
 }
 

@@ -79,6 +79,10 @@ pub struct AuditEvent {
     /// client sent one (MCP 2026-07-28's `_meta`); covered by the row's hash when present.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// Who the call was made for, when its caller presented an OAuth access token: the token's
+    /// subject (`sub`); the agent is whom it acted as. Covered by the row's hash when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 /// An audit row as stored: the event, its place in the chain and its hash.

@@ -535,7 +535,6 @@ impl Upstream {
                 }
                 config = config.custom_headers(extra);
                 config.max_json_response_size = MAX_REPLY + (64 << 10);
-                aether_net_tls();
                 let client = aether_net::outbound(spec.timeout)
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
@@ -1001,13 +1000,6 @@ impl Upstream {
             updated_us: aether_store::now_us(),
         }
     }
-}
-
-fn aether_net_tls() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 /// How often a persistent upstream is listed again even if it never says it changed (a fresh

@@ -86,12 +86,19 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         public_hosts: loaded.raw.server.public_hosts.clone(),
         max_sessions: loaded.raw.server.max_sessions,
         max_sessions_per_caller: loaded.raw.server.max_sessions_per_caller,
+        oauth: aether_server::oauth::OAuth::from_config(
+            &loaded.raw.auth,
+            &loaded.raw.server.http_agent,
+        )
+        .map(std::sync::Arc::new),
     };
     let app = router(pipeline.clone(), &opts)?;
     let tokens = match auth {
-        HttpAuth::Token => true,
+        HttpAuth::Token | HttpAuth::OAuth => true,
         HttpAuth::None => false,
-        HttpAuth::Auto => !addr.ip().is_loopback() || pipeline.agent_tokens() > 0,
+        HttpAuth::Auto => {
+            loaded.raw.auth.enabled() || !addr.ip().is_loopback() || pipeline.agent_tokens() > 0
+        }
     };
     // The console's first admin: a one-time link while no account exists.
     let setup_link = match pipeline.store().accounts().await {

@@ -447,7 +447,13 @@ fn the_openapi_description_is_true_to_the_routes() {
             break;
         }
         let op = &doc["paths"][path][method];
-        let public = ["/api/health", "/api/sign-in", "/api/sign-out", "/api/setup"];
+        let public = [
+            "/api/health",
+            "/api/sign-in",
+            "/api/sign-out",
+            "/api/setup",
+            "/.well-known/oauth-protected-resource",
+        ];
         if !public.contains(&path.as_str()) {
             let p = op["x-permission"].as_str().unwrap_or_default();
             let (_, _, needs) = permissions

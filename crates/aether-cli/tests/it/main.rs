@@ -11,6 +11,7 @@ mod federation;
 mod governance;
 mod http;
 mod modern;
+mod oauth;
 mod peers;
 mod replicas;
 mod runner;

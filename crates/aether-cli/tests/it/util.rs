@@ -218,8 +218,14 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub fn start(ws: &Ws, extra: &[&str]) -> HttpServer {
+        HttpServer::start_at(ws, "127.0.0.1:0", extra)
+    }
+
+    /// `aether serve` listening on `listen` (a port the test chose before, e.g. to name
+    /// Aether's URL in another program's settings).
+    pub fn start_at(ws: &Ws, listen: &str, extra: &[&str]) -> HttpServer {
         let mut child = aether()
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(extra)
             .current_dir(ws.path())
             .stdout(Pipe::piped())

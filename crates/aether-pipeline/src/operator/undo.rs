@@ -21,6 +21,8 @@ impl Pipeline {
             transport: Transport::InProcess,
             agent: Arc::new(AgentProfile::with_groups(&format!("operator:{by}"), &[])),
             groups: Arc::new(Default::default()),
+            subject: None,
+            scope: None,
         };
         let entry = match Entry::outside(self.undo.clone()) {
             Ok(entry) => entry,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aether_pipeline::CallOutcome;
+use aether_pipeline::SessionContext;
 use aether_policy::{AgentProfile, Hidden, Offer, Step, Tier};
 use aether_tools::Tool;
 
@@ -21,6 +22,7 @@ fn step_of(hidden: &Hidden) -> (Step, String) {
         Hidden::NotInToolList => (Step::Capability, "capability".into()),
         Hidden::DeniedByRule { rule } => (Step::Rules, format!("rule:{rule}")),
         Hidden::Unavailable { .. } => (Step::Capability, "unavailable".into()),
+        Hidden::OutOfScope { .. } => (Step::Capability, "scope".into()),
     }
 }
 
@@ -88,26 +90,56 @@ async fn offered_equals_runnable_for_every_profile() {
         ("no_servers", vec!["echo_c", "restricted"]),
         ("lead", vec!["echo_b", "delegate", "reply"]),
         ("nothing", vec![]),
+        // An OAuth token of groups_only whose scope grants one tool (another scope would
+        // grant the rest of alpha).
+        ("groups_only with scope", vec!["restricted"]),
     ]
     .into();
 
+    let mut contexts: Vec<(&str, SessionContext)> = profiles
+        .iter()
+        .map(|profile| {
+            let agent = profile.name.as_str();
+            (agent, session(&p, agent, agent))
+        })
+        .collect();
+    let grant = |scope: &str, tools: Option<&[&str]>| aether_policy::ScopeGrant {
+        scope: scope.into(),
+        groups: None,
+        tools: tools.and_then(names),
+    };
+    let reach = aether_policy::ScopeReach {
+        grants: vec![grant("only:restricted", Some(&["restricted"]))],
+        others: vec![
+            grant("only:restricted", Some(&["restricted"])),
+            grant("all", None),
+        ],
+    };
+    contexts.push((
+        "groups_only with scope",
+        SessionContext {
+            scope: Some(Arc::new(reach)),
+            ..session(&p, "groups_only", "scoped")
+        },
+    ));
+
     let mut runs: BTreeMap<String, usize> = BTreeMap::new();
-    for profile in &profiles {
-        let agent = profile.name.as_str();
-        let ctx = session(&p, agent, agent);
-        let entries = p.offered(&ctx);
+    for (label, ctx) in &contexts {
+        let (label, ctx) = (*label, ctx);
+        let agent = ctx.agent.name.as_str();
+        let entries = p.offered(ctx);
         let offered: Vec<&str> = entries.iter().map(|e| e.def().name.as_str()).collect();
-        assert_eq!(offered, expected[agent], "{agent}'s catalog");
+        assert_eq!(offered, expected[label], "{label}'s catalog");
 
         for entry in p.catalog().iter() {
             let name = entry.def().name.as_str();
-            let offer = p.offer(&ctx, entry);
+            let offer = p.offer(ctx, entry);
             assert_eq!(
                 offer == Offer::Offered,
                 offered.contains(&name),
                 "{agent}/{name}: offer() and offered() disagree"
             );
-            let result = call(&p, &ctx, name, valid()).await;
+            let result = call(&p, ctx, name, valid()).await;
             match (&offer, &result.outcome) {
                 (Offer::Offered, CallOutcome::Ran(out)) => {
                     assert!(!out.is_error, "{agent}/{name}: {out:?}");

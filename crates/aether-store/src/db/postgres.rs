@@ -29,11 +29,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0004_ledger.sql"),
     include_str!("../../migrations/postgres/0005_writer_chains.sql"),
     include_str!("../../migrations/postgres/0006_audit_trace.sql"),
+    include_str!("../../migrations/postgres/0007_audit_subject.sql"),
 ];
 
 /// The advisory lock (with the schema's hash as its second half) that serializes writers
 /// (group commits hold it shared, see [`Conn::begin_shared`]).
-const WRITE_LOCK: i32 = 0x4165;
+pub(crate) const WRITE_LOCK: i32 = 0x4165;
 
 /// Prepared statements kept per connection before the cache starts over.
 const CACHE: usize = 256;

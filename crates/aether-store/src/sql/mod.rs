@@ -601,6 +601,11 @@ impl SqlStore {
             if let Some(after) = q.after {
                 sql.push_str(" AND seq > ?");
                 args.push(after.into());
+                // A reader paging on gets no row past one that may still commit.
+                if let Some(horizon) = settled_horizon(conn)? {
+                    sql.push_str(" AND seq <= ?");
+                    args.push(horizon.into());
+                }
             }
             if let Some(since) = q.since_us {
                 sql.push_str(" AND at_us >= ?");
@@ -787,7 +792,25 @@ fn read_halt(conn: &mut dyn Conn) -> Result<HaltState> {
 
 /// Checks the store's audit: the chain (keyed under `options.key` where the store is keyed),
 /// the witness's checkpoints, every receipt against its row. Reads only.
+/// Verifies the audit in one snapshot of the store, so that rows appended or pruned while it
+/// reads cannot show as a gap or a cut.
 fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainReport> {
+    let begin = match conn.dialect() {
+        Dialect::Sqlite => "BEGIN DEFERRED",
+        Dialect::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    };
+    conn.batch(begin)
+        .map_err(StoreError::sql("audit verify snapshot"))?;
+    let report = verify_snapshot(conn, options);
+    let ended = conn
+        .batch("ROLLBACK")
+        .map_err(StoreError::sql("audit verify snapshot"));
+    let report = report?;
+    ended?;
+    Ok(report)
+}
+
+fn verify_snapshot(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainReport> {
     let context = "audit verify";
     let sql = StoreError::sql(context);
     let keying = ledger::read_keying(conn).map_err(sql)?;
@@ -915,28 +938,94 @@ fn verify(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result<ChainRep
             .unwrap_or(0),
     };
     check_receipts(conn, &mut report, checked_after).map_err(StoreError::sql(context))?;
-    if let Some((seq, hash)) = options.expect_head
-        && report.checkpoint.as_ref().is_none_or(|c| seq > c.seq)
-    {
+    if let Some((seq, hash)) = options.expect_head {
         let found: Option<String> = conn
             .query_row("SELECT hash FROM audit WHERE seq = ?", args![seq], |r| {
                 r.get(0)
             })
             .optional()
             .map_err(StoreError::sql(context))?;
-        if found.as_deref() != Some(hash.as_str()) {
-            report.breaks.push(ChainBreak {
-                seq,
-                problem: match found {
-                    None => "the expected head row is gone".into(),
-                    Some(h) => format!(
-                        "the expected head was {hash}, the row now hashes to {h} (rewritten)"
-                    ),
-                },
-            });
+        // A row still there must be the one expected, whatever any chain's retention passed;
+        // a row gone is excused only where retention cut a chain at or past it.
+        let pruned = || report.checkpoints.iter().any(|c| c.seq >= seq);
+        let problem = match found {
+            Some(h) if h != hash => Some(format!(
+                "the expected head was {hash}, the row now hashes to {h} (rewritten)"
+            )),
+            Some(_) => None,
+            None if pruned() => None,
+            None => Some("the expected head row is gone".to_string()),
+        };
+        if let Some(problem) = problem {
+            report.breaks.push(ChainBreak { seq, problem });
         }
     }
     Ok(report)
+}
+
+/// How long a paging reader waits for the commits in flight when it asked. A commit holds the
+/// writers' lock for a few round trips; one held longer is a database that stalled.
+const SETTLE_WAIT: Duration = Duration::from_secs(5);
+
+/// The sequence number at or below which every audit row is committed or never will be, for a
+/// reader paging on with `seq > cursor` (`None`: every committed row is settled).
+///
+/// SQLite's writers take turns, so numbers follow commit order. PostgreSQL's commits run side
+/// by side (lanes and replicas hold the writers' lock shared) and draw numbers inside, so a row
+/// can commit after one with a higher number, and a cursor moved past the later one would skip
+/// it for good. Every number is drawn while its commit holds the writers' lock, so: read the
+/// highest number drawn, then the transactions holding the lock, and wait for those to end.
+/// Whatever they drew is then committed or rolled back, and what is drawn later is higher.
+fn settled_horizon(conn: &mut dyn Sql) -> Result<Option<i64>> {
+    let context = "audit settled horizon";
+    if conn.dialect() != Dialect::Postgres {
+        return Ok(None);
+    }
+    let drawn: i64 = conn
+        .query_row(
+            "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM audit_seq",
+            &[],
+            |r| r.get(0),
+        )
+        .map_err(StoreError::sql(context))?;
+    let holders: String = conn
+        .query_row(
+            &format!(
+                "SELECT coalesce(string_agg(virtualtransaction, ','), '') FROM pg_locks
+                 WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                   AND classid = {}::oid AND objid = hashtext(current_schema())::oid
+                   AND pid <> pg_backend_pid()",
+                crate::db::postgres::WRITE_LOCK
+            ),
+            &[],
+            |r| r.get(0),
+        )
+        .map_err(StoreError::sql(context))?;
+    if holders.is_empty() {
+        return Ok(Some(drawn));
+    }
+    let started = std::time::Instant::now();
+    loop {
+        // Each transaction holds the lock on its own virtual id until it ends.
+        let open: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM pg_locks
+                 WHERE locktype = 'virtualxid' AND virtualxid = ANY(string_to_array(?, ','))",
+                args![holders],
+                |r| r.get(0),
+            )
+            .map_err(StoreError::sql(context))?;
+        if open == 0 {
+            return Ok(Some(drawn));
+        }
+        if started.elapsed() > SETTLE_WAIT {
+            return Err(StoreError::Invalid(format!(
+                "a commit to the audit has been open for over {} s, so rows after the cursor may still be coming; try again",
+                SETTLE_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// The row the store was keyed after must be where its signed marker says: in the table
@@ -1336,10 +1425,10 @@ pub(super) fn query_halt(conn: &mut dyn Sql) -> DbResult<HaltState> {
 
 const AUDIT_COLUMNS: &str = "seq, at_us, call_id, session, transport, agent, team, project, tool, tier, \
      outcome, step, rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash, single, \
-     chain, link, trace";
+     chain, link, trace, subject";
 
 /// How many columns [`AUDIT_COLUMNS`] names (and [`bind_audit`] binds).
-const AUDIT_ARITY: usize = 25;
+const AUDIT_ARITY: usize = 26;
 
 fn audit_record(r: &Row) -> DbResult<AuditRecord> {
     Ok(AuditRecord {
@@ -1365,6 +1454,7 @@ fn audit_record(r: &Row) -> DbResult<AuditRecord> {
             duration_us: r.get(18)?,
             single: r.get(21)?,
             trace: r.get(24)?,
+            subject: r.get(25)?,
         },
         prev_hash: r.get(19)?,
         hash: r.get(20)?,
@@ -1537,7 +1627,8 @@ fn bind_audit<'a>(bound: &mut Vec<Arg<'a>>, chain: &'a str, e: &'a AuditEvent, l
         e.single,
         *chain,
         *link,
-        e.trace
+        e.trace,
+        e.subject
     ]);
 }
 

@@ -51,6 +51,7 @@ pub fn event(call_id: &str, outcome: &str) -> AuditEvent {
         duration_us: 5,
         single: false,
         trace: None,
+        subject: None,
     }
 }
 
@@ -143,48 +144,63 @@ async fn verify_finds_an_edited_row(b: Backend) {
     assert!(report.breaks[0].problem.contains("edited"));
 }
 
-async fn a_rows_trace_context_is_kept_and_covered_by_its_hash(b: Backend) {
-    let (dir, store) = b.store();
+/// A row's trace context and OAuth subject, kept only where a call had them and covered by
+/// the row's hash: changed, added or removed, either breaks it.
+async fn a_rows_trace_context_and_subject_are_kept_and_covered_by_its_hash(b: Backend) {
     let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    store.audit(event("untraced", "ok")).await.unwrap();
-    let mut traced = event("traced", "ok");
-    traced.trace = Some(trace.into());
-    store.audit(traced).await.unwrap();
-    store.audit(event("after", "ok")).await.unwrap();
-    let rows = store
-        .audit_query(AuditQuery {
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let by_call = |id: &str| rows.iter().find(|r| r.event.call_id == id).unwrap();
-    assert_eq!(by_call("traced").event.trace.as_deref(), Some(trace));
-    assert_eq!(by_call("untraced").event.trace, None);
-    assert!(store.verify_audit(None).await.unwrap().is_intact());
-    // Changed, added or removed, the trace breaks the row's hash.
-    let seq = by_call("traced").seq;
-    let untraced = by_call("untraced").seq;
-    for edit in [
-        format!(
-            "UPDATE audit SET trace = '00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01' WHERE seq = {seq}"
+    for (column, value, other) in [
+        (
+            "trace",
+            trace,
+            "00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01",
         ),
-        format!("UPDATE audit SET trace = NULL WHERE seq = {seq}"),
-        format!("UPDATE audit SET trace = '{trace}' WHERE seq = {untraced}"),
+        ("subject", "alice", "mallory"),
     ] {
-        dir.raw(&edit);
-        let report = store.verify_audit(None).await.unwrap();
-        assert!(!report.is_intact(), "{edit}: {report:?}");
-        dir.raw(&format!(
-            "UPDATE audit SET trace = NULL WHERE seq = {untraced}"
-        ));
-        dir.raw(&format!(
-            "UPDATE audit SET trace = '{trace}' WHERE seq = {seq}"
-        ));
-        assert!(
-            store.verify_audit(None).await.unwrap().is_intact(),
-            "{edit} undone"
-        );
+        let (dir, store) = b.store();
+        store.audit(event("plain", "ok")).await.unwrap();
+        let mut with = event("with", "ok");
+        match column {
+            "trace" => with.trace = Some(value.into()),
+            _ => with.subject = Some(value.into()),
+        }
+        store.audit(with).await.unwrap();
+        store.audit(event("after", "ok")).await.unwrap();
+        let rows = store
+            .audit_query(AuditQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let by_call = |id: &str| rows.iter().find(|r| r.event.call_id == id).unwrap();
+        let kept = |r: &aether_store::AuditRecord| match column {
+            "trace" => r.event.trace.clone(),
+            _ => r.event.subject.clone(),
+        };
+        assert_eq!(kept(by_call("with")).as_deref(), Some(value));
+        assert_eq!(kept(by_call("plain")), None);
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        let seq = by_call("with").seq;
+        let plain = by_call("plain").seq;
+        for edit in [
+            format!("UPDATE audit SET {column} = '{other}' WHERE seq = {seq}"),
+            format!("UPDATE audit SET {column} = NULL WHERE seq = {seq}"),
+            format!("UPDATE audit SET {column} = '{value}' WHERE seq = {plain}"),
+        ] {
+            dir.raw(&edit);
+            let report = store.verify_audit(None).await.unwrap();
+            assert!(!report.is_intact(), "{edit}: {report:?}");
+            dir.raw(&format!(
+                "UPDATE audit SET {column} = NULL WHERE seq = {plain}"
+            ));
+            dir.raw(&format!(
+                "UPDATE audit SET {column} = '{value}' WHERE seq = {seq}"
+            ));
+            assert!(
+                store.verify_audit(None).await.unwrap().is_intact(),
+                "{edit} undone"
+            );
+        }
     }
 }
 
@@ -402,7 +418,7 @@ both!(
     a_halt_from_another_process_is_seen_by_the_next_receipt,
     concurrent_appends_form_one_intact_chain,
     verify_finds_an_edited_row,
-    a_rows_trace_context_is_kept_and_covered_by_its_hash,
+    a_rows_trace_context_and_subject_are_kept_and_covered_by_its_hash,
     verify_finds_a_deleted_row,
     verify_finds_a_rehashed_forgery,
     verify_finds_reordered_rows_at_the_first_one_moved,
@@ -608,12 +624,119 @@ async fn an_expected_head_catches_truncation_and_rewriting(b: Backend) {
             .any(|b| b.seq == 3 && b.problem.contains("rewritten")),
         "{report:?}"
     );
+    // Another chain's retention passing the expected head excuses nothing while the row is
+    // there.
+    dir.raw(
+        "INSERT INTO audit_checkpoints (seq, hash, at_us, pruned, by, signature, chain, link)
+         VALUES (1000, 'h', 1, 1, 'test', 's', 'another writer', 1)",
+    );
+    let report = store.verify_audit(Some(head.clone())).await.unwrap();
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.seq == 3 && b.problem.contains("rewritten")),
+        "{report:?}"
+    );
+    dir.raw("DELETE FROM audit_checkpoints WHERE chain = 'another writer'");
     dir.raw("DELETE FROM audit WHERE seq = 3");
     let report = store.verify_audit(Some(head)).await.unwrap();
     assert!(
         report.breaks.iter().any(|b| b.problem.contains("gone")),
         "{report:?}"
     );
+}
+
+/// PostgreSQL's commits run side by side and draw their numbers inside, so one can commit
+/// after a row with a higher number. A reader paging on with a cursor must not step past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paging_reader_never_steps_past_a_row_still_committing() {
+    let (dir, store) = Backend::Postgres.store();
+    let first = store.audit(event("first", "refused")).await.unwrap();
+    let Db::Postgres { schema, .. } = &dir else {
+        unreachable!()
+    };
+    // A writer that drew its number under the writers' lock and has not committed yet, as a
+    // lane between its two flights.
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let (drawn, drew) = std::sync::mpsc::channel::<i64>();
+    let schema = schema.clone();
+    let writer = std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&db::postgres_base(), postgres::NoTls).unwrap();
+        c.batch_execute(&format!("SET search_path = {schema}"))
+            .unwrap();
+        let mut tx = c.transaction().unwrap();
+        tx.batch_execute("SELECT pg_advisory_xact_lock_shared(16741, hashtext(current_schema()))")
+            .unwrap();
+        let seq: i64 = tx
+            .query_one("SELECT nextval('audit_seq')", &[])
+            .unwrap()
+            .get(0);
+        drawn.send(seq).unwrap();
+        gone.recv().unwrap();
+        tx.execute(
+            "INSERT INTO audit (seq, at_us, call_id, session, transport, agent, team, project,
+                 tool, tier, outcome, step, rule, reason, definition, arguments_digest,
+                 arguments, result, duration_us, prev_hash, hash, single, chain, link, trace)
+             SELECT $1, at_us, 'late', session, transport, agent, team, project, tool, tier,
+                 outcome, step, rule, reason, definition, arguments_digest, arguments, result,
+                 duration_us, prev_hash, hash, single, 'another writer', 1, trace
+             FROM audit WHERE call_id = 'first'",
+            &[&seq],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    });
+    let held = drew.recv().unwrap();
+    let after = store.audit(event("after", "refused")).await.unwrap();
+    assert!(after > held, "{after} drawn after {held}");
+    let reader = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .audit_query(AuditQuery {
+                    after: Some(first),
+                    limit: 100,
+                    ..Default::default()
+                })
+                .await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !reader.is_finished(),
+        "a reader paging on answered while a lower number was still committing"
+    );
+    go.send(()).unwrap();
+    writer.join().unwrap();
+    let page = reader.await.unwrap().unwrap();
+    assert_eq!(
+        page.iter()
+            .map(|r| (r.seq, r.event.call_id.as_str()))
+            .collect::<Vec<_>>(),
+        [(held, "late"), (after, "after")]
+    );
+    // A plain query (no cursor) never waits.
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let url = dir.url();
+    let holder = std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let mut tx = c.transaction().unwrap();
+        tx.batch_execute("SELECT pg_advisory_xact_lock_shared(16741, hashtext(current_schema()))")
+            .unwrap();
+        gone.recv().unwrap();
+        tx.rollback().unwrap();
+    });
+    let all = store
+        .audit_query(AuditQuery {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    go.send(()).unwrap();
+    holder.join().unwrap();
 }
 
 async fn a_call_still_running_is_not_reported_missing(b: Backend) {

@@ -28,7 +28,8 @@
 //                                       scope = the granted resource scopes)
 //   POST /test/rotate                   replace the signing key (the old one leaves /jwks);
 //                                       answers {"kid": "<new kid>"}
-// Two confidential clients are pre-registered: aether-tests and aether-tests-short (tokens of one second), secret aether-tests-secret (grant
+// Confidential clients are pre-registered: aether-tests, aether-tests-other and
+// aether-tests-short (tokens of one second), secret aether-tests-secret (grant
 // client_credentials, basic auth or client_secret_post), so a test can mint a token with
 //   POST /token grant_type=client_credentials&scope=mcp:tools&resource=URL
 //
@@ -106,9 +107,10 @@ function configuration(opts, errors, jwk, cookieKeys) {
       return { accountId: sub, async claims() { return { sub }; } };
     },
     // (ttlFor: one second for aether-tests-short's tokens, --ttl for everyone else's.)
-    // Two clients for minting tokens directly (client_credentials): `aether-tests`, whose
-    // tokens live --ttl seconds, and `aether-tests-short`, whose tokens live one second.
-    clients: ['aether-tests', 'aether-tests-short'].map((client_id) => ({
+    // Clients for minting tokens directly (client_credentials): `aether-tests` and
+    // `aether-tests-other` (another subject), whose tokens live --ttl seconds, and
+    // `aether-tests-short`, whose tokens live one second.
+    clients: ['aether-tests', 'aether-tests-other', 'aether-tests-short'].map((client_id) => ({
       client_id,
       client_secret: 'aether-tests-secret',
       grant_types: ['client_credentials'],

@@ -547,7 +547,7 @@ impl Pipeline {
         let claim = self
             .store
             .claim_idempotency(
-                &call.ctx.agent.name,
+                &call.ctx.owner(),
                 &entry.def().name,
                 key,
                 &digest,
@@ -607,7 +607,7 @@ impl Pipeline {
         };
         if let Err(e) = self
             .store
-            .settle_idempotency(&call.ctx.agent.name, call.tool_name, key, call.id(), result)
+            .settle_idempotency(&call.ctx.owner(), call.tool_name, key, call.id(), result)
             .await
         {
             tracing::warn!(call = %call.id(), error = %e, "cannot settle an idempotency key");

@@ -138,6 +138,8 @@ impl Pipeline {
             destinations,
             paths,
             receipt: call.riding.clone(),
+            subject: call.ctx.subject.clone(),
+            scope: call.ctx.scope.clone(),
         }
     }
 

@@ -80,7 +80,7 @@ pub use limits::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URL_BYTES};
 pub use reads::{ReadError, ReadKind};
 pub use recovery::{Books, Recovered, Redo, WitnessSpec};
 pub use rules::Rules;
-pub use session::{SessionContext, Transport};
+pub use session::{SessionContext, Transport, owner};
 pub use tokens::{Principal, TokenIndex};
 
 /// Everything the pipeline is built from.
@@ -360,7 +360,8 @@ impl Pipeline {
         self.agents.contains_key(name)
     }
 
-    /// The caller's own audit rows, oldest first, after `cursor`.
+    /// The caller's own audit rows, oldest first, after `cursor`: its agent's, and of those,
+    /// for a caller with an OAuth token, only its person's.
     pub async fn audit_events(
         &self,
         ctx: &SessionContext,
@@ -372,10 +373,32 @@ impl Pipeline {
             .audit_query(AuditQuery {
                 after: cursor,
                 agent: Some(ctx.agent.name.clone()),
+                subject: ctx.subject.clone(),
                 limit: limit.clamp(1, 500),
                 ..Default::default()
             })
             .await?)
+    }
+
+    /// Records a call of `tool` refused before the pipeline's steps saw it, as the pipeline
+    /// records a refusal of its own: the HTTP layer's scope check, whose answer is a 403
+    /// asking the client for another scope. Returns the call's id.
+    pub async fn audit_refused(
+        &self,
+        ctx: &SessionContext,
+        tool: &str,
+        refusal: Refusal,
+    ) -> String {
+        let call_id = uuid::Uuid::now_v7().to_string();
+        audit::Draft::new(&call_id, ctx, tool)
+            .finish(
+                &self.store,
+                CallOutcome::Refused(refusal),
+                Duration::ZERO,
+                false,
+            )
+            .await;
+        call_id
     }
 
     /// `/metrics` in Prometheus' text format.

@@ -151,7 +151,7 @@ impl Pipeline {
             // start, as for any call.
             single: false,
             trace: None,
-            subject: None,
+            subject: ctx.subject.clone(),
         };
         self.store.audit(event).await?;
         Ok(())

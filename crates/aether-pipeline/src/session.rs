@@ -39,3 +39,21 @@ pub struct SessionContext {
     /// static tokens, stdio and in-process callers).
     pub scope: Option<Arc<aether_policy::ScopeReach>>,
 }
+
+impl SessionContext {
+    /// Who the session acts for, as one name: see [`owner`].
+    pub fn owner(&self) -> String {
+        owner(&self.agent.name, self.subject.as_deref())
+    }
+}
+
+/// Who a caller acts for, as one name: its agent, or, for an OAuth token, the agent and the
+/// person (`coder for alice`). Agent names have no spaces, so neither reads as the other. What
+/// one owner keeps (an MCP session, an idempotency key's result, open listen streams) is not
+/// another's.
+pub fn owner(agent: &str, subject: Option<&str>) -> String {
+    match subject {
+        Some(subject) => format!("{agent} for {subject}"),
+        None => agent.to_string(),
+    }
+}

@@ -170,6 +170,20 @@ impl ScopeGrant {
 }
 
 impl ScopeReach {
+    /// The groups whose upstream resources and prompts the token reaches: those its scopes
+    /// grant whole (a scope limited to some tools grants no upstream's data). `None`: every
+    /// group the agent reaches.
+    pub fn groups(&self) -> Option<BTreeSet<String>> {
+        let mut groups = BTreeSet::new();
+        for g in self.grants.iter().filter(|g| g.tools.is_none()) {
+            match &g.groups {
+                None => return None,
+                Some(list) => groups.extend(list.iter().cloned()),
+            }
+        }
+        Some(groups)
+    }
+
     /// Whether the token may call `tool`; if not, the scopes that would let it.
     pub fn check(&self, tool: &ToolDef) -> Result<(), Hidden> {
         if self.grants.iter().any(|g| g.grants(tool)) {

@@ -78,6 +78,11 @@ pub struct AuthSection {
     /// Clock skew allowed on `exp` and `nbf`, in seconds.
     #[serde(default = "default_leeway")]
     pub leeway_seconds: u64,
+    /// Take JWTs without `typ: at+jwt` (RFC 9068) as access tokens: only for an issuer that
+    /// does not mark its access tokens, and whose other JWTs (ID tokens) never name this
+    /// server's resource as their audience.
+    #[serde(default)]
+    pub accept_plain_jwt: bool,
     /// What each scope grants: the agent a token with it acts as, and optionally only some
     /// of that agent's groups and tools. A token's scopes must name one agent.
     #[serde(default)]
@@ -655,13 +660,14 @@ impl RawConfig {
             problems.push("auth.leeway_seconds is at most 300".into());
         }
         for (scope, grant) in &a.scopes {
+            // RFC 6749's scope-token: printable ASCII but space, `"` and `\`.
             if scope.is_empty()
-                || scope
+                || !scope
                     .chars()
-                    .any(|c| c.is_whitespace() || c == '"' || c == '\\')
+                    .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\')
             {
                 problems.push(format!(
-                    "auth.scopes: {scope:?} is not a scope (no spaces, quotes or backslashes)"
+                    "auth.scopes: {scope:?} is not a scope (printable ASCII, no spaces, quotes or backslashes)"
                 ));
             }
             let known = if self.agents.is_empty() {

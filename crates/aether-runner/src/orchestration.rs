@@ -393,6 +393,8 @@ async fn start(
             budget: Some(budget.clone()),
             depth,
             cancel: Some(cx.cancel.clone()),
+            subject: cx.subject.clone(),
+            scope: cx.scope.clone(),
         };
         runs.push(host.spawn(async move { runner.run(request).await }));
     }

@@ -69,6 +69,10 @@ pub struct RunRequest {
     /// Cancelled when whatever started the run goes away (the `delegate` call's time
     /// limit): the run then stops.
     pub cancel: Option<CancellationToken>,
+    /// The person the run works for and what their OAuth token reaches, when a call with one
+    /// started it: its calls are audited as theirs and reach no further.
+    pub subject: Option<String>,
+    pub scope: Option<Arc<aether_policy::ScopeReach>>,
 }
 
 #[derive(Clone, Debug)]
@@ -165,6 +169,8 @@ impl Runner {
         let id = uuid::Uuid::now_v7().to_string();
         let ctx = aether_pipeline::SessionContext {
             session_id: format!("run:{id}"),
+            subject: request.subject.clone(),
+            scope: request.scope.clone(),
             ..ctx
         };
         let store = self.pipeline.store().clone();

@@ -600,6 +600,8 @@ struct AuditFilter {
     until_us: Option<i64>,
     /// A call id.
     call_id: Option<String>,
+    /// The person calls were made for (an OAuth token's subject).
+    subject: Option<String>,
     /// Rows after this sequence number (paging).
     after: Option<i64>,
     limit: Option<usize>,
@@ -614,6 +616,7 @@ impl AuditFilter {
             ("tool", &self.tool),
             ("outcome", &self.outcome),
             ("call_id", &self.call_id),
+            ("subject", &self.subject),
         ] {
             if v.as_ref().is_some_and(|v| v.len() > 256) {
                 return Err(ApiError::bad_request(format!(
@@ -649,6 +652,7 @@ async fn audit_rows(
             tool: blank(&f.tool),
             outcome: blank(&f.outcome),
             call_id: blank(&f.call_id),
+            subject: blank(&f.subject),
             limit: limit + 1,
             newest_first: true,
         })
@@ -686,6 +690,7 @@ async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilte
                 "at_us",
                 "call_id",
                 "agent",
+                "subject",
                 "tool",
                 "tier",
                 "outcome",
@@ -705,6 +710,7 @@ async fn audit_export(State(p): State<Arc<Pipeline>>, Query(f): Query<AuditFilte
                     e.at_us.to_string(),
                     cell(&e.call_id),
                     cell(&e.agent),
+                    cell(e.subject.as_deref().unwrap_or("")),
                     cell(&e.tool),
                     cell(&e.tier),
                     cell(&e.outcome),

@@ -469,9 +469,14 @@ async fn read_aether(
 }
 
 /// The groups whose upstream resources and prompts a session reaches: its agent's
-/// `mcp_servers` (a `tools` allowlist grants tools, not an upstream's data).
+/// `mcp_servers` (a `tools` allowlist grants tools, not an upstream's data), and of those, for
+/// an OAuth token, the ones its scopes grant whole.
 fn reach(session: &SessionContext) -> std::collections::BTreeSet<String> {
-    session.agent.mcp_servers.clone().unwrap_or_default()
+    let groups = session.agent.mcp_servers.clone().unwrap_or_default();
+    match session.scope.as_ref().and_then(|s| s.groups()) {
+        Some(granted) => groups.intersection(&granted).cloned().collect(),
+        None => groups,
+    }
 }
 
 impl AetherMcp {

@@ -566,10 +566,7 @@ async fn authenticate(
     // A session stays with the agent that first used it (and, for an access token, the
     // person it was issued to), on every replica: the binding is in the store (and remembered
     // here once seen).
-    let owner = match &grant {
-        Some(g) => format!("{agent} for {}", g.subject),
-        None => agent.clone(),
-    };
+    let owner = aether_pipeline::owner(&agent, grant.as_ref().map(|g| g.subject.as_str()));
     if let Some(id) = request
         .headers()
         .get("mcp-session-id")
@@ -826,33 +823,51 @@ async fn json_rpc_errors(
         };
         return (problem.status(), Json(problem.to_json())).into_response();
     }
-    // A tool the access token's scopes do not reach, but another scope of the same agent
-    // would: 403 naming it (step-up authorization), before the call is admitted or audited.
+    // A tool the agent may call but the access token's scopes do not reach, where another
+    // scope would: refused (and audited) as the pipeline would, answered 403 naming that scope
+    // (step-up authorization). A tool the agent itself may not call is left to the pipeline,
+    // whose refusal says why: no scope would help.
     if let (Some(tool), Some(caller), Some(oauth)) = (
         &checked.tool,
         parts.extensions.get::<Caller>(),
         &messages.oauth,
     ) && let Some(reach) = &caller.reach
-        && let Some(entry) = messages.pipeline.catalog().get(tool)
+        && let Some(entry) = messages.pipeline.catalog().get(tool).cloned()
         && let Err(hidden) = reach.check(entry.def())
         && let aether_policy::Hidden::OutOfScope { scopes } = &hidden
         && !scopes.is_empty()
+        && let Ok(ctx) = messages.pipeline.session(
+            &caller.agent,
+            aether_pipeline::Transport::Http,
+            session.clone().unwrap_or_else(|| "http".into()),
+        )
+        && messages.pipeline.offer(&ctx, &entry) == aether_policy::Offer::Offered
     {
-        return insufficient_scope(
-            oauth,
-            &checked.id,
-            scopes,
-            &hidden.explain(tool, &caller.agent),
-        );
+        let why = hidden.explain(tool, &caller.agent);
+        let scoped = aether_pipeline::SessionContext {
+            subject: caller.subject.clone(),
+            scope: Some(reach.clone()),
+            ..ctx
+        };
+        messages
+            .pipeline
+            .audit_refused(
+                &scoped,
+                tool,
+                aether_policy::Refusal::new(aether_policy::Step::Capability, "scope", why.clone()),
+            )
+            .await;
+        return insufficient_scope(oauth, &checked.id, scopes, &why);
     }
     // A `subscriptions/listen` stream stays open: each agent may hold only so many at once
     // (a stateless request counts against no session).
     let mut listening = None;
     if checked.request && checked.method.as_deref() == Some("subscriptions/listen") {
+        // Counted per owner: one person cannot use up their agent's streams for the rest.
         let agent = parts
             .extensions
             .get::<Caller>()
-            .map(|c| c.agent.clone())
+            .map(|c| aether_pipeline::owner(&c.agent, c.subject.as_deref()))
             .unwrap_or_default();
         let mut open = messages.listens();
         let count = open.entry(agent.clone()).or_default();

@@ -29,12 +29,21 @@ const ALGORITHMS: &[Algorithm] = &[
     Algorithm::EdDSA,
 ];
 
+/// The longest subject (`sub`) taken.
+const MAX_SUBJECT_CHARS: usize = 256;
+
 /// Keys are read again this often, so a key the issuer withdrew stops working.
 const KEYS_MAX_AGE: Duration = Duration::from_secs(300);
 
 /// A token naming a key not yet seen makes Aether read the keys again, at most this often
 /// (a stream of made-up key ids cannot make it hammer the issuer).
 const REFETCH_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+
+/// After a failed reading of the keys, the issuer is not asked again for this long.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// What a caller is told when the keys cannot be read (the details go to the log).
+const KEYS_UNREADABLE: &str = "the authorization server's signing keys cannot be read just now";
 
 /// The largest metadata or key set read from the issuer.
 const MAX_DOCUMENT_BYTES: usize = 1 << 20;
@@ -67,14 +76,37 @@ struct Keys {
     by_id: HashMap<String, (DecodingKey, Option<Algorithm>)>,
     /// Keys published without an id: usable by a token naming none, when only one exists.
     unnamed: Vec<(DecodingKey, Option<Algorithm>)>,
+    /// When they were read.
     read_at: Option<Instant>,
+    /// The last attempt to read them, and whether it failed.
+    tried: Option<(Instant, bool)>,
+}
+
+impl Keys {
+    /// The answer when the keys may not be read again yet: too soon after a reading (the
+    /// token names a key the issuer does not publish), or after a failed one (the issuer is
+    /// not asked again for a while, whoever sends tokens).
+    fn too_soon(&self, fresh: bool, kid: Option<&str>) -> Option<Refusal> {
+        match self.tried {
+            Some((at, true)) if at.elapsed() < RETRY_AFTER_FAILURE => {
+                Some(Refusal::Unavailable(KEYS_UNREADABLE.into()))
+            }
+            Some((at, false)) if fresh && at.elapsed() < REFETCH_AT_MOST_EVERY => {
+                Some(Refusal::Invalid(unknown_key(kid)))
+            }
+            _ => None,
+        }
+    }
 }
 
 pub struct OAuth {
     issuer: String,
     resource: String,
-    jwks_uri: Option<String>,
+    /// Where the issuer's keys are: configured, or found in its metadata once.
+    jwks_uri: tokio::sync::Mutex<Option<String>>,
     leeway: u64,
+    /// Whether a JWT without `typ: at+jwt` (RFC 9068) is taken as an access token.
+    plain_jwt: bool,
     scopes: BTreeMap<String, aether_policy::config::ScopeGrant>,
     /// The scopes a client is told to ask for: those of one agent (`server.http_agent`'s, if
     /// it has any), since a token's scopes must name one agent.
@@ -122,8 +154,9 @@ impl OAuth {
             asked,
             issuer,
             resource,
-            jwks_uri: auth.jwks_uri.clone(),
+            jwks_uri: tokio::sync::Mutex::new(auth.jwks_uri.clone()),
             leeway: auth.leeway_seconds,
+            plain_jwt: auth.accept_plain_jwt,
             scopes: auth.scopes.clone(),
             http: aether_net::outbound(Duration::from_secs(10))
                 .timeout(Duration::from_secs(10))
@@ -209,13 +242,18 @@ impl OAuth {
                 header.alg
             )));
         }
-        if let Some(typ) = &header.typ
-            && !["at+jwt", "application/at+jwt", "jwt"]
-                .iter()
-                .any(|t| typ.eq_ignore_ascii_case(t))
-        {
+        // RFC 9068: an access token says so, which tells it from an ID token or any other
+        // JWT the issuer signs. Some issuers do not (`accept_plain_jwt`).
+        let typ = header.typ.as_deref().unwrap_or("");
+        let access = ["at+jwt", "application/at+jwt"]
+            .iter()
+            .any(|t| typ.eq_ignore_ascii_case(t));
+        let plain = typ.is_empty() || typ.eq_ignore_ascii_case("jwt");
+        let taken = access || (plain && self.plain_jwt);
+        if !taken {
             return Err(Refusal::Invalid(format!(
-                "a JWT of type {typ:?} is not an access token"
+                "a JWT of type {:?} is not an access token (RFC 9068's at+jwt; auth.accept_plain_jwt takes plain JWTs)",
+                typ.chars().take(32).collect::<String>()
             )));
         }
         let key = self.key(header.kid.as_deref(), header.alg).await?;
@@ -233,6 +271,15 @@ impl OAuth {
 
     /// The agent and reach of a token with these claims.
     fn grant(&self, claims: Claims) -> Result<Grant, Refusal> {
+        // The subject is kept in the audit and binds sessions: a name, not a payload.
+        if claims.sub.is_empty()
+            || claims.sub.chars().count() > MAX_SUBJECT_CHARS
+            || claims.sub.chars().any(char::is_control)
+        {
+            return Err(Refusal::Invalid(format!(
+                "the access token's subject must be 1 to {MAX_SUBJECT_CHARS} characters, none of them control characters"
+            )));
+        }
         let mut scopes: BTreeSet<String> = claims
             .scope
             .as_deref()
@@ -262,10 +309,13 @@ impl OAuth {
             }
             1 => agents.into_iter().next().unwrap_or_default().to_string(),
             _ => {
-                return Err(Refusal::Invalid(format!(
-                    "the access token's scopes name several agents ({}); a token acts as one",
-                    agents.into_iter().collect::<Vec<_>>().join(", ")
-                )));
+                return Err(Refusal::Scope {
+                    needed: self.asked.clone(),
+                    why: format!(
+                        "the access token's scopes name several agents ({}); a token acts as one",
+                        agents.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                });
             }
         };
         let grant = |(scope, g): (&String, &aether_policy::config::ScopeGrant)| ScopeGrant {
@@ -306,40 +356,54 @@ impl OAuth {
             if fresh && let Some(key) = found(&keys) {
                 return Ok(key);
             }
-            let may_read = keys
-                .read_at
-                .is_none_or(|t| !fresh || t.elapsed() >= REFETCH_AT_MOST_EVERY);
-            if !may_read {
-                return Err(Refusal::Invalid(unknown_key(kid)));
+            if let Some(refusal) = keys.too_soon(fresh, kid) {
+                return Err(refusal);
             }
         }
+        // One reading at a time; those that waited take its outcome instead of another.
         let _one = self.reading.lock().await;
-        // Another request may have read them while this one waited.
         {
             let keys = self.keys.read().await;
-            if keys
-                .read_at
-                .is_some_and(|t| t.elapsed() < REFETCH_AT_MOST_EVERY)
-            {
-                return found(&keys).ok_or_else(|| Refusal::Invalid(unknown_key(kid)));
+            let fresh = keys.read_at.is_some_and(|t| t.elapsed() < KEYS_MAX_AGE);
+            if fresh && let Some(key) = found(&keys) {
+                return Ok(key);
+            }
+            if let Some(refusal) = keys.too_soon(fresh, kid) {
+                return Err(refusal);
             }
         }
-        let read = self.read_keys().await.map_err(Refusal::Unavailable)?;
-        let mut keys = self.keys.write().await;
-        *keys = read;
-        found(&keys).ok_or_else(|| Refusal::Invalid(unknown_key(kid)))
+        match self.read_keys().await {
+            Ok(read) => {
+                let mut keys = self.keys.write().await;
+                *keys = read;
+                found(&keys).ok_or_else(|| Refusal::Invalid(unknown_key(kid)))
+            }
+            Err(why) => {
+                // The keys held are not used past their age: a key the issuer withdrew
+                // must not keep working because the issuer cannot be reached.
+                tracing::warn!(%why, "cannot read the authorization server's signing keys");
+                self.keys.write().await.tried = Some((Instant::now(), true));
+                Err(Refusal::Unavailable(KEYS_UNREADABLE.into()))
+            }
+        }
     }
 
     /// Reads the issuer's published keys.
     async fn read_keys(&self) -> Result<Keys, String> {
-        let uri = match &self.jwks_uri {
-            Some(uri) => uri.clone(),
-            None => self.discover_jwks_uri().await?,
+        let known = self.jwks_uri.lock().await.clone();
+        let uri = match known {
+            Some(uri) => uri,
+            None => {
+                let uri = self.discover_jwks_uri().await?;
+                *self.jwks_uri.lock().await = Some(uri.clone());
+                uri
+            }
         };
         let set: JwkSet = serde_json::from_value(self.get_json(&uri).await?)
             .map_err(|e| format!("the issuer's key set at {uri} is not a JWK set: {e}"))?;
         let mut keys = Keys {
             read_at: Some(Instant::now()),
+            tried: Some((Instant::now(), false)),
             ..Default::default()
         };
         for jwk in &set.keys {
@@ -389,7 +453,10 @@ impl OAuth {
                         continue;
                     }
                     return match meta.get("jwks_uri").and_then(Value::as_str) {
-                        Some(uri) => Ok(uri.to_string()),
+                        Some(uri) if web_url(uri) => Ok(uri.to_string()),
+                        Some(uri) => Err(format!(
+                            "{url} names jwks_uri {uri:?}, which is not an https URL (http only on loopback)"
+                        )),
                         None => Err(format!("{url} names no jwks_uri; set auth.jwks_uri")),
                     };
                 }
@@ -425,8 +492,18 @@ impl OAuth {
     }
 }
 
+/// An https URL, or http on loopback: where keys may be read from.
+fn web_url(uri: &str) -> bool {
+    url::Url::parse(uri).is_ok_and(|u| {
+        (u.scheme() == "https" && u.host().is_some())
+            || (u.scheme() == "http" && aether_policy::config::is_loopback_url(&u))
+    })
+}
+
 fn unknown_key(kid: Option<&str>) -> String {
-    match kid {
+    // The caller chose the key id: it is quoted only so far.
+    let kid = kid.map(|k| k.chars().take(64).collect::<String>());
+    match kid.as_deref() {
         Some(kid) => {
             format!("the access token is signed by key {kid:?}, which the issuer does not publish")
         }
@@ -466,5 +543,293 @@ fn explain(kind: &jsonwebtoken::errors::ErrorKind, resource: &str) -> String {
         E::MissingRequiredClaim(claim) => format!("the access token has no {claim:?} claim"),
         E::InvalidAlgorithm => "the access token's algorithm does not match its key".into(),
         other => format!("the access token is malformed ({other:?})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+    use jsonwebtoken::{EncodingKey, Header};
+
+    /// A P-256 key made for these tests only (PKCS#8), and its public half as a JWK.
+    const KEY: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgvu85+F0qLFrgTgMwldraW35+OJCBryYJSTz7i+geyIGhRANCAAS6CulRE7/GEFB6mJwjD/YOssWgqbHXU5E5sIrp/rPOVIQnqA5++YyKJHKfnXJEn5w3dOXA//i8Jy6cquPSM7A9";
+    const X: &str = "ugrpURO_xhBQepicIw_2DrLFoKmx11ORObCK6f6zzlQ";
+    const Y: &str = "hCeoDn75jIokcp-dckSfnDd05cD_-LwnLpyq49IzsD0";
+    const ISSUER: &str = "https://idp.test";
+    const RESOURCE: &str = "https://aether.test/mcp";
+
+    fn oauth(plain_jwt: bool) -> OAuth {
+        let grant = |agent: &str, tools: Option<Vec<String>>| aether_policy::config::ScopeGrant {
+            agent: agent.into(),
+            mcp_servers: None,
+            tools,
+        };
+        let section = AuthSection {
+            issuer: Some(ISSUER.into()),
+            resource: Some(RESOURCE.into()),
+            jwks_uri: None,
+            leeway_seconds: 0,
+            accept_plain_jwt: plain_jwt,
+            scopes: [
+                ("mcp:tools".to_string(), grant("default", None)),
+                (
+                    "mcp:read".to_string(),
+                    grant("default", Some(vec!["read_file".into()])),
+                ),
+                ("ops".to_string(), grant("ops", None)),
+            ]
+            .into(),
+        };
+        let oauth = OAuth::from_config(&section, "default").unwrap();
+        let set: JwkSet = serde_json::from_value(json!({"keys": [{
+            "kty": "EC", "crv": "P-256", "x": X, "y": Y, "kid": "k1", "alg": "ES256", "use": "sig",
+        }]}))
+        .unwrap();
+        let mut keys = Keys {
+            read_at: Some(Instant::now()),
+            tried: Some((Instant::now(), false)),
+            ..Default::default()
+        };
+        for jwk in &set.keys {
+            keys.by_id.insert(
+                "k1".into(),
+                (DecodingKey::from_jwk(jwk).unwrap(), jwk_algorithm(jwk)),
+            );
+        }
+        *oauth.keys.try_write().unwrap() = keys;
+        oauth
+    }
+
+    fn now() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    }
+
+    fn claims() -> Value {
+        json!({
+            "iss": ISSUER, "aud": RESOURCE, "sub": "alice", "scope": "mcp:tools",
+            "iat": now(), "exp": now() + 300,
+        })
+    }
+
+    fn mint(claims: &Value, typ: Option<&str>, kid: &str) -> String {
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(KEY)
+            .unwrap();
+        let mut header = Header::new(Algorithm::ES256);
+        header.typ = typ.map(str::to_string);
+        header.kid = Some(kid.into());
+        jsonwebtoken::encode(&header, claims, &EncodingKey::from_ec_der(&der)).unwrap()
+    }
+
+    async fn check(oauth: &OAuth, token: &str) -> Result<Grant, String> {
+        oauth.validate(token).await.map_err(|r| match r {
+            Refusal::Invalid(why) => format!("invalid: {why}"),
+            Refusal::Scope { needed, why } => format!("scope {needed:?}: {why}"),
+            Refusal::Unavailable(why) => format!("unavailable: {why}"),
+        })
+    }
+
+    fn with(change: impl FnOnce(&mut Value)) -> Value {
+        let mut c = claims();
+        change(&mut c);
+        c
+    }
+
+    #[tokio::test]
+    async fn a_good_access_token_names_its_agent_subject_and_reach() {
+        let o = oauth(false);
+        let grant = check(&o, &mint(&claims(), Some("at+jwt"), "k1"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (grant.agent.as_str(), grant.subject.as_str()),
+            ("default", "alice")
+        );
+        // An audience list naming this server is taken.
+        let listed = with(|c| c["aud"] = json!(["https://other.test", RESOURCE]));
+        check(&o, &mint(&listed, Some("at+jwt"), "k1"))
+            .await
+            .unwrap();
+        // A narrower scope reaches its own tools; the others name the scope that would.
+        let read = with(|c| c["scope"] = json!("mcp:read"));
+        let grant = check(&o, &mint(&read, Some("at+jwt"), "k1")).await.unwrap();
+        let tool = |name: &str| aether_policy::ToolDef {
+            name: name.into(),
+            title: name.into(),
+            group: "workspace".into(),
+            tier: aether_policy::Tier::Standard,
+            description: String::new(),
+            input_schema: json!({}),
+            output_schema: json!({}),
+            arguments: Default::default(),
+            meta: aether_policy::ToolMeta::read_only(),
+        };
+        assert!(grant.reach.check(&tool("read_file")).is_ok());
+        assert_eq!(
+            grant.reach.check(&tool("list_dir")),
+            Err(aether_policy::Hidden::OutOfScope {
+                scopes: vec!["mcp:tools".into()]
+            })
+        );
+        assert_eq!(grant.reach.groups(), Some(Default::default()));
+    }
+
+    #[tokio::test]
+    async fn every_kind_of_bad_token_is_refused_with_its_reason() {
+        let o = oauth(false);
+        let cases: Vec<(&str, String, &str)> = vec![
+            (
+                "another issuer, same key",
+                mint(
+                    &with(|c| c["iss"] = json!("https://evil.test")),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "another issuer",
+            ),
+            (
+                "another resource",
+                mint(
+                    &with(|c| c["aud"] = json!("https://other.test/mcp")),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "not minted for this server",
+            ),
+            (
+                "expired",
+                mint(&with(|c| c["exp"] = json!(now() - 5)), Some("at+jwt"), "k1"),
+                "expired",
+            ),
+            (
+                "not valid yet",
+                mint(
+                    &with(|c| c["nbf"] = json!(now() + 600)),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "not valid yet",
+            ),
+            // CVE-2026-25537: a claim of the wrong type is not a claim left out.
+            (
+                "nbf as a string",
+                mint(
+                    &with(|c| c["nbf"] = json!((now() + 600).to_string())),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "invalid",
+            ),
+            (
+                "exp as a string",
+                mint(
+                    &with(|c| c["exp"] = json!((now() + 600).to_string())),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "invalid",
+            ),
+            (
+                "no exp",
+                mint(
+                    &with(|c| {
+                        c.as_object_mut().unwrap().remove("exp");
+                    }),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "\"exp\"",
+            ),
+            (
+                "no sub",
+                mint(
+                    &with(|c| {
+                        c.as_object_mut().unwrap().remove("sub");
+                    }),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "sub",
+            ),
+            (
+                "an empty sub",
+                mint(&with(|c| c["sub"] = json!("")), Some("at+jwt"), "k1"),
+                "subject",
+            ),
+            (
+                "a control character in sub",
+                mint(&with(|c| c["sub"] = json!("al\nice")), Some("at+jwt"), "k1"),
+                "subject",
+            ),
+            (
+                "an ID token's type",
+                mint(&claims(), Some("JWT"), "k1"),
+                "not an access token",
+            ),
+            (
+                "no type",
+                mint(&claims(), None, "k1"),
+                "not an access token",
+            ),
+            (
+                "a key the issuer does not publish",
+                mint(&claims(), Some("at+jwt"), "k2"),
+                "does not publish",
+            ),
+            (
+                "no mapped scope",
+                mint(
+                    &with(|c| c["scope"] = json!("openid profile")),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "scope [\"mcp:read\", \"mcp:tools\"]",
+            ),
+            (
+                "two agents",
+                mint(
+                    &with(|c| c["scope"] = json!("mcp:tools ops")),
+                    Some("at+jwt"),
+                    "k1",
+                ),
+                "several agents",
+            ),
+        ];
+        for (what, token, why) in cases {
+            let refused = check(&o, &token)
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("{what}: taken"));
+            assert!(refused.contains(why), "{what}: {refused}");
+        }
+        // The signature covers the claims.
+        let good = mint(&claims(), Some("at+jwt"), "k1");
+        let (head, rest) = good.split_once('.').unwrap();
+        let (_, sig) = rest.split_once('.').unwrap();
+        let forged_claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(with(|c| c["sub"] = json!("root")).to_string());
+        let refused = check(&o, &format!("{head}.{forged_claims}.{sig}"))
+            .await
+            .unwrap_err();
+        assert!(refused.contains("signature"), "{refused}");
+        // Unsigned, or signed with a shared secret: never.
+        let b64 = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        let body = b64(claims());
+        for header in [
+            json!({"alg": "none", "typ": "at+jwt", "kid": "k1"}),
+            json!({"alg": "HS256", "typ": "at+jwt", "kid": "k1"}),
+        ] {
+            let token = format!("{}.{body}.c2ln", b64(header.clone()));
+            let refused = check(&o, &token).await.unwrap_err();
+            assert!(refused.starts_with("invalid"), "{header}: {refused}");
+        }
+        // A plain JWT only where the operator says its issuer marks none.
+        check(&oauth(true), &mint(&claims(), Some("JWT"), "k1"))
+            .await
+            .unwrap();
     }
 }

@@ -114,6 +114,8 @@ pub struct AuditQuery {
     pub until_us: Option<i64>,
     /// Only rows of this call.
     pub call_id: Option<String>,
+    /// Only rows of calls made for this person (an OAuth token's subject).
+    pub subject: Option<String>,
     pub limit: usize,
     /// Newest first (for `tail`) instead of oldest first.
     pub newest_first: bool,

@@ -338,6 +338,11 @@ pub struct CallContext {
     /// effects are file changes it journals first); `None` when the receipt was written
     /// before the tool ran.
     pub receipt: Option<Arc<aether_policy::journal::PendingReceipt>>,
+    /// The person the call is made for, when its caller brought an OAuth access token (its
+    /// subject), and what that token's scopes reach: work the call starts on the caller's
+    /// behalf (a delegated run) carries both.
+    pub subject: Option<String>,
+    pub scope: Option<Arc<aether_policy::ScopeReach>>,
 }
 
 #[async_trait]

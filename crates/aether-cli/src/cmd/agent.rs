@@ -99,6 +99,8 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             budget: None,
             depth: 0,
             cancel: Some(interrupted),
+            subject: None,
+            scope: None,
         })
         .await
         .map_err(|e| anyhow!(e))?;

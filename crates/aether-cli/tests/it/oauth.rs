@@ -51,11 +51,19 @@ impl Issuer {
     /// An access token minted for `resource` with `scope` (client_credentials), by the client
     /// whose tokens live five minutes, or (`short`) one second.
     fn token(&self, scope: &str, resource: &str, short: bool) -> String {
-        let client = if short {
-            "aether-tests-short"
-        } else {
-            "aether-tests"
-        };
+        self.token_of(
+            if short {
+                "aether-tests-short"
+            } else {
+                "aether-tests"
+            },
+            scope,
+            resource,
+        )
+    }
+
+    /// The same, by `client` (each client is a subject of its own).
+    fn token_of(&self, client: &str, scope: &str, resource: &str) -> String {
         let form = format!(
             "grant_type=client_credentials&client_id={client}&client_secret=aether-tests-secret&scope={}&resource={}",
             scope.replace(' ', "+"),
@@ -324,6 +332,62 @@ fn tokens_for_another_resource_expired_from_another_issuer_or_a_withdrawn_key_ar
         c.contains("error=\"insufficient_scope\"") && c.contains("scope=\"mcp:tools\""),
         "{c}"
     );
+
+    // The refusal is audited, as the pipeline's own are, with the token's subject.
+    let (code, out, err) = ws.run(&["audit", "tail", "--json", "--store", &ws.store_url()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|r| r["tool"] == "list_dir"
+                && r["outcome"] == "refused"
+                && r["rule"] == "scope"
+                && r["subject"] == "aether-tests"),
+        "{out}"
+    );
+    // A session stays with the person who opened it: another's token cannot use it.
+    let mine = format!("Bearer {good}");
+    let theirs = format!(
+        "Bearer {}",
+        issuer.token_of("aether-tests-other", "mcp:tools", &resource)
+    );
+    let headers = |bearer: &str, session: Option<&str>| {
+        let mut h = vec![
+            ("Host".to_string(), srv.addr.clone()),
+            ("Content-Type".to_string(), "application/json".to_string()),
+            (
+                "Accept".to_string(),
+                "application/json, text/event-stream".to_string(),
+            ),
+            ("Authorization".to_string(), bearer.to_string()),
+        ];
+        if let Some(s) = session {
+            h.push(("Mcp-Session-Id".to_string(), s.to_string()));
+            h.push(("MCP-Protocol-Version".to_string(), "2025-11-25".to_string()));
+        }
+        h
+    };
+    let post = |h: Vec<(String, String)>, body: &str| {
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        http(&srv.addr, "POST", "/mcp", &h, body.as_bytes())
+    };
+    let opened = post(headers(&mine, None), INIT);
+    assert_eq!(opened.status, 200, "{}", opened.head);
+    let session = opened
+        .head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .expect("a session id");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert!(post(headers(&mine, Some(&session)), initialized).status < 300);
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    assert_eq!(post(headers(&mine, Some(&session)), list).status, 200);
+    let reply = post(headers(&theirs, Some(&session)), list);
+    assert_eq!(reply.status, 403, "{}", reply.body);
 
     // The issuer withdraws its key: a token signed by the new one is taken (Aether reads the
     // keys again), and from then on the old key's tokens are refused.

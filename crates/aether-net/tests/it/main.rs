@@ -174,6 +174,8 @@ fn cx(agent: AgentProfile) -> CallContext {
         destinations: Arc::new(aether_tools_core::AnyDestination),
         paths: Arc::new(aether_tools_core::AnyPath),
         receipt: None,
+        subject: None,
+        scope: None,
     }
 }
 

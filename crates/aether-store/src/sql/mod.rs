@@ -601,11 +601,12 @@ impl SqlStore {
             if let Some(after) = q.after {
                 sql.push_str(" AND seq > ?");
                 args.push(after.into());
-                // A reader paging on gets no row past one that may still commit.
-                if let Some(horizon) = settled_horizon(conn)? {
-                    sql.push_str(" AND seq <= ?");
-                    args.push(horizon.into());
-                }
+            }
+            // No row past one that may still commit: a reader paging on from the newest row
+            // it was given would step past that one for good.
+            if let Some(horizon) = settled_horizon(conn)? {
+                sql.push_str(" AND seq <= ?");
+                args.push(horizon.into());
             }
             if let Some(since) = q.since_us {
                 sql.push_str(" AND at_us >= ?");
@@ -620,6 +621,7 @@ impl SqlStore {
                 ("tool", &q.tool),
                 ("outcome", &q.outcome),
                 ("call_id", &q.call_id),
+                ("subject", &q.subject),
             ] {
                 if let Some(v) = val {
                     sql.push_str(&format!(" AND {col} = ?"));
@@ -994,6 +996,7 @@ fn settled_horizon(conn: &mut dyn Sql) -> Result<Option<i64>> {
                 "SELECT coalesce(string_agg(virtualtransaction, ','), '') FROM pg_locks
                  WHERE locktype = 'advisory' AND granted AND objsubid = 2
                    AND classid = {}::oid AND objid = hashtext(current_schema())::oid
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                    AND pid <> pg_backend_pid()",
                 crate::db::postgres::WRITE_LOCK
             ),
@@ -1005,6 +1008,7 @@ fn settled_horizon(conn: &mut dyn Sql) -> Result<Option<i64>> {
         return Ok(Some(drawn));
     }
     let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(1);
     loop {
         // Each transaction holds the lock on its own virtual id until it ends.
         let open: i64 = conn
@@ -1024,7 +1028,8 @@ fn settled_horizon(conn: &mut dyn Sql) -> Result<Option<i64>> {
                 SETTLE_WAIT.as_secs()
             )));
         }
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
 

@@ -716,27 +716,39 @@ async fn a_paging_reader_never_steps_past_a_row_still_committing() {
             .collect::<Vec<_>>(),
         [(held, "late"), (after, "after")]
     );
-    // A plain query (no cursor) never waits.
+    // A first page (no cursor) is settled too: its newest row becomes the next cursor.
     let (go, gone) = std::sync::mpsc::channel::<()>();
+    let (locked, held_lock) = std::sync::mpsc::channel::<()>();
     let url = dir.url();
     let holder = std::thread::spawn(move || {
         let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         let mut tx = c.transaction().unwrap();
         tx.batch_execute("SELECT pg_advisory_xact_lock_shared(16741, hashtext(current_schema()))")
             .unwrap();
+        locked.send(()).unwrap();
         gone.recv().unwrap();
         tx.rollback().unwrap();
     });
-    let all = store
-        .audit_query(AuditQuery {
-            limit: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(all.len(), 3);
+    held_lock.recv().unwrap();
+    let reader = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .audit_query(AuditQuery {
+                    limit: 100,
+                    ..Default::default()
+                })
+                .await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !reader.is_finished(),
+        "a first page answered while a commit was in flight"
+    );
     go.send(()).unwrap();
     holder.join().unwrap();
+    assert_eq!(reader.await.unwrap().unwrap().len(), 3);
 }
 
 async fn a_call_still_running_is_not_reported_missing(b: Backend) {

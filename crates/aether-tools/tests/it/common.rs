@@ -138,6 +138,8 @@ pub fn context(roots: Arc<Roots>, limits: Limits) -> CallContext {
         destinations: Arc::new(aether_tools::AnyDestination),
         paths: Arc::new(aether_tools::AnyPath),
         receipt: None,
+        subject: None,
+        scope: None,
     }
 }
 

@@ -29,6 +29,9 @@ const ALGORITHMS: &[Algorithm] = &[
     Algorithm::EdDSA,
 ];
 
+/// Tokens remembered as checked, at most (past it, all are forgotten and checked again).
+const MAX_REMEMBERED: usize = 10_000;
+
 /// The longest subject (`sub`) taken.
 const MAX_SUBJECT_CHARS: usize = 256;
 
@@ -115,6 +118,15 @@ pub struct OAuth {
     keys: tokio::sync::RwLock<Keys>,
     /// One reading of the keys at a time.
     reading: tokio::sync::Mutex<()>,
+    /// Tokens checked, by their SHA-256.
+    seen: std::sync::Mutex<HashMap<String, Seen>>,
+}
+
+/// A token checked before: what it grants, until when, under which keys.
+struct Seen {
+    grant: Grant,
+    exp: i64,
+    keys_read: Instant,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -129,6 +141,8 @@ impl std::fmt::Debug for OAuth {
 #[derive(Deserialize)]
 struct Claims {
     sub: String,
+    /// Checked by the decoder (a number, in date); kept to know how long a token is good.
+    exp: f64,
     #[serde(default)]
     scope: Option<String>,
     /// Some issuers list scopes as an array under `scp` instead.
@@ -164,6 +178,7 @@ impl OAuth {
                 .expect("an HTTP client with Aether's outbound settings"),
             keys: Default::default(),
             reading: Default::default(),
+            seen: Default::default(),
         })
     }
 
@@ -234,6 +249,12 @@ impl OAuth {
 
     /// Checks an access token and says whom it is for.
     pub async fn validate(&self, token: &str) -> Result<Grant, Refusal> {
+        // A token seen before, under the keys as they are now, and still in date: its
+        // signature need not be checked again (the costly part, every request).
+        let digest = aether_policy::sha256(token.as_bytes()).to_string();
+        if let Some(grant) = self.remembered(&digest).await {
+            return Ok(grant);
+        }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| Refusal::Invalid(format!("the access token is not a JWT: {e}")))?;
         if !ALGORITHMS.contains(&header.alg) {
@@ -256,7 +277,7 @@ impl OAuth {
                 typ.chars().take(32).collect::<String>()
             )));
         }
-        let key = self.key(header.kid.as_deref(), header.alg).await?;
+        let (key, keys_read) = self.key(header.kid.as_deref(), header.alg).await?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.resource]);
@@ -266,7 +287,42 @@ impl OAuth {
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|e| Refusal::Invalid(explain(e.kind(), &self.resource)))?
             .claims;
-        self.grant(claims)
+        let exp = claims.exp as i64;
+        let grant = self.grant(claims)?;
+        self.remember(digest, &grant, exp, keys_read);
+        Ok(grant)
+    }
+
+    /// A token's grant as checked before, if it still holds: in date (with the leeway), and
+    /// checked under the keys held now, which are fresh (keys read again forget every token
+    /// checked under the ones before, so a withdrawn key's tokens are checked again).
+    async fn remembered(&self, digest: &str) -> Option<Grant> {
+        let (grant, exp, keys_read) = {
+            let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let s = seen.get(digest)?;
+            (s.grant.clone(), s.exp, s.keys_read)
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(i64::MAX, |d| d.as_secs() as i64);
+        let keys = self.keys.read().await;
+        let current = keys.read_at == Some(keys_read) && keys_read.elapsed() < KEYS_MAX_AGE;
+        (current && now <= exp.saturating_add(self.leeway as i64)).then_some(grant)
+    }
+
+    fn remember(&self, digest: String, grant: &Grant, exp: i64, keys_read: Instant) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= MAX_REMEMBERED {
+            seen.clear();
+        }
+        seen.insert(
+            digest,
+            Seen {
+                grant: grant.clone(),
+                exp,
+                keys_read,
+            },
+        );
     }
 
     /// The agent and reach of a token with these claims.
@@ -341,14 +397,21 @@ impl OAuth {
 
     /// The key `kid` names, reading the issuer's keys again when they are old, or when the
     /// token names one not seen yet (the issuer rotated its keys).
-    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, Refusal> {
-        let found = |keys: &Keys| -> Option<DecodingKey> {
+    async fn key(
+        &self,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<(DecodingKey, Instant), Refusal> {
+        let found = |keys: &Keys| -> Option<(DecodingKey, Instant)> {
             let (key, key_alg) = match kid {
                 Some(kid) => keys.by_id.get(kid)?,
                 None if keys.unnamed.len() == 1 && keys.by_id.is_empty() => &keys.unnamed[0],
                 None => return None,
             };
-            key_alg.is_none_or(|a| a == alg).then(|| key.clone())
+            let read_at = keys.read_at?;
+            key_alg
+                .is_none_or(|a| a == alg)
+                .then(|| (key.clone(), read_at))
         };
         {
             let keys = self.keys.read().await;
@@ -742,7 +805,7 @@ mod tests {
                     Some("at+jwt"),
                     "k1",
                 ),
-                "\"exp\"",
+                "exp",
             ),
             (
                 "no sub",

@@ -27,12 +27,13 @@ use crate::{CallOutcome, CallResult, Entry, Pipeline, SessionContext, audit, des
 
 /// The steps a call is judged by, in the order they run (SPEC §2; step 1, the session
 /// context, is the transport's, and 12 and 13, the run and its audit row, follow).
-pub const STEPS: [Step; 11] = [
+pub const STEPS: [Step; 12] = [
     Step::Halt,
     Step::UnknownTool,
     Step::Registry,
     Step::Connection,
     Step::Capability,
+    Step::Rate,
     Step::Arguments,
     Step::Rules,
     Step::Egress,
@@ -105,6 +106,8 @@ pub(crate) struct Call<'a> {
     pub decision: String,
     /// The idempotency key this call claimed (settled with its result when it ends).
     pub claimed: Option<String>,
+    /// Its place among its agent's calls in flight (given back when the call is dropped).
+    permit: Option<crate::rates::Permit>,
     /// The receipt, when it rides the tool's first journal commit (step 11).
     pub riding: Option<Arc<aether_policy::journal::PendingReceipt>>,
     draft: Option<audit::Draft>,
@@ -242,6 +245,7 @@ impl Pipeline {
             allowed_by_rule: false,
             decision: "admitted".into(),
             claimed: None,
+            permit: None,
             riding: None,
             draft: Some(audit::Draft::new(&call_id, ctx, tool_name).traced(envelope.trace.clone())),
             store: self.store.clone(),
@@ -269,6 +273,7 @@ impl Pipeline {
         self.registry_step(call, &entry)?;
         connection(call, &entry)?;
         capability(call, &entry)?;
+        self.rate(call).await?;
         self.arguments(call, &entry)?;
         self.rules_step(call, &entry)?;
         egress(call, &entry)?;
@@ -328,6 +333,16 @@ impl Pipeline {
         self.registry()
             .admits(&def.name, entry.digest)
             .map_err(|hidden| registry_refusal(&hidden, &def.name, &call.ctx.agent.name).into())
+    }
+
+    /// Step 5b, rate limits: the agent's calls per window (all its callers, each caller, this
+    /// tool) and in flight; a refused call counts nowhere.
+    async fn rate(&self, call: &mut Call<'_>) -> Result<(), Stop> {
+        call.permit = self
+            .rates
+            .admit(call.ctx, call.tool_name, aether_store::now_us())
+            .await?;
+        Ok(())
     }
 
     /// Step 6, arguments: the operator's defaults fill what the caller left out; the limits every

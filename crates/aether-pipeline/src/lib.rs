@@ -9,7 +9,10 @@
 //!    (Then the tool is looked up: an unknown one is `mcp-tool-not-implemented`.)
 //! 3. Registry: approved, the definition digest unchanged.
 //! 4. Connection layer: the agent reaches the tool's group.
-//! 5. Capability layer: the agent's tool list names it, and it is of use to the agent.
+//! 5. Capability layer: the agent's tool list names it, and it is of use to the agent (and,
+//!    for an OAuth token, its scopes grant it).
+//!    Step 5b, rate limits: the agent's calls per window (all its callers, each caller, this
+//!    tool) and in flight, counted with the other processes on the store (`rates.rs`).
 //! 6. Arguments: the operator's defaults, the shared limits (`limits.rs`), a network tool's
 //!    credential scan, the JSON Schema.
 //! 7. Rules: the operator's `permissions.yaml` (`rules.rs`; the paths and hosts judged are
@@ -49,6 +52,7 @@ mod limits;
 pub mod metrics;
 mod offers;
 pub mod operator;
+mod rates;
 mod reads;
 mod recovery;
 pub mod replay;
@@ -176,6 +180,16 @@ pub struct Pipeline {
     fragments: std::sync::Mutex<
         HashMap<String, Arc<std::sync::Mutex<aether_policy::dlp::SessionFragments>>>,
     >,
+    /// Rate limits' counts, shared with the other processes on the store.
+    rates: Arc<rates::Rates>,
+    /// Stops their sharing (at shutdown, or when the pipeline is dropped).
+    rates_stop: CancellationToken,
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.rates_stop.cancel();
+    }
 }
 
 impl Pipeline {
@@ -212,6 +226,7 @@ impl Pipeline {
         // its own permissions.
         private.extend(settings.rules.path().map(std::path::Path::to_path_buf));
         roots.set_private(private);
+        let settings_store_for_rates = settings.store.clone();
         let teams = settings
             .agents
             .iter()
@@ -245,10 +260,26 @@ impl Pipeline {
             metrics: metrics::Metrics::default(),
             fragments: std::sync::Mutex::default(),
             undo: settings.undo,
+            rates: rates::Rates::new(settings_store_for_rates),
+            rates_stop: CancellationToken::new(),
         };
         pipeline.reload_registry().await?;
         pipeline.reload_seals().await?;
         pipeline.prune_journal().await?;
+        // Counts are shared through the store only where some agent has limits; until the
+        // pipeline shuts down or is dropped.
+        if pipeline.agents.values().any(|a| !a.rates.is_empty()) {
+            for (agent, tool) in pipeline
+                .agents
+                .values()
+                .flat_map(|a| a.rates.per_tool.keys().map(move |tool| (&a.name, tool)))
+            {
+                if pipeline.catalog().get(tool).is_none() {
+                    tracing::warn!(%agent, %tool, "agents.{agent}.rates names a tool this server does not have: that limit applies to nothing");
+                }
+            }
+            pipeline.rates.clone().run(pipeline.rates_stop.clone());
+        }
         Ok(pipeline)
     }
 
@@ -291,6 +322,7 @@ impl Pipeline {
     /// its audit row.
     pub async fn shut_down(&self, wait: Duration) {
         self.shutdown.cancel();
+        self.rates_stop.cancel();
         let deadline = Instant::now() + wait;
         while self.in_flight.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;

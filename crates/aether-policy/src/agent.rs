@@ -54,6 +54,92 @@ pub struct AgentProfile {
     pub approval: ApprovalRoute,
     /// Knowledge packs it searches (its own and its team's).
     pub knowledge_packs: Vec<String>,
+    /// Its rate limits (none by default).
+    #[serde(skip_serializing_if = "RateLimits::is_empty")]
+    pub rates: RateLimits,
+}
+
+/// Calls per window (`"120/min"`): a rate limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub calls: u64,
+    pub window_us: i64,
+}
+
+impl Rate {
+    /// `N/s`, `N/min`, `N/h` or `N/day` (also `sec`, `second`, `minute`, `hour`, `d`), N from
+    /// 1 to 1,000,000.
+    pub fn parse(text: &str) -> Result<Rate, String> {
+        let bad = || {
+            format!("{text:?} is not a rate: calls per window, like \"120/min\" (s, min, h or day)")
+        };
+        let (calls, window) = text.split_once('/').ok_or_else(bad)?;
+        let calls: u64 = calls
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=1_000_000).contains(n))
+            .ok_or_else(bad)?;
+        let window_us = match window.trim() {
+            "s" | "sec" | "second" => 1_000_000,
+            "min" | "minute" => 60_000_000,
+            "h" | "hour" => 3_600_000_000,
+            "d" | "day" => 86_400_000_000,
+            _ => return Err(bad()),
+        };
+        Ok(Rate { calls, window_us })
+    }
+
+    /// The window's name: second, minute, hour or day.
+    pub fn window_name(&self) -> &'static str {
+        match self.window_us {
+            1_000_000 => "second",
+            60_000_000 => "minute",
+            3_600_000_000 => "hour",
+            _ => "day",
+        }
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = match self.window_us {
+            1_000_000 => "s",
+            60_000_000 => "min",
+            3_600_000_000 => "h",
+            _ => "day",
+        };
+        write!(f, "{}/{unit}", self.calls)
+    }
+}
+
+/// An agent's rate limits (`[agents.NAME] rate`, `rate_per_caller`, `rates`, `concurrent`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RateLimits {
+    /// Calls per window by the agent, all its callers together.
+    pub rate: Option<Rate>,
+    /// Calls per window by each of its callers (each person of an OAuth token; callers with
+    /// static tokens count as their agent).
+    pub per_caller: Option<Rate>,
+    /// Calls per window of one tool by the agent.
+    pub per_tool: BTreeMap<String, Rate>,
+    /// The agent's calls in flight at once.
+    pub concurrent: Option<u32>,
+}
+
+impl RateLimits {
+    pub fn is_empty(&self) -> bool {
+        self.rate.is_none()
+            && self.per_caller.is_none()
+            && self.per_tool.is_empty()
+            && self.concurrent.is_none()
+    }
 }
 
 impl AgentProfile {
@@ -223,6 +309,7 @@ impl AgentProfile {
             shell: None,
             approval: Default::default(),
             knowledge_packs: Vec::new(),
+            rates: RateLimits::default(),
         }
     }
 

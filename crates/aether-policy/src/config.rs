@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::agent::{AgentProfile, ApprovalRoute};
+use crate::agent::{AgentProfile, ApprovalRoute, Rate};
 use crate::paths::{RootMode, is_root_name};
 use crate::tool::{is_group_key, is_tool_name};
 
@@ -448,6 +448,16 @@ pub struct RawAgent {
     /// works under its own profile); unset: none.
     #[serde(default)]
     pub workers: Vec<String>,
+    /// Calls per window by this agent, all its callers together (`"120/min"`; unset: none).
+    pub rate: Option<String>,
+    /// Calls per window by each of its callers: each person of an OAuth token (callers with
+    /// static tokens count as the agent).
+    pub rate_per_caller: Option<String>,
+    /// Calls per window of one tool by this agent (`{ web_fetch = "10/min" }`).
+    #[serde(default)]
+    pub rates: BTreeMap<String, String>,
+    /// This agent's calls in flight at once.
+    pub concurrent: Option<u32>,
 }
 
 /// A team's settings (`[teams.NAME]`).
@@ -732,6 +742,27 @@ impl RawConfig {
                     "agents.{name}: an agent name is 1-64 of A-Z a-z 0-9 _ -"
                 ));
             }
+            for (key, rate) in [
+                ("rate", &agent.rate),
+                ("rate_per_caller", &agent.rate_per_caller),
+            ] {
+                if let Some(Err(e)) = rate.as_deref().map(Rate::parse) {
+                    problems.push(format!("agents.{name}.{key}: {e}"));
+                }
+            }
+            for (tool, rate) in &agent.rates {
+                if !is_tool_name(tool) {
+                    problems.push(format!("agents.{name}.rates: {tool:?} is not a tool name"));
+                }
+                if let Err(e) = Rate::parse(rate) {
+                    problems.push(format!("agents.{name}.rates.{tool}: {e}"));
+                }
+            }
+            if agent.concurrent.is_some_and(|n| !(1..=10_000).contains(&n)) {
+                problems.push(format!(
+                    "agents.{name}.concurrent must be between 1 and 10000"
+                ));
+            }
             for (i, g) in agent.mcp_servers.iter().flatten().enumerate() {
                 if !is_group_key(g) {
                     problems.push(format!(
@@ -938,6 +969,20 @@ impl RawConfig {
                         )
                         .cloned()
                         .collect(),
+                    // Checked by `validate`: what does not parse is left out here.
+                    rates: crate::agent::RateLimits {
+                        rate: a.rate.as_deref().and_then(|r| Rate::parse(r).ok()),
+                        per_caller: a
+                            .rate_per_caller
+                            .as_deref()
+                            .and_then(|r| Rate::parse(r).ok()),
+                        per_tool: a
+                            .rates
+                            .iter()
+                            .filter_map(|(tool, r)| Some((tool.clone(), Rate::parse(r).ok()?)))
+                            .collect(),
+                        concurrent: a.concurrent,
+                    },
                 };
                 (name.clone(), profile)
             })
@@ -1030,6 +1075,51 @@ mod tests {
             ),
         ] {
             let err = RawConfig::parse(text).unwrap_err().to_string();
+            assert!(err.contains(problem), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn rate_limits_parse_and_bad_ones_are_named() {
+        let c = RawConfig::parse(
+            r#"
+            [server]
+            http_agent = "coder"
+            [agents.coder]
+            mcp_servers = ["workspace"]
+            rate = "120/min"
+            rate_per_caller = "30/min"
+            rates = { web_fetch = "10/h" }
+            concurrent = 4
+            "#,
+        )
+        .unwrap();
+        let r = &c.agent_profiles()["coder"].rates;
+        assert_eq!(r.rate.map(|r| r.to_string()), Some("120/min".into()));
+        assert_eq!(r.per_caller.map(|r| r.to_string()), Some("30/min".into()));
+        assert_eq!(r.per_tool["web_fetch"].to_string(), "10/h");
+        assert_eq!(r.concurrent, Some(4));
+        for (text, problem) in [
+            (
+                "rate = \"5/week\"",
+                "agents.coder.rate: \"5/week\" is not a rate",
+            ),
+            (
+                "rate_per_caller = \"0/min\"",
+                "agents.coder.rate_per_caller",
+            ),
+            (
+                "rates = { web_fetch = \"lots\" }",
+                "agents.coder.rates.web_fetch",
+            ),
+            ("rates = { \"no such!\" = \"1/s\" }", "is not a tool name"),
+            ("concurrent = 0", "concurrent must be between 1 and 10000"),
+        ] {
+            let err = RawConfig::parse(&format!(
+                "[server]\nhttp_agent = \"coder\"\n[agents.coder]\n{text}\n"
+            ))
+            .unwrap_err()
+            .to_string();
             assert!(err.contains(problem), "{text}: {err}");
         }
     }

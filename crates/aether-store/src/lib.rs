@@ -100,6 +100,14 @@ pub struct AuditRecord {
     pub hash: String,
 }
 
+/// What the other processes on the store counted (`Store::share_rate_counts`): per (key,
+/// window start), their calls; per key, their calls in flight.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SharedCounts {
+    pub windows: std::collections::HashMap<(String, i64), u64>,
+    pub in_flight: std::collections::HashMap<String, u64>,
+}
+
 /// Which audit rows to read.
 #[derive(Clone, Debug, Default)]
 pub struct AuditQuery {
@@ -974,6 +982,38 @@ impl Store {
         self.0
             .knowledge_search(scopes, text.to_string(), limit, floor)
             .await
+    }
+
+    /// Adds `writer`'s rate limit counts and calls in flight, and reads the other writers'
+    /// counts of `windows` and their calls in flight shared after `fresh_after_us`.
+    pub async fn share_rate_counts(
+        &self,
+        writer: &str,
+        adds: Vec<(String, i64, u64)>,
+        in_flight: Vec<(String, u64)>,
+        windows: Vec<(String, i64)>,
+        fresh_after_us: i64,
+        prune: bool,
+    ) -> Result<SharedCounts> {
+        self.0
+            .share_rate_counts(
+                writer.to_string(),
+                adds,
+                in_flight,
+                windows,
+                fresh_after_us,
+                prune,
+            )
+            .await
+    }
+
+    /// The other writers' rate limit counts of `windows` (key, window start), read only.
+    pub async fn rate_counts(
+        &self,
+        writer: &str,
+        windows: Vec<(String, i64)>,
+    ) -> Result<std::collections::HashMap<(String, i64), u64>> {
+        self.0.rate_counts(writer.to_string(), windows).await
     }
 
     /// Claims an idempotency key for a call (keys older than `not_before_us` are free again).

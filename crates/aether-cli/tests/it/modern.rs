@@ -344,7 +344,12 @@ fn call_headers(tool: &str) -> [(&'static str, &str); 3] {
 /// A 2026-07-28 `tools/call` over HTTP with `params` (its `name` among them, and a `_meta`
 /// declaring no capability unless they have one), `headers` besides the routing ones;
 /// returns the status and the JSON-RPC answer.
-fn call_2026(addr: &str, id: i64, mut params: Value, headers: &[(&str, &str)]) -> (u16, Value) {
+pub(crate) fn call_2026(
+    addr: &str,
+    id: i64,
+    mut params: Value,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
     if params.get("_meta").is_none() {
         params["_meta"] = modern_meta(json!({}));
     }

@@ -610,3 +610,104 @@ fn replicas_serve_2026_07_28_clients_with_no_shared_session() {
     let (code, out, err) = ws.run(&["audit", "verify", "--store", &pg.url]);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+/// An agent's rate is one budget for every replica: calls one replica admitted count on the
+/// other once they have shared their counts (every 200 ms).
+#[test]
+fn replicas_share_an_agents_rate_limit() {
+    let pg = PgSchema::new("rates");
+    let ws = Ws::new();
+    ws.write(
+        "rates.toml",
+        r#"[server]
+http_agent = "limited"
+
+[roots.ws]
+path = "."
+
+[agents.limited]
+mcp_servers = ["workspace"]
+rate = "10/day"
+"#,
+    );
+    let config = ws.path().join("rates.toml").display().to_string();
+    let a = HttpServer::start(&ws, &["--config", &config, "--store", &pg.url]);
+    let b = HttpServer::start(&ws, &["--config", &config, "--store", &pg.url]);
+    let read = |srv: &HttpServer, id: i64| {
+        let (status, answer) = crate::modern::call_2026(
+            &srv.addr,
+            id,
+            json!({"name": "read_file", "arguments": {"path": "src/hello.txt"}}),
+            &[],
+        );
+        assert_eq!(status, 200, "{answer}");
+        let result = &answer["result"];
+        let text = result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        (result["isError"] == true, text)
+    };
+    // A day's window: clear of midnight UTC, so that none ends while the test runs.
+    let day = 86_400_000_000;
+    let left = day - aether_store::now_us().rem_euclid(day);
+    if left < 60_000_000 {
+        std::thread::sleep(Duration::from_micros(left as u64 + 100_000));
+    }
+    // What the replicas have shared through the store so far.
+    let shared = || -> i64 {
+        let out = Command::new("psql")
+            .args([
+                &base(),
+                "-tAc",
+                &format!(
+                    "SELECT coalesce(sum(calls), 0) FROM {}.rate_counts WHERE window_start >= 0",
+                    pg.name
+                ),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(-1)
+    };
+    let until_shared = |n: i64| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while shared() != n {
+            assert!(Instant::now() < deadline, "{} shared, not {n}", shared());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    for id in 0..6 {
+        let (refused, text) = read(&a, id);
+        assert!(!refused, "{text}");
+    }
+    // b reads what a counted before its first call in the window.
+    until_shared(6);
+    let mut admitted = 0;
+    let mut refusal = String::new();
+    for id in 10..20 {
+        let (refused, text) = read(&b, id);
+        if refused {
+            refusal = text;
+            break;
+        }
+        admitted += 1;
+    }
+    assert_eq!(
+        admitted, 4,
+        "replica b admitted {admitted} of the 4 left: {refusal}"
+    );
+    assert!(
+        refusal.contains("10/day") && refusal.contains("try again in"),
+        "{refusal}"
+    );
+    // And a, in turn, has none left once it has heard from b (every 200 ms).
+    until_shared(10);
+    std::thread::sleep(Duration::from_millis(1_000));
+    let (refused, text) = read(&a, 30);
+    assert!(refused, "{text}");
+    let (code, out, err) = ws.run(&["audit", "verify", "--store", &pg.url]);
+    assert_eq!(code, 0, "{out}{err}");
+}

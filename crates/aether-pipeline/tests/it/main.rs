@@ -11,6 +11,7 @@ mod halt;
 mod offers;
 mod order;
 mod outcomes;
+mod rates;
 mod refusals;
 mod registry;
 mod results;

@@ -54,6 +54,7 @@ fn step_of(result: &CallResult) -> Option<Step> {
 
 #[tokio::test]
 async fn each_reason_taken_away_lets_the_call_on_to_the_next_step_in_spec_order() {
+    clear_of_midnight().await;
     let h = Harness::new();
     let dir = tempfile::tempdir().unwrap();
     let rules_path = dir.path().join("permissions.yaml");
@@ -70,9 +71,17 @@ async fn each_reason_taken_away_lets_the_call_on_to_the_next_step_in_spec_order(
         allowed_domains: vec!["docs.example.com".into()],
         ..AgentProfile::with_groups("full", &["research"])
     };
+    // One call a day.
+    let limited = AgentProfile {
+        rates: aether_policy::agent::RateLimits {
+            rate: Some(aether_policy::agent::Rate::parse("1/day").unwrap()),
+            ..Default::default()
+        },
+        ..AgentProfile::with_groups("limited", &["research"])
+    };
     let tools: Vec<Arc<dyn Tool>> = vec![tool.clone()];
     let p = h
-        .pipeline_with(vec![outside, listless, full], tools, |s| {
+        .pipeline_with(vec![outside, listless, full, limited], tools, |s| {
             s.rules = Rules::load(&rules_path, true).unwrap();
             s.approval_window = Duration::from_millis(200);
         })
@@ -110,6 +119,12 @@ async fn each_reason_taken_away_lets_the_call_on_to_the_next_step_in_spec_order(
     ));
     seen.push(step_of(
         &call_as(&p, &listless, "probe", bad_args.clone(), &expired).await,
+    ));
+    // An agent past its rate: its first call of the day is refused later, and counts.
+    let limited = session(&p, "limited", "s4");
+    call_as(&p, &limited, "probe", bad_args.clone(), &expired).await;
+    seen.push(step_of(
+        &call_as(&p, &limited, "probe", bad_args.clone(), &expired).await,
     ));
     // Arguments its schema refuses; then a rule that denies; then a destination the agent may
     // not reach.
@@ -180,6 +195,7 @@ fn the_step_enum_and_the_crate_doc_list_the_steps_in_the_same_order() {
         named("//! 3. Registry"),
         named("//! 4. Connection layer"),
         named("//! 5. Capability layer"),
+        named("//!    Step 5b, rate limits"),
         named("//! 6. Arguments"),
         named("//! 7. Rules"),
         named("//! 8. Egress and DLP"),
@@ -215,6 +231,7 @@ fn the_step_enum_and_the_crate_doc_list_the_steps_in_the_same_order() {
             "registry_step",
             "connection",
             "capability",
+            "rate",
             "arguments",
             "rules_step",
             "egress",

@@ -617,3 +617,13 @@ pub async fn refused(
     assert_eq!(row.event.reason.as_deref(), Some(reason.as_str()));
     (reason, row)
 }
+
+/// Waits out the last seconds of a UTC day: a test counting calls in a day's window must not
+/// see the window end half way.
+pub async fn clear_of_midnight() {
+    let now = aether_store::now_us();
+    let left = 86_400_000_000 - now.rem_euclid(86_400_000_000);
+    if left < 30_000_000 {
+        tokio::time::sleep(Duration::from_micros(left as u64 + 100_000)).await;
+    }
+}

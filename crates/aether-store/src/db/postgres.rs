@@ -30,6 +30,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0005_writer_chains.sql"),
     include_str!("../../migrations/postgres/0006_audit_trace.sql"),
     include_str!("../../migrations/postgres/0007_audit_subject.sql"),
+    include_str!("../../migrations/postgres/0008_rate_counts.sql"),
 ];
 
 /// The advisory lock (with the schema's hash as its second half) that serializes writers

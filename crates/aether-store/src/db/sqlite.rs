@@ -27,6 +27,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0015_writer_chains.sql"),
     include_str!("../../migrations/sqlite/0016_audit_trace.sql"),
     include_str!("../../migrations/sqlite/0017_audit_subject.sql"),
+    include_str!("../../migrations/sqlite/0018_rate_counts.sql"),
 ];
 
 impl rusqlite::ToSql for Arg<'_> {

@@ -36,6 +36,7 @@ mod knowledge;
 pub(crate) mod ledger;
 mod mcp_sessions;
 mod planning;
+mod rates;
 mod retention;
 mod runs;
 mod sources;

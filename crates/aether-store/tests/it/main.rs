@@ -836,3 +836,89 @@ mod vault {
         assert!(e.contains("not 32"), "{e}");
     }
 }
+
+both!(rate_counts_are_shared_between_writers);
+
+/// What one writer counts, the others read back (its calls per window and in flight); its own
+/// are never counted twice.
+async fn rate_counts_are_shared_between_writers(b: Backend) {
+    let (dir, store) = b.store();
+    let key = |k: &str| k.to_string();
+    // Windows of now (older ones are let go).
+    let now = aether_store::now_us();
+    let (w, old) = (now - now % 60_000_000, now - now % 60_000_000 - 60_000_000);
+    let seen = store
+        .share_rate_counts(
+            "a",
+            vec![(key("agent:x"), w, 3), (key("agent:x"), old, 9)],
+            vec![(key("flight:x"), 2)],
+            vec![(key("agent:x"), w)],
+            0,
+            false,
+        )
+        .await
+        .unwrap();
+    // a's own counts are not the others'.
+    assert_eq!(seen.windows[&(key("agent:x"), w)], 0);
+    assert!(seen.in_flight.is_empty());
+    store
+        .share_rate_counts("a", vec![(key("agent:x"), w, 2)], vec![], vec![], 0, false)
+        .await
+        .unwrap();
+    let seen = store
+        .share_rate_counts(
+            "b",
+            vec![(key("agent:x"), w, 1)],
+            vec![(key("flight:x"), 1)],
+            vec![(key("agent:x"), w), (key("agent:y"), w)],
+            0,
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen.windows[&(key("agent:x"), w)], 5);
+    assert_eq!(seen.windows[&(key("agent:y"), w)], 0);
+    assert_eq!(seen.in_flight[&key("flight:x")], 2);
+    // Calls in flight are replaced, not added; stale ones are not counted.
+    let seen = store
+        .share_rate_counts("a", vec![], vec![(key("flight:x"), 0)], vec![], 0, false)
+        .await
+        .unwrap();
+    assert_eq!(seen.in_flight[&key("flight:x")], 1);
+    let seen = store
+        .share_rate_counts("a", vec![], vec![], vec![], i64::MAX - 1, false)
+        .await
+        .unwrap();
+    assert!(seen.in_flight.is_empty());
+    // The read-only read agrees.
+    let read = store
+        .rate_counts("b", vec![(key("agent:x"), w)])
+        .await
+        .unwrap();
+    assert_eq!(read[&(key("agent:x"), w)], 5);
+    // Rows of windows over for a day are let go when asked.
+    let long_ago = w - 2 * 86_400_000_000;
+    store
+        .share_rate_counts(
+            "a",
+            vec![(key("agent:x"), long_ago, 1)],
+            vec![],
+            vec![],
+            0,
+            false,
+        )
+        .await
+        .unwrap();
+    let rows = |start: i64| {
+        dir.count(&format!(
+            "SELECT count(*) FROM rate_counts WHERE window_start = {start}"
+        ))
+    };
+    assert_eq!(rows(long_ago), 1);
+    store
+        .share_rate_counts("a", vec![], vec![], vec![], 0, true)
+        .await
+        .unwrap();
+    assert_eq!(rows(long_ago), 0);
+    assert_eq!(rows(w), 2);
+}

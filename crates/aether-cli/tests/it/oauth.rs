@@ -185,16 +185,52 @@ fn read_hello(addr: &str, token: &str) -> HttpReply {
     )
 }
 
+/// The audit rows `aether audit tail --json` prints for the workspace's store.
+fn audit_rows(ws: &Ws) -> Vec<Value> {
+    let (code, out, err) = ws.run(&["audit", "tail", "--json", "--store", &ws.store_url()]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+/// A workspace served by Aether on a port of its own, trusting a fresh issuer that mints
+/// tokens for it.
+struct Rig {
+    peers: std::path::PathBuf,
+    ws: Ws,
+    port: u16,
+    resource: String,
+    issuer: Issuer,
+    srv: HttpServer,
+}
+
+impl Rig {
+    fn start(test: &str) -> Option<Rig> {
+        let peers = peers(test)?;
+        let ws = Ws::new();
+        let port = free_port();
+        let resource = format!("http://127.0.0.1:{port}/mcp");
+        let issuer = Issuer::start(&peers, &[&resource]);
+        let srv = serve(&ws, port, &issuer.url, "auto");
+        Some(Rig {
+            peers,
+            ws,
+            port,
+            resource,
+            issuer,
+            srv,
+        })
+    }
+}
+
 #[test]
 fn the_python_sdk_logs_in_through_the_issuer_and_its_calls_are_audited_as_its_user() {
-    let Some(peers) = peers("oauth_python_sdk") else {
+    // Held whole: a field left out of a pattern would be dropped here (the issuer stopped).
+    let Some(rig) = Rig::start("oauth_python_sdk") else {
         return;
     };
-    let ws = Ws::new();
-    let port = free_port();
-    let resource = format!("http://127.0.0.1:{port}/mcp");
-    let issuer = Issuer::start(&peers, &[&resource]);
-    let srv = serve(&ws, port, &issuer.url, "auto");
+    let (peers, ws, srv) = (&rig.peers, &rig.ws, &rig.srv);
     // Discovery, registration, authorization code + PKCE with the resource, the token, the
     // call: all by the SDK.
     let out = Command::new(peers.join("venv/bin/python"))
@@ -223,34 +259,30 @@ fn the_python_sdk_logs_in_through_the_issuer_and_its_calls_are_audited_as_its_us
         .collect();
     assert!(tools.contains(&"list_dir"), "{tools:?}");
     // The row names the person beside the agent, and the chain holds.
-    let (code, out, err) = ws.run(&["audit", "tail", "--json", "--store", &ws.store_url()]);
-    assert_eq!(code, 0, "{err}");
-    let row = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|r| r["tool"] == "read_file" || r["event"]["tool"] == "read_file")
-        .unwrap_or_else(|| panic!("no read_file row in {out}"));
-    let event = if row.get("event").is_some() {
-        &row["event"]
-    } else {
-        &row
-    };
-    assert_eq!(event["subject"], "alice", "{row}");
-    assert_eq!(event["agent"], "default", "{row}");
+    let rows = audit_rows(ws);
+    let row = rows
+        .iter()
+        .find(|r| r["tool"] == "read_file")
+        .unwrap_or_else(|| panic!("no read_file row in {rows:?}"));
+    assert_eq!(row["subject"], "alice", "{row}");
+    assert_eq!(row["agent"], "default", "{row}");
     let (code, _, err) = ws.run(&["audit", "verify", "--store", &ws.store_url()]);
     assert_eq!(code, 0, "{err}");
 }
 
 #[test]
 fn tokens_for_another_resource_expired_from_another_issuer_or_a_withdrawn_key_are_refused() {
-    let Some(peers) = peers("oauth_refusals") else {
+    let Some(Rig {
+        peers,
+        ws,
+        port,
+        resource,
+        issuer,
+        srv,
+    }) = Rig::start("oauth_refusals")
+    else {
         return;
     };
-    let ws = Ws::new();
-    let port = free_port();
-    let resource = format!("http://127.0.0.1:{port}/mcp");
-    let issuer = Issuer::start(&peers, &[&resource]);
-    let srv = serve(&ws, port, &issuer.url, "auto");
     let metadata_url = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
 
     // The protected resource metadata, at both well-known forms.
@@ -334,16 +366,13 @@ fn tokens_for_another_resource_expired_from_another_issuer_or_a_withdrawn_key_ar
     );
 
     // The refusal is audited, as the pipeline's own are, with the token's subject.
-    let (code, out, err) = ws.run(&["audit", "tail", "--json", "--store", &ws.store_url()]);
-    assert_eq!(code, 0, "{err}");
+    let rows = audit_rows(&ws);
     assert!(
-        out.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .any(|r| r["tool"] == "list_dir"
-                && r["outcome"] == "refused"
-                && r["rule"] == "scope"
-                && r["subject"] == "aether-tests"),
-        "{out}"
+        rows.iter().any(|r| r["tool"] == "list_dir"
+            && r["outcome"] == "refused"
+            && r["rule"] == "scope"
+            && r["subject"] == "aether-tests"),
+        "{rows:?}"
     );
     // A session stays with the person who opened it: another's token cannot use it.
     let mine = format!("Bearer {good}");

@@ -647,68 +647,89 @@ async fn an_expected_head_catches_truncation_and_rewriting(b: Backend) {
     );
 }
 
+/// Another writer in a transaction of its own, holding the writers' lock as a lane does
+/// between its two flights: with `draw`, it has drawn a sequence number, and when let go it
+/// commits a row there (a copy of the row of call `first`); without, it rolls back.
+struct LockHolder {
+    go: std::sync::mpsc::Sender<()>,
+    drawn: Option<i64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl LockHolder {
+    fn start(url: String, draw: bool) -> LockHolder {
+        let (go, gone) = std::sync::mpsc::channel::<()>();
+        let (held, holding) = std::sync::mpsc::channel::<Option<i64>>();
+        let thread = std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            let mut tx = c.transaction().unwrap();
+            tx.batch_execute(
+                "SELECT pg_advisory_xact_lock_shared(16741, hashtext(current_schema()))",
+            )
+            .unwrap();
+            let seq: Option<i64> = draw.then(|| {
+                tx.query_one("SELECT nextval('audit_seq')", &[])
+                    .unwrap()
+                    .get(0)
+            });
+            held.send(seq).unwrap();
+            gone.recv().unwrap();
+            let Some(seq) = seq else {
+                return tx.rollback().unwrap();
+            };
+            tx.execute(
+                "INSERT INTO audit (seq, at_us, call_id, session, transport, agent, team, project,
+                     tool, tier, outcome, step, rule, reason, definition, arguments_digest,
+                     arguments, result, duration_us, prev_hash, hash, single, chain, link, trace)
+                 SELECT $1, at_us, 'late', session, transport, agent, team, project, tool, tier,
+                     outcome, step, rule, reason, definition, arguments_digest, arguments, result,
+                     duration_us, prev_hash, hash, single, 'another writer', 1, trace
+                 FROM audit WHERE call_id = 'first'",
+                &[&seq],
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        });
+        let drawn = holding.recv().unwrap();
+        LockHolder { go, drawn, thread }
+    }
+
+    fn release(self) {
+        self.go.send(()).unwrap();
+        self.thread.join().unwrap();
+    }
+}
+
 /// PostgreSQL's commits run side by side and draw their numbers inside, so one can commit
-/// after a row with a higher number. A reader paging on with a cursor must not step past it.
+/// after a row with a higher number. A reader paging on with a cursor must not step past it,
+/// nor a first page (its newest row becomes the next cursor).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paging_reader_never_steps_past_a_row_still_committing() {
     let (dir, store) = Backend::Postgres.store();
     let first = store.audit(event("first", "refused")).await.unwrap();
-    let Db::Postgres { schema, .. } = &dir else {
-        unreachable!()
-    };
-    // A writer that drew its number under the writers' lock and has not committed yet, as a
-    // lane between its two flights.
-    let (go, gone) = std::sync::mpsc::channel::<()>();
-    let (drawn, drew) = std::sync::mpsc::channel::<i64>();
-    let schema = schema.clone();
-    let writer = std::thread::spawn(move || {
-        let mut c = postgres::Client::connect(&db::postgres_base(), postgres::NoTls).unwrap();
-        c.batch_execute(&format!("SET search_path = {schema}"))
-            .unwrap();
-        let mut tx = c.transaction().unwrap();
-        tx.batch_execute("SELECT pg_advisory_xact_lock_shared(16741, hashtext(current_schema()))")
-            .unwrap();
-        let seq: i64 = tx
-            .query_one("SELECT nextval('audit_seq')", &[])
-            .unwrap()
-            .get(0);
-        drawn.send(seq).unwrap();
-        gone.recv().unwrap();
-        tx.execute(
-            "INSERT INTO audit (seq, at_us, call_id, session, transport, agent, team, project,
-                 tool, tier, outcome, step, rule, reason, definition, arguments_digest,
-                 arguments, result, duration_us, prev_hash, hash, single, chain, link, trace)
-             SELECT $1, at_us, 'late', session, transport, agent, team, project, tool, tier,
-                 outcome, step, rule, reason, definition, arguments_digest, arguments, result,
-                 duration_us, prev_hash, hash, single, 'another writer', 1, trace
-             FROM audit WHERE call_id = 'first'",
-            &[&seq],
-        )
-        .unwrap();
-        tx.commit().unwrap();
-    });
-    let held = drew.recv().unwrap();
-    let after = store.audit(event("after", "refused")).await.unwrap();
-    assert!(after > held, "{after} drawn after {held}");
-    let reader = tokio::spawn({
+    let read_while = |after: Option<i64>| {
         let store = store.clone();
-        async move {
+        tokio::spawn(async move {
             store
                 .audit_query(AuditQuery {
-                    after: Some(first),
+                    after,
                     limit: 100,
                     ..Default::default()
                 })
                 .await
-        }
-    });
+        })
+    };
+    let late = LockHolder::start(dir.url(), true);
+    let held = late.drawn.unwrap();
+    let after = store.audit(event("after", "refused")).await.unwrap();
+    assert!(after > held, "{after} drawn after {held}");
+    let reader = read_while(Some(first));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(
         !reader.is_finished(),
         "a reader paging on answered while a lower number was still committing"
     );
-    go.send(()).unwrap();
-    writer.join().unwrap();
+    late.release();
     let page = reader.await.unwrap().unwrap();
     assert_eq!(
         page.iter()
@@ -716,38 +737,14 @@ async fn a_paging_reader_never_steps_past_a_row_still_committing() {
             .collect::<Vec<_>>(),
         [(held, "late"), (after, "after")]
     );
-    // A first page (no cursor) is settled too: its newest row becomes the next cursor.
-    let (go, gone) = std::sync::mpsc::channel::<()>();
-    let (locked, held_lock) = std::sync::mpsc::channel::<()>();
-    let url = dir.url();
-    let holder = std::thread::spawn(move || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        let mut tx = c.transaction().unwrap();
-        tx.batch_execute("SELECT pg_advisory_xact_lock_shared(16741, hashtext(current_schema()))")
-            .unwrap();
-        locked.send(()).unwrap();
-        gone.recv().unwrap();
-        tx.rollback().unwrap();
-    });
-    held_lock.recv().unwrap();
-    let reader = tokio::spawn({
-        let store = store.clone();
-        async move {
-            store
-                .audit_query(AuditQuery {
-                    limit: 100,
-                    ..Default::default()
-                })
-                .await
-        }
-    });
+    let holder = LockHolder::start(dir.url(), false);
+    let reader = read_while(None);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(
         !reader.is_finished(),
         "a first page answered while a commit was in flight"
     );
-    go.send(()).unwrap();
-    holder.join().unwrap();
+    holder.release();
     assert_eq!(reader.await.unwrap().unwrap().len(), 3);
 }
 

@@ -182,7 +182,7 @@ impl Rates {
             if w.mine + w.others >= c.rate.calls {
                 let wait = ((start(c) + c.rate.window_us - now_us) as f64 / 1e6)
                     .ceil()
-                    .max(1.0);
+                    .max(1.0) as u64;
                 return Err(Refusal::new(
                     Step::Rate,
                     c.rule,
@@ -193,7 +193,8 @@ impl Rates {
                         c.rate.window_name(),
                         c.rate
                     ),
-                ));
+                )
+                .retry_after(wait));
             }
         }
         let permit = match limits.concurrent {
@@ -209,7 +210,8 @@ impl Rates {
                             "agent {agent:?} has {} calls in flight (its limit is {max} at once); try again in 1 s",
                             mine + others
                         ),
-                    ));
+                    )
+                    .retry_after(1));
                 }
                 *counts.in_flight.entry(key.clone()).or_default() += 1;
                 counts.flight_changed.push(key.clone());

@@ -721,10 +721,18 @@ impl ServerHandler for AetherMcp {
                     Some(json!({"code": "mcp-tool-not-implemented", "callId": call_id})),
                 ));
             }
-            CallOutcome::Refused(r) => error_result(
-                format!("Refused by Aether ({}, {}): {}", r.step, r.rule, r.reason),
-                &call_id,
-            ),
+            CallOutcome::Refused(r) => {
+                let mut result = error_result(
+                    format!("Refused by Aether ({}, {}): {}", r.step, r.rule, r.reason),
+                    &call_id,
+                );
+                // A rate limit's refusal says when to try again, for a client to wait on.
+                if let (Some(seconds), Some(meta)) = (r.retry_after_s, result.meta.as_mut()) {
+                    meta.0
+                        .insert("aether/retryAfterSeconds".into(), json!(seconds));
+                }
+                result
+            }
             CallOutcome::Cancelled { timed_out: true } => error_result(
                 "The call ran out of time and was stopped; try a narrower request".into(),
                 &call_id,

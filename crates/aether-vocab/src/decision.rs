@@ -58,6 +58,9 @@ pub struct Refusal {
     /// The rule that decided, e.g. `tier:restricted` or a rule's name; never a secret.
     pub rule: String,
     pub reason: String,
+    /// When the same call may pass, in seconds (a rate limit's refusal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<u64>,
 }
 
 /// Characters of a refusal's reason kept: enough to say what and why, never a caller's
@@ -73,7 +76,14 @@ impl Refusal {
             step,
             rule: crate::truncate::bound_text(&rule.into(), 200).into_owned(),
             reason: crate::truncate::bound_text(&reason, REASON_CHARS).into_owned(),
+            retry_after_s: None,
         }
+    }
+
+    /// The same refusal, saying when the call may pass.
+    pub fn retry_after(mut self, seconds: u64) -> Refusal {
+        self.retry_after_s = Some(seconds);
+        self
     }
 }
 

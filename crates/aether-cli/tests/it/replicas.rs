@@ -646,6 +646,11 @@ rate = "10/day"
             .as_str()
             .unwrap_or_default()
             .to_string();
+        // A refusal of the rate says, for a client to wait on, when to try again.
+        if result["isError"] == true {
+            let wait = result["_meta"]["aether/retryAfterSeconds"].as_u64();
+            assert!(wait.is_some_and(|s| (1..=86_400).contains(&s)), "{answer}");
+        }
         (result["isError"] == true, text)
     };
     // A day's window: clear of midnight UTC, so that none ends while the test runs.

@@ -46,6 +46,12 @@ async fn calls_past_an_agents_rate_or_a_tools_are_refused_before_the_receipt() {
     let r = call(&p, &ctx, "echo_b", valid()).await;
     let (rule, reason) = refused_at_rate(&r.outcome).expect("the tool's rate");
     assert_eq!(rule, "rate:tool");
+    // When to try again, in seconds, for a client to wait on (the rest of the day at most).
+    assert!(
+        matches!(&r.outcome, CallOutcome::Refused(x) if x.retry_after_s.is_some_and(|s| (1..=86_400).contains(&s))),
+        "{:?}",
+        r.outcome
+    );
     assert!(
         reason.contains("2/day") && reason.contains("try again in"),
         "{reason}"

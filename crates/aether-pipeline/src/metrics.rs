@@ -1,5 +1,6 @@
-//! What `/metrics` serves, in Prometheus' text format: calls by tool and decision, the calls'
-//! latency, calls waiting for a person, and the halt flag.
+//! What `/metrics` serves, in Prometheus' text format: calls by tool and decision, refusals
+//! by step and rule (rate limits among them), the calls' latency, calls waiting for a person,
+//! and the halt flag.
 
 use std::sync::Mutex;
 
@@ -18,9 +19,16 @@ struct CallLabels {
     decision: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    step: String,
+    rule: String,
+}
+
 pub struct Metrics {
     registry: Mutex<Registry>,
     calls: Family<CallLabels, Counter>,
+    refusals: Family<RefusalLabels, Counter>,
     latency: Histogram,
     pending: Gauge,
     halted: Gauge,
@@ -29,6 +37,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Metrics {
         let calls = Family::<CallLabels, Counter>::default();
+        let refusals = Family::<RefusalLabels, Counter>::default();
         // 100 µs to about 100 s.
         let latency = Histogram::new([
             0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -41,6 +50,11 @@ impl Default for Metrics {
             "calls",
             "Tool calls by tool and decision (ok, tool_error, refused, cancelled, timed_out, failed)",
             calls.clone(),
+        );
+        registry.register(
+            "refusals",
+            "Refused calls by the step and rule that refused them (e.g. rate, rate:agent)",
+            refusals.clone(),
         );
         registry.register(
             "call_duration_seconds",
@@ -60,6 +74,7 @@ impl Default for Metrics {
         Metrics {
             registry: Mutex::new(registry),
             calls,
+            refusals,
             latency,
             pending,
             halted,
@@ -88,6 +103,16 @@ impl Metrics {
                 decision: decision(outcome).into(),
             })
             .inc();
+        if let CallOutcome::Refused(r) = outcome {
+            // Rules are the operator's names (or Aether's): a bounded set; an unknown tool's
+            // refusal names the catalog, not the caller's text.
+            self.refusals
+                .get_or_create(&RefusalLabels {
+                    step: r.step.as_str().into(),
+                    rule: r.rule.chars().take(64).collect(),
+                })
+                .inc();
+        }
         self.latency.observe(seconds);
     }
 

@@ -70,6 +70,14 @@ async fn calls_past_an_agents_rate_or_a_tools_are_refused_before_the_receipt() {
     let (rule, _) = refused_at_rate(&r.outcome).expect("the agent's rate");
     assert_eq!(rule, "rate:agent");
     assert_eq!(echo.calls(), 3);
+    // /metrics counts them by step and rule.
+    let metrics = p.metrics_text().await.unwrap();
+    for line in [
+        "aether_refusals_total{step=\"rate\",rule=\"rate:tool\"} 1",
+        "aether_refusals_total{step=\"rate\",rule=\"rate:agent\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
     h.check().await;
 }
 

@@ -36,6 +36,7 @@ impl Pipeline {
             groups: Arc::new(groups),
             subject: None,
             scope: None,
+            token: None,
         })
     }
 

@@ -128,12 +128,12 @@ impl Rates {
             );
         }
         if let Some(rate) = limits.per_caller {
-            let owner = ctx.owner();
+            let caller = ctx.caller();
             check(
-                format!("caller:{owner}"),
+                format!("caller:{caller}"),
                 rate,
                 "rate:caller",
-                format!("{owner:?} has made"),
+                format!("{caller:?} has made"),
             );
         }
         if let Some(rate) = limits.per_tool.get(tool) {

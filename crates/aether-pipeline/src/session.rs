@@ -38,12 +38,24 @@ pub struct SessionContext {
     /// What the caller's OAuth token's scopes reach of the agent's tools (`None`: all, as for
     /// static tokens, stdio and in-process callers).
     pub scope: Option<Arc<aether_policy::ScopeReach>>,
+    /// The id of the static agent token the caller brought (HTTP), for what is counted per
+    /// caller (`rate_per_caller`).
+    pub token: Option<String>,
 }
 
 impl SessionContext {
     /// Who the session acts for, as one name: see [`owner`].
     pub fn owner(&self) -> String {
         owner(&self.agent.name, self.subject.as_deref())
+    }
+
+    /// The caller, as rate limits count callers: the person of an OAuth token, else the static
+    /// token brought, else the agent (stdio, the runner, a loopback caller without a token).
+    pub fn caller(&self) -> String {
+        match (&self.subject, &self.token) {
+            (Some(_), _) | (None, None) => self.owner(),
+            (None, Some(token)) => format!("{} by token {token}", self.agent.name),
+        }
     }
 }
 

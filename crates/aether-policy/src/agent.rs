@@ -124,8 +124,8 @@ impl std::fmt::Display for Rate {
 pub struct RateLimits {
     /// Calls per window by the agent, all its callers together.
     pub rate: Option<Rate>,
-    /// Calls per window by each of its callers (each person of an OAuth token; callers with
-    /// static tokens count as their agent).
+    /// Calls per window by each of its callers (each person of an OAuth token, each static
+    /// token; callers without a token count as their agent).
     pub per_caller: Option<Rate>,
     /// Calls per window of one tool by the agent.
     pub per_tool: BTreeMap<String, Rate>,

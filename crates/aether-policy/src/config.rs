@@ -450,8 +450,8 @@ pub struct RawAgent {
     pub workers: Vec<String>,
     /// Calls per window by this agent, all its callers together (`"120/min"`; unset: none).
     pub rate: Option<String>,
-    /// Calls per window by each of its callers: each person of an OAuth token (callers with
-    /// static tokens count as the agent).
+    /// Calls per window by each of its callers: each person of an OAuth token, each static
+    /// token (callers without a token count as the agent).
     pub rate_per_caller: Option<String>,
     /// Calls per window of one tool by this agent (`{ web_fetch = "10/min" }`).
     #[serde(default)]

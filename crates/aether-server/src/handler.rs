@@ -54,6 +54,8 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub agent: String,
+    /// The id of the static agent token it brought, if it brought one.
+    pub token: Option<String>,
     /// The person an OAuth access token was issued to (recorded in the audit).
     pub subject: Option<String>,
     /// What the access token's scopes reach of the agent's tools.
@@ -179,9 +181,10 @@ impl AetherMcp {
         if let Some(bound) = self.bound.get() {
             if bound.agent.name == caller.agent && bound.subject == caller.subject {
                 // The session's caller, with this request's token's reach (a refreshed token
-                // may carry other scopes).
+                // may carry other scopes) and static token.
                 return Ok(SessionContext {
                     scope: caller.reach.clone(),
+                    token: caller.token.clone(),
                     ..bound.clone()
                 });
             }
@@ -214,6 +217,7 @@ impl AetherMcp {
         }
         Ok(SessionContext {
             scope: caller.reach.clone(),
+            token: caller.token.clone(),
             ..bound.clone()
         })
     }

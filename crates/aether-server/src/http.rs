@@ -683,6 +683,7 @@ async fn authenticate(
     }
     request.extensions_mut().insert(Caller {
         agent,
+        token: token_id.clone().filter(|_| grant.is_none()),
         subject: grant.as_ref().map(|g| g.subject.clone()),
         reach: grant.map(|g| g.reach),
     });

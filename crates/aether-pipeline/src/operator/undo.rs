@@ -23,6 +23,7 @@ impl Pipeline {
             groups: Arc::new(Default::default()),
             subject: None,
             scope: None,
+            token: None,
         };
         let entry = match Entry::outside(self.undo.clone()) {
             Ok(entry) => entry,

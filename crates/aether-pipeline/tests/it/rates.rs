@@ -82,6 +82,43 @@ async fn calls_past_an_agents_rate_or_a_tools_are_refused_before_the_receipt() {
 }
 
 #[tokio::test]
+async fn each_caller_has_a_budget_of_its_own() {
+    clear_of_midnight().await;
+    let h = Harness::new();
+    let echo = Echo::new("echo", "alpha", Tier::Standard);
+    let tools: Vec<Arc<dyn Tool>> = vec![echo.clone()];
+    let agent = limited(RateLimits {
+        per_caller: Some(Rate::parse("2/day").unwrap()),
+        ..Default::default()
+    });
+    let p = h.pipeline_with(vec![agent], tools, |_| {}).await;
+    let base = session(&p, "limited", "s1");
+    let as_caller = |token: Option<&str>, subject: Option<&str>| aether_pipeline::SessionContext {
+        token: token.map(str::to_string),
+        subject: subject.map(str::to_string),
+        ..base.clone()
+    };
+    // Two static tokens, two people, and the agent itself (no token): five budgets of two.
+    for ctx in [
+        as_caller(Some("t1"), None),
+        as_caller(Some("t2"), None),
+        as_caller(None, Some("alice")),
+        as_caller(None, Some("bob")),
+        as_caller(None, None),
+    ] {
+        for _ in 0..2 {
+            let r = call(&p, &ctx, "echo", valid()).await;
+            assert!(matches!(r.outcome, CallOutcome::Ran(_)), "{:?}", r.outcome);
+        }
+        let r = call(&p, &ctx, "echo", valid()).await;
+        let (rule, _) = refused_at_rate(&r.outcome).expect("the caller's rate");
+        assert_eq!(rule, "rate:caller");
+    }
+    assert_eq!(echo.calls(), 10);
+    h.check().await;
+}
+
+#[tokio::test]
 async fn calls_in_flight_past_the_agents_limit_wait_for_none_and_are_refused() {
     let h = Harness::new();
     let sleeps = Sleeps::new("sleeps");

@@ -226,7 +226,6 @@ impl Pipeline {
         // its own permissions.
         private.extend(settings.rules.path().map(std::path::Path::to_path_buf));
         roots.set_private(private);
-        let settings_store_for_rates = settings.store.clone();
         let teams = settings
             .agents
             .iter()
@@ -245,6 +244,8 @@ impl Pipeline {
             ledger: Arc::new(StoreLedger::with_teams(settings.store.clone(), teams)),
             journal: settings.journal,
             seal_generation: std::sync::atomic::AtomicI64::new(-1),
+            rates: rates::Rates::new(settings.store.clone()),
+            rates_stop: CancellationToken::new(),
             store: settings.store,
             halted: Arc::new(AtomicBool::new(halted)),
             in_flight: AtomicUsize::new(0),
@@ -260,8 +261,6 @@ impl Pipeline {
             metrics: metrics::Metrics::default(),
             fragments: std::sync::Mutex::default(),
             undo: settings.undo,
-            rates: rates::Rates::new(settings_store_for_rates),
-            rates_stop: CancellationToken::new(),
         };
         pipeline.reload_registry().await?;
         pipeline.reload_seals().await?;

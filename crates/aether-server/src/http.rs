@@ -434,26 +434,33 @@ impl McpAuth {
         }
     }
 
-    /// A 401 for a caller without a valid token: with an authorization server, where to find
-    /// it (RFC 9728's `resource_metadata`).
+    /// The answer to an `/mcp` caller without a valid token: 401, a JSON-RPC body, and
+    /// `WWW-Authenticate: Bearer` (RFC 6750), which with an authorization server says where
+    /// to find it (RFC 9728's `resource_metadata`).
     fn unauthorized(&self, challenge: Challenge, message: &str) -> axum::response::Response {
-        let header = match (&self.oauth, &challenge) {
+        let header = match (&self.oauth, challenge) {
             (Some(oauth), Challenge::Bearer) => oauth.challenge(None, &[], None),
             (Some(oauth), Challenge::InvalidToken) => {
                 oauth.challenge(Some("invalid_token"), &[], Some(message))
             }
-            (None, _) => String::new(),
+            (None, Challenge::Bearer) => "Bearer".into(),
+            (None, Challenge::InvalidToken) => "Bearer error=\"invalid_token\"".into(),
         };
-        let mut response = mcp_unauthorized(challenge, message);
-        if let Ok(value) = http::HeaderValue::from_str(&header)
-            && !header.is_empty()
-        {
-            response
-                .headers_mut()
-                .insert(http::header::WWW_AUTHENTICATE, value);
-        }
-        response
+        challenged(
+            mcp_error(StatusCode::UNAUTHORIZED, -32001, message),
+            &header,
+        )
     }
+}
+
+/// `response` with `WWW-Authenticate: header`.
+fn challenged(mut response: axum::response::Response, header: &str) -> axum::response::Response {
+    if let Ok(value) = http::HeaderValue::from_str(header) {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, value);
+    }
+    response
 }
 
 /// A 403 for a valid access token whose scopes do not reach what it asked for, naming the
@@ -464,15 +471,10 @@ fn insufficient_scope(
     needed: &[String],
     why: &str,
 ) -> axum::response::Response {
-    let mut response = mcp_error_to(StatusCode::FORBIDDEN, id, -32001, why);
-    if let Ok(value) =
-        http::HeaderValue::from_str(&oauth.challenge(Some("insufficient_scope"), needed, Some(why)))
-    {
-        response
-            .headers_mut()
-            .insert(http::header::WWW_AUTHENTICATE, value);
-    }
-    response
+    challenged(
+        mcp_error_to(StatusCode::FORBIDDEN, id, -32001, why),
+        &oauth.challenge(Some("insufficient_scope"), needed, Some(why)),
+    )
 }
 
 /// Resolves the caller of an `/mcp` request to an agent ([`Caller`]) before the MCP service
@@ -484,13 +486,8 @@ async fn authenticate(
 ) -> axum::response::Response {
     let mut token_id = None;
     let mut grant = None;
-    let oauth_token = auth.oauth.is_some()
-        && api::bearer(request.headers()).is_some_and(crate::oauth::OAuth::looks_like_jwt);
-    let agent = match api::bearer(request.headers()) {
-        Some(token) if oauth_token => {
-            let Some(oauth) = &auth.oauth else {
-                unreachable!("oauth_token needs an authorization server")
-            };
+    let agent = match (api::bearer(request.headers()), &auth.oauth) {
+        (Some(token), Some(oauth)) if crate::oauth::OAuth::looks_like_jwt(token) => {
             match oauth.validate(token).await {
                 Ok(g) => {
                     // Sessions are counted per person, not per token (tokens are refreshed).
@@ -515,13 +512,13 @@ async fn authenticate(
                 }
             }
         }
-        Some(_) if auth.mode == HttpAuth::OAuth => {
+        (Some(_), _) if auth.mode == HttpAuth::OAuth => {
             return auth.unauthorized(
                 Challenge::InvalidToken,
                 "this server takes OAuth access tokens only (server.auth = \"oauth\")",
             );
         }
-        Some(token) => match auth.pipeline.authenticate(token) {
+        (Some(token), _) => match auth.pipeline.authenticate(token) {
             Some(Principal {
                 kind: TokenKind::Agent,
                 subject,
@@ -544,7 +541,7 @@ async fn authenticate(
                 );
             }
         },
-        None if auth.required() => {
+        (None, _) if auth.required() => {
             return auth.unauthorized(
                 Challenge::Bearer,
                 if auth.oauth.is_some() {
@@ -554,7 +551,7 @@ async fn authenticate(
                 },
             );
         }
-        None => auth.agent.clone(),
+        (None, _) => auth.agent.clone(),
     };
     if !auth.pipeline.has_agent(&agent) {
         // A token for an agent the configuration no longer has.
@@ -759,21 +756,6 @@ enum Challenge {
     Bearer,
     /// The token sent is not one this server knows (or it was revoked).
     InvalidToken,
-}
-
-/// The answer to an `/mcp` caller without a valid token: 401, a JSON-RPC body, and
-/// `WWW-Authenticate: Bearer` (RFC 6750).
-fn mcp_unauthorized(challenge: Challenge, message: &str) -> axum::response::Response {
-    let mut response = mcp_error(StatusCode::UNAUTHORIZED, -32001, message);
-    let challenge = match challenge {
-        Challenge::InvalidToken => "Bearer error=\"invalid_token\"",
-        Challenge::Bearer => "Bearer",
-    };
-    response.headers_mut().insert(
-        http::header::WWW_AUTHENTICATE,
-        http::HeaderValue::from_static(challenge),
-    );
-    response
 }
 
 /// Answers a POSTed `/mcp` body that is not a JSON-RPC message Aether takes with the

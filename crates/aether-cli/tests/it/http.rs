@@ -207,11 +207,7 @@ fn listening_beyond_loopback_without_tokens_is_refused() {
 /// The JSON-RPC body of a reply (a JSON body, or the first `data:` of an event stream).
 /// The `Mcp-Session-Id` a reply opened.
 fn session_of(r: &crate::util::HttpReply) -> Option<String> {
-    r.head.lines().find_map(|l| {
-        l.to_ascii_lowercase()
-            .strip_prefix("mcp-session-id: ")
-            .map(|v| v.trim().to_string())
-    })
+    r.header("mcp-session-id")
 }
 
 fn rpc(r: &crate::util::HttpReply) -> Value {

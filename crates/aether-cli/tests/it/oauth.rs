@@ -165,15 +165,7 @@ fn call(addr: &str, token: Option<&str>, tool: &str, arguments: Value) -> HttpRe
 
 /// The `WWW-Authenticate` header of a reply.
 fn challenge(reply: &HttpReply) -> String {
-    reply
-        .head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("www-authenticate")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_default()
+    reply.header("www-authenticate").unwrap_or_default()
 }
 
 fn read_hello(addr: &str, token: &str) -> HttpReply {
@@ -402,15 +394,7 @@ fn tokens_for_another_resource_expired_from_another_issuer_or_a_withdrawn_key_ar
     };
     let opened = post(headers(&mine, None), INIT);
     assert_eq!(opened.status, 200, "{}", opened.head);
-    let session = opened
-        .head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_string())
-        })
-        .expect("a session id");
+    let session = opened.header("mcp-session-id").expect("a session id");
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
     assert!(post(headers(&mine, Some(&session)), initialized).status < 300);
     let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;

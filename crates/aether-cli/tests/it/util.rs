@@ -281,6 +281,18 @@ pub struct HttpReply {
     pub body: String,
 }
 
+impl HttpReply {
+    /// The value of the header `name` (the first, if several), as sent.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
+        })
+    }
+}
+
 /// One raw HTTP/1.1 request; `headers` are written as given (so tests can lie about Host).
 pub fn http(
     addr: &str,

@@ -738,6 +738,45 @@ mod tests {
                 }
             }
         }
+
+        /// The tool a message names (what the HTTP layer's scope check judges) is exactly a
+        /// `tools/call`'s string `params.name`: never another method's, never a name of another
+        /// kind, never one from elsewhere in the message.
+        #[test]
+        fn the_tool_named_is_a_tools_calls_string_name_only(
+            method in proptest::prop_oneof![
+                proptest::prelude::Just("tools/call".to_string()),
+                proptest::prelude::Just("tools/list".to_string()),
+                proptest::prelude::Just("prompts/get".to_string()),
+                "[a-z/]{0,12}",
+            ],
+            name in proptest::prop_oneof![
+                proptest::prelude::Just(None),
+                proptest::strategy::Strategy::prop_map("[ -~]{0,16}", |s| Some(json!(s))),
+                proptest::strategy::Strategy::prop_map(
+                    proptest::prelude::any::<i64>(),
+                    |n| Some(json!(n))
+                ),
+                proptest::prelude::Just(Some(Value::Null)),
+                proptest::prelude::Just(Some(json!({"name": "nested"}))),
+            ],
+            elsewhere in proptest::prelude::any::<bool>(),
+        ) {
+            let mut message = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {}});
+            if let Some(name) = &name {
+                message["params"]["name"] = name.clone();
+            }
+            if elsewhere {
+                message["name"] = json!("outside");
+                message["params"]["arguments"] = json!({"name": "inside"});
+            }
+            if let Ok(checked) = check(message.to_string().as_bytes(), false) {
+                let expected = (method == "tools/call")
+                    .then(|| name.as_ref().and_then(Value::as_str).map(str::to_string))
+                    .flatten();
+                proptest::prop_assert_eq!(checked.tool, expected, "{}", message);
+            }
+        }
     }
 
     #[test]

@@ -68,7 +68,13 @@ def start_oauth(a, peers, node, config, bench):
     cfg = bench / "aether-oauth.toml"
     cfg.write_text(config.read_text() + f'[auth]\nissuer = "{url}"\nresource = "{resource}"\n'
                    '[auth.scopes]\n"mcp:tools" = { agent = "default" }\n')
-    return {"issuer": issuer, "jwt": jwt, "config": cfg, "port": port, "url": resource}
+    receiver = subprocess.Popen([str(peers / "venv/bin/python"), str(ROOT / "tests/peers/otlp_receiver.py"),
+                                 "--discard"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    otlp = json.loads(receiver.stdout.readline())["http"]
+    traced = bench / "aether-oauth-traced.toml"
+    traced.write_text(cfg.read_text() + f'[telemetry]\nendpoint = "http://127.0.0.1:{otlp}"\n')
+    return {"issuer": issuer, "receiver": receiver, "jwt": jwt, "config": cfg, "traced": traced, "port": port,
+            "url": resource}
 
 
 def wait_port(port, timeout=15):
@@ -97,22 +103,39 @@ AUDIT_TOOLS = ["read_file", "list_dir", "search_files", "write_file", "edit_file
                "fetch_url", "run_command", "glob_files", "read_many"]
 
 
-def audit_rows_sql(n, dialect):
-    """One INSERT of n synthetic audit rows (one second apart; ten agents; 1 in 1,000 a
-    delete_file, 1 in 50 refused), for searching, not for verifying: their hashes are not a chain."""
+# PostgreSQL draws audit sequence numbers from audit_seq: past the rows inserted by hand.
+PG_SEQ = "SELECT setval('audit_seq', (SELECT max(seq) FROM audit))"
+
+
+def audit_rows_sql(n, dialect, start_us=1700000000000000, step_us=1000000):
+    """One INSERT of n synthetic audit rows (step_us apart from start_us; ten agents; 1 in 1,000
+    a delete_file, 1 in 50 refused; durations from under 1 ms to about 90 ms), for searching,
+    not for verifying: their hashes are not a chain."""
     series = ("generate_series(1::bigint, {n}) AS g(i)" if dialect == "pg" else
               "(WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n}) SELECT i FROM g)")
     tools = " ".join(f"WHEN {k} THEN '{t}'" for k, t in enumerate(AUDIT_TOOLS))
     pad = "lpad(i::text, 12, '0')" if dialect == "pg" else "printf('%012d', i)"
     return (f"INSERT INTO audit (seq, at_us, call_id, session, transport, agent, tool, tier, outcome, step, "
-            f"rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash) "
-            f"SELECT i, 1700000000000000 + i * 1000000, 'call-' || {pad}, 'session-' || (i % 5000), 'http', "
+            f"rule, reason, definition, arguments_digest, arguments, result, duration_us, prev_hash, hash, chain, link) "
+            f"SELECT i, {start_us} + i * {step_us}, 'call-' || {pad}, 'session-' || (i % 5000), 'http', "
             f"'agent' || (i % 10), CASE WHEN i % 1000 = 0 THEN 'delete_file' ELSE CASE i % 10 {tools} END END, "
             f"'standard', CASE WHEN i % 50 = 0 THEN 'refused' ELSE 'ok' END, "
             f"CASE WHEN i % 50 = 0 THEN 'rules' END, CASE WHEN i % 50 = 0 THEN 'deny-env' END, "
             f"CASE WHEN i % 50 = 0 THEN 'a rule denies .env files' END, 'sha256:' || {pad}, 'sha256:' || {pad}, "
-            f"'{{\"path\":\"src/module_' || (i % 977) || '.rs\"}}', 'ok: 4,096 characters', 850 + i % 300, "
-            f"'sha256:prev', 'sha256:hash' FROM " + series.format(n=n))
+            f"'{{\"path\":\"src/module_' || (i % 977) || '.rs\"}}', 'ok: 4,096 characters', "
+            f"850 + (i % 300) * (1 + (i % 7) * (i % 43)), "
+            f"'sha256:prev', 'sha256:hash', 'bench', i FROM " + series.format(n=n))
+
+
+def serve_with_operator(aether, bench, store, port):
+    """An operator token for the admin API, and `aether serve` on `store` listening on `port`:
+    (token, the server's process, port)."""
+    token = subprocess.run([str(aether), "tokens", "create", "--operator", "bench", "--store", store],
+                           check=True, capture_output=True, text=True).stdout.strip()
+    srv = subprocess.Popen([str(aether), "serve", "--listen", f"127.0.0.1:{port}", "--store", store],
+                           cwd=bench, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return token, srv, port
 
 
 def audit_search(aether, bench, runs):
@@ -130,7 +153,8 @@ def audit_search(aether, bench, runs):
             else:
                 sh(["psql", pg, "-q", "-c", f"CREATE SCHEMA IF NOT EXISTS bench_audit_{tag}"],
                    stdout=subprocess.DEVNULL)
-            sh([str(aether), "audit", "tail", "-n", "1", "--store", store], stdout=subprocess.DEVNULL)
+            # (a read command never makes a store; this one does)
+            sh([str(aether), "accounts", "list", "--store", store], stdout=subprocess.DEVNULL)
             count_sql = "SELECT coalesce(max(seq), 0) FROM audit"
             if db == "sqlite":
                 con = sqlite3.connect(bench / f"audit-{tag}/aether.db")
@@ -145,18 +169,13 @@ def audit_search(aether, bench, runs):
                     con.execute(audit_rows_sql(n, db))
                     con.commit()
                 else:
-                    sh(["psql", store, "-q", "-c", f"TRUNCATE audit; {audit_rows_sql(n, db)}; ANALYZE audit"],
+                    sh(["psql", store, "-q", "-c", f"TRUNCATE audit; {audit_rows_sql(n, db)}; {PG_SEQ}; ANALYZE audit"],
                        stdout=subprocess.DEVNULL)
                 print(f"{n:,} audit rows into {db} in {time.time() - t:.0f} s", file=sys.stderr)
             if db == "sqlite":
                 con.close()
-            token = subprocess.run([str(aether), "tokens", "create", "--operator", "bench", "--store", store],
-                                   check=True, capture_output=True, text=True).stdout.strip()
-            port = 18620
-            srv = subprocess.Popen([str(aether), "serve", "--listen", f"127.0.0.1:{port}", "--store", store],
-                                   cwd=bench, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            token, srv, port = serve_with_operator(aether, bench, store, 18620)
             try:
-                wait_port(port)
                 conn = http.client.HTTPConnection("127.0.0.1", port)
                 mid = 1700000000000000 + (n // 2) * 1000000
                 fill = {"call": f"call-{n // 3:012d}", "mid": mid, "mid_end": mid + 3600 * 1000000}
@@ -176,6 +195,113 @@ def audit_search(aether, bench, runs):
             finally:
                 srv.kill()
                 srv.wait()
+
+
+OVERVIEW_WINDOWS = ["15m", "1h", "6h", "24h", "7d", "30d"]
+
+
+def backfill_sql(dialect):
+    """The migrations' own backfills: per-minute counts of the audit rows present, then the
+    same per hour (where this build has the hours' table)."""
+    out = []
+    for sqlite, pg, table in (("0020_call_stats.sql", "0010_call_stats.sql", "call_stats"),
+                              ("0021_call_stats_hour.sql", "0011_call_stats_hour.sql", "call_stats_hour")):
+        path = ROOT / "crates/aether-store/migrations" / (f"sqlite/{sqlite}" if dialect == "sqlite" else f"postgres/{pg}")
+        if path.exists():
+            text = path.read_text()
+            out.append(f"DELETE FROM {table}; " + text[text.index(f"INSERT INTO {table} "):].strip().rstrip(";"))
+    return out
+
+
+def overview_render(aether, bench, peers, node, runs):
+    """The console's overview on a store of 10 million audit rows over the last 30 days (about
+    231 calls a minute), on SQLite and on PostgreSQL: the rows inserted, their per-minute counts
+    made by the migration's own backfill (timed), then /api/overview's time per window as a
+    client on loopback sees it (the first request, and the median of 30 more: a live update)
+    and, in Chromium, the landing page's first render and each window's redraw."""
+    import http.client
+    import sqlite3
+    n = 10_000_000
+    span_us = 30 * 24 * 3600 * 1_000_000
+    pg = os.environ.get("AETHER_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test")
+    stores = {"sqlite": f"sqlite://{bench}/overview-10m/aether.db",
+              "pg": f"{pg}?options=-csearch_path%3Dbench_overview_10m"}
+    for db, store in stores.items():
+        # Made afresh each time: the rows must fall in the last 30 days.
+        if db == "sqlite":
+            shutil.rmtree(bench / "overview-10m", ignore_errors=True)
+            (bench / "overview-10m").mkdir()
+        else:
+            sh(["psql", pg, "-q", "-c", "DROP SCHEMA IF EXISTS bench_overview_10m CASCADE; "
+                "CREATE SCHEMA bench_overview_10m"], stdout=subprocess.DEVNULL)
+        subprocess.run([str(aether), "accounts", "create", "bench", "--role", "viewer", "--store", store],
+                       input="bench's long password\n", text=True, check=True, stdout=subprocess.DEVNULL)
+        start_us = int(time.time() * 1e6) - span_us
+        rows = audit_rows_sql(n, db, start_us, span_us // n)
+        t = time.time()
+        if db == "sqlite":
+            con = sqlite3.connect(bench / "overview-10m/aether.db")
+            con.execute("DELETE FROM audit")
+            con.execute(rows)
+            con.commit()
+            inserted = time.time() - t
+            t = time.time()
+            for sql in backfill_sql(db):
+                con.executescript(sql)
+            con.commit()
+            stats = con.execute("SELECT count(*) FROM call_stats").fetchone()[0]
+            con.close()
+        else:
+            sh(["psql", store, "-q", "-c", f"TRUNCATE audit; {rows}; {PG_SEQ}; ANALYZE audit"], stdout=subprocess.DEVNULL)
+            inserted = time.time() - t
+            t = time.time()
+            sh(["psql", store, "-q", "-c", "; ".join(backfill_sql(db)) + "; ANALYZE call_stats"],
+               stdout=subprocess.DEVNULL)
+            stats = int(subprocess.run(["psql", store, "-qAt", "-c", "SELECT count(*) FROM call_stats"],
+                                       check=True, capture_output=True, text=True).stdout.strip())
+        backfill = time.time() - t
+        print(f"overview {db}: {n:,} audit rows in {inserted:.0f} s; the migration's backfill made "
+              f"{stats:,} call_stats rows in {backfill:.0f} s", file=sys.stderr)
+        runs.append((f"overview {db} backfill", {"seconds": backfill, "rows": stats, "calls_per_s": 0}))
+        token, srv, port = serve_with_operator(aether, bench, store, 18621)
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port)
+            for w in OVERVIEW_WINDOWS:
+                times = []
+                for k in range(31):
+                    t = time.perf_counter()
+                    conn.request("GET", f"/api/overview?window={w}", headers={"Authorization": f"Bearer {token}"})
+                    reply = conn.getresponse()
+                    body = reply.read()
+                    if reply.status != 200 or not json.loads(body)["calls"]["spans"]:
+                        raise SystemExit(f"overview {w} on {db}: {reply.status} {body[:200]}")
+                    times.append((time.perf_counter() - t) * 1e3)
+                runs.append((f"overview {db} api {w}", {"first_ms": times[0], "p50_ms": statistics.median(times[1:]),
+                                                         "max_ms": max(times[1:]), "calls_per_s": 0}))
+            driver = subprocess.Popen(
+                [str(node), str(ROOT / "tests/browser/console_driver.mjs"), f"http://127.0.0.1:{port}",
+                 str(bench / "overview-shots")],
+                cwd=peers / "npm", stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                env={**os.environ, "PLAYWRIGHT_CORE": str(peers / "npm/node_modules/playwright-core/index.mjs")})
+
+            def ask(req):
+                driver.stdin.write(json.dumps(req) + "\n")
+                driver.stdin.flush()
+                answer = json.loads(driver.stdout.readline())
+                if "error" in answer:
+                    raise SystemExit(f"browser on {db}: {answer['error']}")
+                return answer["ok"]
+            ask({"op": "sign_in", "name": "bench", "password": "bench's long password"})
+            timed = ask({"op": "render_times", "runs": 7, "windows": OVERVIEW_WINDOWS})
+            driver.stdin.close()
+            driver.wait()
+            runs.append((f"overview {db} first render", {"p50_ms": statistics.median(timed["first_render_ms"]),
+                                                         "calls_per_s": 0}))
+            for w, ms in timed["switch_ms"].items():
+                runs.append((f"overview {db} redraw {w}", {"p50_ms": statistics.median(ms), "calls_per_s": 0}))
+        finally:
+            srv.kill()
+            srv.wait()
 
 
 def runner_overhead(aether, bench, peers, runs):
@@ -294,7 +420,8 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,modern,oauth,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,runner")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,modern,oauth,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,overview,runner")
+    ap.add_argument("--aether", help="an aether binary to measure instead of this tree's release build")
     a = ap.parse_args()
 
     shared, peers = Path(a.shared), Path(a.peers)
@@ -305,10 +432,11 @@ def main():
     sh(["cargo", "build", "--release", "-q", "--manifest-path", str(shared / "mcpload" / "Cargo.toml"),
         "--target-dir", str(tools_target)])
     tools = tools_target / "release"
-    sh(["cargo", "build", "--release", "-q", "--bin", "aether"], cwd=ROOT)
+    if not a.aether:
+        sh(["cargo", "build", "--release", "-q", "--bin", "aether"], cwd=ROOT)
     if not only or "floors" in only or "edit" in only:
         sh(["cargo", "build", "--release", "-q", "-p", "aether-store", "--example", "floor"], cwd=ROOT)
-    aether = ROOT / "target" / "release" / "aether"
+    aether = Path(a.aether) if a.aether else ROOT / "target" / "release" / "aether"
     ws = bench / "ws"
     if not (ws / "MANIFEST.txt").exists():
         sh([sys.executable, str(shared / "mkws.py"), str(ws)])
@@ -413,19 +541,27 @@ def main():
                 "-c", "16", "--server-pid", str(srv.pid)])))
             srv.kill(); srv.wait()
         if oauth:
-            # A governed read over HTTP (2026-07-28), c=16, on one server with an authorization
-            # server configured, alternating: a static agent token, then an OAuth access token
-            # (a JWT checked against the issuer's keys).
-            shutil.rmtree(store_dir, ignore_errors=True)
-            store = f"sqlite://{store_dir}/aether.db"
-            static = sh([str(aether), "tokens", "create", "--agent", "default", "--config", str(oauth["config"]),
-                         "--store", store], capture_output=True).stdout.strip()
-            srv = subprocess.Popen([str(aether), "serve", "--config", str(oauth["config"]), "--listen",
-                                    f"127.0.0.1:{oauth['port']}", "--store", store], stdout=subprocess.DEVNULL)
-            wait_port(oauth["port"])
-            for label, token in (("aether http c16 static token", static), ("aether http c16 jwt", oauth["jwt"])):
+            # A governed read over HTTP (2026-07-28), c=16, with an authorization server
+            # configured: a static agent token, or an OAuth access token (a JWT checked against
+            # the issuer's keys). Three servers in turn, each on a fresh store, their order rotating from one round
+            # to the next: static tokens with tracing off (the reference), JWTs with tracing
+            # off, and JWTs with every call traced and exported over OTLP/HTTP in batches to a
+            # local receiver (tests/peers/otlp_receiver.py, answering without decoding).
+            servers = [("aether http c16 static token", oauth["config"], None),
+                       ("aether http c16 jwt", oauth["config"], oauth["jwt"]),
+                       ("aether http c16 jwt traced", oauth["traced"], oauth["jwt"])]
+            turn = rep % len(servers)
+            for label, cfg, token in servers[turn:] + servers[:turn]:
+                shutil.rmtree(store_dir, ignore_errors=True)
+                store = f"sqlite://{store_dir}/aether.db"
+                if token is None:
+                    token = sh([str(aether), "tokens", "create", "--agent", "default", "--config", str(cfg),
+                                "--store", store], capture_output=True).stdout.strip()
+                srv = subprocess.Popen([str(aether), "serve", "--config", str(cfg), "--listen",
+                                        f"127.0.0.1:{oauth['port']}", "--store", store], stdout=subprocess.DEVNULL)
+                wait_port(oauth["port"])
                 runs.append((label, authload(oauth["url"], token, "read_file", read4k, n_http, 16, srv.pid)))
-            srv.kill(); srv.wait()
+                srv.terminate(); srv.wait()
         if want("modern"):
             # MCP 2026-07-28 over HTTP, c=16, side by side: the null server (it answers either
             # era) against Aether's stateless path, for a governed read_file 4 KiB and for
@@ -644,6 +780,8 @@ def main():
             pg_network(aether, bench, tools, config, read4k, n_http, runs)
         if want("audit"):
             audit_search(aether, bench, runs)
+        if want("overview"):
+            overview_render(aether, bench, peers, node, runs)
         if want("runner"):
             runner_overhead(aether, bench, peers, runs)
     with open(bench / "runs.jsonl", "w") as f:
@@ -718,10 +856,13 @@ def main():
          "pg 1ms x1", "pg 1ms x2", "calls_per_s", "≥ 1.8×"),
         ("read 4 KiB, HTTP, PostgreSQL on this host: two replicas each at c=16 vs one (calls/s)",
          "pg 0ms x1", "pg 0ms x2", "calls_per_s", "(reported as measured)"),
-        ("read 4 KiB, HTTP 2026-07-28, c=16: an OAuth access token (JWT) vs a static token (calls/s)",
-         "aether http c16 static token", "aether http c16 jwt", "calls_per_s", "≥ 0.9× (with tracing on too)"),
-        ("the same: server CPU per call (µs)", "aether http c16 static token", "aether http c16 jwt",
+        ("read 4 KiB, HTTP 2026-07-28, c=16: an OAuth access token (JWT) and every call traced (OTLP) "
+         "vs a static token, no tracing (calls/s)",
+         "aether http c16 static token", "aether http c16 jwt traced", "calls_per_s", "≥ 0.9×"),
+        ("the same: server CPU per call (µs)", "aether http c16 static token", "aether http c16 jwt traced",
          "server_cpu_us_per_call", "(reference)"),
+        ("the same, JWT alone (no tracing) vs a static token (calls/s)",
+         "aether http c16 static token", "aether http c16 jwt", "calls_per_s", "(reference)"),
         ("agent runner: its own time per model request vs one request sent directly (µs)",
          "model request direct", "runner overhead per request", "p50_us", "< 5% of the request"),
         ("knowledge: search, c=1 (p99 µs) vs rg -l's slowest of 20", "rg search", "aether search", "p99_us",
@@ -729,6 +870,7 @@ def main():
     ]
     if oauth:
         oauth["issuer"].kill(); oauth["issuer"].wait()
+        oauth["receiver"].stdin.close(); oauth["receiver"].wait()
     print(f"medians of {a.reps} runs; raw runs in {bench / 'runs.jsonl'}\n")
     if any(l == "pg idle cpu" for l, _ in runs):
         print(f"an idle replica on PostgreSQL 1 ms away: {med('pg idle cpu', 'cpu_pct'):.2f}% of a core\n")
@@ -759,6 +901,23 @@ def main():
         else:
             ratio = f"{p / o:.1f}× faster"
         print(f"| {name} | {peer}: {p:,.0f} | {o:,.0f} | {ratio} | {target} |")
+    if any(l.startswith("overview ") for l, _ in runs):
+        print("\nThe console's overview on 10 million audit rows over 30 days (ms; targets: first render "
+              "≤ 300, a live update ≤ 50 of server time)\n")
+        print("| store | call_stats rows (backfill s) | first render | window | API first | API live (p50) | "
+              "redraw in the browser (p50) |")
+        print("|---|---|---|---|---|---|---|")
+        for db in ("sqlite", "pg"):
+            if not any(l == f"overview {db} backfill" for l, _ in runs):
+                continue
+            made = f"{med(f'overview {db} backfill', 'rows'):,.0f} ({med(f'overview {db} backfill', 'seconds'):.0f})"
+            first = f"{med(f'overview {db} first render', 'p50_ms'):.0f}"
+            for w in OVERVIEW_WINDOWS:
+                api = f"overview {db} api {w}"
+                redraw = f"overview {db} redraw {w}"
+                print(f"| {db} | {made} | {first} | {w} | {med(api, 'first_ms'):.1f} | {med(api, 'p50_ms'):.1f} | "
+                      f"{med(redraw, 'p50_ms'):.0f} |")
+                made, first = "", ""
 
 
 if __name__ == "__main__":

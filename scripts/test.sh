@@ -11,12 +11,15 @@ export AETHER_PEERS=${AETHER_PEERS:-$HOME/.cache/aether-peers}
 scripts/install-peers.sh "$AETHER_PEERS"
 
 # From the system's packages: bubblewrap (run_shell's tests run real sandboxes), Chromium
-# (the console's tests drive it headless with playwright-core) and gawk.
+# (the console's tests drive it headless with playwright-core), gawk and openssl.
 need=()
 [ -x /usr/bin/bwrap ] || [ -x /usr/local/bin/bwrap ] || need+=(bubblewrap)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 # gawk: run_command's awk reading is held to gawk's own --sandbox (mawk has none).
 [ -x /usr/bin/gawk ] || need+=(gawk)
+# openssl: the built-in authorization server's tests serve a client's metadata document over
+# HTTPS with a certificate made for them.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"

@@ -5,9 +5,25 @@
 // usage: node console_driver.mjs BASE_URL SHOTS
 // requests: {"op":"sign_in","name","password"} | {"op":"goto","page"} | {"op":"shot","name"} |
 //   {"op":"expect_pending","tool"} (a row appears without a reload) |
+//   {"op":"context","tool"} (what is shown beside that waiting call; the tab's title) |
+//   {"op":"registry_bulk","state","reason"} (every definition of that state approved at once) |
+//   {"op":"audit_detail","call_id"} (that call's audit row in full; its trace link) |
 //   {"op":"decide","tool","verdict":"approve"|"deny","reason"} | {"op":"halt","reason"} |
 //   {"op":"resume","reason"} | {"op":"audit_find","call_id"} | {"op":"export","format"} |
-//   {"op":"text","selector"} | {"op":"open_pages"} (every page once, a shot each)
+//   {"op":"text","selector"} | {"op":"open_pages"} (every page once, a shot each) |
+//   {"op":"sign_in_with_provider"} (the identity provider's button, and back) |
+//   {"op":"undo","call_id"} (the journal's Undo, confirmed; the result shown) |
+//   {"op":"undo_file","call_id","file"} (one file of a call, "root:path", undone likewise) |
+//   {"op":"transcript","run"} | {"op":"stop_run","run"} (Stop, the dialog answered with
+//   "dialog"; the run's row once it no longer runs) |
+//   {"op":"viewport","width","height"} | {"op":"overflow"} (how far each page is wider than
+//   the viewport; a shot of each) |
+//   {"op":"make_token","agent","label"} (the secret shown once) | {"op":"revoke_token","id"} |
+//   {"op":"overview","window"} (the chart drawn for that window: tiles, its label, legend) |
+//   {"op":"axe","scheme":"light"|"dark"} (axe-core's WCAG 2 A/AA audit of every page; its
+//   violations) | {"op":"keys","key"} (a key pressed on the page; the page then shown) |
+//   {"op":"render_times","runs","windows"} (for the benchmark: ms from navigation to the
+//   landing page's chart drawn, each run a fresh load; ms from a window's button to its chart)
 import { createInterface } from "node:readline";
 import { mkdirSync, readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
@@ -34,6 +50,9 @@ page.on("dialog", async (d) => {
   else await d.accept();
 });
 
+// Every page, as the menu lists them.
+const PAGES = ["overview", "approvals", "audit", "registry", "agents", "journal", "runs", "commands", "tokens", "sources", "policy", "halt", "accounts"];
+
 const shot = async (name) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
 
 async function answer(r) {
@@ -48,6 +67,14 @@ async function answer(r) {
       // A marker that a reload or navigation would wipe: "live" means it survives.
       await page.evaluate(() => { window.__aetherMarker = 1; });
       return await page.textContent("#who-name");
+    }
+    case "sign_in_with_provider": {
+      await page.goto(`${base}/console`);
+      await page.waitForSelector("#sign-in-oidc:not([hidden])");
+      await shot("sign-in-provider");
+      await page.click("#sign-in-oidc");
+      await page.waitForSelector("#nav:not([hidden])", { timeout: 30000 });
+      return { who: await page.textContent("#who-name"), url: page.url() };
     }
     case "goto": {
       await page.click(`nav a[data-page=${r.page}]`);
@@ -64,6 +91,27 @@ async function answer(r) {
       const live = await page.evaluate(() => window.__aetherMarker === 1);
       const text = await row.first().innerText();
       return { live, text };
+    }
+    case "context": {
+      // What the approvals page shows beside a waiting call, once loaded; and the tab's title.
+      const row = page.locator("tr[data-call]", { hasText: r.tool }).first();
+      await row.locator(".context p").first().waitFor({ timeout: 30000 });
+      return { text: await row.locator(".context").innerText(), title: await page.title() };
+    }
+    case "registry_bulk": {
+      // Filter the registry by state, select every definition shown, approve with one reason.
+      await page.click("nav a[data-page=registry]");
+      await page.waitForSelector("#registry-filters select[name=state]");
+      await page.selectOption("#registry-filters select[name=state]", r.state);
+      // The rows drawn for this filter, not the page as it was before it applied.
+      await page.waitForSelector(`#registry-filters[data-shown^="${r.state}|"]`);
+      await page.waitForSelector("#registry-bulk input[name=all]");
+      await page.check("#registry-bulk input[name=all]");
+      await page.waitForSelector("#registry-bulk input[name=all]:checked");
+      await page.fill("#registry-bulk input[name=bulk-why]", r.reason);
+      await page.click("#approve-selected");
+      await page.waitForFunction(() => /approved/.test(document.querySelector("#status").textContent));
+      return await page.textContent("#status");
     }
     case "decide": {
       const row = page.locator("tr[data-call]", { hasText: r.tool }).first();
@@ -95,6 +143,14 @@ async function answer(r) {
       const row = page.locator(`tr[data-call="${r.call_id}"]`);
       return { rows: await row.count(), text: await row.first().innerText() };
     }
+    case "audit_detail": {
+      // The row of a call in full (found by its id), and where its trace link goes.
+      await answer({ op: "audit_find", call_id: r.call_id });
+      await page.click(`tr[data-call="${r.call_id}"] button.link`);
+      await page.waitForSelector("#audit-detail");
+      const link = await page.$("#trace-link");
+      return { text: await page.innerText("#audit-detail"), href: link ? await link.getAttribute("href") : null };
+    }
     case "export": {
       const [download] = await Promise.all([
         page.waitForEvent("download"),
@@ -113,11 +169,125 @@ async function answer(r) {
       });
       return await verdict.jsonValue();
     }
+    case "undo": {
+      await page.click("nav a[data-page=journal]");
+      await page.waitForSelector("nav a.active[data-page=journal]");
+      await page.click(`tr[data-call="${r.call_id}"] button.undo`);
+      await page.waitForSelector("#undo-result");
+      await page.waitForSelector(`tr[data-call="${r.call_id}"] button.undo`, { state: "detached" });
+      return await page.innerText("#undo-result");
+    }
+    case "transcript": {
+      // A run's transcript, opened from the Runs page.
+      await page.click("nav a[data-page=runs]");
+      await page.waitForSelector(`tr[data-run="${r.run}"]`);
+      await page.click(`tr[data-run="${r.run}"] button.transcript`);
+      await page.waitForSelector("#run-transcript");
+      return await page.innerText("#run-transcript");
+    }
+    case "stop_run": {
+      // A running run's Stop, with the reason the dialog is answered with; the row once the
+      // run no longer shows as running (the page read again until then).
+      await page.click("nav a[data-page=runs]");
+      await page.click(`tr[data-run="${r.run}"] button.stop`);
+      const deadline = Date.now() + 20000;
+      for (;;) {
+        await page.reload();
+        await page.waitForSelector(`tr[data-run="${r.run}"]`);
+        const row = await page.innerText(`tr[data-run="${r.run}"]`);
+        if (!(await page.$(`tr[data-run="${r.run}"] button.stop`)) || Date.now() > deadline) return row;
+        await page.waitForTimeout(300);
+      }
+    }
+    case "viewport":
+      await page.setViewportSize({ width: r.width, height: r.height });
+      return page.viewportSize();
+    case "overflow": {
+      // Every page at the viewport's size: how far each is wider than the screen (0: not at
+      // all), a shot of each.
+      const wider = {};
+      const { width } = page.viewportSize();
+      for (const name of PAGES) {
+        await page.click(`nav a[data-page=${name}]`);
+        await page.waitForSelector(`nav a.active[data-page=${name}]`);
+        await page.waitForTimeout(300);
+        await shot(`w${width}-${name}`);
+        wider[name] = await page.evaluate(() => Math.max(0, document.documentElement.scrollWidth - document.documentElement.clientWidth));
+      }
+      return wider;
+    }
+    case "undo_file": {
+      // One file of a call ("root:path"), by its own button; confirmed; the result shown.
+      await page.click("nav a[data-page=journal]");
+      await page.waitForSelector("nav a.active[data-page=journal]");
+      const button = `tr[data-call="${r.call_id}"] div[data-file="${r.file}"] button.undo-file`;
+      await page.click(button);
+      await page.waitForSelector(button, { state: "detached" });
+      await page.waitForSelector("#undo-result");
+      return { result: await page.innerText("#undo-result"), row: await page.innerText(`tr[data-call="${r.call_id}"]`) };
+    }
+    case "make_token": {
+      await page.click("nav a[data-page=tokens]");
+      await page.waitForSelector("#token-form");
+      await page.selectOption("#token-form select[name=agent]", r.agent);
+      await page.fill("#token-form input[name=label]", r.label);
+      await page.click("#token-form button[type=submit]");
+      await page.waitForSelector("#new-token-value");
+      return await page.textContent("#new-token-value");
+    }
+    case "revoke_token": {
+      await page.click(`tr[data-token="${r.id}"] button.revoke`);
+      await page.waitForFunction((id) => {
+        const row = document.querySelector(`tr[data-token="${id}"]`);
+        return row && /revoked/.test(row.innerText);
+      }, r.id);
+      return await page.innerText(`tr[data-token="${r.id}"]`);
+    }
+    case "overview": {
+      await page.click("nav a[data-page=overview]");
+      await page.waitForSelector("nav a.active[data-page=overview]");
+      if (r.window) {
+        await page.click(`button[data-window="${r.window}"]`);
+        await page.waitForSelector(`button[data-window="${r.window}"][aria-pressed=true]`);
+      }
+      await page.waitForSelector("#calls-chart canvas");
+      return {
+        tiles: await page.innerText(".tiles"),
+        label: await page.getAttribute("#calls-chart", "aria-label"),
+        legend: await page.innerText("#calls-chart .u-legend"),
+      };
+    }
+    case "axe": {
+      // axe-core from the peers' install, evaluated in the page (DevTools' evaluation is not
+      // bound by the page's Content-Security-Policy; a script tag would be).
+      const source = readFileSync(process.env.AXE_CORE, "utf8");
+      await page.emulateMedia({ colorScheme: r.scheme || "light" });
+      const found = [];
+      for (const name of PAGES) {
+        await page.click(`nav a[data-page=${name}]`);
+        await page.waitForSelector(`nav a.active[data-page=${name}]`);
+        await page.waitForTimeout(400);
+        await page.evaluate(source);
+        const violations = await page.evaluate(async () => {
+          const result = await axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } });
+          return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" ")) }));
+        });
+        for (const v of violations) found.push({ page: name, ...v });
+        await shot(`axe-${r.scheme || "light"}-${name}`);
+      }
+      await page.emulateMedia({ colorScheme: "light" });
+      return found;
+    }
+    case "keys": {
+      await page.locator("body").press(r.key);
+      await page.waitForTimeout(300);
+      return { page: await page.getAttribute("nav a[aria-current=page]", "data-page"), focused: await page.evaluate(() => document.activeElement && document.activeElement.dataset.page) };
+    }
     case "text":
       return await page.textContent(r.selector);
     case "open_pages": {
       const seen = {};
-      for (const name of ["approvals", "audit", "registry", "agents", "sources", "policy", "halt", "accounts"]) {
+      for (const name of PAGES) {
         await page.click(`nav a[data-page=${name}]`);
         await page.waitForSelector(`nav a.active[data-page=${name}]`);
         await page.waitForTimeout(400);
@@ -125,6 +295,30 @@ async function answer(r) {
         await shot(`page-${name}`);
       }
       return seen;
+    }
+    case "render_times": {
+      // Measured inside the page (performance.now(), checked every animation frame), so the
+      // driver's own round trips are not counted.
+      const drawn = (w) => page.waitForFunction((w) => {
+        const pressed = document.querySelector(`button[data-window="${w}"][aria-pressed=true]`);
+        return pressed && document.querySelector("#calls-chart canvas") ? performance.now() : false;
+      }, w, { polling: "raf" }).then((h) => h.jsonValue());
+      const first = [];
+      const switches = {};
+      for (let i = 0; i < (r.runs || 5); i++) {
+        await page.goto("about:blank");
+        await page.goto(`${base}/console#overview`);
+        first.push(await drawn("1h"));
+        for (const w of r.windows || []) {
+          const t0 = await page.evaluate((w) => {
+            const t = performance.now();
+            document.querySelector(`button[data-window="${w}"]`).click();
+            return t;
+          }, w);
+          (switches[w] ||= []).push((await drawn(w)) - t0);
+        }
+      }
+      return { first_render_ms: first, switch_ms: switches };
     }
     case "problems":
       return problems;

@@ -7,8 +7,13 @@ fetched and its redirects followed until they reach our redirect_uri with the co
 authorization server must complete its interactions on its own, as tests/peers/oidc_issuer.mjs
 does). The SDK then redeems the code (PKCE) and retries with the token.
 
+With --consent, the authorization server is Aether's own (`[auth] builtin`): its authorization
+URL answers a consent page, whose form is posted as a person would (signing in with a console
+account and allowing), from the server's own origin.
+
 usage:
-  oauth_client.py URL [--scope "s1 s2"] [--call TOOL JSON_ARGS]
+  oauth_client.py URL [--scope "s1 s2"] [--call TOOL JSON_ARGS] [--consent NAME:PASSWORD]
+                      [--client-metadata-url URL]
       URL    the MCP server (Streamable HTTP)
       --scope  the scope in the client metadata. mcp 2.3.0 overwrites it on every 401 with the
                scope it selects itself (the WWW-Authenticate `scope`, else the protected resource
@@ -16,13 +21,19 @@ usage:
                offline_access when the authorization server supports it), so it reaches the
                server only if the SDK starts a login without a 401
       --call   call TOOL with JSON_ARGS after listing the tools
+      --consent  sign in on the consent page as NAME with PASSWORD and allow
+      --client-metadata-url  the client's id: its metadata document's https URL (the SDK uses
+               it when the authorization server supports client ID metadata documents,
+               instead of registering)
 Prints one JSON object: {"tools": [names], "result": {...} or null, "isError": bool,
-"access_token": "<the token the SDK obtained>"}.
+"access_token": "<the token the SDK obtained>", "refresh_token": ..., "client_id": ...}.
 Exit 0 on success, 1 when the call returned isError, 2 on any failure (the error on stderr).
 """
 import argparse
 import asyncio
+import html
 import json
+import re
 import sys
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -62,14 +73,17 @@ class HeadlessBrowser:
     redirects (keeping cookies, as a browser would) until one points at REDIRECT_URI, and keeps
     that redirect's code, state and iss; `callback_handler` hands them to the SDK."""
 
-    def __init__(self):
+    def __init__(self, consent: str | None = None):
         self.result: AuthorizationCodeResult | None = None
+        self.consent = consent
 
     async def redirect_handler(self, authorization_url: str) -> None:
         url = authorization_url
         async with httpx2.AsyncClient(follow_redirects=False, timeout=30) as http:
             for _ in range(MAX_REDIRECTS):
                 response = await http.get(url)
+                if self.consent and response.status_code == 200 and "<form" in response.text:
+                    response = await self.allow(http, url, response.text)
                 location = response.headers.get("location")
                 if not response.is_redirect or not location:
                     raise RuntimeError(f"authorization stopped at {url}: HTTP {response.status_code} "
@@ -79,6 +93,19 @@ class HeadlessBrowser:
                     self.result = callback_result(url)
                     return
         raise RuntimeError(f"authorization did not reach {REDIRECT_URI} in {MAX_REDIRECTS} redirects")
+
+    async def allow(self, http, url: str, page: str):
+        """Posts the consent page's form: its hidden fields, the account, and "allow"."""
+        name, _, password = self.consent.partition(":")
+        form = {html.unescape(k): html.unescape(v)
+                for k, v in re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page)}
+        form.update({"name": name, "password": password, "decision": "allow"})
+        origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
+        action = urljoin(url, re.search(r'<form method="post" action="([^"]+)"', page).group(1))
+        response = await http.post(action, data=form, headers={"origin": origin})
+        if not response.is_redirect:
+            raise RuntimeError(f"consent refused: HTTP {response.status_code} {response.text[:500]}")
+        return response
 
     async def callback_handler(self) -> AuthorizationCodeResult:
         if self.result is None:
@@ -94,9 +121,11 @@ def callback_result(url: str) -> AuthorizationCodeResult:
     return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
 
 
-def oauth(url: str, scope: str | None, storage: MemoryStorage) -> OAuthClientProvider:
-    """The SDK's OAuth client for URL: a public client (PKCE, no secret) that registers itself."""
-    browser = HeadlessBrowser()
+def oauth(url: str, scope: str | None, storage: MemoryStorage, consent: str | None = None,
+          metadata_url: str | None = None) -> OAuthClientProvider:
+    """The SDK's OAuth client for URL: a public client (PKCE, no secret) that registers itself,
+    or names itself by its metadata document's URL."""
+    browser = HeadlessBrowser(consent)
     metadata = OAuthClientMetadata(
         client_name="aether-tests oauth_client.py",
         redirect_uris=[REDIRECT_URI],
@@ -111,12 +140,15 @@ def oauth(url: str, scope: str | None, storage: MemoryStorage) -> OAuthClientPro
         storage=storage,
         redirect_handler=browser.redirect_handler,
         callback_handler=browser.callback_handler,
+        client_metadata_url=metadata_url,
     )
 
 
-async def run(url: str, scope: str | None, call: list[str] | None) -> int:
+async def run(url: str, scope: str | None, call: list[str] | None, consent: str | None = None,
+              metadata_url: str | None = None) -> int:
     storage = MemoryStorage()
-    http = httpx2.AsyncClient(auth=oauth(url, scope, storage), timeout=httpx2.Timeout(30, read=300))
+    auth = oauth(url, scope, storage, consent, metadata_url)
+    http = httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30, read=300))
     async with http, Client(streamable_http_client(url, http_client=http), cache=None) as c:
         tools = await c.list_tools()
         result = await c.call_tool(call[0], json.loads(call[1])) if call else None
@@ -125,6 +157,8 @@ async def run(url: str, scope: str | None, call: list[str] | None) -> int:
         "result": json.loads(result.model_dump_json(exclude_none=True, by_alias=True)) if result else None,
         "isError": bool(result and result.is_error),
         "access_token": storage.tokens.access_token if storage.tokens else None,
+        "refresh_token": storage.tokens.refresh_token if storage.tokens else None,
+        "client_id": storage.client_info.client_id if storage.client_info else None,
     }))
     return 1 if result and result.is_error else 0
 
@@ -134,13 +168,15 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("url")
     parser.add_argument("--scope")
     parser.add_argument("--call", nargs=2, metavar=("TOOL", "JSON_ARGS"))
+    parser.add_argument("--consent")
+    parser.add_argument("--client-metadata-url")
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     args = arguments()
     try:
-        sys.exit(asyncio.run(run(args.url, args.scope, args.call)))
+        sys.exit(asyncio.run(run(args.url, args.scope, args.call, args.consent, args.client_metadata_url)))
     except Exception as e:  # the test reads stderr; the exit code says "failed"
         print(f"oauth_client failed: {e!r}", file=sys.stderr)
         sys.exit(2)

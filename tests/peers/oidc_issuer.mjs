@@ -13,6 +13,9 @@
 //     --scopes    the resource scopes (default "mcp:tools mcp:read mcp:write"); the provider
 //                 also supports openid and offline_access
 //     --ttl       access token lifetime in seconds (default 300)
+//     --console-redirect  a redirect URI of the public client `aether-console` (authorization
+//                 code + PKCE, no secret): Aether's console signing people in; repeatable
+//     --groups    the `groups` claim of the account alice (default "aether-admins")
 // Once listening it prints one line to stdout, {"issuer": "http://127.0.0.1:PORT", "port": PORT};
 // everything else goes to stderr. Exits on SIGTERM.
 //
@@ -50,7 +53,7 @@ console.log = console.info = (...args) => console.error(...args);
 
 const OTHER_RESOURCE = 'http://other.example/mcp';
 const ACCOUNT = 'alice';
-const OIDC_SCOPES = ['openid', 'offline_access'];
+const OIDC_SCOPES = ['openid', 'offline_access', 'profile', 'groups'];
 
 function options() {
   const { values } = parseArgs({
@@ -59,6 +62,8 @@ function options() {
       resource: { type: 'string', multiple: true, default: [] },
       scopes: { type: 'string', default: 'mcp:tools mcp:read mcp:write' },
       ttl: { type: 'string', default: '300' },
+      'console-redirect': { type: 'string', multiple: true, default: [] },
+      groups: { type: 'string', default: 'aether-admins' },
     },
   });
   return {
@@ -66,6 +71,8 @@ function options() {
     resources: values.resource,
     scopes: values.scopes.split(/\s+/).filter(Boolean),
     ttl: Number(values.ttl),
+    consoleRedirects: values['console-redirect'],
+    groups: values.groups.split(/\s+/).filter(Boolean),
   };
 }
 
@@ -99,12 +106,20 @@ function configuration(opts, errors, jwk, cookieKeys) {
     // Every scope a client may register for or request: a client's registered `scope` may only
     // hold these. The resource scopes are also each resource server's (below).
     scopes: allScopes,
-    claims: { openid: ['sub'] },
+    claims: { openid: ['sub'], profile: ['preferred_username', 'name'], groups: ['groups'] },
+    // The ID token carries the claims its scopes ask for (Aether's console reads the groups
+    // there), though an access token is issued too.
+    conformIdTokenClaims: false,
     responseTypes: ['code'],
     pkce: { required: () => true },
     clientBasedCORS: () => true,
     async findAccount(_ctx, sub) {
-      return { accountId: sub, async claims() { return { sub }; } };
+      return {
+        accountId: sub,
+        async claims() {
+          return { sub, preferred_username: sub, name: sub, groups: opts.groups };
+        },
+      };
     },
     // (ttlFor: one second for aether-tests-short's tokens, --ttl for everyone else's.)
     // Clients for minting tokens directly (client_credentials): `aether-tests` and
@@ -118,7 +133,14 @@ function configuration(opts, errors, jwk, cookieKeys) {
       redirect_uris: [],
       scope: allScopes.join(' '),
       token_endpoint_auth_method: 'client_secret_basic', // client_secret_post is accepted too
-    })),
+    })).concat(opts.consoleRedirects.length ? [{
+      client_id: 'aether-console',
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      redirect_uris: opts.consoleRedirects,
+      scope: 'openid profile groups',
+      token_endpoint_auth_method: 'none',
+    }] : []),
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
     ttl: {
       AccessToken: () => opts.ttl,

@@ -4,7 +4,8 @@ changes when UPSTREAM_VARIANT is set or the file UPSTREAM_VARIANT_FILE names say
 definition), one that changes a definition while
 running and says so (tools/list_changed), one that returns a table, three that echo the
 credentials Aether sent (which Aether must withhold from the model), and one that reads a
-file's size (Aether's own files must look empty or absent to it).
+file's size (Aether's own files must look empty or absent to it), and one that tells the trace
+context (`_meta.traceparent`) its call came with.
 
 Over stdio by default; over Streamable HTTP on 127.0.0.1:UPSTREAM_HTTP_PORT when that is set."""
 import os
@@ -105,6 +106,13 @@ def auth_header(ctx: Context) -> str:
     """The Authorization header of the HTTP request (a careless server echoes it)."""
     headers = ctx.headers or {}
     return "authorization: " + headers.get("authorization", "none")
+
+
+@server.tool()
+def trace_context(ctx: Context) -> str:
+    """The W3C trace context the call came with (`_meta.traceparent`), or "none"."""
+    meta = ctx.request_context.meta or {}
+    return "traceparent: " + str(meta.get("traceparent", "none"))
 
 
 if __name__ == "__main__":

@@ -2,15 +2,16 @@
 //! errors with their causes and picks the exit code. The only crate that uses `anyhow`.
 
 /// `println!` for the operator's terminal: the text passes through [`terminal_safe`]. Every
-/// line the CLI prints can hold what an agent, a tool or an upstream wrote.
+/// line the CLI prints can hold what an agent, a tool or an upstream wrote. A reader that went
+/// away (`aether audit tail | head`) ends the command quietly.
 macro_rules! say {
-    () => { println!() };
-    ($($t:tt)*) => { println!("{}", $crate::terminal_safe(&format!($($t)*))) };
+    () => { $crate::out(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::out(format_args!("{}\n", $crate::terminal_safe(&format!($($t)*)))) };
 }
 
 /// `print!` through [`terminal_safe`].
 macro_rules! say_inline {
-    ($($t:tt)*) => { print!("{}", $crate::terminal_safe(&format!($($t)*))) };
+    ($($t:tt)*) => { $crate::out(format_args!("{}", $crate::terminal_safe(&format!($($t)*)))) };
 }
 
 /// `eprintln!` through [`terminal_safe`].
@@ -19,7 +20,49 @@ macro_rules! tell {
 }
 
 mod cmd;
+mod columns;
+mod progress;
 mod setup;
+mod telemetry;
+
+/// Writes to stdout; when its reader has gone (a closed pipe), the command ends at once with
+/// success, as `head` expects of the program before it, instead of panicking mid-line.
+#[doc(hidden)]
+pub fn out(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(text) {
+        stdout_gone(e);
+    }
+}
+
+/// `--json`, one style for every command: each item of a list on a line of its own (JSON
+/// Lines: an empty list prints nothing, and a list reads the same whether it is printed whole
+/// or streamed, as `audit tail --follow` streams it).
+#[doc(hidden)]
+pub fn json_lines<T: serde::Serialize>(
+    items: impl IntoIterator<Item = T>,
+) -> serde_json::Result<()> {
+    for item in items {
+        json_line(&item)?;
+    }
+    Ok(())
+}
+
+/// `--json` of one thing (a report, a definition, a run's outcome): one line.
+#[doc(hidden)]
+pub fn json_line(value: &impl serde::Serialize) -> serde_json::Result<()> {
+    say!("{}", serde_json::to_string(value)?);
+    Ok(())
+}
+
+fn stdout_gone(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("aether: cannot write to standard output: {e}");
+    std::process::exit(1);
+}
 
 use std::borrow::Cow;
 use std::process::ExitCode;
@@ -73,6 +116,11 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Serve MCP over stdio, for an MCP host that starts Aether itself (Claude Desktop, LM Studio).
     McpServe(cmd::mcp_serve::Args),
+    /// What a server started here would run with, what the store says now, and every problem
+    /// found with its fix. Reads only.
+    Status(cmd::status::Args),
+    /// `status`, exiting 1 when a problem is found (for scripts and CI).
+    Doctor(cmd::status::Args),
     /// Read and check the audit trail.
     #[command(subcommand)]
     Audit(cmd::audit::Command),
@@ -105,6 +153,10 @@ enum Command {
     /// Bearer tokens for HTTP callers and the admin API.
     #[command(subcommand)]
     Tokens(cmd::tokens::Command),
+    /// What people let OAuth clients do through Aether's own authorization server: grants,
+    /// and revoking them.
+    #[command(subcommand)]
+    Oauth(cmd::oauth::Command),
     /// Upstream MCP servers: status, refresh, approve; their tables (data sets) and reports.
     #[command(subcommand)]
     Sources(cmd::sources::Command),
@@ -152,6 +204,8 @@ pub fn run() -> ExitCode {
         match cli.command {
             Command::Serve(args) => cmd::serve::run(args).await,
             Command::McpServe(args) => cmd::mcp_serve::run(args).await,
+            Command::Status(args) => cmd::status::run(args, false).await,
+            Command::Doctor(args) => cmd::status::run(args, true).await,
             Command::Audit(c) => cmd::audit::run(c).await,
             Command::Commands(args) => cmd::commands::run(args).await,
             Command::Halt(args) => cmd::halt::run(args, true).await,
@@ -164,6 +218,7 @@ pub fn run() -> ExitCode {
             Command::Approvals(c) => cmd::approvals::run(c).await,
             Command::Policy(c) => cmd::policy::run(c).await,
             Command::Tokens(c) => cmd::tokens::run(c).await,
+            Command::Oauth(c) => cmd::oauth::run(c).await,
             Command::Sources(c) => cmd::sources::run(c).await,
             Command::Credentials(c) => cmd::credentials::run(c).await,
             Command::Accounts(c) => cmd::accounts::run(c).await,

@@ -28,6 +28,16 @@ pub struct Common {
         env = "AETHER_STORE"
     )]
     pub store: Option<String>,
+    /// How log lines (on stderr) are written: `text`, or `json`, one object per line.
+    #[arg(long, global = true, env = "AETHER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// The configuration as loaded, and the folder relative paths in it start from.
@@ -51,7 +61,16 @@ pub fn load(common: &Common) -> Result<Loaded> {
         Some(path) => {
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            let raw = RawConfig::parse(&text).with_context(|| format!("in {}", path.display()))?;
+            let raw = RawConfig::parse(&text)
+                .and_then(|raw| {
+                    // What the file names that this build (and its upstreams) does not have.
+                    let problems = raw.unknown_names(&tool_names());
+                    match problems.is_empty() {
+                        true => Ok(raw),
+                        false => Err(aether_policy::config::ConfigError { problems }),
+                    }
+                })
+                .with_context(|| format!("in {}", path.display()))?;
             let base = path
                 .parent()
                 .map(Path::to_path_buf)
@@ -125,7 +144,11 @@ pub fn open_existing_store(url: &str, loaded: &Loaded) -> Result<Store> {
              (`aether mcp-serve` without a configuration keeps its store in its first root's .aether/)"
         );
     }
-    open_store(url, loaded)
+    let store = open_store(url, loaded)?;
+    // Which store answered, on stderr (stdout stays the command's own, for pipes and --json):
+    // a project's store and another's look alike.
+    tell!("store: {}", store.location());
+    Ok(store)
 }
 
 /// The store a server here has recorded into, found as `serve` finds it (see
@@ -281,6 +304,12 @@ pub fn roots(flags: &[String], loaded: &Loaded, default_to_cwd: bool) -> Result<
     Ok(specs)
 }
 
+/// The name of every tool this build has (the conformance fixtures' too: a configuration may
+/// name them for a test server).
+pub fn tool_names() -> std::collections::BTreeSet<String> {
+    tools(true).iter().map(|t| t.def().name.clone()).collect()
+}
+
 /// Every tool this process serves (the orchestration tools unbound: for their definitions).
 pub fn tools(fixtures: bool) -> Vec<Arc<dyn Tool>> {
     tools_for(fixtures, None, aether_runner::Host::new(Default::default()))
@@ -318,7 +347,8 @@ pub fn store_for_roots(
         _ => loaded.base.clone(),
     };
     let url = store_url(common, loaded, &base);
-    Ok((open_store(&url, loaded)?, url))
+    // What a server recorded: a store that is not there is an error, never made empty.
+    Ok((open_existing_store(&url, loaded)?, url))
 }
 
 /// The vault's key file: `vault.key_file` (relative to the configuration's folder), else
@@ -489,6 +519,7 @@ pub async fn pipeline_and_host(
         // The configuration read, and the one a start here without --config would read: an
         // agent that could write either would configure Aether (or the CLI run here).
         undo: Arc::new(aether_tools::workspace::UndoCall::new()),
+        tracer: crate::telemetry::tracer(),
         private: loaded
             .file
             .iter()
@@ -531,6 +562,13 @@ pub fn rules(loaded: &Loaded) -> Result<Rules> {
         );
     }
     ensure_rules_file(loaded, &path, required);
+    if required && std::fs::symlink_metadata(&path).is_err() {
+        bail!(
+            "policy.rules names {}, which is not there: write it (`rules: []` is a file with no \
+             rules of its own), or leave policy.rules out to use permissions.yaml when there is one",
+            path.display()
+        );
+    }
     Rules::load(&path, required).map_err(anyhow::Error::msg)
 }
 
@@ -627,15 +665,21 @@ fn ensure_rules_file(loaded: &Loaded, path: &Path, required: bool) {
     }
 }
 
-/// Logs go to stderr (stdout may be the MCP transport). `RUST_LOG` overrides the default.
-pub fn init_logging(default: &str) {
+/// Logs go to stderr (stdout may be the MCP transport), as text or JSON lines
+/// (`--log-format`). `RUST_LOG` overrides the default filter.
+pub fn init_logging(default: &str, common: &Common) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
+    // Colour only on a terminal: a log file or a pipe gets plain text.
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false);
+    let _ = match common.log_format {
+        LogFormat::Text => logs.try_init(),
+        LogFormat::Json => logs.json().try_init(),
+    };
 }
 
 /// Who is running this command, for the "by" of a change.

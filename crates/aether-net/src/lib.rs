@@ -19,7 +19,7 @@ use aether_policy::AgentProfile;
 use aether_policy::egress::EgressPolicy;
 use aether_tools_core::{Tool, ToolError};
 
-pub use client::{Request, Resolve, Response, SystemResolver, fetch, outbound};
+pub use client::{Request, Resolve, Response, SystemResolver, fetch, install_tls, outbound};
 
 /// The network tools, resolving names through `resolver`.
 pub fn tools(resolver: Arc<dyn Resolve>) -> Vec<Arc<dyn Tool>> {

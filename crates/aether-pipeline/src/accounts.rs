@@ -116,13 +116,19 @@ async fn verify_password(hash: String, password: &str) -> bool {
         return false;
     };
     tokio::task::spawn_blocking(move || {
-        PasswordHash::new(&hash)
-            .map(|parsed| {
-                Argon2::default()
-                    .verify_password(password.as_bytes(), &parsed)
-                    .is_ok()
-            })
-            .unwrap_or(false)
+        // An account with no password (one an identity provider signs in) costs a wrong
+        // password's time, so its name is not told apart by how fast it fails.
+        let (parsed, real) = match PasswordHash::new(&hash) {
+            Ok(parsed) => (parsed, true),
+            Err(_) => match PasswordHash::new(DUMMY_HASH) {
+                Ok(dummy) => (dummy, false),
+                Err(_) => return false,
+            },
+        };
+        Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok()
+            && real
     })
     .await
     .unwrap_or(false)
@@ -303,6 +309,20 @@ pub async fn sign_in(
     name: &str,
     password: &str,
 ) -> Result<NewSession, AccountError> {
+    check_credentials(store, limiter, client, name, password).await?;
+    start_session(store, name).await
+}
+
+/// The account `name` if `password` is its own, with sign-in's rate limit and timing (an
+/// unknown name costs what a wrong password does); starts no session. The built-in
+/// authorization server's consent checks a person this way.
+pub async fn check_credentials(
+    store: &Store,
+    limiter: &SignInLimiter,
+    client: &str,
+    name: &str,
+    password: &str,
+) -> Result<aether_store::Account, AccountError> {
     limiter
         .begin(client, name)
         .map_err(AccountError::RateLimited)?;
@@ -311,11 +331,72 @@ pub async fn sign_in(
         .as_ref()
         .map(|a| a.password_hash.clone())
         .unwrap_or_else(|| DUMMY_HASH.to_string());
-    let ok = verify_password(hash, password).await && account.is_some();
-    if !ok {
-        return Err(AccountError::WrongCredentials);
+    let ok = verify_password(hash, password).await;
+    match account {
+        Some(account) if ok => {
+            limiter.succeeded(client, name);
+            Ok(account)
+        }
+        _ => Err(AccountError::WrongCredentials),
     }
-    limiter.succeeded(client, name);
+}
+
+/// The password hash an account signed in through an identity provider holds: no password
+/// opens it (it is no argon2 hash), and it names the provider and the person there.
+pub fn external_marker(issuer: &str, subject: &str) -> String {
+    format!("oidc:{issuer}#{subject}")
+}
+
+/// A session for a person the identity provider `issuer` vouched for, as account `name` with
+/// `role` (the role follows the provider at every sign-in). The account is made on first
+/// sign-in; a local account of that name is never taken over.
+pub async fn sign_in_external(
+    store: &Store,
+    issuer: &str,
+    subject: &str,
+    name: &str,
+    role: &str,
+) -> Result<NewSession, AccountError> {
+    check_name(name)?;
+    check_role(role)?;
+    let marker = external_marker(issuer, subject);
+    let by = format!("{issuer} (sign-in)");
+    match store.account(name).await? {
+        None => {
+            let now = aether_store::now_us();
+            let event = operator_event(
+                &by,
+                "accounts.create",
+                json!({ "account": name, "role": role, "identity_provider": issuer }),
+            );
+            let account = Account {
+                name: name.to_string(),
+                password_hash: marker,
+                role: role.to_string(),
+                created_us: now,
+                created_by: by.clone(),
+                changed_us: now,
+            };
+            store.create_account(account, None, Some(event)).await?;
+        }
+        Some(account) if account.password_hash == marker => {
+            if account.role != role {
+                let event = operator_event(
+                    &by,
+                    "accounts.update",
+                    json!({ "account": name, "role": role, "identity_provider": issuer }),
+                );
+                store
+                    .update_account(name, Some(role.to_string()), None, Some(event))
+                    .await?;
+            }
+        }
+        Some(_) => {
+            return Err(invalid(format!(
+                "the account {name:?} is a local account (or another provider's); it cannot be signed in to through {issuer} by this person"
+            )));
+        }
+    }
     start_session(store, name).await
 }
 

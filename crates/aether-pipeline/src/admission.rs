@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::Ask;
 use crate::envelope::{self, Envelope};
 use crate::execution::InFlight;
+use crate::spans::CallSpans;
 use crate::{CallOutcome, CallResult, Entry, Pipeline, SessionContext, audit, destinations};
 
 /// The steps a call is judged by, in the order they run (SPEC §2; step 1, the session
@@ -110,6 +111,8 @@ pub(crate) struct Call<'a> {
     permit: Option<crate::rates::Permit>,
     /// The receipt, when it rides the tool's first journal commit (step 11).
     pub riding: Option<Arc<aether_policy::journal::PendingReceipt>>,
+    /// Its spans (none when telemetry is off).
+    pub spans: CallSpans,
     draft: Option<audit::Draft>,
     store: aether_store::Store,
     started: Instant,
@@ -233,6 +236,15 @@ impl Pipeline {
         cancel: CancellationToken,
     ) -> Call<'a> {
         let call_id = uuid::Uuid::now_v7().to_string();
+        let known = self.tracer.is_some() && self.catalog().get(tool_name).is_some();
+        let spans = CallSpans::start(
+            &self.tracer,
+            envelope.trace.as_deref(),
+            ctx,
+            tool_name,
+            known,
+            &call_id,
+        );
         Call {
             ctx,
             tool_name,
@@ -247,7 +259,8 @@ impl Pipeline {
             claimed: None,
             permit: None,
             riding: None,
-            draft: Some(audit::Draft::new(&call_id, ctx, tool_name).traced(envelope.trace.clone())),
+            draft: Some(audit::Draft::new(&call_id, ctx, tool_name).traced(spans.recorded())),
+            spans,
             store: self.store.clone(),
             started: Instant::now(),
         }
@@ -257,17 +270,23 @@ impl Pipeline {
     /// the row could not be written).
     pub(crate) async fn finish(&self, mut call: Call<'_>, outcome: CallOutcome) -> CallResult {
         let draft = call.draft.take().expect("the draft is taken only here");
+        let spans = std::mem::replace(&mut call.spans, CallSpans::off());
         let call_id = draft.call_id().to_string();
         let alone = self.alone().await;
+        let audit = spans.step("audit");
         let outcome = draft
             .finish(&self.store, outcome, call.started.elapsed(), alone)
             .await;
+        drop(audit);
+        spans.end(&outcome);
         CallResult { call_id, outcome }
     }
 
     /// Steps 2 to 12, in SPEC order ([`STEPS`]): the outcome of the run, or where and why the
     /// call stopped.
     async fn steps(&self, call: &mut Call<'_>) -> Result<CallOutcome, Stop> {
+        // Steps 2 to 6 check what is in memory: no spans of their own (a refusal among them is
+        // named by the call's span).
         self.halt(call).await?;
         let entry = self.look_up(call)?;
         self.registry_step(call, &entry)?;
@@ -275,8 +294,13 @@ impl Pipeline {
         capability(call, &entry)?;
         self.rate(call).await?;
         self.arguments(call, &entry)?;
+        let rules = call.spans.step("rules");
         self.rules_step(call, &entry)?;
-        egress(call, &entry)?;
+        drop(rules);
+        if entry.def().meta.reaches_network {
+            let _egress = call.spans.step("egress");
+            egress(call, &entry)?;
+        }
         self.tier_gate(call, &entry).await?;
         self.envelope(call, &entry).await?;
         self.receipt(call, &entry).await?;
@@ -324,6 +348,7 @@ impl Pipeline {
             ));
         };
         call.draft_mut().tool_known(entry.def(), entry.digest);
+        call.spans.tool_known(&entry.def().group);
         Ok(entry)
     }
 
@@ -461,7 +486,10 @@ impl Pipeline {
         let Some(ask) = call.ask.take() else {
             return Ok(());
         };
-        let note = match self.wait_for_person(call, entry, ask).await {
+        let waiting = call.spans.step("approval");
+        let waited = self.wait_for_person(call, entry, ask).await;
+        drop(waiting);
+        let note = match waited {
             Ok(note) => note,
             Err(stop) => {
                 match &stop {
@@ -545,7 +573,11 @@ impl Pipeline {
             ));
         }
         match &envelope.idempotency_key {
-            Some(key) => self.claim_idempotency(call, entry, key, now).await,
+            Some(key) => {
+                // The claim is a store round trip: a span of its own.
+                let _span = call.spans.step("envelope");
+                self.claim_idempotency(call, entry, key, now).await
+            }
             None => Ok(()),
         }
     }
@@ -671,11 +703,8 @@ fn capability(call: &Call<'_>, entry: &Entry) -> Result<(), Stop> {
 /// Step 8, egress and DLP, for every tool that can reach the network: no credential leaves in its
 /// arguments (raw or encoded; found at step 6), and every URL it names is one this agent may
 /// reach. The tool's client checks each hop again, resolves once and connects only to the
-/// vetted address.
+/// vetted address. (Other tools have nothing to check here.)
 fn egress(call: &mut Call<'_>, entry: &Entry) -> Result<(), Stop> {
-    if !entry.def().meta.reaches_network {
-        return Ok(());
-    }
     let leak = call.leak.take();
     destinations::egress_check(call.ctx, entry.def(), &call.args, leak).map_err(|refusal| {
         // What was refused may be a secret: the audit keeps the rule, not the arguments.

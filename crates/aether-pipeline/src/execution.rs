@@ -36,6 +36,7 @@ impl Pipeline {
             call.draft_mut().riding(riding);
             return Ok(());
         }
+        let _span = call.spans.step("receipt");
         let admitted = if self.alone().await {
             self.store.admit_alone(receipt).await
         } else {
@@ -61,6 +62,20 @@ impl Pipeline {
     /// calls that may share the caller's token.
     pub(crate) async fn run(&self, call: &mut Call<'_>, entry: &Entry) -> CallOutcome {
         let def = entry.def();
+        // An upstream's tool is a call to another server: a client span inside the run's, and
+        // the trace context handed on is that one's.
+        let span = call.spans.step("run");
+        let upstream = entry.external.then(|| {
+            call.spans.inner(
+                &span,
+                "upstream",
+                vec![opentelemetry::KeyValue::new(
+                    "aether.tool.group",
+                    def.group.clone(),
+                )],
+            )
+        });
+        let trace = call.spans.traceparent(upstream.as_ref().unwrap_or(&span));
         let tool_cancel = call.cancel.child_token();
         let ruled = Arc::new(RuledCall::new(
             self.rules.current(),
@@ -68,7 +83,8 @@ impl Pipeline {
             call,
             def,
         ));
-        let cx = self.context(call, tool_cancel.clone(), ruled.clone(), ruled);
+        let mut cx = self.context(call, tool_cancel.clone(), ruled.clone(), ruled);
+        cx.trace = trace;
         let limit = Duration::from_secs(self.limits.tool_seconds);
         // An upstream's table is kept as a data set; its arguments go with it (for reports).
         let table_args = entry.external.then(|| call.args.clone());
@@ -140,6 +156,7 @@ impl Pipeline {
             receipt: call.riding.clone(),
             subject: call.ctx.subject.clone(),
             scope: call.ctx.scope.clone(),
+            trace: None,
         }
     }
 

@@ -30,6 +30,9 @@
 //!     refusals included (`audit.rs`); keyed, witnessed, and for a crash's unfinished calls
 //!     written as `interrupted` at the next start (`recovery.rs`).
 //!
+//! Each call is also an OpenTelemetry span with a child per step that does work, when
+//! telemetry is on (`spans.rs`).
+//!
 //! Beside the steps: what each session is offered (`offers.rs`: offered equals runnable),
 //! reads of an upstream's resources and prompts (`reads.rs`), keeping in step with the store
 //! and the rules file (`watcher.rs`), and the operator's actions (`operator/`: halt,
@@ -59,6 +62,7 @@ pub mod replay;
 pub mod rules;
 pub mod screening;
 mod session;
+pub mod spans;
 pub mod tables;
 pub mod tokens;
 mod watcher;
@@ -109,6 +113,8 @@ pub struct Settings {
     /// The tool the operator's undo runs (`aether_tools::workspace::UndoCall`): served to no
     /// agent, run only by [`Pipeline::operator_undo`].
     pub undo: Arc<dyn Tool>,
+    /// The tracer of each call's spans (`spans.rs`); `None`: telemetry is off.
+    pub tracer: spans::SharedTracer,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -184,6 +190,8 @@ pub struct Pipeline {
     rates: Arc<rates::Rates>,
     /// Stops their sharing (at shutdown, or when the pipeline is dropped).
     rates_stop: CancellationToken,
+    /// Each call's spans are made with it, when telemetry is on.
+    tracer: spans::SharedTracer,
 }
 
 impl Drop for Pipeline {
@@ -261,6 +269,7 @@ impl Pipeline {
             metrics: metrics::Metrics::default(),
             fragments: std::sync::Mutex::default(),
             undo: settings.undo,
+            tracer: settings.tracer,
         };
         pipeline.reload_registry().await?;
         pipeline.reload_seals().await?;

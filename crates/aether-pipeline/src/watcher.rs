@@ -76,9 +76,9 @@ impl Pipeline {
     /// `aether registry`, `aether approvals`, another replica) change: one small read of the
     /// store's revision counters every `every`, and on a change, the halt flag, the registry,
     /// the seals, the tokens, and a wake-up for calls waiting for a person. Also runs the
-    /// journal's retention about hourly and closes approval windows left open by a process
-    /// that stopped. The halt flag in the store stays authoritative: it is read again inside
-    /// every receipt's transaction. Where the store announces changes (PostgreSQL), an
+    /// retention of the journal, idempotency keys, data sets and call counts about hourly and
+    /// closes approval windows left open by a process that stopped. The halt flag in the store
+    /// stays authoritative: it is read again inside every receipt's transaction. Where the store announces changes (PostgreSQL), an
     /// announcement wakes the watch at once, and `every` only bounds a missed one.
     pub fn watch(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let me = Arc::downgrade(self);
@@ -120,6 +120,9 @@ impl Pipeline {
                     let before = aether_store::now_us() - tables::DATASET_DAYS * 86_400 * 1_000_000;
                     if let Err(e) = p.store.prune_datasets(before, tables::DATASETS_KEPT).await {
                         tracing::warn!(error = %e, "data set retention failed");
+                    }
+                    if let Err(e) = p.store.prune_call_stats(aether_store::now_us()).await {
+                        tracing::warn!(error = %e, "call count retention failed");
                     }
                 }
             }

@@ -60,7 +60,82 @@ pub struct RawConfig {
     /// the static agent tokens.
     #[serde(default)]
     pub auth: AuthSection,
+    /// OpenTelemetry traces over OTLP (`[telemetry]`); the standard `OTEL_*` variables too.
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
+    /// The console (`[console]`): signing in through the organization's identity provider.
+    #[serde(default)]
+    pub console: ConsoleSection,
 }
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSection {
+    /// Sign-in through an OpenID Connect provider, beside the local accounts.
+    pub oidc: Option<ConsoleOidc>,
+    /// A trace in the operator's tracing UI, `{trace_id}` standing for an audit row's trace
+    /// id, e.g. "http://127.0.0.1:16686/trace/{trace_id}" (Jaeger): the audit's row detail
+    /// links to it.
+    pub trace_url: Option<String>,
+}
+
+/// The console's sign-in through an OpenID provider (`[console.oidc]`): authorization code
+/// with PKCE as a public client; the person's role from a claim of the ID token.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleOidc {
+    /// The provider's issuer URL (its discovery document is read from it).
+    pub issuer: String,
+    /// The console's client id at the provider (a public client: no secret).
+    pub client_id: String,
+    /// Where the provider sends people back: this server's `/console/oidc/callback`, as the
+    /// browser reaches it (registered at the provider).
+    pub redirect_uri: String,
+    /// The button's label (unset: "your identity provider").
+    pub name: Option<String>,
+    /// The ID token claim holding the person's groups or roles.
+    #[serde(default = "default_role_claim")]
+    pub role_claim: String,
+    /// Scopes asked for besides `openid` (for the provider to put the claim in the ID token).
+    #[serde(default = "default_oidc_scopes")]
+    pub scopes: Vec<String>,
+    /// Claim values to console roles (viewer, approver, operator, admin). A person gets the
+    /// most privileged role their values map to; one whose values map to none is refused.
+    pub roles: BTreeMap<String, String>,
+}
+
+fn default_role_claim() -> String {
+    "groups".into()
+}
+
+fn default_oidc_scopes() -> Vec<String> {
+    vec!["profile".into(), "groups".into()]
+}
+
+/// Where each call's trace goes (OTLP). Unset `endpoint`: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+/// or `OTEL_EXPORTER_OTLP_ENDPOINT`; neither set, no traces are made.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// The collector's OTLP endpoint, as `OTEL_EXPORTER_OTLP_ENDPOINT` names it: the base URL
+    /// (`http://collector:4318`; Aether adds `/v1/traces`) for HTTP, `http://collector:4317`
+    /// for gRPC.
+    pub endpoint: Option<String>,
+    /// `"http/protobuf"` or `"grpc"` (unset: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`,
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`, else `"http/protobuf"`).
+    pub protocol: Option<String>,
+    /// Headers sent with each export (an API key); `OTEL_EXPORTER_OTLP_HEADERS` adds to them.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The `service.name` of Aether's spans (unset: `OTEL_SERVICE_NAME`, else `aether`).
+    pub service_name: Option<String>,
+    /// The share of new traces kept, 0 to 1 (a caller's sampled flag is followed as it comes).
+    /// Unset: `OTEL_TRACES_SAMPLER`, else all.
+    pub sample_ratio: Option<f64>,
+}
+
+/// OTLP's transports, as `OTEL_EXPORTER_OTLP_PROTOCOL` names them.
+pub const OTLP_PROTOCOLS: [&str; 2] = ["http/protobuf", "grpc"];
 
 /// An authorization server whose access tokens `/mcp` accepts (the MCP authorization spec:
 /// Aether is the resource server). Unset `issuer`: static agent tokens only.
@@ -87,9 +162,34 @@ pub struct AuthSection {
     /// of that agent's groups and tools. A token's scopes must name one agent.
     #[serde(default)]
     pub scopes: BTreeMap<String, ScopeGrant>,
+    /// Aether is its own authorization server (instead of `issuer`): console accounts sign in
+    /// and consent, tokens are signed with a key derived from the vault key. The issuer is
+    /// `resource`'s origin.
+    #[serde(default)]
+    pub builtin: bool,
+    /// The built-in server's dynamic client registration (RFC 7591, `/oauth/register`): off
+    /// by default, since anyone who can reach the server could register a client; clients
+    /// identify themselves by a client ID metadata document instead.
+    #[serde(default)]
+    pub registration: bool,
+    /// How long the built-in server's access tokens last, in seconds.
+    #[serde(default = "default_access_seconds")]
+    pub access_token_seconds: u64,
+    /// How long a grant lasts without its person consenting again, in days (its refresh
+    /// tokens rotate on every use within it).
+    #[serde(default = "default_refresh_days")]
+    pub refresh_token_days: u64,
 }
 
 fn default_leeway() -> u64 {
+    30
+}
+
+fn default_access_seconds() -> u64 {
+    600
+}
+
+fn default_refresh_days() -> u64 {
     30
 }
 
@@ -118,7 +218,7 @@ pub fn is_loopback_url(u: &url::Url) -> bool {
 impl AuthSection {
     /// Whether OAuth access tokens are accepted.
     pub fn enabled(&self) -> bool {
-        self.issuer.is_some()
+        self.issuer.is_some() || self.builtin
     }
 }
 
@@ -586,7 +686,10 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "aether.toml has {} problem(s):", self.problems.len())?;
+        match self.problems.len() {
+            1 => write!(f, "aether.toml has a problem:")?,
+            n => write!(f, "aether.toml has {n} problems:")?,
+        }
         for p in &self.problems {
             write!(f, "\n  - {p}")?;
         }
@@ -599,7 +702,7 @@ impl std::error::Error for ConfigError {}
 impl RawConfig {
     pub fn parse(text: &str) -> Result<RawConfig, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
-            problems: vec![e.to_string()],
+            problems: vec![parse_problem(text, &e)],
         })?;
         raw.validate()?;
         Ok(raw)
@@ -613,10 +716,100 @@ impl RawConfig {
         self.check_upstreams(&mut problems);
         self.check_models_and_delegation(&mut problems);
         self.check_auth(&mut problems);
+        self.check_telemetry(&mut problems);
+        self.check_console(&mut problems);
         if problems.is_empty() {
             Ok(())
         } else {
             Err(ConfigError { problems })
+        }
+    }
+
+    /// `[console.oidc]`: https URLs (http on loopback), roles that exist; `trace_url` an
+    /// http(s) URL with `{trace_id}` in it.
+    fn check_console(&self, problems: &mut Vec<String>) {
+        if let Some(url) = &self.console.trace_url
+            && (!url.contains("{trace_id}")
+                || !url::Url::parse(&url.replace("{trace_id}", "0"))
+                    .is_ok_and(|u| matches!(u.scheme(), "http" | "https")))
+        {
+            problems.push(format!(
+                "console.trace_url {url:?} must be an http(s) URL with {{trace_id}} in it, e.g. \"http://127.0.0.1:16686/trace/{{trace_id}}\""
+            ));
+        }
+        let Some(o) = &self.console.oidc else { return };
+        for (key, value) in [("issuer", &o.issuer), ("redirect_uri", &o.redirect_uri)] {
+            match url::Url::parse(value) {
+                Ok(u) if u.scheme() == "https" && u.host().is_some() => {}
+                Ok(u) if u.scheme() == "http" && is_loopback_url(&u) => {}
+                _ => problems.push(format!(
+                    "console.oidc.{key} {value:?} must be an https URL (http only on loopback)"
+                )),
+            }
+        }
+        if !o.redirect_uri.ends_with("/console/oidc/callback") {
+            problems.push(format!(
+                "console.oidc.redirect_uri {:?} must be this server's /console/oidc/callback",
+                o.redirect_uri
+            ));
+        }
+        if o.client_id.trim().is_empty() {
+            problems.push("console.oidc.client_id is empty".into());
+        }
+        if o.roles.is_empty() {
+            problems.push(
+                "console.oidc.roles is empty: map the claim's values to roles, e.g. { \"aether-admins\" = \"admin\" }".into(),
+            );
+        }
+        for (value, role) in &o.roles {
+            if crate::roles::role(role).is_none() {
+                problems.push(format!(
+                    "console.oidc.roles.{value:?}: {role:?} is not a role (viewer, approver, operator, admin)"
+                ));
+            }
+        }
+    }
+
+    /// `[telemetry]`: an http(s) endpoint, a known protocol, header names and values HTTP takes,
+    /// a ratio between 0 and 1.
+    fn check_telemetry(&self, problems: &mut Vec<String>) {
+        let t = &self.telemetry;
+        if let Some(endpoint) = &t.endpoint {
+            match url::Url::parse(endpoint) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => problems.push(format!(
+                    "telemetry.endpoint {endpoint:?} must be an http or https URL, e.g. \"http://127.0.0.1:4318\""
+                )),
+            }
+        }
+        if let Some(protocol) = &t.protocol
+            && !OTLP_PROTOCOLS.contains(&protocol.as_str())
+        {
+            problems.push(format!(
+                "telemetry.protocol {protocol:?} is not one Aether speaks: \"http/protobuf\" or \"grpc\""
+            ));
+        }
+        for (name, value) in &t.headers {
+            let token = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                problems.push(format!(
+                    "telemetry.headers: {name:?} is not an HTTP header name"
+                ));
+            } else if value.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+                problems.push(format!(
+                    "telemetry.headers.{name}: a header value cannot hold control characters"
+                ));
+            }
+        }
+        if let Some(r) = t.sample_ratio
+            && !(0.0..=1.0).contains(&r)
+        {
+            problems.push(format!(
+                "telemetry.sample_ratio {r} must be between 0 and 1"
+            ));
         }
     }
 
@@ -631,7 +824,31 @@ impl RawConfig {
                     "auth.{key} {value:?} must be an https URL (http only on loopback)"
                 )),
             };
+        if a.builtin {
+            if a.issuer.is_some() || a.jwks_uri.is_some() {
+                problems.push(
+                    "auth.builtin makes Aether its own authorization server: leave auth.issuer and auth.jwks_uri unset".into(),
+                );
+            }
+            match &a.resource {
+                Some(resource) => web_url("resource", resource, problems),
+                None => problems.push(
+                    "auth.builtin needs auth.resource, this server's MCP URL (e.g. \"http://127.0.0.1:8484/mcp\")".into(),
+                ),
+            }
+            if !(60..=86_400).contains(&a.access_token_seconds) {
+                problems.push("auth.access_token_seconds is between 60 and 86400".into());
+            }
+            if !(1..=365).contains(&a.refresh_token_days) {
+                problems.push("auth.refresh_token_days is between 1 and 365".into());
+            }
+        } else if a.registration {
+            problems.push(
+                "auth.registration is the built-in authorization server's: set auth.builtin = true, or register clients at your issuer".into(),
+            );
+        }
         match (&a.issuer, &a.resource) {
+            _ if a.builtin => {}
             (None, None) => {
                 if !a.scopes.is_empty() || a.jwks_uri.is_some() {
                     problems.push(
@@ -658,7 +875,7 @@ impl RawConfig {
         }
         if self.server.auth == HttpAuth::None {
             problems.push(
-                "server.auth = \"none\" takes no tokens: with auth.issuer set, use \"auto\", \"token\" or \"oauth\"".into(),
+                "server.auth = \"none\" takes no tokens: with an authorization server ([auth]), use \"auto\", \"token\" or \"oauth\"".into(),
             );
         }
         if a.scopes.is_empty() {
@@ -696,11 +913,8 @@ impl RawConfig {
 
     /// The listener, the roots and the store's URL.
     fn check_listen_roots_store(&self, problems: &mut Vec<String>) {
-        if self.server.listen.parse::<SocketAddr>().is_err() {
-            problems.push(format!(
-                "server.listen {:?} must be an IP address and port, e.g. {DEFAULT_LISTEN}",
-                self.server.listen
-            ));
+        if let Err(e) = listen_address(&self.server.listen) {
+            problems.push(format!("server.listen {e}"));
         }
         for (name, root) in &self.roots {
             if !is_root_name(name) {
@@ -836,11 +1050,7 @@ impl RawConfig {
             problems.push("policy.rules is empty; leave it out to use permissions.yaml".into());
         }
         if self.server.auth == HttpAuth::None
-            && self
-                .server
-                .listen
-                .parse::<SocketAddr>()
-                .is_ok_and(|a| !a.ip().is_loopback())
+            && listen_address(&self.server.listen).is_ok_and(|a| !a.ip().is_loopback())
         {
             problems.push(format!(
                 "server.auth = \"none\" needs a loopback server.listen (this is {:?}): anyone who can reach the port would act as {:?}",
@@ -990,6 +1200,197 @@ impl RawConfig {
     }
 }
 
+impl RawConfig {
+    /// Names this configuration gives that nothing answers to: a tool (of an agent, a scope, a
+    /// per-tool rate or argument default) that is not one of `tools` (what this build serves)
+    /// and not `SERVER__TOOL` of a configured upstream, and a group (`mcp_servers`) that is
+    /// neither built in nor an upstream's. Each problem names its key and, when a real name is
+    /// close, the one probably meant. (`validate` cannot: the catalog is not the policy's.)
+    pub fn unknown_names(&self, tools: &BTreeSet<String>) -> Vec<String> {
+        let groups: BTreeSet<String> = crate::tool::groups::BUILT_IN
+            .iter()
+            .filter(|g| **g != crate::tool::groups::CONFORMANCE)
+            .map(|g| g.to_string())
+            .chain(
+                self.upstreams
+                    .iter()
+                    .map(|(name, u)| u.group.clone().unwrap_or_else(|| name.clone())),
+            )
+            .collect();
+        let mut problems = Vec::new();
+        let mut tool = |key: String, name: &str| {
+            let upstream = name
+                .split_once("__")
+                .map(|(server, rest)| (server, !rest.is_empty()));
+            match upstream {
+                None if tools.contains(name) => {}
+                Some((server, true)) if self.upstreams.contains_key(server) => {}
+                Some((server, false)) if self.upstreams.contains_key(server) => problems.push(
+                    format!("{key} {name:?} names no tool after the upstream (SERVER__TOOL)"),
+                ),
+                Some((server, _)) => problems.push(format!(
+                    "{key} {name:?} is no upstream's tool: there is no [upstreams.{server}]{}",
+                    meant(server, self.upstreams.keys())
+                )),
+                None => problems.push(format!(
+                    "{key} {name:?} is not a tool Aether has{}",
+                    meant(name, tools.iter())
+                )),
+            }
+        };
+        for (agent, a) in &self.agents {
+            for (i, t) in a.tools.iter().flatten().enumerate() {
+                tool(format!("agents.{agent}.tools[{i}]"), t);
+            }
+            for t in a.rates.keys() {
+                tool(format!("agents.{agent}.rates:"), t);
+            }
+            for t in a.arg_defaults.keys() {
+                tool(format!("agents.{agent}.arg_defaults:"), t);
+            }
+        }
+        for (scope, grant) in &self.auth.scopes {
+            for (i, t) in grant.tools.iter().flatten().enumerate() {
+                tool(format!("auth.scopes.{scope:?}.tools[{i}]"), t);
+            }
+        }
+        let group_lists = self
+            .agents
+            .iter()
+            .map(|(agent, a)| (format!("agents.{agent}"), &a.mcp_servers))
+            .chain(
+                self.auth
+                    .scopes
+                    .iter()
+                    .map(|(scope, g)| (format!("auth.scopes.{scope:?}"), &g.mcp_servers)),
+            );
+        for (key, list) in group_lists {
+            for (i, g) in list.iter().flatten().enumerate() {
+                if !groups.contains(g) {
+                    problems.push(format!(
+                        "{key}.mcp_servers[{i}] {g:?} is no group: not built in ({}) and no upstream's{}",
+                        groups.iter().filter(|g| crate::tool::groups::BUILT_IN.contains(&g.as_str())).cloned().collect::<Vec<_>>().join(", "),
+                        meant(g, groups.iter())
+                    ));
+                }
+            }
+        }
+        problems
+    }
+}
+
+/// A TOML error as an operator reads it. serde's "unknown variant `wr`, expected one of `rw`,
+/// `ro`, `sealed`" (a mistyped mode, tier, route…) and "unknown field `paht`, expected …" (a
+/// mistyped key) become the key, its line, what is allowed there and the one probably meant;
+/// anything else is the TOML parser's own report (the line, a caret under the place).
+fn parse_problem(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message();
+    let (kind, rest) = match (
+        message.strip_prefix("unknown variant `"),
+        message.strip_prefix("unknown field `"),
+    ) {
+        (Some(rest), _) => ("variant", rest),
+        (_, Some(rest)) => ("field", rest),
+        _ => return e.to_string(),
+    };
+    let (Some((typed, expected)), Some(span)) = (rest.split_once('`'), e.span()) else {
+        return e.to_string();
+    };
+    let allowed: Vec<String> = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(String::from)
+        .collect();
+    let (table, key, line) = key_at(text, span.start);
+    let listed = allowed
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let meant = meant(typed, allowed.iter());
+    let dotted = |key: &str| {
+        if table.is_empty() {
+            key.to_string()
+        } else {
+            format!("{table}.{key}")
+        }
+    };
+    if kind == "variant" {
+        format!(
+            "{} (line {line}): {typed:?} is not one of {listed}{meant}",
+            dotted(&key)
+        )
+    } else {
+        let place = if table.is_empty() {
+            "at the top level".to_string()
+        } else {
+            format!("in [{table}]")
+        };
+        format!(
+            "{} (line {line}): no such key {place}{meant} (its keys: {listed})",
+            dotted(typed)
+        )
+    }
+}
+
+/// The table header in force at byte `at` of `text`, the key of the line `at` is on (what
+/// stands before its `=`), and that line's number.
+fn key_at(text: &str, at: usize) -> (String, String, usize) {
+    let at = at.min(text.len());
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let table = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| {
+            l.trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default();
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let this_line = text[start..].lines().next().unwrap_or("");
+    let key = this_line
+        .split_once('=')
+        .map_or(this_line, |(k, _)| k)
+        .trim()
+        .to_string();
+    (table, key, line)
+}
+
+/// Where a server listens: `IP:PORT`, or `localhost:PORT` for 127.0.0.1 (no other name is
+/// looked up: what the server binds is what the file or flag says).
+pub fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    match text.strip_prefix("localhost:").map(str::parse::<u16>) {
+        Some(Ok(port)) => Ok(SocketAddr::from(([127, 0, 0, 1], port))),
+        _ => Err(format!(
+            "{text:?} is not an IP address and port: {DEFAULT_LISTEN} (or localhost:PORT) serves \
+             this computer only, 0.0.0.0:PORT every network (tokens needed)"
+        )),
+    }
+}
+
+/// `; did you mean "NAME"?` for the one of `names` nearest `typed`, when it is near (a slip
+/// of a few letters), else nothing.
+pub fn meant<'a>(typed: &str, names: impl Iterator<Item = &'a String>) -> String {
+    let limit = (typed.chars().count() / 3).clamp(1, 3);
+    names
+        .map(|n| (strsim::damerau_levenshtein(typed, n), n))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, n)| format!("; did you mean {n:?}?"))
+        .unwrap_or_default()
+}
+
 /// The agent Aether runs as when nobody configured one: the workspace group and nothing that
 /// reaches the network or runs programs.
 pub fn default_agent_profile() -> AgentProfile {
@@ -1076,6 +1477,133 @@ mod tests {
         ] {
             let err = RawConfig::parse(text).unwrap_err().to_string();
             assert!(err.contains(problem), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_builtin_authorization_server_needs_a_resource_and_no_issuer() {
+        let ok = RawConfig::parse(
+            r#"
+            [auth]
+            builtin = true
+            resource = "http://127.0.0.1:8484/mcp"
+            scopes = { "mcp:tools" = { agent = "default" } }
+            "#,
+        )
+        .unwrap();
+        assert!(ok.auth.enabled() && !ok.auth.registration);
+        assert_eq!(
+            (ok.auth.access_token_seconds, ok.auth.refresh_token_days),
+            (600, 30)
+        );
+        let scopes = "scopes = { \"a\" = { agent = \"default\" } }";
+        for (text, problem) in [
+            (
+                format!("builtin = true\n{scopes}"),
+                "auth.builtin needs auth.resource",
+            ),
+            (
+                format!(
+                    "builtin = true\nresource = \"https://a.example.com/mcp\"\nissuer = \"https://idp.example.com\"\n{scopes}"
+                ),
+                "leave auth.issuer and auth.jwks_uri unset",
+            ),
+            (
+                format!("builtin = true\nresource = \"http://a.example.com/mcp\"\n{scopes}"),
+                "must be an https URL",
+            ),
+            (
+                format!(
+                    "builtin = true\nresource = \"https://a.example.com/mcp\"\naccess_token_seconds = 5\n{scopes}"
+                ),
+                "auth.access_token_seconds",
+            ),
+            (
+                "builtin = true\nresource = \"https://a.example.com/mcp\"".to_string(),
+                "auth.scopes is empty",
+            ),
+            (
+                format!(
+                    "registration = true\nissuer = \"https://idp.example.com\"\nresource = \"https://a.example.com/mcp\"\n{scopes}"
+                ),
+                "auth.registration is the built-in authorization server's",
+            ),
+        ] {
+            let err = RawConfig::parse(&format!("[auth]\n{text}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(problem), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn console_sign_in_through_a_provider_needs_its_callback_and_real_roles() {
+        let ok = RawConfig::parse(
+            r#"
+            [console.oidc]
+            issuer = "https://idp.example.com"
+            client_id = "aether-console"
+            redirect_uri = "https://aether.example.com/console/oidc/callback"
+            roles = { "ops" = "operator" }
+            "#,
+        )
+        .unwrap();
+        let oidc = ok.console.oidc.unwrap();
+        assert_eq!(oidc.role_claim, "groups");
+        assert_eq!(oidc.scopes, ["profile", "groups"]);
+        let base = "issuer = \"https://idp.example.com\"\nclient_id = \"c\"\n";
+        for (text, problem) in [
+            (
+                format!(
+                    "{base}redirect_uri = \"https://a.example.com/elsewhere\"\nroles = {{ a = \"admin\" }}"
+                ),
+                "must be this server's /console/oidc/callback",
+            ),
+            (
+                format!(
+                    "{base}redirect_uri = \"http://a.example.com/console/oidc/callback\"\nroles = {{ a = \"admin\" }}"
+                ),
+                "console.oidc.redirect_uri",
+            ),
+            (
+                format!(
+                    "{base}redirect_uri = \"https://a.example.com/console/oidc/callback\"\nroles = {{ a = \"root\" }}"
+                ),
+                "\"root\" is not a role",
+            ),
+            (
+                format!(
+                    "{base}redirect_uri = \"https://a.example.com/console/oidc/callback\"\nroles = {{}}"
+                ),
+                "console.oidc.roles is empty",
+            ),
+        ] {
+            let err = RawConfig::parse(&format!("[console.oidc]\n{text}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(problem), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_trace_link_needs_an_http_url_with_the_trace_id_in_it() {
+        let ok = RawConfig::parse(
+            "[console]\ntrace_url = \"http://127.0.0.1:16686/trace/{trace_id}\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.console.trace_url.as_deref(),
+            Some("http://127.0.0.1:16686/trace/{trace_id}")
+        );
+        for bad in [
+            "http://127.0.0.1:16686/trace/",
+            "javascript:alert(1)//{trace_id}",
+            "not a url {trace_id}",
+        ] {
+            let err = RawConfig::parse(&format!("[console]\ntrace_url = {bad:?}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("console.trace_url"), "{bad}: {err}");
         }
     }
 
@@ -1263,7 +1791,10 @@ mod tests {
         }
         for (bad, says) in [
             ("screen = \"blok\"", "blok"),
-            ("screen = \"Block\"", "`warn` or `block`"),
+            (
+                "screen = \"Block\"",
+                "\"warn\", \"block\"; did you mean \"block\"?",
+            ),
             ("screen = true", "screen"),
             ("scren = \"block\"", "scren"),
         ] {
@@ -1278,5 +1809,119 @@ mod tests {
     fn unknown_keys_are_refused() {
         let err = RawConfig::parse("[server]\nlisten_on = \"x\"\n").unwrap_err();
         assert!(err.to_string().contains("listen_on"), "{err}");
+    }
+
+    /// A mistyped key or choice is named with its table, its line, what is allowed there and
+    /// the name probably meant, whatever the key.
+    #[test]
+    fn a_mistyped_key_or_choice_is_named_with_what_was_meant() {
+        let cases = [
+            (
+                "[roots.src]\npath = \".\"\nmode = \"wr\"\n",
+                &[
+                    "roots.src.mode (line 3)",
+                    "\"wr\" is not one of",
+                    "\"rw\", \"ro\", \"sealed\"",
+                    "did you mean \"rw\"?",
+                ][..],
+            ),
+            (
+                "[roots.src]\npaht = \".\"\n",
+                &[
+                    "roots.src.paht (line 2)",
+                    "no such key in [roots.src]",
+                    "did you mean \"path\"?",
+                ],
+            ),
+            (
+                "# a comment\n[agents.a]\napproval = \"operater\"\n",
+                &["agents.a.approval (line 3)", "did you mean \"operator\"?"],
+            ),
+            (
+                "[upstreams.gh]\ncommand = \"x\"\ntier = \"elevate\"\n",
+                &["upstreams.gh.tier (line 3)", "did you mean \"elevated\"?"],
+            ),
+            (
+                "lisen = 1\n",
+                &["lisen (line 1)", "no such key at the top level"],
+            ),
+        ];
+        for (text, needles) in cases {
+            let err = RawConfig::parse(text).unwrap_err().to_string();
+            for needle in needles {
+                assert!(err.contains(needle), "{text:?}: {needle:?} not in {err}");
+            }
+        }
+        // Far from every choice: no guess.
+        let err = RawConfig::parse("[roots.src]\npath = \".\"\nmode = \"writable\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("did you mean"), "{err}");
+    }
+
+    #[test]
+    fn localhost_listens_on_loopback_and_other_names_are_refused() {
+        assert_eq!(
+            listen_address("localhost:8484").unwrap(),
+            "127.0.0.1:8484".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(
+            listen_address("[::1]:9").unwrap(),
+            "[::1]:9".parse::<SocketAddr>().unwrap()
+        );
+        for bad in ["localhost", "example.com:80", "localhost:99999", ":8484"] {
+            let e = listen_address(bad).unwrap_err();
+            assert!(e.contains("127.0.0.1:8484"), "{bad}: {e}");
+        }
+        assert!(RawConfig::parse("[server]\nlisten = \"localhost:1\"\n").is_ok());
+    }
+
+    /// Tools and groups an agent or a scope names must exist: built in, or an upstream's.
+    #[test]
+    fn names_of_tools_and_groups_nothing_has_are_problems() {
+        let raw = RawConfig::parse(
+            r#"
+            [server]
+            http_agent = "a"
+            [upstreams.gh]
+            command = "x"
+            [upstreams.files]
+            command = "y"
+            group = "shared"
+            [agents.a]
+            tools = ["read_file", "red_file", "gh__create_issue", "gj__x", "gh__"]
+            mcp_servers = ["workspace", "shared", "gh", "workspaces", "files"]
+            rates = { web_fetc = "1/min" }
+            arg_defaults = { list_dirs = { depth = 1 } }
+            [auth]
+            issuer = "https://idp.example.com"
+            resource = "https://aether.example.com/mcp"
+            [auth.scopes]
+            "mcp:x" = { agent = "a", tools = ["read_fil"], mcp_servers = ["plannin"] }
+            "#,
+        )
+        .unwrap();
+        let tools: BTreeSet<String> = ["read_file", "web_fetch", "list_dir"]
+            .map(String::from)
+            .into();
+        let problems = raw.unknown_names(&tools).join("\n");
+        for needle in [
+            "agents.a.tools[1] \"red_file\" is not a tool Aether has; did you mean \"read_file\"?",
+            "agents.a.tools[3] \"gj__x\" is no upstream's tool: there is no [upstreams.gj]; did you mean \"gh\"?",
+            "agents.a.tools[4] \"gh__\"",
+            "agents.a.mcp_servers[3] \"workspaces\" is no group",
+            "did you mean \"workspace\"?",
+            "agents.a.mcp_servers[4] \"files\"",
+            "agents.a.rates: \"web_fetc\"",
+            "agents.a.arg_defaults: \"list_dirs\"",
+            "auth.scopes.\"mcp:x\".tools[0] \"read_fil\"",
+            "auth.scopes.\"mcp:x\".mcp_servers[0] \"plannin\"",
+            "did you mean \"planning\"?",
+        ] {
+            assert!(problems.contains(needle), "{needle:?} not in\n{problems}");
+        }
+        // What exists is no problem: the known tool, the upstream's tool and both groups.
+        assert_eq!(problems.lines().count(), 9, "{problems}");
+        assert!(RawConfig::default().unknown_names(&tools).is_empty());
     }
 }

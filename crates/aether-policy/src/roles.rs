@@ -22,12 +22,14 @@ pub enum Permission {
     ManageSources,
     /// Create, change and remove console accounts.
     ManageAccounts,
-    /// Halt and resume.
+    /// Halt and resume; stop an agent run.
     Halt,
+    /// Undo the file changes of a call (from the journal).
+    UndoChanges,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 8] = [
+    pub const ALL: [Permission; 9] = [
         Permission::View,
         Permission::ApproveCalls,
         Permission::ManageRegistry,
@@ -36,6 +38,7 @@ impl Permission {
         Permission::ManageSources,
         Permission::ManageAccounts,
         Permission::Halt,
+        Permission::UndoChanges,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -48,6 +51,7 @@ impl Permission {
             Permission::ManageSources => "manage_sources",
             Permission::ManageAccounts => "manage_accounts",
             Permission::Halt => "halt",
+            Permission::UndoChanges => "undo_changes",
         }
     }
 }
@@ -82,6 +86,7 @@ pub const ROLES: &[Role] = &[
             Permission::ManageAgents,
             Permission::ManageSources,
             Permission::Halt,
+            Permission::UndoChanges,
         ],
         about: "runs Aether day to day: everything but accounts",
     },

@@ -119,11 +119,13 @@ impl ModelClient {
         Ok(ids)
     }
 
-    /// One chat completion: `tools` offered (none for the last, tool-less request).
+    /// One chat completion: `tools` offered (none for the last, tool-less request), sent
+    /// with the run's W3C trace context (`traceparent`) when it has one.
     pub async fn chat(
         &self,
         messages: &[Value],
         tools: Option<&[Value]>,
+        trace: Option<&str>,
     ) -> Result<Reply, ModelError> {
         let mut body = json!({
             "model": self.spec.model,
@@ -137,11 +139,14 @@ impl ModelClient {
         if let Some(tools) = tools.filter(|t| !t.is_empty()) {
             body["tools"] = json!(tools);
         }
-        let request = self
+        let mut request = self
             .http
             .post(self.url("chat/completions"))
             .header("content-type", "application/json")
             .body(body.to_string());
+        if let Some(trace) = trace {
+            request = request.header("traceparent", trace);
+        }
         let (reply, elapsed) = self.send(request).await?;
         parse_reply(&reply, self.spec.dialect, elapsed)
     }
@@ -338,7 +343,8 @@ mod tests {
     use super::*;
 
     /// A server on this computer that answers every request with `status` and a chat reply
-    /// whose text is the request's `Authorization` header, as an echoing proxy would.
+    /// whose text is the request's `Authorization` and `traceparent` headers, as an echoing
+    /// proxy would.
     async fn echoing_server(status: u16) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -354,13 +360,15 @@ mod tests {
                     }
                 }
                 let text = String::from_utf8_lossy(&request);
-                let auth = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("authorization: "))
-                    .unwrap_or("")
-                    .to_string();
+                let header = |name: &str| {
+                    text.lines()
+                        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let (auth, trace) = (header("authorization"), header("traceparent"));
                 let body = json!({"choices": [{"message": {"role": "assistant",
-                    "content": format!("you sent {auth}")}, "finish_reason": "stop"}]})
+                    "content": format!("you sent {auth}; trace {trace}")}, "finish_reason": "stop"}]})
                 .to_string();
                 let reply = format!(
                     "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -390,7 +398,7 @@ mod tests {
             };
             let client = ModelClient::new(spec, Some(key.into())).unwrap();
             let said = match client
-                .chat(&[json!({"role": "user", "content": "hi"})], None)
+                .chat(&[json!({"role": "user", "content": "hi"})], None, None)
                 .await
             {
                 Ok(reply) => reply.content.unwrap_or_default(),
@@ -399,6 +407,34 @@ mod tests {
             assert!(said.contains("Bearer ***"), "{status}: {said}");
             assert!(!said.contains(key), "{status}: {said}");
         }
+    }
+
+    /// A run's requests carry the trace context of the call that started it, and nothing
+    /// without one.
+    #[tokio::test]
+    async fn a_chat_request_carries_the_runs_trace_context() {
+        let spec = ModelSpec {
+            name: "m".into(),
+            base_url: echoing_server(200).await,
+            model: "x".into(),
+            dialect: Dialect::Openai,
+            key: None,
+            temperature: None,
+            max_tokens: 16,
+            timeout: Duration::from_secs(5),
+            max_rounds: 1,
+            cost_cap_tokens: None,
+        };
+        let client = ModelClient::new(spec, None).unwrap();
+        let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let hi = [json!({"role": "user", "content": "hi"})];
+        let said = client.chat(&hi, None, Some(trace)).await.unwrap().content;
+        assert!(
+            said.unwrap_or_default()
+                .ends_with(&format!("trace {trace}"))
+        );
+        let said = client.chat(&hi, None, None).await.unwrap().content;
+        assert!(said.unwrap_or_default().ends_with("trace "));
     }
 
     fn reply(message: Value) -> Value {

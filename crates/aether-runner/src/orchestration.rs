@@ -395,6 +395,7 @@ async fn start(
             cancel: Some(cx.cancel.clone()),
             subject: cx.subject.clone(),
             scope: cx.scope.clone(),
+            trace: cx.trace.clone(),
         };
         runs.push(host.spawn(async move { runner.run(request).await }));
     }

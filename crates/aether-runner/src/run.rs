@@ -73,6 +73,9 @@ pub struct RunRequest {
     /// started it: its calls are audited as theirs and reach no further.
     pub subject: Option<String>,
     pub scope: Option<Arc<aether_policy::ScopeReach>>,
+    /// The W3C trace context of the call that started the run (`delegate`'s span): its model
+    /// requests carry it as `traceparent`, and its tool calls continue it.
+    pub trace: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -117,6 +120,7 @@ struct Run<'a> {
     cancel: Option<CancellationToken>,
     model_time: Duration,
     tool_time: Duration,
+    trace: Option<String>,
 }
 
 /// Why a run ends before its answer.
@@ -198,6 +202,7 @@ impl Runner {
             cancel: request.cancel.clone(),
             model_time: Duration::ZERO,
             tool_time: Duration::ZERO,
+            trace: request.trace.clone(),
         };
         if let Some(host) = &self.host {
             host.enter(
@@ -459,7 +464,7 @@ impl Run<'_> {
         .await;
         let started = Instant::now();
         let model = self.runner.model.clone();
-        let request = model.chat(messages, tools);
+        let request = model.chat(messages, tools, self.trace.as_deref());
         tokio::pin!(request);
         let reply = loop {
             tokio::select! {
@@ -562,10 +567,18 @@ impl Run<'_> {
             Some(parent) => parent.child_token(),
             None => CancellationToken::new(),
         };
-        let call_future =
-            self.runner
-                .pipeline
-                .call(ctx, &call.name, Some(arguments), link, cancel.clone());
+        let envelope = aether_pipeline::envelope::Envelope {
+            trace: self.trace.clone(),
+            ..Default::default()
+        };
+        let call_future = self.runner.pipeline.call_with(
+            ctx,
+            &call.name,
+            Some(arguments),
+            envelope,
+            link,
+            cancel.clone(),
+        );
         tokio::pin!(call_future);
         let result = loop {
             tokio::select! {

@@ -8,6 +8,7 @@ let me = null;
 let current = null;
 let events = null;
 let refreshTimer = null;
+let reads = 0;
 let countdowns = [];
 const reasons = {};
 
@@ -55,6 +56,21 @@ async function api(method, path, body) {
 function when(us) {
   if (!us) return "";
   return new Date(us / 1000).toLocaleString();
+}
+
+// How long ago, in words; the exact time on hover (and for screen readers, in datetime).
+function ago(us) {
+  if (!us) return "";
+  const at = new Date(us / 1000);
+  const s = Math.round((Date.now() - at.getTime()) / 1000);
+  const text = s < 45 ? "just now"
+    : s < 90 ? "a minute ago"
+    : s < 2700 ? `${Math.round(s / 60)} min ago`
+    : s < 5400 ? "an hour ago"
+    : s < 86400 ? `${Math.round(s / 3600)} h ago`
+    : s < 7 * 86400 ? `${Math.round(s / 86400)} d ago`
+    : at.toLocaleDateString();
+  return el("time", { datetime: at.toISOString(), title: at.toLocaleString() }, text);
 }
 
 function status(text, isError) {
@@ -124,7 +140,30 @@ $("sign-out").addEventListener("click", async () => {
   showSignIn("Signed out.");
 });
 
+// Back from the identity provider: the session's page key is in the fragment (which never
+// leaves the browser); kept, and taken out of the address.
+function signedInByProvider() {
+  const m = location.hash.match(/^#signed-in=([A-Za-z0-9_-]+)$/);
+  if (!m) return;
+  sessionStorage.setItem(KEY, m[1]);
+  history.replaceState(null, "", "/console");
+}
+
+// The sign-in form offers the identity provider's button when one is configured.
+async function signInMethods() {
+  try {
+    const m = await (await fetch("/api/sign-in/methods", { credentials: "same-origin" })).json();
+    if (m.oidc) {
+      const link = $("sign-in-oidc");
+      link.href = m.oidc.start;
+      link.textContent = `Sign in with ${m.oidc.name}`;
+      link.hidden = false;
+    }
+  } catch { /* the password form stays */ }
+}
+
 async function start() {
+  signedInByProvider();
   if (location.pathname === "/setup" && location.hash.length > 1) {
     hideAll();
     $("setup").hidden = false;
@@ -191,6 +230,9 @@ function changed() {
   refreshTimer = setTimeout(() => refresh(false), 150);
 }
 
+// The calls waiting that the operator has been told of (a notification each, once).
+const announced = new Set();
+
 async function badges() {
   try {
     const [pending, halt] = await Promise.all([api("GET", "/api/approvals"), api("GET", "/api/halt")]);
@@ -198,19 +240,49 @@ async function badges() {
     count.hidden = pending.length === 0;
     count.textContent = pending.length;
     $("halt-flag").hidden = !halt.halted;
+    // The tab's title counts them, so a call waiting shows from another tab.
+    document.title = pending.length ? `(${pending.length}) Aether console` : "Aether console";
+    for (const r of pending) {
+      if (announced.has(r.id)) continue;
+      announced.add(r.id);
+      if (window.Notification && Notification.permission === "granted" && document.hidden) {
+        const n = new Notification("A call is waiting for you", { body: `${r.agent}: ${r.tool}`, tag: r.id });
+        n.onclick = () => { window.focus(); location.hash = "#approvals"; n.close(); };
+      }
+    }
   } catch { /* status shown elsewhere */ }
 }
 
 // ---- pages -------------------------------------------------------------------------------
 
-const pages = { approvals, audit, registry, agents, sources, policy, halt, accounts };
+const pages = { overview, approvals, audit, registry, agents, journal, runs, commands, tokens, sources, policy, halt, accounts };
 
 window.addEventListener("hashchange", () => show());
 
+// Keys 1-9 and 0 open the first ten pages (as the menu lists them), unless a field is being
+// typed in; the menu's links and every button are reached with Tab as well.
+document.addEventListener("keydown", (e) => {
+  if (!me || e.altKey || e.ctrlKey || e.metaKey || e.isComposing) return;
+  const t = e.target;
+  if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(t.tagName))) return;
+  if (!/^[0-9]$/.test(e.key)) return;
+  const links = [...document.querySelectorAll("nav a[data-page]")];
+  const link = links[e.key === "0" ? 9 : Number(e.key) - 1];
+  if (link) { e.preventDefault(); location.hash = link.getAttribute("href"); link.focus(); }
+});
+
 async function show() {
-  const name = location.hash.slice(1) || "approvals";
-  current = pages[name] ? name : "approvals";
-  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.page === current);
+  const name = location.hash.slice(1) || "overview";
+  current = pages[name] ? name : "overview";
+  // What a page showed once (an undo's result, a new token's secret) goes when it is left.
+  if (current !== "journal") lastUndo = null;
+  if (current !== "tokens") madeToken = null;
+  if (current !== "runs") openRun = null;
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.page === current);
+    if (a.dataset.page === current) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
   await refresh(true);
 }
 
@@ -219,14 +291,20 @@ async function refresh(fresh) {
   // A page with a form being filled in is not redrawn under the operator's hands (the
   // approvals page is: it keeps the reasons being typed, and new calls must show).
   const page = $("page");
-  if (!fresh && current !== "approvals") {
+  const busy = () => {
+    if (fresh || current === "approvals") return false;
     const typing = page.querySelector("[data-keep]:focus, textarea:focus, input:focus");
     const typed = [...page.querySelectorAll("[data-keep]")].some((e) => "defaultValue" in e && e.value !== e.defaultValue);
-    if (typing || typed) return;
-  }
+    return Boolean(typing || typed);
+  };
+  if (busy()) return;
+  // Only the latest read is drawn: an older one finishing late would show a stale page.
+  const mine = ++reads;
   countdowns = [];
   try {
     const content = await pages[current]();
+    // Typing may have started while the page was read: it is not drawn over then either.
+    if (busy() || mine !== reads) return;
     const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.reasonFor : null;
     page.replaceChildren(content);
     tick();
@@ -251,37 +329,189 @@ function tick() {
 }
 setInterval(tick, 1000);
 
+// ---- overview ----------------------------------------------------------------------------
+
+let overviewWindow = "1h";
+// What each outcome counts as on the chart, bottom to top.
+const KINDS = [
+  { name: "admitted", outcomes: ["ok", "tool_error"], color: "#1f7a3d" },
+  { name: "refused", outcomes: ["refused"], color: "#c77d00" },
+  { name: "failed", outcomes: ["failed", "timed_out", "cancelled", "interrupted"], color: "#b3261e" },
+];
+
+function ms(us) {
+  if (us === null || us === undefined) return "> 5 s";
+  if (us < 1000) return `${us} µs`;
+  if (us < 1e6) return `${Math.round(us / 100) / 10} ms`;
+  return `${Math.round(us / 1e5) / 10} s`;
+}
+
+function duration(us) {
+  if (us === null || us === undefined) return "—";
+  const s = Math.round(us / 1e6);
+  return s < 60 ? `${s} s` : s < 3600 ? `${Math.round(s / 60)} min` : `${Math.round(s / 360) / 10} h`;
+}
+
+// Calls over time, stacked by what became of them (uPlot; one bar per span of the window).
+function callsChart(o, box) {
+  const c = o.calls;
+  const starts = [];
+  for (let t = c.since_us; t < c.until_us; t += c.span_us) starts.push(t);
+  const bySpan = new Map(c.spans.map((s) => [s.start_us, s.by_outcome]));
+  const raw = KINDS.map((k) => starts.map((t) => k.outcomes.reduce((n, out) => n + ((bySpan.get(t) || {})[out] || 0), 0)));
+  // Stacked: each series is the sum of those below it, drawn top first.
+  const stacked = raw.map((_, i) => starts.map((_, j) => raw.slice(0, i + 1).reduce((n, r) => n + r[j], 0)));
+  const total = raw.reduce((n, r) => n + r.reduce((a, b) => a + b, 0), 0);
+  const width = Math.max(320, (box.clientWidth || 900) - 8);
+  const bars = uPlot.paths.bars({ size: [0.8, 48] });
+  const order = KINDS.map((_, i) => i).reverse();
+  const opts = {
+    width, height: 220,
+    scales: { x: { time: true } },
+    legend: { live: true },
+    series: [{}, ...order.map((i) => ({
+      label: KINDS[i].name, stroke: KINDS[i].color, fill: KINDS[i].color, width: 0, paths: bars, points: { show: false },
+      value: (u, v, si, idx) => (idx === null || idx === undefined ? "—" : raw[i][idx]),
+    }))],
+    axes: [
+      { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.15)" } },
+      // Calls are whole: whole ticks only.
+      { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.15)" }, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 1e6] },
+    ],
+  };
+  const data = [starts.map((t) => t / 1e6), ...order.map((i) => stacked[i])];
+  const chart = el("div", { class: "chart", id: "calls-chart", role: "img",
+    "aria-label": `Calls in the last ${o.window}: ${KINDS.map((k, i) => `${raw[i].reduce((a, b) => a + b, 0)} ${k.name}`).join(", ")}` });
+  box.append(chart);
+  new uPlot(opts, data, chart);
+  return total;
+}
+
+async function overview() {
+  const o = await api("GET", `/api/overview?window=${encodeURIComponent(overviewWindow)}`);
+  const wrap = el("div", { id: "overview" });
+  const picker = el("div", { class: "row", role: "group", "aria-label": "time window" }, o.windows.map((w) =>
+    el("button", { type: "button", class: w === o.window ? "" : "secondary", "aria-pressed": w === o.window ? "true" : "false", "data-window": w,
+      onclick: () => { overviewWindow = w; refresh(true); } }, w)));
+  wrap.append(el("h2", { text: "Overview" }), picker);
+  if (o.halt.halted) wrap.append(el("p", { class: "halted", text: `Halted ${when(o.halt.at_us)} by ${o.halt.by}: ${o.halt.why}. No call is admitted.` }));
+  const a = o.approvals;
+  const counts = KINDS.map((k) => [k.name, o.calls.spans.reduce((n, s) => n + k.outcomes.reduce((m, out) => m + (s.by_outcome[out] || 0), 0), 0)]);
+  wrap.append(el("div", { class: "tiles" },
+    counts.map(([name, n]) => el("div", { class: `tile ${name}`, "data-tile": name }, el("b", { text: n }), el("span", { text: `${name}` }))),
+    el("div", { class: "tile", "data-tile": "waiting" }, el("b", { text: a.waiting }), el("a", { href: "#approvals", text: "waiting for a person" })),
+    el("div", { class: "tile", "data-tile": "decided" }, el("b", { text: a.approved + a.denied }),
+      el("span", { text: `decided (${a.approved} approved, ${a.denied} denied, ${a.expired} expired); median ${duration(a.median_decision_us)} to decide` }))));
+  const chartBox = el("section", { "aria-label": "calls over time" }, el("h3", { text: `Calls in the last ${o.window}` }));
+  wrap.append(chartBox);
+  // The chart needs the page's width: drawn once the page is in place.
+  setTimeout(() => {
+    try {
+      if (callsChart(o, chartBox) === 0) chartBox.append(empty("No calls in this window yet."));
+    } catch (err) { chartBox.append(el("p", { class: "error", text: `The chart could not be drawn: ${err.message}` })); }
+  }, 0);
+  const most = Math.max(1, ...o.calls.refusals.map((r) => r.calls));
+  wrap.append(el("h3", { text: "Refusals by step and rule" }),
+    o.calls.refusals.length === 0 ? empty("Nothing was refused in this window.")
+      : table(["Step", "Rule", "Calls", ""], o.calls.refusals.map((r) =>
+        el("tr", { "data-refusal": `${r.step}/${r.rule}` }, el("td", { text: r.step || "—" }), el("td", { text: r.rule || "—" }), el("td", { text: r.calls }),
+          el("td", {}, el("meter", { min: 0, max: most, value: r.calls, "aria-label": `${r.calls} refusals` }))))));
+  wrap.append(el("h3", { text: "Latency per tool (calls that ran)" }),
+    o.calls.tools.length === 0 ? empty("No tool ran in this window.")
+      : table(["Tool", "Calls", "Median", "95th percentile", "Mean"], o.calls.tools.map((t) =>
+        el("tr", { "data-tool": t.tool }, el("td", { text: t.tool }), el("td", { text: t.calls }),
+          el("td", { text: `≤ ${ms(t.p50_us)}` }), el("td", { text: t.p95_us === null ? "> 5 s" : `≤ ${ms(t.p95_us)}` }), el("td", { text: ms(t.mean_us) })))));
+  wrap.append(el("h3", { text: "Upstream servers" }),
+    o.upstreams.length === 0 ? empty("No upstream servers.")
+      : table(["Upstream", "State", "Tools", "Last error"], o.upstreams.map((u) =>
+        el("tr", {}, el("td", { text: u.name }), el("td", { class: u.connected ? "ok" : "error", text: u.connected ? "connected" : "down" }),
+          el("td", { text: u.tools }), el("td", { text: u.last_error || "" })))));
+  return wrap;
+}
+
+// The overview is live: read again every 10 s while it is shown (calls do not announce
+// themselves on the event stream).
+setInterval(() => { if (me && current === "overview" && !document.hidden) refresh(false); }, 10000);
+
+// What the approvals page knows of each waiting call beyond its row (loaded once per call).
+const contexts = new Map();
+
+function diffView(text) {
+  return el("pre", { class: "diff" }, text.split("\n").map((line) =>
+    el("span", { class: line.startsWith("+") && !line.startsWith("+++") ? "add" : line.startsWith("-") && !line.startsWith("---") ? "del" : null }, line + "\n")));
+}
+
+function detailOf(ctx) {
+  const d = ctx.detail;
+  const parts = [];
+  if (d.kind === "diff") {
+    parts.push(el("p", { class: "muted", text: d.unavailable ? `${d.path}: no diff (${d.unavailable})` : d.exists ? `What would change in ${d.path}:` : `A new file, ${d.path}:` }));
+    if (d.diff) parts.push(diffView(d.diff));
+  } else if (d.kind === "command") {
+    parts.push(el("p", {}, "Runs ", el("code", { text: [d.command, ...(d.args || [])].join(" ") }), " in ", el("code", { text: `${d.root ? `${d.root}:` : ""}${d.cwd}` })));
+  } else if (d.kind === "request") {
+    parts.push(el("p", {}, el("code", { text: `${d.method} ${d.url}` }), ` — body ${d.body_bytes} bytes`));
+  }
+  if (ctx.recent.length) {
+    parts.push(el("p", { class: "muted", text: "This session's latest calls:" }),
+      el("ul", { class: "recent" }, ctx.recent.map((c) => el("li", {}, ago(c.at_us), ` ${c.tool}: ${c.outcome}${c.rule ? ` (${c.rule})` : ""}`))));
+  } else {
+    parts.push(el("p", { class: "muted", text: "No earlier call in this session." }));
+  }
+  return parts;
+}
+
 async function approvals() {
-  const rows = await api("GET", "/api/approvals");
+  const [rows, all] = await Promise.all([api("GET", "/api/approvals"), api("GET", "/api/approvals?all=true")]);
   const wrap = el("div", {}, el("h2", { text: "Calls waiting for a person" }));
+  if (window.Notification && Notification.permission === "default") {
+    wrap.append(el("p", {}, el("button", { type: "button", class: "secondary", id: "notify", onclick: async () => {
+      await Notification.requestPermission();
+      refresh(true);
+    } }, "Notify me when a call waits")));
+  }
   if (rows.length === 0) {
     wrap.append(empty("No call is waiting for a person. Calls of Restricted tools, and calls a rule sends to ask_user, appear here the moment they arrive."));
-    return wrap;
+  } else {
+    wrap.append(table(["Agent", "Tool", "Arguments", "Asked by", "Time left", "Decision"], rows.map((r) => {
+      const left = el("span", { class: "countdown" });
+      countdowns.push([left, r.expires_at_us]);
+      // A reason being typed survives the page being redrawn when another call arrives.
+      const why = el("input", { placeholder: "reason (recorded)", "data-keep": true, "data-reason-for": r.id, maxlength: 1000, "aria-label": `reason for ${r.tool}`,
+        value: reasons[r.id] || "", oninput: (e) => { reasons[r.id] = e.target.value; } });
+      const decide = (verdict) => async () => {
+        if (!why.value.trim()) { status("Say why: the reason is recorded with the decision.", true); why.focus(); return; }
+        try {
+          await api("POST", `/api/approvals/${encodeURIComponent(r.id)}/${verdict}`, { why: why.value });
+          status(`Call ${r.id} ${verdict === "approve" ? "approved" : "denied"}.`);
+          refresh(true);
+        } catch (err) { status(err.message, true); }
+      };
+      const can = may("approve_calls");
+      // What it would change, run or send, and what the agent did before: loaded beside it.
+      const more = el("div", { class: "context", "data-context-for": r.id });
+      const show = (ctx) => more.replaceChildren(...detailOf(ctx));
+      if (contexts.has(r.id)) show(contexts.get(r.id));
+      else api("GET", `/api/approvals/${encodeURIComponent(r.id)}/context`).then((ctx) => { contexts.set(r.id, ctx); show(ctx); }).catch(() => {});
+      return el("tr", { "data-call": r.id },
+        el("td", { text: r.agent }), el("td", { text: r.tool }),
+        el("td", {}, el("pre", { text: r.arguments }), more),
+        el("td", { text: r.asked_by + (r.reason ? ` — ${r.reason}` : "") }),
+        el("td", {}, left),
+        el("td", {}, why, " ",
+          el("button", { type: "button", class: "approve", onclick: decide("approve"), disabled: !can }, "Approve"), " ",
+          el("button", { type: "button", class: "danger deny", onclick: decide("deny"), disabled: !can }, "Deny")));
+    })));
   }
-  wrap.append(table(["Agent", "Tool", "Arguments", "Asked by", "Time left", "Decision"], rows.map((r) => {
-    const left = el("span", { class: "countdown" });
-    countdowns.push([left, r.expires_at_us]);
-    // A reason being typed survives the page being redrawn when another call arrives.
-    const why = el("input", { placeholder: "reason (recorded)", "data-keep": true, "data-reason-for": r.id, maxlength: 1000, "aria-label": "reason",
-      value: reasons[r.id] || "", oninput: (e) => { reasons[r.id] = e.target.value; } });
-    const decide = (verdict) => async () => {
-      if (!why.value.trim()) { status("Say why: the reason is recorded with the decision.", true); why.focus(); return; }
-      try {
-        await api("POST", `/api/approvals/${encodeURIComponent(r.id)}/${verdict}`, { why: why.value });
-        status(`Call ${r.id} ${verdict === "approve" ? "approved" : "denied"}.`);
-        refresh(true);
-      } catch (err) { status(err.message, true); }
-    };
-    const can = may("approve_calls");
-    return el("tr", { "data-call": r.id },
-      el("td", { text: r.agent }), el("td", { text: r.tool }),
-      el("td", {}, el("pre", { text: r.arguments })),
-      el("td", { text: r.asked_by + (r.reason ? ` — ${r.reason}` : "") }),
-      el("td", {}, left),
-      el("td", {}, why, " ",
-        el("button", { type: "button", class: "approve", onclick: decide("approve"), disabled: !can }, "Approve"), " ",
-        el("button", { type: "button", class: "danger deny", onclick: decide("deny"), disabled: !can }, "Deny")));
-  })));
+  const decided = all.filter((a) => a.state !== "pending").slice(0, 50);
+  wrap.append(el("h3", { text: "Decided and expired" }),
+    decided.length === 0 ? empty("No call has been decided yet.")
+      : table(["Asked", "Agent", "Tool", "Became", "By", "Why", "Took"], decided.map((a) =>
+        el("tr", { "data-decided": a.id },
+          el("td", {}, ago(a.requested_at_us)), el("td", { text: a.agent }), el("td", { text: a.tool }),
+          el("td", { class: a.state === "approved" ? "ok" : "error", text: a.state }),
+          el("td", { text: a.decided_by || "—" }), el("td", { text: a.why || "" }),
+          el("td", { text: a.decided_at_us ? duration(a.decided_at_us - a.requested_at_us) : "—" })))));
   return wrap;
 }
 
@@ -294,8 +524,28 @@ function auditQuery(extra) {
   return q.toString();
 }
 
+// The audit page's place: the newest rows, or those before a row (paging back), and the row
+// whose detail is open.
+let auditBefore = null;
+let auditOpen = null;
+const AUDIT_PAGE = 100;
+
+// An audit row in full, with a link to its trace where the operator named a tracing UI.
+function auditDetail(r) {
+  const traceId = r.trace ? String(r.trace).split("-")[1] : null;
+  const link = traceId && me.trace_url
+    ? el("a", { href: me.trace_url.replace("{trace_id}", encodeURIComponent(traceId)), target: "_blank", rel: "noopener noreferrer", id: "trace-link" }, `trace ${traceId}`)
+    : null;
+  return el("div", { class: "notice", id: "audit-detail" },
+    el("h3", { text: `Row ${r.seq}: ${r.tool} by ${r.agent}` }),
+    el("p", {}, link || (traceId ? `trace ${traceId} (set [console] trace_url to link it)` : "no trace recorded"), " ",
+      el("button", { type: "button", class: "secondary", onclick: () => { auditOpen = null; refresh(true); } }, "Close")),
+    table(["Field", "Value"], Object.entries(r).map(([k, v]) =>
+      el("tr", {}, el("th", { scope: "row", text: k }), el("td", {}, el("pre", { text: typeof v === "string" ? v : JSON.stringify(v) }))))));
+}
+
 async function audit() {
-  const rows = await api("GET", `/api/audit?${auditQuery({ limit: 200 })}`);
+  const rows = await api("GET", `/api/audit?${auditQuery({ limit: AUDIT_PAGE, before: auditBefore })}`);
   const field = (name, label, attrs) => el("label", {}, label, " ", el("input", { name, value: auditFilter[name] || "", "data-keep": true, ...attrs }));
   const outcome = el("select", { name: "outcome" }, ["", "ok", "tool_error", "refused", "cancelled", "timed_out", "failed"].map((o) =>
     el("option", { value: o, selected: auditFilter.outcome === o, text: o || "any decision" })));
@@ -306,6 +556,8 @@ async function audit() {
     const f = new FormData(e.target);
     const us = (v) => (v ? String(new Date(v).getTime() * 1000) : "");
     auditFilter = { agent: f.get("agent"), tool: f.get("tool"), outcome: f.get("outcome"), call_id: f.get("call_id"), since_us: us(f.get("since")), until_us: us(f.get("until")) };
+    auditBefore = null;
+    auditOpen = null;
     refresh(true);
   } },
     field("agent", "Agent"), field("tool", "Tool"), el("label", {}, "Decision ", outcome), field("call_id", "Call id"),
@@ -336,9 +588,17 @@ async function audit() {
     wrap.append(empty("No audit rows match. Calls appear here as agents make them; widen the search or clear the filters."));
     return wrap;
   }
+  const open = rows.find((r) => r.seq === auditOpen);
+  if (open) wrap.append(auditDetail(open));
+  const pager = el("p", { class: "row", id: "audit-pager" },
+    el("button", { type: "button", class: "secondary", id: "audit-newest", disabled: auditBefore === null, onclick: () => { auditBefore = null; refresh(true); } }, "Newest"),
+    el("span", { class: "muted", text: `rows ${rows[0].seq} to ${rows[rows.length - 1].seq}` }),
+    el("button", { type: "button", class: "secondary", id: "audit-older", disabled: rows.length < AUDIT_PAGE, onclick: () => { auditBefore = rows[rows.length - 1].seq; refresh(true); } }, "Older"));
+  wrap.append(pager);
   wrap.append(table(["#", "When", "Agent", "Tool", "Decision", "Step / rule", "Arguments", "Result or reason"], rows.map((r) =>
-    el("tr", { "data-call": r.call_id },
-      el("td", { text: r.seq }), el("td", { text: when(r.at_us) }), el("td", { text: r.agent }), el("td", { text: r.tool }),
+    el("tr", { "data-call": r.call_id, "data-seq": r.seq },
+      el("td", {}, el("button", { type: "button", class: "link", "aria-label": `row ${r.seq} in full`, onclick: () => { auditOpen = r.seq; refresh(true); } }, String(r.seq))),
+      el("td", {}, ago(r.at_us)), el("td", { text: r.agent }), el("td", { text: r.tool }),
       el("td", { class: r.outcome === "ok" ? "ok" : "error", text: r.outcome }),
       el("td", { text: [r.step, r.rule].filter(Boolean).join(" / ") }),
       el("td", {}, el("pre", { text: r.arguments })),
@@ -361,6 +621,12 @@ async function exportAudit(format) {
     status(truncated ? "Exported the newest 9,999 matching rows; narrow the search by time for the rest." : "Exported.");
   } catch (err) { status(err.message, true); }
 }
+
+// The registry page's filters and the definitions picked for approval.
+let registryState = "";
+let registryOrigin = "";
+let bulkWhy = "";
+const picked = new Set();
 
 async function registry() {
   const rows = await api("GET", "/api/registry");
@@ -401,14 +667,69 @@ async function registry() {
     return wrap;
   }
   const can = may("manage_registry");
-  wrap.append(table(["Tool", "Origin", "State", "Last change", ""], rows.map((r) => {
-    const changed = r.state === "approved" && r.seen_digest !== r.approved_digest;
+  const changedOf = (r) => r.state === "approved" && r.seen_digest !== r.approved_digest;
+  const stateOf = (r) => (changedOf(r) ? "changed" : r.state);
+  // What an approval would change: not approved yet, withdrawn, or changed since approval.
+  const waiting = (r) => r.state !== "approved" || changedOf(r);
+  // Filters by state and origin, kept across redraws.
+  const origins = [...new Set(rows.map((r) => r.origin))].sort();
+  const pick = (name, value, options, set) => el("label", {}, `${name} `,
+    el("select", { name, "aria-label": name, onchange: (e) => { set(e.target.value); picked.clear(); refresh(true); } },
+      options.map(([v, text]) => el("option", { value: v, selected: v === value, text }))));
+  // data-shown says which filters the rows below were drawn for (a test waits on it).
+  wrap.append(el("div", { class: "row", id: "registry-filters", "data-shown": `${registryState}|${registryOrigin}` },
+    pick("state", registryState, [["", "any state"], ["unapproved", "waiting for approval"], ["changed", "changed since approval"], ["approved", "approved"], ["withdrawn", "withdrawn"]], (v) => { registryState = v; }),
+    pick("origin", registryOrigin, [["", "any origin"], ...origins.map((o) => [o, o])], (v) => { registryOrigin = v; })));
+  const shown = rows.filter((r) => (!registryState || stateOf(r) === registryState) && (!registryOrigin || r.origin === registryOrigin));
+  // Approving several at once: one reason, each pinned to the definition listed here.
+  const selectable = shown.filter(waiting);
+  for (const name of [...picked]) if (!selectable.some((r) => r.name === name)) picked.delete(name);
+  const reason = el("input", { name: "bulk-why", placeholder: "reason (recorded with each)", "aria-label": "reason for approving the selected tools", maxlength: 1000, "data-keep": true,
+    value: bulkWhy, oninput: (e) => { bulkWhy = e.target.value; } });
+  const approveSelected = async () => {
+    const chosen = selectable.filter((r) => picked.has(r.name));
+    if (chosen.length === 0) { status("Select the tools to approve first.", true); return; }
+    if (!reason.value.trim()) { status("Say why: the reason is recorded with each approval.", true); reason.focus(); return; }
+    if (!confirm(`Approve ${chosen.length} tool definition(s)?\n\n${chosen.map((r) => r.name).join("\n")}`)) return;
+    const failed = [];
+    for (const r of chosen) {
+      try { await api("POST", `/api/registry/${encodeURIComponent(r.name)}/approve`, { why: reason.value, digest: r.seen_digest }); }
+      catch (err) { failed.push(`${r.name}: ${err.message}`); }
+    }
+    picked.clear();
+    bulkWhy = "";
+    status(failed.length ? `${chosen.length - failed.length} approved; not approved: ${failed.join("; ")}` : `${chosen.length} approved.`, failed.length > 0);
+    refresh(true);
+  };
+  if (selectable.length) {
+    wrap.append(el("div", { class: "row", id: "registry-bulk" },
+      el("label", {}, el("input", { type: "checkbox", name: "all", disabled: !can, checked: selectable.every((r) => picked.has(r.name)),
+        // Ticked in place, not redrawn: a redraw while the reason is being typed would drop it.
+        onchange: (e) => {
+          for (const r of selectable) e.target.checked ? picked.add(r.name) : picked.delete(r.name);
+          for (const box of wrap.querySelectorAll("input[name=pick]")) box.checked = picked.has(box.value);
+        } }),
+        ` all ${selectable.length} waiting shown`),
+      reason, el("button", { type: "button", id: "approve-selected", disabled: !can, onclick: approveSelected }, "Approve selected")));
+  }
+  if (shown.length === 0) {
+    wrap.append(empty("No definition matches these filters."), detail);
+    return wrap;
+  }
+  wrap.append(table(["", "Tool", "Origin", "State", "Last change", ""], shown.map((r) => {
+    const changed = changedOf(r);
     return el("tr", { "data-tool": r.name },
+      el("td", {}, waiting(r) ? el("input", { type: "checkbox", name: "pick", value: r.name, "aria-label": `select ${r.name}`, disabled: !can, checked: picked.has(r.name),
+        onchange: (e) => {
+          e.target.checked ? picked.add(r.name) : picked.delete(r.name);
+          const all = wrap.querySelector("#registry-bulk input[name=all]");
+          if (all) all.checked = selectable.every((s) => picked.has(s.name));
+        } }) : null),
       el("td", {}, el("a", { href: "#registry", onclick: showDetail(r.name) }, r.name)),
       el("td", { text: r.origin }),
       el("td", { class: changed || r.state !== "approved" ? "error" : "ok", text: changed ? "changed since approval: held back" : r.state },
         (r.findings || []).length ? el("span", { class: "error", "data-findings": String(r.findings.length), text: ` · ${r.findings.length} screen finding(s)` }) : null),
-      el("td", { text: `${when(r.updated_at_us)} by ${r.updated_by}: ${r.why}` }),
+      el("td", {}, ago(r.updated_at_us), ` by ${r.updated_by}: ${r.why}`),
       el("td", {},
         (r.state !== "approved" || changed) ? el("button", { type: "button", onclick: act(r.name, "approve"), disabled: !can }, "Approve") : null, " ",
         r.state !== "withdrawn" ? el("button", { type: "button", class: "secondary", onclick: act(r.name, "withdraw"), disabled: !can }, "Withdraw") : null));
@@ -426,17 +747,185 @@ async function agents() {
       el("tr", { "data-progress": p.session },
         el("td", { text: p.agent }), el("td", { text: p.session }),
         el("td", {}, el("progress", { max: 100, value: p.percent }), ` ${p.percent}%`),
-        el("td", { text: p.message || "" }), el("td", { text: when(p.at_us) })))));
+        el("td", { text: p.message || "" }), el("td", {}, ago(p.at_us))))));
   }
   wrap.append(el("h2", { text: "Agents and what each is offered" }));
   for (const a of list) {
     const offered = a.tools.filter((t) => t.offered).length;
+    const r = a.rates || {};
+    const limits = [
+      r.rate && `${r.rate} in all`,
+      r.per_caller && `${r.per_caller} per caller`,
+      ...Object.entries(r.per_tool || {}).map(([tool, rate]) => `${tool} ${rate}`),
+      r.concurrent && `${r.concurrent} at once`,
+    ].filter(Boolean);
     wrap.append(el("h3", { text: `${a.name}${a.team ? ` (team ${a.team})` : ""}: ${offered} of ${a.tools.length} tools` }),
       el("p", { class: "muted", text: `groups: ${a.groups.join(", ") || "none"}${a.supervisor ? "; supervisor" : ""}` }),
+      el("p", { class: "muted", "data-rates": a.name, text: `rate limits: ${limits.join("; ") || "none"}` }),
       table(["Tool", "Group", "Tier", "Offered?"], a.tools.map((t) =>
         el("tr", {}, el("td", { text: t.tool }), el("td", { text: t.group }), el("td", { text: t.tier }),
           el("td", { class: t.offered ? "ok" : "muted", text: t.offered ? "yes" : `no: ${t.why}` })))));
   }
+  return wrap;
+}
+
+// What the last undo answered: kept across redraws until another page is shown.
+let lastUndo = null;
+
+async function journal() {
+  const rows = await api("GET", "/api/journal?limit=300");
+  const wrap = el("div", {}, el("h2", { text: "File changes" }),
+    el("p", { class: "muted", text: "Every write, edit, move and delete an agent made, newest first. Undo puts a call's files back as they were before it; \"undo this file\" does it for one file of a call that changed several (an undo is a call of its own: journalled, audited, and itself undoable)." }));
+  if (lastUndo) wrap.append(lastUndo);
+  if (rows.length === 0) {
+    wrap.append(empty("No file changes yet. What agents write, edit, move or delete shows here, each with an Undo."));
+    return wrap;
+  }
+  // One row per call: its changes together, undone together.
+  const calls = new Map();
+  for (const e of rows) {
+    if (!calls.has(e.call_id)) calls.set(e.call_id, []);
+    calls.get(e.call_id).push(e);
+  }
+  const can = may("undo_changes");
+  // Undo a whole call, or (file given) its changes to one file; confirmed first, the result
+  // shown above the table.
+  const undo = async (call, lines, file) => {
+    const what = file ? `${file.root}:${file.path} of call ${call}` : `call ${call}`;
+    if (!confirm(`Undo ${what}? ${file ? "It goes" : "These go"} back to how ${file ? "it was" : "they were"} before:\n\n${lines.join("\n")}`)) return;
+    try {
+      const r = await api("POST", `/api/journal/${encodeURIComponent(call)}/undo`, file);
+      lastUndo = el("div", { id: "undo-result", class: "notice" },
+        el("p", { class: "ok", text: `${file ? what : `Call ${call}`} undone (the undo is call ${r.undo_call}).` }), el("pre", { text: r.result }));
+      status(`${what} undone.`);
+    } catch (err) {
+      lastUndo = el("div", { id: "undo-result", class: "notice" }, el("p", { class: "error", text: `${what} was not undone: ${err.message}` }));
+      status(err.message, true);
+    }
+    refresh(true);
+  };
+  wrap.append(table(["When", "Agent", "Tool", "Changes", "Call", ""], [...calls].map(([call, entries]) => {
+    const first = entries[0];
+    const line = (e) => `${e.op} ${e.root}:${e.path}${e.dest ? ` → ${e.dest}` : ""}`;
+    const live = entries.filter((e) => !e.reverted_by);
+    // The files a call changed, each once (a move by its destination): per-file undo when the
+    // call changed more than one and that one is not undone yet.
+    const files = [...new Map(entries.map((e) => [`${e.root}:${e.dest || e.path}`, { root: e.root, path: e.dest || e.path }])).values()];
+    const fileLine = (e) => {
+      const f = { root: e.root, path: e.dest || e.path };
+      const mine = entries.filter((x) => x.root === f.root && (x.path === f.path || x.dest === f.path));
+      const button = files.length > 1 && mine.some((x) => !x.reverted_by)
+        ? el("button", { type: "button", class: "link undo-file", "aria-label": `undo this file: ${f.root}:${f.path} of call ${call}`, disabled: !can,
+          onclick: () => undo(call, mine.filter((x) => !x.reverted_by).map(line), f) }, "undo this file")
+        : null;
+      return el("div", { "data-file": `${f.root}:${f.path}` }, el("span", { class: e.reverted_by ? "muted" : "", text: line(e) + (e.reverted_by ? ` (undone by ${e.reverted_by})` : "") }), button ? " " : "", button || "");
+    };
+    return el("tr", { "data-call": call },
+      el("td", {}, ago(first.at_us)),
+      el("td", { text: first.agent }), el("td", { text: first.tool }),
+      el("td", {}, entries.map(fileLine)),
+      el("td", {}, el("code", { text: call })),
+      el("td", {}, live.length === 0
+        ? el("span", { class: "muted", text: `undone (${entries[0].reverted_by})` })
+        : el("button", { type: "button", class: "secondary undo", "aria-label": live.length < entries.length ? `Undo the rest of call ${call}` : `Undo call ${call}`,
+          disabled: !can, onclick: () => undo(call, live.map(line)) }, live.length < entries.length ? "Undo the rest" : "Undo")));
+  })));
+  return wrap;
+}
+
+// A run whose transcript is open.
+let openRun = null;
+
+async function runs() {
+  const list = await api("GET", "/api/runs?limit=100");
+  const wrap = el("div", {}, el("h2", { text: "Agent runs" }));
+  if (list.length === 0) {
+    wrap.append(empty("No agent runs yet. aether agent run --agent NAME --model NAME \"task\" starts one; delegate and spawn_subagents start them too."));
+    return wrap;
+  }
+  const can = may("halt");
+  wrap.append(table(["Started", "Agent", "Model", "Status", "Rounds", "Tokens", "Task", ""], list.map((r) =>
+    el("tr", { "data-run": r.id },
+      el("td", {}, ago(r.started_us)), el("td", { text: r.agent }), el("td", { text: r.model }),
+      el("td", { class: r.status === "done" ? "ok" : r.status === "running" ? "" : "error", text: r.status }),
+      el("td", { text: r.rounds }), el("td", { text: r.prompt_tokens + r.completion_tokens }),
+      el("td", { text: r.task.length > 120 ? `${r.task.slice(0, 120)}…` : r.task }),
+      el("td", {},
+        el("button", { type: "button", class: "secondary transcript", onclick: () => { openRun = r.id; refresh(true); } }, "Transcript"), " ",
+        r.status === "running" ? el("button", { type: "button", class: "danger stop", disabled: !can, onclick: async () => {
+          const why = prompt(`Why stop run ${r.id}? (recorded)`);
+          if (!why) return;
+          try { await api("POST", `/api/runs/${encodeURIComponent(r.id)}/stop`, { why }); status(`Asked run ${r.id} to stop.`); refresh(true); } catch (err) { status(err.message, true); }
+        } }, "Stop") : null)))));
+  if (openRun) {
+    try {
+      const t = await api("GET", `/api/runs/${encodeURIComponent(openRun)}`);
+      wrap.append(el("section", { id: "run-transcript" }, el("h3", { text: `Transcript of run ${t.run.id} (${t.run.status})` }),
+        table(["#", "When", "What", "Detail"], t.events.map((e) =>
+          el("tr", {}, el("td", { text: e.seq }), el("td", {}, ago(e.at_us)), el("td", { text: e.kind }),
+            el("td", {}, el("pre", { text: JSON.stringify(e.body, null, 1) })))))));
+    } catch (err) { wrap.append(el("p", { class: "error", text: err.message })); }
+  }
+  return wrap;
+}
+
+async function commands() {
+  const list = await api("GET", "/api/commands?limit=200");
+  const wrap = el("div", {}, el("h2", { text: "Command log" }),
+    el("p", { class: "muted", text: "Every program run_command and run_shell started, newest first." }));
+  if (list.length === 0) {
+    wrap.append(empty("No command has run yet. Programs an agent runs with run_command or run_shell show here with their exit status."));
+    return wrap;
+  }
+  const exit = (end) => !end ? "running (or Aether stopped first)"
+    : end.timed_out ? "timed out" : end.exit_code === null || end.exit_code === undefined ? "killed" : `exit ${end.exit_code}`;
+  wrap.append(table(["Started", "Agent", "Tool", "Command", "Folder", "Sandbox", "Ended", "Call"], list.map((c) =>
+    el("tr", { "data-command": c.id },
+      el("td", {}, ago(c.at_us)), el("td", { text: c.agent }), el("td", { text: c.tool }),
+      el("td", {}, el("pre", { text: c.command })),
+      el("td", { text: `${c.root}:${c.cwd}` }), el("td", { text: c.sandbox }),
+      el("td", { class: c.end && c.end.exit_code === 0 ? "ok" : "error", text: exit(c.end) }),
+      el("td", {}, el("code", { text: c.call_id }))))));
+  return wrap;
+}
+
+// A token just made: its secret, shown on this page until it is left.
+let madeToken = null;
+
+async function tokens() {
+  if (!may("manage_agents")) return empty("Agents' tokens are managed by operators.");
+  const [list, agentList] = await Promise.all([api("GET", "/api/tokens"), api("GET", "/api/agents")]);
+  const wrap = el("div", {}, el("h2", { text: "Bearer tokens" }));
+  if (madeToken) {
+    wrap.append(el("div", { class: "notice", id: "new-token" },
+      el("p", { text: `The token for ${madeToken.agent}, shown once (only its hash is kept): give it to the client as Authorization: Bearer …` }),
+      el("pre", { id: "new-token-value", text: madeToken.token })));
+  }
+  const agent = el("select", { name: "agent", "aria-label": "agent" }, agentList.map((a) => el("option", { value: a.name, text: a.name })));
+  const label = el("input", { name: "label", placeholder: "label (e.g. the client)", maxlength: 200, "aria-label": "label", "data-keep": true });
+  wrap.append(el("form", { class: "row", id: "token-form", onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      const r = await api("POST", "/api/tokens", { agent: agent.value, label: label.value });
+      madeToken = { agent: agent.value, token: r.token };
+      label.value = label.defaultValue;
+      status(`Token ${r.row.id} made for ${agent.value}.`);
+      refresh(true);
+    } catch (err) { status(err.message, true); }
+  } }, el("label", {}, "Agent ", agent), el("label", {}, "Label ", label), el("button", { type: "submit" }, "Make a token")));
+  if (list.length === 0) {
+    wrap.append(empty("No tokens yet. Until one exists, callers on this computer act as the HTTP agent without one."));
+    return wrap;
+  }
+  wrap.append(table(["Id", "Kind", "For", "Label", "Made", "State", ""], list.map((t) =>
+    el("tr", { "data-token": t.id },
+      el("td", {}, el("code", { text: t.id })), el("td", { text: t.kind }), el("td", { text: t.subject }),
+      el("td", { text: t.label }), el("td", {}, ago(t.created_at_us), ` by ${t.created_by}`),
+      el("td", { class: t.revoked_at_us ? "muted" : "ok" }, t.revoked_at_us ? ["revoked ", ago(t.revoked_at_us), ` by ${t.revoked_by}`] : "in force"),
+      el("td", {}, t.revoked_at_us || t.kind !== "agent" ? null : el("button", { type: "button", class: "danger revoke", "aria-label": `Revoke token ${t.id}`, onclick: async () => {
+        if (!confirm(`Revoke token ${t.id} (${t.subject}${t.label ? `, ${t.label}` : ""})? Its client is refused from now on.`)) return;
+        try { await api("POST", `/api/tokens/${encodeURIComponent(t.id)}/revoke`); status(`Token ${t.id} revoked.`); refresh(true); } catch (err) { status(err.message, true); }
+      } }, "Revoke"))))));
   return wrap;
 }
 
@@ -487,7 +976,7 @@ async function policy() {
           const r = await api("POST", "/api/policy/replay", { draft: draft.value, hours: Number(hours.value) });
           result.replaceChildren(el("p", { text: `${r.calls} call(s) replayed; ${r.changed.length} decision(s) would change.` }),
             r.changed.length ? table(["When", "Agent", "Tool", "Was", "Now", "After"], r.changed.map((c) =>
-              el("tr", {}, el("td", { text: when(c.at_us) }), el("td", { text: c.agent }), el("td", { text: c.tool }),
+              el("tr", {}, el("td", {}, ago(c.at_us)), el("td", { text: c.agent }), el("td", { text: c.tool }),
                 el("td", { text: c.outcome }), el("td", { text: c.before }), el("td", { text: c.after })))) : null);
         } catch (err) { result.replaceChildren(el("p", { class: "error", text: err.message })); }
       } }, "Replay")), result);
@@ -535,7 +1024,7 @@ async function accounts() {
     el("label", {}, "Role ", role), el("button", { type: "submit" }, "Create"));
   return el("div", {}, el("h2", { text: "Accounts" }),
     table(["Name", "Role", "Created", ""], data.accounts.map((a) =>
-      el("tr", {}, el("td", { text: a.name }), el("td", { text: a.role }), el("td", { text: `${when(a.created_us)} by ${a.created_by}` }),
+      el("tr", {}, el("td", { text: a.name }), el("td", { text: a.role }), el("td", {}, ago(a.created_us), ` by ${a.created_by}`),
         el("td", {}, a.name === me.name ? null : el("button", { type: "button", class: "secondary", onclick: async () => {
           if (!confirm(`Remove ${a.name}?`)) return;
           try { await api("POST", `/api/accounts/${encodeURIComponent(a.name)}/remove`); refresh(true); } catch (err) { status(err.message, true); }
@@ -543,4 +1032,5 @@ async function accounts() {
     el("h3", { text: "New account" }), form);
 }
 
+signInMethods();
 start();

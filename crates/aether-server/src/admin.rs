@@ -49,6 +49,16 @@ fn guarded() -> Guarded {
         )
         .get("/api/approvals", View, approvals_list)
         .get("/api/commands", View, commands_list)
+        .get("/api/overview", View, overview)
+        .get("/api/journal", View, journal_list)
+        .post("/api/journal/{call_id}/undo", UndoChanges, journal_undo)
+        .get("/api/tokens", ManageAgents, tokens_list)
+        .post("/api/tokens", ManageAgents, token_create)
+        .post("/api/tokens/{id}/revoke", ManageAgents, token_revoke)
+        .get("/api/runs", View, runs_list)
+        .get("/api/runs/{id}", View, run_show)
+        .post("/api/runs/{id}/stop", Halt, run_stop)
+        .get("/api/approvals/{id}/context", View, approval_context)
         .post(
             "/api/approvals/{id}/{decision}",
             ApproveCalls,
@@ -266,6 +276,453 @@ async fn commands_list(State(p): State<Arc<Pipeline>>, Query(q): Query<CommandsQ
         limit: q.limit.unwrap_or(100).clamp(1, 1000),
     };
     Ok(Json(p.store().commands(query).await?).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverviewQuery {
+    window: Option<String>,
+}
+
+/// The windows the overview offers, each with the span its chart's bars cover.
+const WINDOWS: [(&str, i64, i64); 6] = [
+    ("15m", 15 * MINUTE, MINUTE),
+    ("1h", 60 * MINUTE, MINUTE),
+    ("6h", 6 * 60 * MINUTE, 5 * MINUTE),
+    ("24h", 24 * 60 * MINUTE, 15 * MINUTE),
+    ("7d", 7 * 24 * 60 * MINUTE, 2 * 60 * MINUTE),
+    ("30d", 30 * 24 * 60 * MINUTE, 6 * 60 * MINUTE),
+];
+const MINUTE: i64 = 60_000_000;
+
+/// The console's landing page: calls over the window by outcome, refusals by step and rule,
+/// latency per tool (all from the per-minute counts kept with the audit), approvals waiting
+/// and decided (with the time people took), upstream health and the halt.
+async fn overview(State(p): State<Arc<Pipeline>>, Query(q): Query<OverviewQuery>) -> Answer {
+    let name = q.window.as_deref().unwrap_or("1h");
+    let Some(&(name, length, span)) = WINDOWS.iter().find(|(w, _, _)| *w == name) else {
+        return Err(ApiError::bad_request(format!(
+            "window is one of {}",
+            WINDOWS.map(|(w, _, _)| w).join(", ")
+        )));
+    };
+    let store = p.store();
+    let now = aether_store::now_us();
+    // Whole spans, the last one holding now.
+    let until = (now / span + 1) * span;
+    let since = until - length;
+    let calls = store.call_overview(since, until, span).await?;
+    let approvals = store.approvals(false, 500).await?;
+    let in_window = approvals
+        .iter()
+        .filter(|a| a.request.requested_at_us >= since);
+    let (mut waiting, mut approved, mut denied, mut expired, mut waits) = (0, 0, 0, 0, Vec::new());
+    for a in in_window {
+        match a.state {
+            aether_store::ApprovalState::Pending if a.request.expires_at_us > now => waiting += 1,
+            aether_store::ApprovalState::Pending | aether_store::ApprovalState::Expired => {
+                expired += 1
+            }
+            aether_store::ApprovalState::Approved => approved += 1,
+            aether_store::ApprovalState::Denied => denied += 1,
+            aether_store::ApprovalState::Cancelled => {}
+        }
+        if let (Some(at), true) = (
+            a.decided_at_us,
+            matches!(
+                a.state,
+                aether_store::ApprovalState::Approved | aether_store::ApprovalState::Denied
+            ),
+        ) {
+            waits.push(at - a.request.requested_at_us);
+        }
+    }
+    waits.sort_unstable();
+    let median_wait = waits.get(waits.len() / 2).copied();
+    let upstreams: Vec<Value> = store
+        .upstream_statuses()
+        .await?
+        .into_iter()
+        .map(|u| {
+            json!({"name": u.name, "connected": u.connected, "tools": u.tool_count,
+                   "last_error": u.last_error, "updated_us": u.updated_us})
+        })
+        .collect();
+    Ok(Json(json!({
+        "window": name,
+        "windows": WINDOWS.map(|(w, _, _)| w),
+        "now_us": now,
+        "calls": calls,
+        "approvals": {
+            "waiting": waiting, "approved": approved, "denied": denied, "expired": expired,
+            "median_decision_us": median_wait,
+        },
+        "upstreams": upstreams,
+        "halt": store.halt_state().await?,
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JournalFilter {
+    root: Option<String>,
+    path: Option<String>,
+    call: Option<String>,
+    session: Option<String>,
+    limit: Option<usize>,
+}
+
+/// The journal of file changes, newest first: what each call changed, and what undid it.
+async fn journal_list(State(p): State<Arc<Pipeline>>, Query(q): Query<JournalFilter>) -> Answer {
+    let query = aether_store::JournalQuery {
+        session: q.session,
+        call_id: q.call,
+        root: q.root,
+        path: q.path,
+        live_only: false,
+        limit: q.limit.unwrap_or(100).clamp(1, 1000),
+    };
+    Ok(Json(p.store().journal_entries(query).await?).into_response())
+}
+
+/// One file of a call to undo (`/api/journal/{call}/undo`'s optional body).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UndoFile {
+    root: String,
+    path: String,
+}
+
+/// Undoes every file change one call made (or, with a body, its changes to one file), as
+/// `aether undo CALL_ID [--file ROOT:PATH]` does: the undo is a call of its own (journalled
+/// and audited), and its result is the answer.
+async fn journal_undo(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    Path(call_id): Path<String>,
+    body: axum::body::Bytes,
+) -> Answer {
+    // No body: the whole call; {"root", "path"}: that file's changes only.
+    let file: Option<UndoFile> = if body.is_empty() {
+        None
+    } else {
+        Some(serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body is empty (undo the whole call) or {{\"root\", \"path\"}} (one file): {e}"
+            ))
+        })?)
+    };
+    let result = p
+        .operator_undo(
+            &format!("{by} (api)"),
+            &call_id,
+            file.as_ref().map(|f| (f.root.as_str(), f.path.as_str())),
+        )
+        .await;
+    let text = |output: &aether_tools::ToolOutput| {
+        output
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                aether_tools::Content::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    match result.outcome {
+        aether_pipeline::CallOutcome::Ran(output) if !output.is_error => Ok(Json(json!({
+            "undone": call_id,
+            "file": file.map(|f| json!({"root": f.root, "path": f.path})),
+            "undo_call": result.call_id,
+            "result": text(&output),
+        }))
+        .into_response()),
+        // Nothing to undo, already undone, a file changed since: the tool says which.
+        aether_pipeline::CallOutcome::Ran(output) => Err(ApiError::conflict(text(&output))),
+        other => Err(ApiError::conflict(format!(
+            "the undo did not run: {other:?}"
+        ))),
+    }
+}
+
+/// Every token (agents' and operators'), without secrets.
+async fn tokens_list(State(p): State<Arc<Pipeline>>) -> Answer {
+    let rows: Vec<Value> = p
+        .store()
+        .tokens()
+        .await?
+        .into_iter()
+        .map(|(row, _)| json!(row))
+        .collect();
+    Ok(Json(rows).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewToken {
+    agent: String,
+    #[serde(default)]
+    label: String,
+}
+
+/// Mints an agent's token; the secret is in this answer only. Operator tokens (every
+/// permission) are made on the command line, never here: managing agents must not reach
+/// managing accounts.
+async fn token_create(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    body: Result<Json<NewToken>, axum::extract::rejection::JsonRejection>,
+) -> Answer {
+    let Json(new) = body.map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body must be JSON {{\"agent\": \"NAME\", \"label\": \"...\"}}: {e}"
+        ))
+    })?;
+    if !p.agents().any(|a| a.name == new.agent) {
+        return Err(ApiError::not_found(format!(
+            "no agent is named {:?}; configured agents: {}",
+            new.agent,
+            p.agents()
+                .map(|a| a.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if new.label.chars().count() > 200 || new.label.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "a label is at most 200 characters, none of them control characters",
+        ));
+    }
+    let (row, token) = aether_pipeline::tokens::mint(
+        p.store(),
+        aether_store::TokenKind::Agent,
+        &new.agent,
+        &new.label,
+        &format!("{by} (api)"),
+    )
+    .await?;
+    Ok(Json(json!({"token": token, "row": row})).into_response())
+}
+
+/// Revokes an agent's token. An operator token is revoked on the command line only (see
+/// [`token_create`]).
+async fn token_revoke(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Answer {
+    let tokens = p.store().tokens().await?;
+    let Some((row, _)) = tokens.iter().find(|(row, _)| row.id == id) else {
+        return Err(ApiError::not_found(format!("no token has id {id:?}")));
+    };
+    if row.kind != aether_store::TokenKind::Agent {
+        return Err(ApiError::new(
+            http::StatusCode::FORBIDDEN,
+            "an operator token is revoked on the command line: aether tokens revoke ID",
+        ));
+    }
+    if row.revoked_at_us.is_some() {
+        return Err(ApiError::conflict(format!("token {id} is already revoked")));
+    }
+    let row = aether_pipeline::tokens::revoke(p.store(), &id, &format!("{by} (api)")).await?;
+    Ok(Json(row).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunsFilter {
+    limit: Option<usize>,
+}
+
+/// Agent runs, newest first.
+async fn runs_list(State(p): State<Arc<Pipeline>>, Query(q): Query<RunsFilter>) -> Answer {
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    Ok(Json(p.store().runs(limit).await?).into_response())
+}
+
+/// One run and its transcript.
+async fn run_show(State(p): State<Arc<Pipeline>>, Path(id): Path<String>) -> Answer {
+    let Some(run) = p.store().run(&id).await? else {
+        return Err(ApiError::not_found(format!("no run has id {id:?}")));
+    };
+    let events: Vec<Value> = p
+        .store()
+        .run_events(&id)
+        .await?
+        .iter()
+        .map(|e| {
+            json!({"seq": e.seq, "at_us": e.at_us, "kind": e.kind,
+                "body": serde_json::from_str::<Value>(&e.body).unwrap_or(Value::Null)})
+        })
+        .collect();
+    Ok(Json(json!({"run": run, "events": events})).into_response())
+}
+
+/// Asks a running run to stop (before its next model request or tool call), with a reason.
+async fn run_stop(
+    State(p): State<Arc<Pipeline>>,
+    Extension(Operator(by)): Extension<Operator>,
+    Path(id): Path<String>,
+    body: Result<Json<Why>, axum::extract::rejection::JsonRejection>,
+) -> Answer {
+    let why = why_of(body)?;
+    if p.store()
+        .run_stop(&id, &format!("{by} (api)"), &why.why)
+        .await?
+    {
+        return Ok(Json(json!({"stopping": id})).into_response());
+    }
+    match p.store().run(&id).await? {
+        None => Err(ApiError::not_found(format!("no run has id {id:?}"))),
+        Some(r) => Err(ApiError::conflict(format!(
+            "run {id} is not running (it is {})",
+            r.status
+        ))),
+    }
+}
+
+/// The most of a file's text shown in an approval's diff.
+const MAX_DIFF_BYTES: u64 = 256 << 10;
+
+/// What a person deciding a waiting call needs beside its arguments: what it would change
+/// (a unified diff for `write_file` against the file as it is now, and for `edit_file` of its
+/// search and replace texts), run (the command, its arguments and folder) or send (method,
+/// URL, body size); and the agent's latest calls in the same session.
+async fn approval_context(State(p): State<Arc<Pipeline>>, Path(id): Path<String>) -> Answer {
+    let Some(row) = p.store().approval(&id).await? else {
+        return Err(ApiError::not_found(format!(
+            "no call waiting for approval has id {id:?}"
+        )));
+    };
+    let args: Value = serde_json::from_str(&row.request.arguments).unwrap_or(Value::Null);
+    let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
+    let detail = match row.request.tool.as_str() {
+        "write_file" => {
+            let (path, content) = (
+                text("path").unwrap_or_default(),
+                text("content").unwrap_or_default(),
+            );
+            let pipeline = p.clone();
+            let (root, shown) = (text("root"), path.clone());
+            let before = tokio::task::spawn_blocking(move || {
+                current_text(&pipeline, root.as_deref(), &path)
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+            match before {
+                Ok(before) => json!({
+                    "kind": "diff", "path": shown, "exists": before.is_some(),
+                    "diff": unified(before.as_deref().unwrap_or(""), &content, &shown),
+                }),
+                Err(why) => json!({"kind": "diff", "path": shown, "unavailable": why}),
+            }
+        }
+        tool => described(tool, &args),
+    };
+    let recent = p
+        .store()
+        .audit_query(aether_store::AuditQuery {
+            session: Some(row.request.session.clone()),
+            limit: 10,
+            newest_first: true,
+            ..Default::default()
+        })
+        .await?;
+    let recent: Vec<Value> = recent
+        .iter()
+        .map(|r| {
+            let e = &r.event;
+            json!({"at_us": e.at_us, "tool": e.tool, "outcome": e.outcome, "call_id": e.call_id,
+                   "rule": e.rule, "reason": e.reason})
+        })
+        .collect();
+    Ok(Json(json!({"approval": row, "detail": detail, "recent": recent})).into_response())
+}
+
+/// What a call of `tool` with `args` would do, from its arguments alone: the diff of an
+/// `edit_file`'s search and replace texts, the command a `run_command` or `run_shell` runs and
+/// where, the method, URL and body size of a call with a `url`.
+fn described(tool: &str, args: &Value) -> Value {
+    let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
+    match tool {
+        "edit_file" => {
+            let path = text("path").unwrap_or_default();
+            let pairs: Vec<(String, String)> = match args.get("edits").and_then(Value::as_array) {
+                Some(edits) => edits
+                    .iter()
+                    .map(|e| {
+                        let t =
+                            |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                        (t("search"), t("replace"))
+                    })
+                    .collect(),
+                None => vec![(
+                    text("search").unwrap_or_default(),
+                    text("replace").unwrap_or_default(),
+                )],
+            };
+            let diff: String = pairs.iter().map(|(a, b)| unified(a, b, &path)).collect();
+            json!({"kind": "diff", "path": path, "exists": true, "diff": diff})
+        }
+        "run_command" | "run_shell" => json!({
+            "kind": "command",
+            "command": text("command"),
+            "args": args.get("args").cloned().unwrap_or(json!([])),
+            "root": text("root"),
+            "cwd": text("cwd").unwrap_or_else(|| ".".into()),
+        }),
+        _ if args.get("url").is_some_and(Value::is_string) => json!({
+            "kind": "request",
+            "method": text("method").unwrap_or_else(|| "GET".into()),
+            "url": text("url"),
+            "body_bytes": text("body").map_or(0, |b| b.len()),
+        }),
+        _ => json!({"kind": "arguments"}),
+    }
+}
+
+/// The text of `path` in the roots as it is now, read as a tool would read it (confined, no
+/// credential file, no link out), `None` when there is no such file; an error when it cannot
+/// be shown (too large, not text, refused).
+fn current_text(p: &Pipeline, root: Option<&str>, path: &str) -> Result<Option<String>, String> {
+    use std::io::Read;
+    let roots = p.roots();
+    let mut rel = String::new();
+    let loc = roots
+        .locate(root, path, &mut rel)
+        .map_err(|e| e.to_string())?;
+    let opening = aether_tools::Opening::unruled(roots.credentials());
+    let (file, meta) = match loc.root.open_file(loc.rel, opening) {
+        Ok(opened) => opened,
+        Err(aether_tools::ToolError::Failed(m)) if m.ends_with("no such file or folder") => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    if meta.len() > MAX_DIFF_BYTES {
+        return Err(format!(
+            "the file is {} bytes; diffs are shown up to {MAX_DIFF_BYTES}",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_DIFF_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| "the file is not UTF-8 text".to_string())
+}
+
+/// A unified diff from `before` to `after` (three lines of context).
+fn unified(before: &str, after: &str, path: &str) -> String {
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string()
 }
 
 async fn approvals_decide(
@@ -578,11 +1035,15 @@ async fn openapi() -> Response {
     ([(http::header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-async fn session_info(Extension(actor): Extension<crate::console::Actor>) -> Response {
+async fn session_info(
+    Extension(actor): Extension<crate::console::Actor>,
+    links: Option<Extension<crate::console::Links>>,
+) -> Response {
     Json(json!({
         "name": actor.name,
         "role": actor.role,
         "permissions": actor.permissions,
+        "trace_url": links.and_then(|Extension(l)| l.trace_url),
     }))
     .into_response()
 }
@@ -602,8 +1063,12 @@ struct AuditFilter {
     call_id: Option<String>,
     /// The person calls were made for (an OAuth token's subject).
     subject: Option<String>,
+    /// An MCP session's rows.
+    session: Option<String>,
     /// Rows after this sequence number (paging).
     after: Option<i64>,
+    /// Rows before this sequence number (paging back).
+    before: Option<i64>,
     limit: Option<usize>,
     /// For export: csv or json.
     format: Option<String>,
@@ -646,6 +1111,7 @@ async fn audit_rows(
         .store()
         .audit_query(aether_store::AuditQuery {
             after: f.after,
+            before: f.before,
             since_us: f.since_us,
             until_us: f.until_us,
             agent: blank(&f.agent),
@@ -653,6 +1119,7 @@ async fn audit_rows(
             outcome: blank(&f.outcome),
             call_id: blank(&f.call_id),
             subject: blank(&f.subject),
+            session: blank(&f.session),
             limit: limit + 1,
             newest_first: true,
         })
@@ -788,6 +1255,7 @@ async fn agents_list(State(p): State<Arc<Pipeline>>) -> Answer {
                 }
             })
             .collect();
+        let r = &agent.rates;
         out.push(json!({
             "name": agent.name,
             "team": agent.team,
@@ -795,6 +1263,12 @@ async fn agents_list(State(p): State<Arc<Pipeline>>) -> Answer {
             "supervisor": agent.supervisor,
             "groups": ctx.groups.iter().collect::<Vec<_>>(),
             "tools": tools,
+            "rates": {
+                "rate": r.rate.map(|r| r.to_string()),
+                "per_caller": r.per_caller.map(|r| r.to_string()),
+                "per_tool": r.per_tool.iter().map(|(t, r)| (t.clone(), r.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
+                "concurrent": r.concurrent,
+            },
         }));
     }
     Ok(Json(out).into_response())
@@ -938,4 +1412,60 @@ async fn progress_list(State(p): State<Arc<Pipeline>>) -> Answer {
         })
         .collect();
     Ok(Json(reports).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A person deciding a call sees what it would do, from its arguments.
+    #[test]
+    fn a_waiting_call_is_described_by_what_it_would_do() {
+        let edit = described(
+            "edit_file",
+            &json!({"path": "src/a.rs", "edits": [{"search": "let x = 1;\n", "replace": "let x = 2;\n"}]}),
+        );
+        assert_eq!(edit["kind"], "diff");
+        let diff = edit["diff"].as_str().unwrap();
+        assert!(
+            diff.contains("-let x = 1;") && diff.contains("+let x = 2;"),
+            "{diff}"
+        );
+        assert!(diff.contains("a/src/a.rs"), "{diff}");
+        let run = described(
+            "run_command",
+            &json!({"command": "/usr/bin/git", "args": ["push", "--force"], "cwd": "app"}),
+        );
+        assert_eq!(
+            (
+                run["kind"].as_str(),
+                run["command"].as_str(),
+                run["cwd"].as_str()
+            ),
+            (Some("command"), Some("/usr/bin/git"), Some("app"))
+        );
+        assert_eq!(run["args"], json!(["push", "--force"]));
+        let shell = described("run_shell", &json!({"command": "rm -rf build"}));
+        assert_eq!(shell["cwd"], ".");
+        let post = described(
+            "http_request",
+            &json!({"url": "https://api.example.com/v1", "method": "POST", "body": "{\"a\":1}"}),
+        );
+        assert_eq!(
+            (
+                post["method"].as_str(),
+                post["url"].as_str(),
+                post["body_bytes"].as_u64()
+            ),
+            (Some("POST"), Some("https://api.example.com/v1"), Some(7))
+        );
+        assert_eq!(
+            described("web_fetch", &json!({"url": "https://x.example"}))["method"],
+            "GET"
+        );
+        assert_eq!(
+            described("calculate", &json!({"expression": "1+1"}))["kind"],
+            "arguments"
+        );
+    }
 }

@@ -39,6 +39,10 @@ pub const KEY_HEADER: &str = "x-aether-key";
 const INDEX: &str = include_str!("../console/index.html");
 const APP_JS: &str = include_str!("../console/app.js");
 const APP_CSS: &str = include_str!("../console/app.css");
+/// The charting library the overview draws with: uPlot, pinned from npm
+/// (`scripts/vendor-console.sh` checks these are the package's files).
+const CHART_JS: &str = include_str!("../console/vendor/uPlot.iife.min.js");
+const CHART_CSS: &str = include_str!("../console/vendor/uPlot.min.css");
 
 /// The operator an admin request authenticated as (its account or token's name), for the
 /// record of who made a change.
@@ -60,6 +64,13 @@ impl Actor {
     }
 }
 
+/// Where the console links to: a trace in the operator's tracing UI (`[console] trace_url`,
+/// `{trace_id}` replaced by an audit row's trace id).
+#[derive(Clone, Default)]
+pub struct Links {
+    pub trace_url: Option<String>,
+}
+
 /// Sign-in attempts remembered for rate limiting, shared by the listener's handlers.
 #[derive(Clone, Default)]
 pub struct Limiter(pub Arc<SignInLimiter>);
@@ -76,7 +87,23 @@ pub fn public_routes() -> Router<Arc<Pipeline>> {
         .route("/setup", get(index))
         .route("/console/app.js", get(app_js))
         .route("/console/app.css", get(app_css))
+        .route(
+            "/console/vendor/uplot.js",
+            get(|| async {
+                ([(CONTENT_TYPE, "text/javascript; charset=utf-8")], CHART_JS).into_response()
+            }),
+        )
+        .route(
+            "/console/vendor/uplot.css",
+            get(|| async {
+                ([(CONTENT_TYPE, "text/css; charset=utf-8")], CHART_CSS).into_response()
+            }),
+        )
         .route("/api/sign-in", post(sign_in))
+        .route(
+            "/api/sign-in/methods",
+            get(crate::console_oidc::sign_in_methods),
+        )
         .route("/api/sign-out", post(sign_out))
         .route("/api/setup", post(setup))
 }
@@ -118,6 +145,11 @@ pub fn session_cookie(headers: &http::HeaderMap) -> Option<String> {
         .filter_map(Result::ok)
         .find(|c| c.name() == COOKIE_NAME)
         .map(|c| c.value().to_string())
+}
+
+/// The `Set-Cookie` value of a new session's cookie.
+pub(crate) fn session_cookie_header(value: &str) -> http::HeaderValue {
+    set_cookie(value, accounts::SESSION_LIFETIME)
 }
 
 fn set_cookie(value: &str, max_age: Duration) -> http::HeaderValue {
@@ -260,7 +292,9 @@ pub struct LiveSession {
 
 /// The client, for the sign-in rate limit: its IPv4 address, or its IPv6 /64 (one client
 /// holds a whole /64 and could rotate through it); `unknown` where the listener has none.
-fn client(info: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>) -> String {
+pub(crate) fn client_of(
+    info: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+) -> String {
     info.map(|Extension(axum::extract::ConnectInfo(addr))| client_key(addr.ip()))
         .unwrap_or_else(|| "unknown".into())
 }
@@ -340,7 +374,7 @@ async fn sign_in(
     match accounts::sign_in(
         pipeline.store(),
         &limiter.0,
-        &client(info),
+        &client_of(info),
         &body.name,
         &body.password,
     )
@@ -397,7 +431,7 @@ async fn setup(
         );
     };
     // Guessing setup links is rate limited like passwords.
-    let client = client(info);
+    let client = client_of(info);
     if let Err(wait) = limiter.0.begin(&client, "(setup)") {
         return account_error(AccountError::RateLimited(wait));
     }

@@ -4,7 +4,10 @@
 //! turned away here, before MCP or the admin API sees anything. So is whatever a browser
 //! marks as sent for another site (`Sec-Fetch-Site: cross-site`, or `same-site` without this
 //! listener's own `Origin`): a link, form or image on a sibling subdomain carries no `Origin`
-//! to check.
+//! to check. The exception is a person arriving: a top-level page load (`GET`,
+//! `Sec-Fetch-Mode: navigate`) of one of [`ENTRY_PAGES`] — pages another site sends people
+//! to (an MCP client to the consent page, an identity provider back to the console), which
+//! change nothing by being loaded. Their `Host` is checked all the same.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -126,6 +129,27 @@ impl HostGate {
     }
 }
 
+/// Pages another site may send a person to (a top-level `GET`): the console itself (a static
+/// page), the built-in authorization server's consent page (its form is posted with this
+/// server's `Origin`), and the identity provider's way back to the console (bound to the
+/// browser that left by the login's state).
+pub const ENTRY_PAGES: [&str; 3] = ["/console", "/oauth/authorize", "/console/oidc/callback"];
+
+/// Whether the request is a person's browser loading one of [`ENTRY_PAGES`].
+fn arriving(request: &Request) -> bool {
+    let header = |name| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
+    request.method() == http::Method::GET
+        && header("sec-fetch-mode").as_deref() == Some("navigate")
+        && header("sec-fetch-dest").is_none_or(|d| d == "document")
+        && ENTRY_PAGES.contains(&request.uri().path())
+}
+
 /// Axum middleware applying the gate.
 pub async fn guard(State(gate): State<HostGate>, request: Request, next: Next) -> Response {
     let refusal = {
@@ -150,6 +174,8 @@ pub async fn guard(State(gate): State<HostGate>, request: Request, next: Next) -
             Some(format!(
                 "the request target names {target}, not this server"
             ))
+        } else if arriving(&request) {
+            gate.refuse(header(HOST), header(ORIGIN))
         } else {
             gate.refuse_fetch(
                 header(HOST),

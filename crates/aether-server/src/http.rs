@@ -51,8 +51,14 @@ pub struct HttpOptions {
     /// `max_sessions_per_caller`).
     pub max_sessions: usize,
     pub max_sessions_per_caller: usize,
-    /// OAuth access tokens from `[auth] issuer`, when configured.
+    /// OAuth access tokens from `[auth] issuer` (or the built-in server), when configured.
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
+    /// Aether's own authorization server (`[auth] builtin`), when it is on.
+    pub authority: Option<Arc<crate::authz::Authority>>,
+    /// The console's sign-in through an OpenID provider (`[console.oidc]`), when configured.
+    pub console_sign_in: Option<Arc<crate::console_oidc::ConsoleSignIn>>,
+    /// Where the console links an audit row's trace (`[console] trace_url`).
+    pub trace_url: Option<String>,
 }
 
 /// The whole HTTP application, ready to serve or to drive in tests.
@@ -163,16 +169,31 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         pipeline.clone(),
         crate::console::authorize,
     ));
-    Ok(Router::new()
+    let mut app = Router::new()
         .route("/api/health", get(health))
         .merge(api)
-        .merge(crate::console::public_routes())
+        .merge(crate::console::public_routes());
+    if let Some(authority) = &opts.authority {
+        app = app.merge(crate::authz::routes(authority.clone()));
+    }
+    if let Some(sign_in) = &opts.console_sign_in {
+        app = app
+            .merge(crate::console_oidc::routes(sign_in.clone()))
+            .layer(axum::Extension(sign_in.clone()));
+    }
+    Ok(app
+        .layer(axum::Extension(crate::console::Links {
+            trace_url: opts.trace_url.clone(),
+        }))
         .layer(axum::Extension(crate::console::Limiter::default()))
         .layer(axum::Extension(crate::console::Changes::default()))
         .merge(mcp)
         .fallback(not_found)
         .with_state(pipeline)
-        .layer(axum::middleware::from_fn_with_state(gate, gate::guard)))
+        .layer(axum::middleware::from_fn_with_state(gate, gate::guard))
+        // Outermost: a body a refusal above left unread is read before the answer goes, so
+        // the connection stays usable (hyper closes it otherwise, under the client's feet).
+        .layer(axum::middleware::from_fn(crate::drain::drain_unread)))
 }
 
 /// MCP sessions kept in the store, by id, with the client's initialize request: the state

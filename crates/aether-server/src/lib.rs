@@ -10,7 +10,10 @@
 
 mod admin;
 mod api;
+pub mod authz;
 pub mod console;
+pub mod console_oidc;
+mod drain;
 pub mod events;
 mod fixtures;
 mod gate;

@@ -3,6 +3,11 @@
 //! issuer publishes (its `jwks_uri`), minted for this server's resource URL (its `aud`; RFC
 //! 8707), in date; its scopes choose the agent it acts as and what of that agent's tools it
 //! reaches (`[auth.scopes]`). Nothing a token says is passed on: Aether never forwards it.
+//!
+//! With `[auth] builtin`, the issuer is Aether itself (`authz.rs`): its tokens are checked
+//! with its own key (never fetched), and each names its grant (`gid`), which the store says is
+//! still live (asked at most once a second per grant, so a revocation reaches every replica
+//! within a second).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -102,7 +107,51 @@ impl Keys {
     }
 }
 
+/// The built-in authorization server's key, and the store that says which grants are live.
+pub struct Builtin {
+    pub verifier: crate::authz::Verifier,
+    pub store: aether_store::Store,
+    /// Grants asked about lately: live or not, and when the store said so.
+    live: std::sync::Mutex<HashMap<String, (bool, Instant)>>,
+}
+
+/// How long the store's word on a grant is taken.
+const GRANT_CHECKED_FOR: Duration = Duration::from_secs(1);
+
+impl Builtin {
+    pub fn new(verifier: crate::authz::Verifier, store: aether_store::Store) -> Builtin {
+        Builtin {
+            verifier,
+            store,
+            live: Default::default(),
+        }
+    }
+
+    /// Whether grant `gid` is neither revoked nor expired.
+    async fn live(&self, gid: &str) -> Result<bool, Refusal> {
+        if let Some((live, at)) = self.live.lock().unwrap_or_else(|e| e.into_inner()).get(gid)
+            && at.elapsed() < GRANT_CHECKED_FOR
+        {
+            return Ok(*live);
+        }
+        let live = self
+            .store
+            .oauth_live_grant(gid.to_string())
+            .await
+            .map_err(|e| Refusal::Unavailable(format!("the store cannot be read: {e}")))?
+            .is_some();
+        let mut seen = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= MAX_REMEMBERED {
+            seen.clear();
+        }
+        seen.insert(gid.to_string(), (live, Instant::now()));
+        Ok(live)
+    }
+}
+
 pub struct OAuth {
+    /// The built-in authorization server, when it is the issuer.
+    builtin: Option<Builtin>,
     issuer: String,
     resource: String,
     /// Where the issuer's keys are: configured, or found in its metadata once.
@@ -122,11 +171,13 @@ pub struct OAuth {
     seen: std::sync::Mutex<HashMap<String, Seen>>,
 }
 
-/// A token checked before: what it grants, until when, under which keys.
+/// A token checked before: what it grants, until when, under which keys (and for the
+/// built-in issuer, under which grant).
 struct Seen {
     grant: Grant,
     exp: i64,
     keys_read: Instant,
+    gid: Option<String>,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -148,12 +199,24 @@ struct Claims {
     /// Some issuers list scopes as an array under `scp` instead.
     #[serde(default)]
     scp: Option<Value>,
+    /// The built-in issuer's grant.
+    #[serde(default)]
+    gid: Option<String>,
 }
 
 impl OAuth {
-    /// `None` when `[auth]` names no issuer.
-    pub fn from_config(auth: &AuthSection, http_agent: &str) -> Option<OAuth> {
-        let (issuer, resource) = (auth.issuer.clone()?, auth.resource.clone()?);
+    /// `None` when `[auth]` names no issuer (and Aether is not its own: `builtin`, whose key
+    /// and store check its tokens).
+    pub fn from_config(
+        auth: &AuthSection,
+        http_agent: &str,
+        builtin: Option<Builtin>,
+    ) -> Option<OAuth> {
+        let resource = auth.resource.clone()?;
+        let issuer = match &builtin {
+            Some(_) => crate::authz::issuer_of(&resource)?,
+            None => auth.issuer.clone()?,
+        };
         let agent = match auth.scopes.values().any(|g| g.agent == http_agent) {
             true => http_agent,
             false => auth.scopes.values().next().map_or("", |g| g.agent.as_str()),
@@ -165,6 +228,7 @@ impl OAuth {
             .map(|(scope, _)| scope.clone())
             .collect();
         Some(OAuth {
+            builtin,
             asked,
             issuer,
             resource,
@@ -252,7 +316,7 @@ impl OAuth {
         // A token seen before, under the keys as they are now, and still in date: its
         // signature need not be checked again (the costly part, every request).
         let digest = aether_policy::sha256(token.as_bytes()).to_string();
-        if let Some(grant) = self.remembered(&digest).await {
+        if let Some(grant) = self.remembered(&digest).await? {
             return Ok(grant);
         }
         let header = jsonwebtoken::decode_header(token)
@@ -288,29 +352,60 @@ impl OAuth {
             .map_err(|e| Refusal::Invalid(explain(e.kind(), &self.resource)))?
             .claims;
         let exp = claims.exp as i64;
+        let gid = claims.gid.clone();
+        if let Some(builtin) = &self.builtin {
+            match &gid {
+                Some(gid) if builtin.live(gid).await? => {}
+                Some(_) => {
+                    return Err(Refusal::Invalid(
+                        "the access token's grant was revoked or has expired".into(),
+                    ));
+                }
+                None => return Err(Refusal::Invalid("the access token names no grant".into())),
+            }
+        }
         let grant = self.grant(claims)?;
-        self.remember(digest, &grant, exp, keys_read);
+        self.remember(digest, &grant, exp, keys_read, gid);
         Ok(grant)
     }
 
     /// A token's grant as checked before, if it still holds: in date (with the leeway), and
     /// checked under the keys held now, which are fresh (keys read again forget every token
     /// checked under the ones before, so a withdrawn key's tokens are checked again).
-    async fn remembered(&self, digest: &str) -> Option<Grant> {
-        let (grant, exp, keys_read) = {
+    /// For the built-in issuer, the key never changes, and the grant must still be live.
+    async fn remembered(&self, digest: &str) -> Result<Option<Grant>, Refusal> {
+        let Some((grant, exp, keys_read, gid)) = ({
             let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            let s = seen.get(digest)?;
-            (s.grant.clone(), s.exp, s.keys_read)
+            seen.get(digest)
+                .map(|s| (s.grant.clone(), s.exp, s.keys_read, s.gid.clone()))
+        }) else {
+            return Ok(None);
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(i64::MAX, |d| d.as_secs() as i64);
+        if now > exp.saturating_add(self.leeway as i64) {
+            return Ok(None);
+        }
+        if let Some(builtin) = &self.builtin {
+            return match gid {
+                Some(gid) if builtin.live(&gid).await? => Ok(Some(grant)),
+                _ => Ok(None),
+            };
+        }
         let keys = self.keys.read().await;
         let current = keys.read_at == Some(keys_read) && keys_read.elapsed() < KEYS_MAX_AGE;
-        (current && now <= exp.saturating_add(self.leeway as i64)).then_some(grant)
+        Ok(current.then_some(grant))
     }
 
-    fn remember(&self, digest: String, grant: &Grant, exp: i64, keys_read: Instant) {
+    fn remember(
+        &self,
+        digest: String,
+        grant: &Grant,
+        exp: i64,
+        keys_read: Instant,
+        gid: Option<String>,
+    ) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() >= MAX_REMEMBERED {
             seen.clear();
@@ -321,6 +416,7 @@ impl OAuth {
                 grant: grant.clone(),
                 exp,
                 keys_read,
+                gid,
             },
         );
     }
@@ -402,6 +498,16 @@ impl OAuth {
         kid: Option<&str>,
         alg: Algorithm,
     ) -> Result<(DecodingKey, Instant), Refusal> {
+        if let Some(builtin) = &self.builtin {
+            return match kid {
+                Some(kid) if kid == builtin.verifier.kid && alg == Algorithm::EdDSA => {
+                    Ok((builtin.verifier.key.clone(), Instant::now()))
+                }
+                _ => Err(Refusal::Invalid(
+                    "the access token is not signed by this server's key".into(),
+                )),
+            };
+        }
         let found = |keys: &Keys| -> Option<(DecodingKey, Instant)> {
             let (key, key_alg) = match kid {
                 Some(kid) => keys.by_id.get(kid)?,
@@ -533,25 +639,44 @@ impl OAuth {
     }
 
     async fn get_json(&self, url: &str) -> Result<Value, String> {
-        let response = self
-            .http
-            .get(url)
-            .header("accept", "application/json")
-            .send()
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
-        if !response.status().is_success() {
-            return Err(format!("{url} answered {}", response.status()));
+        get_json(&self.http, url).await
+    }
+}
+
+/// A JSON document from an authorization or identity server (its metadata, its keys).
+pub(crate) async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
+    let response = http
+        .get(url)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    json_reply(url, response).await
+}
+
+/// A server's JSON answer, read up to [`MAX_DOCUMENT_BYTES`]; an answer that is not a success
+/// is an error naming its status (and what it said, when that is JSON).
+pub(crate) async fn json_reply(
+    url: &str,
+    mut response: reqwest::Response,
+) -> Result<Value, String> {
+    let status = response.status();
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| format!("{url}: {e}"))? {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(format!("{url} is larger than {MAX_DOCUMENT_BYTES} bytes"));
         }
-        let mut body = Vec::new();
-        let mut response = response;
-        while let Some(chunk) = response.chunk().await.map_err(|e| format!("{url}: {e}"))? {
-            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-                return Err(format!("{url} is larger than {MAX_DOCUMENT_BYTES} bytes"));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        serde_json::from_slice(&body).map_err(|e| format!("{url} is not JSON: {e}"))
+        body.extend_from_slice(&chunk);
+    }
+    let json = serde_json::from_slice::<Value>(&body);
+    match (status.is_success(), json) {
+        (true, Ok(json)) => Ok(json),
+        (true, Err(e)) => Err(format!("{url} is not JSON: {e}")),
+        (false, Ok(json)) => Err(format!(
+            "{url} answered {status}: {}",
+            json.to_string().chars().take(300).collect::<String>()
+        )),
+        (false, Err(_)) => Err(format!("{url} answered {status}")),
     }
 }
 
@@ -634,6 +759,10 @@ mod tests {
             jwks_uri: None,
             leeway_seconds: 0,
             accept_plain_jwt: plain_jwt,
+            builtin: false,
+            registration: false,
+            access_token_seconds: 600,
+            refresh_token_days: 30,
             scopes: [
                 ("mcp:tools".to_string(), grant("default", None)),
                 (
@@ -644,7 +773,7 @@ mod tests {
             ]
             .into(),
         };
-        let oauth = OAuth::from_config(&section, "default").unwrap();
+        let oauth = OAuth::from_config(&section, "default", None).unwrap();
         let set: JwkSet = serde_json::from_value(json!({"keys": [{
             "kty": "EC", "crv": "P-256", "x": X, "y": Y, "kid": "k1", "alg": "ES256", "use": "sig",
         }]}))

@@ -36,6 +36,10 @@ pub use sources::{
 };
 pub use sql::Location;
 pub use sql::ledger::{HEARTBEAT, Unfinished};
+pub use sql::stats::{
+    CallOverview, HOURS_KEPT_US, LATENCY_BOUNDS_US, MINUTES_KEPT_US, RefusalCount, SpanCounts,
+    ToolLatency,
+};
 pub use vault::{AuditKey, Vault, valid_secret_name};
 pub use witness::{Witness, WitnessLine};
 
@@ -108,11 +112,73 @@ pub struct SharedCounts {
     pub in_flight: std::collections::HashMap<String, u64>,
 }
 
+/// A client registered with Aether's own authorization server (RFC 7591), or read from its
+/// client ID metadata document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthClient {
+    pub client_id: String,
+    pub name: String,
+    pub redirect_uris: Vec<String>,
+    pub created_us: i64,
+}
+
+/// An authorization code as issued: to whom, for what, bound to which PKCE challenge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthCode {
+    pub client_id: String,
+    pub redirect_uri: String,
+    /// The console account that consented.
+    pub account: String,
+    pub scope: String,
+    pub resource: String,
+    /// The S256 code challenge (base64url).
+    pub challenge: String,
+    pub expires_us: i64,
+}
+
+/// What a person consented to: one client acting for them with these scopes, until revoked
+/// or expired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthGrant {
+    pub grant_id: String,
+    pub client_id: String,
+    pub account: String,
+    pub scope: String,
+    pub resource: String,
+    pub created_us: i64,
+    pub expires_us: i64,
+}
+
+/// What redeeming an authorization code did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Redeemed {
+    /// The grant was started (as the code says); the code as issued, for its checks.
+    Started(OAuthCode),
+    Unknown,
+    /// Already redeemed: the grant its first redemption started is revoked.
+    Reused,
+}
+
+/// What using a refresh token did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refreshed {
+    /// Used up, and its grant given the new one.
+    Rotated(OAuthGrant),
+    Unknown,
+    Expired,
+    /// Its grant was revoked or has expired.
+    Revoked,
+    /// Used before: its grant is revoked now.
+    Reused,
+}
+
 /// Which audit rows to read.
 #[derive(Clone, Debug, Default)]
 pub struct AuditQuery {
     /// Only rows after this sequence number.
     pub after: Option<i64>,
+    /// Only rows before this sequence number (paging back from the newest).
+    pub before: Option<i64>,
     /// Only rows written at or after this time (µs since the epoch).
     pub since_us: Option<i64>,
     pub agent: Option<String>,
@@ -124,6 +190,8 @@ pub struct AuditQuery {
     pub call_id: Option<String>,
     /// Only rows of calls made for this person (an OAuth token's subject).
     pub subject: Option<String>,
+    /// Only rows of this MCP session.
+    pub session: Option<String>,
     pub limit: usize,
     /// Newest first (for `tail`) instead of oldest first.
     pub newest_first: bool,
@@ -796,6 +864,24 @@ impl Store {
         self.0.put_upstream_status(status).await
     }
 
+    /// Drops the call counts no overview window reads any more (minutes past three days,
+    /// hours past 400); returns how many rows went.
+    pub async fn prune_call_stats(&self, now_us: i64) -> Result<usize> {
+        self.0.prune_call_stats(now_us).await
+    }
+
+    /// Calls in `[since_us, until_us)` from the per-minute and per-hour counts kept with the
+    /// audit (never a scan of it): by outcome in spans of `span_us`, refusals by step and rule,
+    /// latency per tool.
+    pub async fn call_overview(
+        &self,
+        since_us: i64,
+        until_us: i64,
+        span_us: i64,
+    ) -> Result<CallOverview> {
+        self.0.call_overview(since_us, until_us, span_us).await
+    }
+
     /// Every upstream's last recorded status, by name.
     pub async fn upstream_statuses(&self) -> Result<Vec<UpstreamStatus>> {
         self.0.upstream_statuses().await
@@ -982,6 +1068,74 @@ impl Store {
         self.0
             .knowledge_search(scopes, text.to_string(), limit, floor)
             .await
+    }
+
+    pub async fn oauth_register_client(&self, client: OAuthClient) -> Result<()> {
+        self.0.oauth_register_client(client).await
+    }
+
+    pub async fn oauth_client(&self, client_id: String) -> Result<Option<OAuthClient>> {
+        self.0.oauth_client(client_id).await
+    }
+
+    /// Keeps an authorization code by its hash.
+    pub async fn oauth_put_code(&self, code_hash: String, code: OAuthCode) -> Result<()> {
+        self.0.oauth_put_code(code_hash, code).await
+    }
+
+    /// Redeems a code once, starting grant `grant_id` (its client, account, scope and
+    /// resource the code's) with its first refresh token; a second redemption revokes it.
+    pub async fn oauth_redeem_code(
+        &self,
+        code_hash: String,
+        grant_id: String,
+        expires_us: i64,
+        refresh_hash: String,
+    ) -> Result<Redeemed> {
+        self.0
+            .oauth_redeem_code(code_hash, grant_id, expires_us, refresh_hash)
+            .await
+    }
+
+    /// Uses a refresh token once, giving its grant `next_hash` instead; a used one presented
+    /// again revokes its grant.
+    pub async fn oauth_refresh(
+        &self,
+        token_hash: String,
+        next_hash: String,
+        next_expires_us: i64,
+    ) -> Result<Refreshed> {
+        self.0
+            .oauth_refresh(token_hash, next_hash, next_expires_us)
+            .await
+    }
+
+    /// Revokes the grant of a refresh token; whether the token was known.
+    pub async fn oauth_revoke_refresh(&self, token_hash: String) -> Result<bool> {
+        self.0.oauth_revoke_refresh(token_hash).await
+    }
+
+    pub async fn oauth_revoke_grant(&self, grant_id: String) -> Result<()> {
+        self.0.oauth_revoke_grant(grant_id).await
+    }
+
+    /// The built-in authorization server's grants (of `account`, if named), newest first, with
+    /// when each was revoked.
+    pub async fn oauth_grants(
+        &self,
+        account: Option<String>,
+    ) -> Result<Vec<(OAuthGrant, Option<i64>)>> {
+        self.0.oauth_grants(account).await
+    }
+
+    /// Revokes every grant `account` gave; how many were live.
+    pub async fn oauth_revoke_account(&self, account: String) -> Result<u64> {
+        self.0.oauth_revoke_account(account).await
+    }
+
+    /// The grant, unless revoked or expired.
+    pub async fn oauth_live_grant(&self, grant_id: String) -> Result<Option<OAuthGrant>> {
+        self.0.oauth_live_grant(grant_id).await
     }
 
     /// Adds `writer`'s rate limit counts and calls in flight, and reads the other writers'

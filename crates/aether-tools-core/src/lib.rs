@@ -343,6 +343,11 @@ pub struct CallContext {
     /// behalf (a delegated run) carries both.
     pub subject: Option<String>,
     pub scope: Option<Arc<aether_policy::ScopeReach>>,
+    /// The W3C trace context (`traceparent`) to hand on to the servers the call reaches on
+    /// the operator's behalf — an upstream MCP server, a model connection — and to the calls
+    /// a delegated run makes: the call's own span when telemetry is on, else the caller's
+    /// context as it came. Never sent to the destinations a tool's arguments name.
+    pub trace: Option<String>,
 }
 
 #[async_trait]

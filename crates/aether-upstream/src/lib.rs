@@ -1532,6 +1532,13 @@ impl Tool for UpstreamTool {
         let fresh = upstream.spec.fresh;
         let mut params = CallToolRequestParams::new(self.remote.clone());
         params.arguments = args.as_object().cloned();
+        // The call's trace context, where MCP 2026-07-28 carries it (an older server ignores
+        // what it does not know in `_meta`): the upstream's spans join the call's trace.
+        if let Some(trace) = &cx.trace {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.insert("traceparent".into(), Value::String(trace.clone()));
+            params.meta = Some(meta);
+        }
         // The shorter of the upstream's own limit and the pipeline's for any tool, ending a
         // little before the pipeline's: a call that runs out of either is this tool's timeout,
         // so a wedged upstream is dropped and started again (the pipeline's own limit would

@@ -62,10 +62,13 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         return Err(anyhow!("--cost-cap must be at least 1 token"));
     }
     let loaded = setup::load(&args.common)?;
+    let telemetry = crate::telemetry::start(&loaded.raw.telemetry)?;
     let client =
         crate::cmd::models::client(&loaded, &args.common, &args.model, Some(&args.agent)).await?;
     let roots = setup::roots(&args.roots, &loaded, true)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
+    // A rules file that cannot be read stops the start before anything is made.
+    setup::rules(&loaded)?;
     let store = setup::open_store(&url, &loaded)?;
     let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
@@ -77,7 +80,11 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     let books = setup::Books::open(&loaded, &url, &pipeline).await?;
     let mut runner = Runner::new(pipeline.clone(), client).in_host(host.clone());
     if !args.quiet {
-        runner = runner.watch(Arc::new(live_view));
+        // While the model is asked: a spinner on a terminal, a heartbeat line in a log.
+        let waiting = std::sync::Mutex::new(None);
+        runner = runner.watch(Arc::new(move |kind: &str, body: &Value| {
+            live_view(&waiting, kind, body)
+        }));
     }
     // Ctrl-C stops the run as `aether runs stop` would: the call in flight is cancelled and
     // audited, and the run is recorded as stopped.
@@ -101,6 +108,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             cancel: Some(interrupted),
             subject: None,
             scope: None,
+            trace: None,
         })
         .await
         .map_err(|e| anyhow!(e))?;
@@ -111,6 +119,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     }
     pipeline.shut_down(Duration::from_secs(10)).await;
     books.close(&pipeline).await;
+    telemetry.close().await;
     if args.json {
         say!(
             "{}",
@@ -139,8 +148,13 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     }
 }
 
-/// One line on stderr per transcript entry worth seeing.
-fn live_view(kind: &str, body: &Value) {
+/// One line on stderr per transcript entry worth seeing; between asking the model and its
+/// answer, `waiting` holds the wait being shown.
+fn live_view(
+    waiting: &std::sync::Mutex<Option<crate::progress::ModelWait>>,
+    kind: &str,
+    body: &Value,
+) {
     let s = |k: &str| body[k].as_str().unwrap_or_default().to_string();
     let line = match kind {
         "start" => format!(
@@ -188,5 +202,13 @@ fn live_view(kind: &str, body: &Value) {
         ),
         _ => return,
     };
+    let mut wait = waiting.lock().unwrap_or_else(|e| e.into_inner());
+    // Whatever comes after the question (a reply, an error, the end) ends the wait.
+    wait.take();
     let _ = writeln!(std::io::stderr(), "{}", crate::terminal_safe(&line));
+    if kind == "request" {
+        *wait = Some(crate::progress::ModelWait::start(
+            &body["round"].to_string(),
+        ));
+    }
 }

@@ -49,7 +49,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             store.expire_approvals(aether_store::now_us()).await?;
             let rows = store.approvals(!args.all, 500).await?;
             if args.json {
-                say!("{}", serde_json::to_string_pretty(&rows)?);
+                crate::json_lines(&rows)?;
                 return Ok(ExitCode::SUCCESS);
             }
             if rows.is_empty() {

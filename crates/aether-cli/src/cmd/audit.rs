@@ -58,6 +58,9 @@ pub struct TailArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
+    /// Keep printing rows as they are written, until Ctrl-C (or the reader goes away).
+    #[arg(long, short = 'f')]
+    follow: bool,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -98,9 +101,11 @@ async fn prune(args: PruneArgs) -> Result<ExitCode> {
     )?;
     let key_file = setup::vault_key_file(&loaded);
     let vault = std::sync::Arc::new(aether_store::Vault::open(&key_file, true)?);
+    let working = crate::progress::spinner("pruning old audit rows behind a signed checkpoint");
     let cuts = store
         .prune_audit(aether_store::now_us() - age, &args.by, vault)
         .await?;
+    drop(working);
     if cuts.is_empty() {
         say!(
             "no audit row is older than {}; nothing pruned",
@@ -126,50 +131,93 @@ async fn prune(args: PruneArgs) -> Result<ExitCode> {
 
 async fn tail(args: TailArgs) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
-    let store = setup::open_store(
+    // A read: a store that is not there is an error naming where it was looked for, never
+    // an empty one made by accident.
+    let store = setup::open_existing_store(
         &setup::store_url(&args.common, &loaded, &loaded.base),
         &loaded,
     )?;
+    let query = AuditQuery {
+        agent: args.agent.clone(),
+        tool: args.tool.clone(),
+        outcome: args.outcome.clone(),
+        ..Default::default()
+    };
     let mut rows = store
         .audit_query(AuditQuery {
-            agent: args.agent,
-            tool: args.tool,
-            outcome: args.outcome,
             limit: args.lines.max(1),
             newest_first: true,
-            ..Default::default()
+            ..query.clone()
         })
         .await?;
     rows.reverse();
-    for row in &rows {
+    // Aligned as printed; rows that come later (--follow) only widen a column.
+    let mut columns = crate::columns::Columns::default();
+    let mut show = |rows: &[AuditRecord]| -> Result<()> {
         if args.json {
-            say!("{}", serde_json::to_string(row)?);
+            crate::json_lines(rows)?;
         } else {
-            say!("{}", line(row));
+            columns.print(&rows.iter().map(cells).collect::<Vec<_>>());
         }
-    }
-    if rows.is_empty() && !args.json {
+        Ok(())
+    };
+    show(&rows)?;
+    if rows.is_empty() && !args.json && !args.follow {
         say!("(no audit rows yet)");
     }
-    Ok(ExitCode::SUCCESS)
+    if !args.follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The rows written since, as they come (every half second; on PostgreSQL the reads wait
+    // for rows still committing, so none is stepped over).
+    let mut after = match rows.last() {
+        Some(row) => row.seq,
+        None => store
+            .audit_query(AuditQuery {
+                limit: 1,
+                newest_first: true,
+                ..Default::default()
+            })
+            .await?
+            .first()
+            .map_or(0, |r| r.seq),
+    };
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let fresh = store
+            .audit_query(AuditQuery {
+                after: Some(after),
+                limit: 500,
+                ..query.clone()
+            })
+            .await?;
+        show(&fresh)?;
+        after = fresh.iter().fold(after, |a, row| a.max(row.seq));
+    }
 }
 
-fn line(r: &AuditRecord) -> String {
+/// An audit row's columns: number, time, agent, tool, outcome (and the refusing step), then
+/// the reason, time taken and call id as free text.
+fn cells(r: &AuditRecord) -> Vec<String> {
     let e = &r.event;
-    let at = time_of(e.at_us);
-    let mut s = format!(
-        "{:>6}  {at}  {:<10} {:<20} {:<10}",
-        r.seq, e.agent, e.tool, e.outcome
-    );
-    if let Some(step) = &e.step {
-        s.push_str(&format!(" [{step}]"));
-    }
+    let outcome = match &e.step {
+        Some(step) => format!("{} [{step}]", e.outcome),
+        None => e.outcome.clone(),
+    };
+    let mut rest = String::new();
     if let Some(reason) = &e.reason {
-        let reason: String = reason.chars().take(120).collect();
-        s.push_str(&format!(" {reason}"));
+        rest.extend(reason.chars().take(120));
+        rest.push_str("  ");
     }
-    s.push_str(&format!("  ({} µs, call {})", e.duration_us, e.call_id));
-    s
+    rest.push_str(&format!("({} µs, call {})", e.duration_us, e.call_id));
+    vec![
+        r.seq.to_string(),
+        time_of(e.at_us),
+        e.agent.clone(),
+        e.tool.clone(),
+        outcome,
+        rest,
+    ]
 }
 
 async fn verify(args: VerifyArgs) -> Result<ExitCode> {
@@ -187,6 +235,7 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
         .witness
         .clone()
         .unwrap_or_else(|| setup::witness_file(&loaded, &url));
+    let working = crate::progress::spinner("walking the audit chain");
     let report = store
         .verify_audit_with(aether_store::VerifyOptions {
             expect_head: expect,
@@ -201,6 +250,7 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
             ),
             _ => e.into(),
         })?;
+    drop(working);
     let mut span = match (report.first_seq, report.last_seq) {
         (Some(a), Some(b)) => format!("{} rows, {a}..{b}", report.rows),
         _ => "no rows yet".to_string(),
@@ -306,7 +356,7 @@ fn parse_head(text: &str) -> Result<(i64, String)> {
 
 async fn head(args: HeadArgs) -> Result<ExitCode> {
     let loaded = setup::load(&args.common)?;
-    let store = setup::open_store(
+    let store = setup::open_existing_store(
         &setup::store_url(&args.common, &loaded, &loaded.base),
         &loaded,
     )?;

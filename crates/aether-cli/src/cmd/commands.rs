@@ -40,14 +40,14 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             limit: args.limit,
         })
         .await?;
+    if args.json {
+        crate::json_lines(&rows)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if rows.is_empty() {
         say!("The command log is empty for this selection.");
     }
     for r in rows {
-        if args.json {
-            say!("{}", serde_json::to_string(&r)?);
-            continue;
-        }
         let ended = match &r.end {
             None => "did not end (running, or Aether stopped)".to_string(),
             Some(e) if e.timed_out => "killed at its time limit".to_string(),

@@ -53,35 +53,39 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             ..Default::default()
         })
         .await?;
+    if args.json {
+        crate::json_lines(&entries)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if entries.is_empty() {
         say!("The journal is empty for this selection.");
     }
-    for e in entries {
-        if args.json {
-            say!("{}", serde_json::to_string(&e)?);
-            continue;
-        }
-        let target = match &e.dest {
-            Some(dest) => format!("{}:{} -> {dest}", e.root, e.path),
-            None => format!("{}:{}", e.root, e.path),
-        };
-        let state = match (&e.reverted_by, e.undoes) {
-            (Some(by), _) => format!("undone by {by}"),
-            (None, Some(id)) => format!("undoes #{id}"),
-            _ => String::new(),
-        };
-        say!(
-            "#{:<6} {}  {:<6} {:<40} call {} ({} {}, session {}) {state}",
-            e.id,
-            crate::cmd::audit::time_of(e.at_us),
-            e.op.as_str(),
-            target,
-            e.call_id,
-            e.agent,
-            e.tool,
-            e.session
-        );
-    }
+    let lines: Vec<Vec<String>> = entries
+        .iter()
+        .map(|e| {
+            let target = match &e.dest {
+                Some(dest) => format!("{}:{} -> {dest}", e.root, e.path),
+                None => format!("{}:{}", e.root, e.path),
+            };
+            let state = match (&e.reverted_by, e.undoes) {
+                (Some(by), _) => format!("undone by {by}"),
+                (None, Some(id)) => format!("undoes #{id}"),
+                _ => String::new(),
+            };
+            vec![
+                format!("#{}", e.id),
+                crate::cmd::audit::time_of(e.at_us),
+                e.op.as_str().to_string(),
+                target,
+                format!(
+                    "call {} ({} {}, session {})",
+                    e.call_id, e.agent, e.tool, e.session
+                ),
+                state,
+            ]
+        })
+        .collect();
+    crate::columns::Columns::default().print(&lines);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -89,6 +93,10 @@ pub async fn run(command: Command) -> Result<ExitCode> {
 pub struct UndoArgs {
     /// The call whose file changes to undo (from `aether journal list` or the audit).
     call_id: String,
+    /// Only the call's changes to this file, as ROOT:PATH (e.g. ws:src/main.rs); the rest of
+    /// the call stays.
+    #[arg(long, value_name = "ROOT:PATH")]
+    file: Option<String>,
     #[command(flatten)]
     common: Common,
     /// Roots as `mcp-serve` takes them; default: aether.toml's, or the current folder.
@@ -97,12 +105,21 @@ pub struct UndoArgs {
 }
 
 pub async fn undo(args: UndoArgs) -> Result<ExitCode> {
+    let file = match &args.file {
+        Some(f) => match f.split_once(':') {
+            Some((root, path)) if !root.is_empty() && !path.is_empty() => Some((root, path)),
+            _ => bail!(
+                "--file takes ROOT:PATH (e.g. ws:src/main.rs), as aether journal list shows it; got {f:?}"
+            ),
+        },
+        None => None,
+    };
     let loaded = setup::load(&args.common)?;
     let specs = setup::roots(&args.roots, &loaded, true)?;
     let (store, _) = setup::store_for_roots(&args.common, &loaded, &specs)?;
     let pipeline = setup::pipeline(&loaded, &specs, store, false, Vec::new()).await?;
     let result = pipeline
-        .operator_undo(&setup::operator(), &args.call_id)
+        .operator_undo(&setup::operator(), &args.call_id, file)
         .await;
     // Its call ended: this process is marked stopped, so no later start takes it for crashed.
     aether_pipeline::Books::new(&pipeline, None)

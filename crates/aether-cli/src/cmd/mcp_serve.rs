@@ -28,8 +28,9 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
-    setup::init_logging("warn");
+    setup::init_logging("warn", &args.common);
     let mut loaded = setup::load(&args.common)?;
+    let telemetry = crate::telemetry::start(&loaded.raw.telemetry)?;
     let roots = setup::roots(&args.roots, &loaded, false)?;
     // Without a configuration, the store and the rules file live beside the first root, as an
     // `aether serve` run there without one keeps them: hosts often start servers from `/` or
@@ -38,6 +39,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         loaded.base = std::path::PathBuf::from(&roots[0].path);
     }
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
+    // A rules file that cannot be read stops the start before anything is made.
+    setup::rules(&loaded)?;
     let store = setup::open_store(&url, &loaded)?;
     let stray = setup::unused_configurations(&loaded, &roots);
     let _controls = setup::guard_control_files(&loaded, &roots).await;
@@ -100,6 +103,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     // The client has gone: stop what still runs and let it write its audit rows.
     pipeline.shut_down(Duration::from_secs(10)).await;
     books.close(&pipeline).await;
+    telemetry.close().await;
     served?;
     Ok(ExitCode::SUCCESS)
 }

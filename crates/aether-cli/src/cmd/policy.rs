@@ -144,7 +144,7 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
         );
     }
     if args.json {
-        say!("{}", serde_json::to_string_pretty(&report)?);
+        crate::json_line(&report)?;
     }
     tell!(
         "Replayed {calls} call(s) from the last {}: {changed} decision(s) would change.{}",

@@ -95,31 +95,36 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::List(args) => {
             let rows = store(&args.common)?.registry().await?;
             if args.json {
-                say!("{}", serde_json::to_string_pretty(&rows)?);
+                crate::json_lines(&rows)?;
                 return Ok(ExitCode::SUCCESS);
             }
-            let screen = aether_pipeline::screening::screen_for(&rows);
-            for row in &rows {
-                let found = aether_pipeline::screening::screen_row(&screen, row)
-                    .findings
-                    .len();
-                say!(
-                    "{:<24} {:<9} {:<50} {} by {}{}",
-                    row.name,
-                    row.origin,
-                    state_of(row),
-                    when(row.updated_at_us),
-                    row.updated_by,
-                    if found > 0 {
-                        format!(
-                            "  [{found} screen finding(s): aether registry show {}]",
-                            row.name
-                        )
-                    } else {
-                        String::new()
-                    }
-                );
+            if rows.is_empty() {
+                say!("The registry is empty: no server has listed its tools into this store yet.");
             }
+            let screen = aether_pipeline::screening::screen_for(&rows);
+            let lines: Vec<Vec<String>> = rows
+                .iter()
+                .map(|row| {
+                    let found = aether_pipeline::screening::screen_row(&screen, row)
+                        .findings
+                        .len();
+                    vec![
+                        row.name.clone(),
+                        row.origin.clone(),
+                        state_of(row),
+                        format!("{} by {}", when(row.updated_at_us), row.updated_by),
+                        if found > 0 {
+                            format!(
+                                "[{found} screen finding(s): aether registry show {}]",
+                                row.name
+                            )
+                        } else {
+                            String::new()
+                        },
+                    ]
+                })
+                .collect();
+            crate::columns::Columns::default().print(&lines);
         }
         Command::Show(args) => {
             let rows = store(&args.common)?.registry().await?;
@@ -137,7 +142,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 let mut v = serde_json::to_value(&row)?;
                 v["findings"] = serde_json::to_value(&screened.findings)?;
                 v["new_findings"] = serde_json::to_value(&screened.new_since_approval)?;
-                say!("{}", serde_json::to_string_pretty(&v)?);
+                crate::json_line(&v)?;
                 return Ok(ExitCode::SUCCESS);
             }
             show(&row);
@@ -161,25 +166,30 @@ pub async fn run(command: Command) -> Result<ExitCode> {
         Command::History(args) => {
             let rows = store(&args.common)?.registry_history(args.name).await?;
             if args.json {
-                say!("{}", serde_json::to_string_pretty(&rows)?);
+                crate::json_lines(&rows)?;
                 return Ok(ExitCode::SUCCESS);
             }
-            for h in rows {
-                let undoes = h
-                    .undoes
-                    .map(|u| format!(" (undoes #{u})"))
-                    .unwrap_or_default();
-                say!(
-                    "#{:<5} {} {:<24} {} -> {}{undoes} by {}: {}",
-                    h.id,
-                    when(h.at_us),
-                    h.name,
-                    h.from_state.as_deref().unwrap_or("(new)"),
-                    h.to_state,
-                    h.by,
-                    h.why
-                );
-            }
+            let lines: Vec<Vec<String>> = rows
+                .into_iter()
+                .map(|h| {
+                    let undoes = h
+                        .undoes
+                        .map(|u| format!(" (undoes #{u})"))
+                        .unwrap_or_default();
+                    vec![
+                        format!("#{}", h.id),
+                        when(h.at_us),
+                        h.name,
+                        format!(
+                            "{} -> {}{undoes}",
+                            h.from_state.as_deref().unwrap_or("(new)"),
+                            h.to_state
+                        ),
+                        format!("by {}: {}", h.by, h.why),
+                    ]
+                })
+                .collect();
+            crate::columns::Columns::default().print(&lines);
         }
     }
     Ok(ExitCode::SUCCESS)

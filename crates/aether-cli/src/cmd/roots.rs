@@ -103,6 +103,7 @@ async fn seal(args: SealArgs) -> Result<ExitCode> {
     roots.set_private(store.private_paths());
     let root_path = roots.get(&spec.name).expect("just opened").path.clone();
     let (name, shown) = (spec.name.clone(), root_path.display().to_string());
+    let working = crate::progress::spinner(&format!("reading and hashing every file of {shown}"));
     let pins = tokio::task::spawn_blocking(move || {
         let root = roots.get(&name).expect("just opened");
         root.pins(roots.credentials())
@@ -131,6 +132,7 @@ async fn seal(args: SealArgs) -> Result<ExitCode> {
             pins,
         )
         .await?;
+    drop(working);
     say!(
         "Sealed root {:?} ({}): {} files pinned by sha256. A running Aether picks the seal up within a second. ({})",
         record.root,

@@ -53,23 +53,32 @@ pub async fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::List(args) => {
             let store = setup::existing_store(&args.common)?;
-            for r in store.runs(args.limit).await? {
-                if args.json {
-                    say!("{}", serde_json::to_string(&r)?);
-                    continue;
-                }
+            let runs = store.runs(args.limit).await?;
+            if runs.is_empty() && !args.json {
                 say!(
-                    "{}  {}  {:<9} {:<12} {:<10} rounds {:<3} tokens {:<7} {}",
-                    r.id,
-                    time_of(r.started_us),
-                    r.status,
-                    r.agent,
-                    r.model,
-                    r.rounds,
-                    r.prompt_tokens + r.completion_tokens,
-                    one_line(&r.task, 60)
+                    "No agent runs yet. Start one: aether agent run --agent NAME --model NAME \"task\""
                 );
             }
+            if args.json {
+                crate::json_lines(&runs)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let lines: Vec<Vec<String>> = runs
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.id.clone(),
+                        time_of(r.started_us),
+                        r.status.clone(),
+                        r.agent.clone(),
+                        r.model.clone(),
+                        format!("rounds {}", r.rounds),
+                        format!("tokens {}", r.prompt_tokens + r.completion_tokens),
+                        one_line(&r.task, 60),
+                    ]
+                })
+                .collect();
+            crate::columns::Columns::default().print(&lines);
             Ok(ExitCode::SUCCESS)
         }
         Command::Show(args) => {
@@ -86,12 +95,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                             "body": serde_json::from_str::<Value>(&e.body).unwrap_or(Value::Null)})
                     })
                     .collect();
-                say!(
-                    "{}",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({"run": run, "events": events})
-                    )?
-                );
+                crate::json_line(&serde_json::json!({"run": run, "events": events}))?;
                 return Ok(ExitCode::SUCCESS);
             }
             say!("run      {}", run.id);

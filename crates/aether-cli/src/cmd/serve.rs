@@ -17,8 +17,9 @@ use crate::setup::{self, Common};
 pub struct Args {
     #[command(flatten)]
     common: Common,
-    /// Address to listen on. Default: server.listen in aether.toml, else 127.0.0.1:8484.
-    #[arg(long)]
+    /// Address to listen on, IP:PORT (or localhost:PORT). Default: server.listen in
+    /// aether.toml, else 127.0.0.1:8484.
+    #[arg(long, value_parser = aether_policy::config::listen_address)]
     listen: Option<SocketAddr>,
     /// A root to serve, NAME=PATH[:ro|rw|sealed]; repeat for several. Default: the configured
     /// roots, else the current folder as `workspace` (rw).
@@ -32,10 +33,13 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
-    setup::init_logging("warn,aether=info");
+    setup::init_logging("warn,aether=info", &args.common);
     let loaded = setup::load(&args.common)?;
+    let telemetry = crate::telemetry::start(&loaded.raw.telemetry)?;
     let roots = setup::roots(&args.roots, &loaded, true)?;
     let url = setup::store_url(&args.common, &loaded, &loaded.base);
+    // A rules file that cannot be read stops the start before anything is made.
+    setup::rules(&loaded)?;
     let store = setup::open_store(&url, &loaded)?;
     let _controls = setup::guard_control_files(&loaded, &roots).await;
     let (upstreams, external) = setup::upstreams(&loaded, &store, &roots).await;
@@ -54,7 +58,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let books = setup::Books::open(&loaded, &url, &pipeline).await?;
     let addr = match args.listen {
         Some(a) => a,
-        None => loaded.raw.server.listen.parse().context("server.listen")?,
+        None => aether_policy::config::listen_address(&loaded.raw.server.listen)
+            .map_err(|e| anyhow::anyhow!("server.listen {e}"))?,
     };
     let auth = loaded.raw.server.auth;
     if !addr.ip().is_loopback() && auth == HttpAuth::None {
@@ -70,6 +75,14 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         .with_context(|| format!("cannot listen on {addr}"))?;
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
+    // Aether as its own authorization server: its tokens are checked with its own key.
+    let authority =
+        aether_server::authz::Authority::from_config(&loaded.raw.auth, pipeline.store())
+            .map_err(anyhow::Error::msg)?
+            .map(std::sync::Arc::new);
+    let builtin = authority
+        .as_ref()
+        .map(|a| aether_server::oauth::Builtin::new(a.verifier(), pipeline.store().clone()));
     let opts = HttpOptions {
         addr,
         mode: if args.conformance_fixtures {
@@ -89,8 +102,17 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         oauth: aether_server::oauth::OAuth::from_config(
             &loaded.raw.auth,
             &loaded.raw.server.http_agent,
+            builtin,
         )
         .map(std::sync::Arc::new),
+        authority,
+        trace_url: loaded.raw.console.trace_url.clone(),
+        console_sign_in: loaded.raw.console.oidc.clone().map(|config| {
+            std::sync::Arc::new(aether_server::console_oidc::ConsoleSignIn::new(
+                config,
+                pipeline.store(),
+            ))
+        }),
     };
     let app = router(pipeline.clone(), &opts)?;
     let tokens = match auth {
@@ -137,6 +159,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let served = serve_http(listener, app, shutdown).await;
     pipeline.shut_down(Duration::from_secs(10)).await;
     books.close(&pipeline).await;
+    telemetry.close().await;
     served.context("the HTTP server stopped")?;
     Ok(ExitCode::SUCCESS)
 }

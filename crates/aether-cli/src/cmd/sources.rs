@@ -147,7 +147,7 @@ async fn list(args: JsonArgs) -> Result<ExitCode> {
     let store = setup::existing_store(&args.common)?;
     let statuses = store.upstream_statuses().await?;
     if args.json {
-        say!("{}", serde_json::to_string_pretty(&statuses)?);
+        crate::json_lines(&statuses)?;
         return Ok(ExitCode::SUCCESS);
     }
     if loaded.raw.upstreams.is_empty() && statuses.is_empty() {
@@ -224,7 +224,7 @@ async fn show(args: NameArgs) -> Result<ExitCode> {
             .collect::<serde_json::Map<String, Value>>()
             .into();
         v["listing"] = listing;
-        say!("{}", serde_json::to_string_pretty(&v)?);
+        crate::json_line(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
     say!("upstream:     {}", status.name);
@@ -336,7 +336,7 @@ async fn datasets(args: DatasetsArgs) -> Result<ExitCode> {
     let store = setup::existing_store(&args.common)?;
     let sets = store.datasets(args.limit).await?;
     if args.json {
-        say!("{}", serde_json::to_string_pretty(&sets)?);
+        crate::json_lines(&sets)?;
         return Ok(ExitCode::SUCCESS);
     }
     if sets.is_empty() {
@@ -426,7 +426,7 @@ async fn report(command: ReportCommand) -> Result<()> {
             let store = setup::existing_store(&args.common)?;
             let reports = store.reports().await?;
             if args.json {
-                say!("{}", serde_json::to_string_pretty(&reports)?);
+                crate::json_lines(&reports)?;
                 return Ok(());
             }
             if reports.is_empty() {

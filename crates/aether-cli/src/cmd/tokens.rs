@@ -96,11 +96,7 @@ pub async fn run(command: Command) -> Result<ExitCode> {
             say!("{token}");
         }
         Command::List(args) => {
-            let loaded = setup::load(&args.common)?;
-            let store = setup::open_store(
-                &setup::store_url(&args.common, &loaded, &loaded.base),
-                &loaded,
-            )?;
+            let store = setup::existing_store(&args.common)?;
             let rows: Vec<_> = store
                 .tokens()
                 .await?
@@ -108,28 +104,30 @@ pub async fn run(command: Command) -> Result<ExitCode> {
                 .map(|(row, _)| row)
                 .collect();
             if args.json {
-                say!("{}", serde_json::to_string_pretty(&rows)?);
+                crate::json_lines(&rows)?;
                 return Ok(ExitCode::SUCCESS);
             }
             if rows.is_empty() {
                 say!("No tokens. `aether tokens create --agent NAME` makes one.");
             }
-            for t in rows {
-                let state = match t.revoked_at_us {
-                    Some(at) => format!("revoked {}", time_of(at)),
-                    None => "active".into(),
-                };
-                say!(
-                    "{}  {:<8} {:<20} {:<28} created {} by {}  {}",
-                    t.id,
-                    t.kind.as_str(),
-                    t.subject,
-                    state,
-                    time_of(t.created_at_us),
-                    t.created_by,
-                    t.label
-                );
-            }
+            let lines: Vec<Vec<String>> = rows
+                .into_iter()
+                .map(|t| {
+                    let state = match t.revoked_at_us {
+                        Some(at) => format!("revoked {}", time_of(at)),
+                        None => "active".into(),
+                    };
+                    vec![
+                        t.id,
+                        t.kind.as_str().to_string(),
+                        t.subject,
+                        state,
+                        format!("created {} by {}", time_of(t.created_at_us), t.created_by),
+                        t.label,
+                    ]
+                })
+                .collect();
+            crate::columns::Columns::default().print(&lines);
         }
         Command::Revoke(args) => {
             let loaded = setup::load(&args.common)?;

@@ -615,7 +615,7 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
     assert!(note.contains("50 of 120 rows shown"), "{note}");
     let (code, out, err) = ws.run(&["sources", "datasets", "--json", "--config", &cfg]);
     assert_eq!(code, 0, "{err}");
-    let sets: Value = serde_json::from_str(&out).unwrap();
+    let sets = Value::Array(crate::util::json_lines(&out));
     let call_id = sets[0]["call_id"].as_str().unwrap().to_string();
     assert!(note.contains(&call_id), "{note}");
     assert_eq!(sets[0]["row_count"], 120, "{sets}");

@@ -27,7 +27,7 @@ fn pending(ws: &Ws) -> Value {
     loop {
         let (code, out, err) = ws.run(&["approvals", "list", "--json", "--store", &store]);
         assert_eq!(code, 0, "{err}");
-        let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+        let rows: Vec<Value> = crate::util::json_lines(&out);
         if let Some(row) = rows.into_iter().next() {
             return row;
         }
@@ -407,7 +407,7 @@ fn tokens_decide_who_calls_and_only_operators_reach_the_admin_api() {
     // Revoked: refused within the poll interval.
     let store = ws.store_url();
     let (_, out, _) = ws.run(&["tokens", "list", "--json", "--store", &store]);
-    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let rows: Vec<Value> = crate::util::json_lines(&out);
     assert!(!out.contains(&agent), "the list never shows a token");
     let id = rows.iter().find(|r| r["kind"] == "agent").unwrap()["id"]
         .as_str()

@@ -119,18 +119,24 @@ fn health_undeclared_paths_and_oversized_bodies() {
     );
 }
 
+/// The banner's two `mcpServers` blocks: (by URL, over stdio).
+fn banner_entries(banner: &str) -> Vec<Value> {
+    banner
+        .split("\n\n")
+        .filter_map(|block| block.find('{').map(|i| &block[i..]))
+        .filter_map(|s| serde_json::from_str(s.trim()).ok())
+        .collect()
+}
+
 #[test]
 fn the_banner_gives_the_mcp_servers_entries() {
     let ws = Ws::new();
     let srv = HttpServer::start(&ws, &[]);
-    let json_blocks: Vec<Value> = srv
-        .banner
-        .split("\n\n")
-        .filter_map(|block| block.find('{').map(|i| &block[i..]))
-        .filter_map(|s| serde_json::from_str(s.trim()).ok())
-        .collect();
+    let json_blocks = banner_entries(&srv.banner);
     assert_eq!(json_blocks.len(), 2, "{}", srv.banner);
     assert_eq!(json_blocks[0]["mcpServers"]["aether"]["url"], srv.url());
+    // No token yet: callers need none, and the URL entry carries no header.
+    assert!(json_blocks[0]["mcpServers"]["aether"]["headers"].is_null());
     let stdio = &json_blocks[1]["mcpServers"]["aether"];
     assert!(stdio["command"].as_str().unwrap().ends_with("aether"));
     assert_eq!(stdio["args"][0], "mcp-serve");
@@ -139,6 +145,19 @@ fn the_banner_gives_the_mcp_servers_entries() {
             .as_str()
             .unwrap()
             .contains(&ws.path().canonicalize().unwrap().display().to_string())
+    );
+    drop(srv);
+
+    // Once an agent's token exists, the URL entry carries the header a caller needs.
+    let (code, _, err) = ws.run(&["tokens", "create", "--agent", "default"]);
+    assert_eq!(code, 0, "{err}");
+    let srv = HttpServer::start(&ws, &[]);
+    let json_blocks = banner_entries(&srv.banner);
+    let header = &json_blocks[0]["mcpServers"]["aether"]["headers"]["Authorization"];
+    assert!(
+        header.as_str().is_some_and(|h| h.starts_with("Bearer ")),
+        "{}",
+        srv.banner
     );
 }
 
@@ -378,6 +397,63 @@ fn requests_a_browser_marks_as_cross_site_are_refused_everywhere() {
                 assert_ne!(r.status, 403, "{method} {path} {site}: {}", r.head);
             }
         }
+    }
+}
+
+/// A person sent here by another site (an MCP client to the consent page, an identity provider
+/// back to the console) loads the entry pages; nothing else is reached that way, not in a
+/// frame, not by another method, not under another Host.
+#[test]
+fn another_site_may_send_a_person_to_the_entry_pages_and_nowhere_else() {
+    let ws = Ws::new();
+    let srv = HttpServer::start(&ws, &[]);
+    let host = srv.addr.clone();
+    let navigate = |method: &str, path: &str, host: &str, dest: &str| {
+        http(
+            &srv.addr,
+            method,
+            path,
+            &[
+                ("Host", host),
+                ("Sec-Fetch-Site", "cross-site"),
+                ("Sec-Fetch-Mode", "navigate"),
+                ("Sec-Fetch-Dest", dest),
+            ],
+            b"",
+        )
+    };
+    for path in ["/console", "/oauth/authorize", "/console/oidc/callback"] {
+        let r = navigate("GET", path, &host, "document");
+        assert_ne!(r.status, 403, "{path}: {}", r.head);
+        assert_eq!(
+            navigate("GET", path, &host, "iframe").status,
+            403,
+            "{path} framed"
+        );
+        assert_eq!(
+            navigate("POST", path, &host, "document").status,
+            403,
+            "{path} posted"
+        );
+        assert_eq!(
+            navigate("GET", path, "evil.example:80", "document").status,
+            403,
+            "{path} under another Host"
+        );
+    }
+    for path in [
+        "/",
+        "/api/health",
+        "/api/halt",
+        "/console/oidc",
+        "/console/app.js",
+        "/mcp",
+    ] {
+        assert_eq!(
+            navigate("GET", path, &host, "document").status,
+            403,
+            "{path}"
+        );
     }
 }
 
@@ -749,4 +825,62 @@ fn a_stream_resumed_after_its_call_finished_replays_the_result_once() {
     // From the result on, nothing is left.
     let after = resume(ids.last().expect("replayed events have ids"));
     assert!(!after.body.contains("Progress reported"), "{}", after.body);
+}
+
+/// A request refused before its body is read (the Host gate, a missing operator token, a
+/// missing agent token on /mcp) leaves its connection usable: the body that comes after the
+/// answer was decided is read, so the client's next request on the same connection (what
+/// every MCP SDK sends at once after a 401: discovery) is answered, not cut off.
+#[test]
+fn a_request_refused_before_its_body_keeps_its_connection() {
+    use std::io::{Read, Write};
+    let ws = Ws::new();
+    let (code, _, err) = ws.run(&["tokens", "create", "--agent", "default"]);
+    assert_eq!(code, 0, "{err}");
+    let srv = HttpServer::start(&ws, &[]);
+    let own = srv.addr.clone();
+    for (path, host, refused) in [
+        ("/mcp", own.as_str(), 401),
+        ("/api/halt", own.as_str(), 401),
+        ("/mcp", "evil.example.com", 403),
+    ] {
+        let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+            INIT.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        // The body follows later than the server needs to decide.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        s.write_all(INIT.as_bytes()).unwrap();
+        let (status, head) = read_head(&mut s);
+        assert_eq!(status, refused, "{path} {host}: {head}");
+        let length: usize = crate::util::HttpReply {
+            status,
+            head: head.clone(),
+            body: String::new(),
+        }
+        .header("content-length")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{path}: a length: {head}"));
+        let mut body = vec![0; length];
+        s.read_exact(&mut body).unwrap();
+        assert!(
+            !head.to_ascii_lowercase().contains("connection: close"),
+            "{path}: {head}"
+        );
+        // The same connection, again.
+        let next = format!("GET /api/health HTTP/1.1\r\nHost: {own}\r\nConnection: close\r\n\r\n");
+        let mut rest = String::new();
+        if let Err(e) = s.write_all(next.as_bytes()) {
+            panic!("{path} {host}: the connection was closed under the client: {e}");
+        }
+        let _ = s.read_to_string(&mut rest);
+        assert!(
+            rest.starts_with("HTTP/1.1 200"),
+            "{path} {host}: the next request on the connection got {rest:?}"
+        );
+    }
 }

@@ -2,9 +2,11 @@
 //! by raw JSON-RPC and by the official MCP peers (when `AETHER_PEERS` names their install
 //! folder; `scripts/test.sh` sets it). Plus the workspace's tidy checks.
 
+mod authorization;
 mod browser;
 mod cli;
 mod console;
+mod console_sso;
 mod control;
 mod crash;
 mod federation;
@@ -16,6 +18,7 @@ mod peers;
 mod replicas;
 mod runner;
 mod stdio;
+mod telemetry;
 mod tidy;
 mod util;
 mod working_tools;

@@ -657,7 +657,7 @@ fn python_sdk_user_approves_in_rounds() {
         }
     }
     let (_, out, _) = ws.run(&["approvals", "list", "--all", "--json"]);
-    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let rows: Vec<Value> = crate::util::json_lines(&out);
     let decided: Vec<(&str, &str)> = rows
         .iter()
         .map(|r| {
@@ -821,10 +821,7 @@ fn an_approval_for_a_client_that_cannot_be_asked_goes_to_the_operators() {
         let mut id = String::new();
         for _ in 0..100 {
             let (_, out, _) = ws.run(&["approvals", "list", "--json", "--store", &store]);
-            if let Some(row) = serde_json::from_str::<Vec<Value>>(&out)
-                .ok()
-                .and_then(|rows| rows.into_iter().next())
-            {
+            if let Some(row) = crate::util::json_lines(&out).into_iter().next() {
                 id = row["id"].as_str().unwrap().to_string();
                 break;
             }
@@ -915,7 +912,7 @@ fn an_agent_has_only_so_many_approvals_waiting_in_rounds() {
     let text = refused["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("already wait"), "{text}");
     let (_, out, _) = ws.run(&["approvals", "list", "--json"]);
-    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let rows: Vec<Value> = crate::util::json_lines(&out);
     assert_eq!(rows.len(), 32, "{out}");
 }
 

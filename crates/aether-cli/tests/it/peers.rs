@@ -457,7 +457,7 @@ fn python_sdk_user_decides_through_elicitation() {
     assert!(text.contains("did not approve"), "{text}");
     // Both decisions are on record as the client user's.
     let (_, out, _) = ws.run(&["approvals", "list", "--all", "--json"]);
-    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let rows: Vec<Value> = crate::util::json_lines(&out);
     let states: Vec<(&str, &str)> = rows
         .iter()
         .map(|r| {

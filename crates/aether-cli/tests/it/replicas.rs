@@ -600,7 +600,7 @@ fn replicas_serve_2026_07_28_clients_with_no_shared_session() {
         );
     }
     let (_, out, _) = ws.run(&["approvals", "list", "--all", "--json", "--store", &pg.url]);
-    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let rows: Vec<Value> = crate::util::json_lines(&out);
     assert_eq!(rows.len(), 1, "{out}");
     assert_eq!(rows[0]["state"], "approved", "{out}");
     assert_eq!(

@@ -301,6 +301,27 @@ fn every_tool_call_of_a_run_goes_through_the_pipeline() {
     assert_eq!(code, 0, "{out}");
 }
 
+/// A run waiting for a slow model says so in a log (stderr not a terminal): a heartbeat line
+/// every 15 s with the time waited, no spinner's escape codes; the run then ends as usual.
+#[test]
+fn a_run_waiting_for_its_model_says_so_in_a_log() {
+    let mut slow = says("done, slowly");
+    slow.delay = Duration::from_secs(16);
+    let model = ScriptedModel::start(vec![slow]);
+    let ws = workspace(
+        &format!("http://{}/v1", model.addr),
+        "timeout_seconds = 60\n",
+    );
+    let (code, outcome, err) = run(&ws, "reader", &[], "wait for it");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(outcome["answer"], "done, slowly", "{outcome}");
+    assert!(
+        err.contains("round 1: still waiting for the model (15 s)"),
+        "{err}"
+    );
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
+
 #[test]
 fn a_run_that_uses_its_rounds_ends_with_one_request_without_tools() {
     let model = ScriptedModel::start(vec![
@@ -587,19 +608,7 @@ fn a_run_is_stopped_from_another_terminal_and_by_a_halt() {
         "timeout_seconds = 30\n",
     );
     for (how, status) in [("stop", "stopped"), ("halt", "halted")] {
-        let child = run_in_background(
-            &ws,
-            &[
-                "--agent",
-                "reader",
-                "--model",
-                "m",
-                "--json",
-                "--max-rounds",
-                "50",
-                "keep reading",
-            ],
-        );
+        let child = run_in_background(&ws, KEEP_READING);
         let id = newest_running_run(&ws);
         let (code, out, err) = match how {
             "stop" => ws.run(&["runs", "stop", &id, "--why", "enough"]),
@@ -730,6 +739,73 @@ fn a_run_stops_at_its_cost_cap_before_the_next_call() {
 }
 
 /// `aether agent run ARGS` started in the background (its outcome read with `finish`).
+/// The console's Runs page in a real browser: a running run's transcript opens there, and its
+/// Stop button (with the reason asked for) stops it before its next model request.
+#[test]
+fn a_run_is_stopped_from_the_consoles_runs_page_in_a_real_browser() {
+    let Some(peers) = crate::util::peers("runs in a browser") else {
+        return;
+    };
+    if !std::path::Path::new("/usr/bin/chromium").exists() {
+        eprintln!("runs in a browser: skipped; install chromium (scripts/test.sh does)");
+        return;
+    }
+    let slow = Scripted {
+        delay: Duration::from_millis(700),
+        ..calls(&[("read_file", r#"{"path": "README.md"}"#)])
+    };
+    let model = ScriptedModel::start(vec![slow]);
+    let ws = workspace(
+        &format!("http://{}/v1", model.addr),
+        "timeout_seconds = 30\n",
+    );
+    crate::console::account(&ws, "olga", "operator", "olga's long password");
+    let srv = crate::util::HttpServer::start(&ws, &[]);
+    let child = run_in_background(&ws, KEEP_READING);
+    let id = newest_running_run(&ws);
+    let mut browser = crate::browser::Browser::open(
+        &peers,
+        &format!("http://{}", srv.addr),
+        &crate::util::repo_root().join("target/screenshots/runs"),
+    );
+    browser.ok(json!({"op": "sign_in", "name": "olga", "password": "olga's long password"}));
+    let transcript = browser.ok(json!({"op": "transcript", "run": id}));
+    let transcript = transcript.as_str().unwrap();
+    assert!(
+        transcript.contains(&format!("Transcript of run {id} (running)"))
+            && transcript.contains("read_file"),
+        "{transcript}"
+    );
+    browser.ok(json!({"op": "shot", "name": "run-transcript"}));
+    let row =
+        browser.ok(json!({"op": "stop_run", "run": id, "dialog": "enough, from the console"}));
+    assert!(row.as_str().unwrap().contains("stopped"), "{row}");
+    let out = child.finish(Duration::from_secs(15));
+    let outcome: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(outcome["status"], "stopped", "{outcome}");
+    assert!(
+        outcome["error"]
+            .as_str()
+            .unwrap()
+            .contains("enough, from the console"),
+        "{outcome}"
+    );
+    let problems = browser.ok(json!({"op": "problems"}));
+    assert_eq!(problems, json!([]), "errors in the page");
+}
+
+/// A run of `reader` that reads on and on (its model always asks for another read).
+const KEEP_READING: &[&str] = &[
+    "--agent",
+    "reader",
+    "--model",
+    "m",
+    "--json",
+    "--max-rounds",
+    "50",
+    "keep reading",
+];
+
 fn run_in_background(ws: &Ws, args: &[&str]) -> Killed {
     run_in_background_with(ws, args, &[])
 }
@@ -1355,7 +1431,7 @@ fn a_runs_call_that_needs_a_person_waits_for_one() {
         );
         std::thread::sleep(Duration::from_millis(100));
         let (_, out, _) = ws.run(&["approvals", "list", "--json"]);
-        let rows: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        let rows = Value::Array(crate::util::json_lines(&out));
         if let Some(row) = rows.as_array().and_then(|r| r.first()) {
             assert_eq!(
                 (row["agent"].as_str(), row["tool"].as_str()),

@@ -224,9 +224,15 @@ impl HttpServer {
     /// `aether serve` listening on `listen` (a port the test chose before, e.g. to name
     /// Aether's URL in another program's settings).
     pub fn start_at(ws: &Ws, listen: &str, extra: &[&str]) -> HttpServer {
+        HttpServer::start_with(ws, listen, extra, &[])
+    }
+
+    /// [`HttpServer::start_at`] with more environment variables.
+    pub fn start_with(ws: &Ws, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut child = aether()
             .args(["serve", "--listen", listen])
             .args(extra)
+            .envs(env.iter().copied())
             .current_dir(ws.path())
             .stdout(Pipe::piped())
             .stderr(Pipe::null())
@@ -384,11 +390,35 @@ pub fn peers_path(peers: &Path) -> String {
     )
 }
 
+/// What a `--json` list printed: one JSON value per line (JSON Lines), every line one.
+pub fn json_lines(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?} in\n{out}")))
+        .collect()
+}
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
         .unwrap()
+}
+
+/// Starts a helper that announces itself with one JSON line on stdout (its ports, its
+/// URL), and returns it, killed when dropped, with that line.
+pub fn spawn_announcing(cmd: &mut Command) -> (Killed, Value) {
+    let mut child = cmd
+        .stdout(Pipe::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let announced =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{cmd:?} announced {line:?}: {e}"));
+    (Killed(child), announced)
 }
 
 /// Kills a helper process when the test ends, however it ends.

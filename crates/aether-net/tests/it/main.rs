@@ -176,6 +176,7 @@ fn cx(agent: AgentProfile) -> CallContext {
         receipt: None,
         subject: None,
         scope: None,
+        trace: None,
     }
 }
 

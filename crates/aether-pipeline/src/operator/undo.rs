@@ -13,9 +13,15 @@ use crate::execution::receipt_of;
 use crate::{CallOutcome, CallResult, Entry, Pipeline, SessionContext, Transport};
 
 impl Pipeline {
-    /// Undoes every file change of `call_id`, as the operator `by`: a call of its own, with a
-    /// receipt, journal entries and an audit row.
-    pub async fn operator_undo(&self, by: &str, call_id: &str) -> CallResult {
+    /// Undoes every file change of `call_id` (with `file`, its changes to that root and path
+    /// only), as the operator `by`: a call of its own, with a receipt, journal entries and an
+    /// audit row.
+    pub async fn operator_undo(
+        &self,
+        by: &str,
+        call_id: &str,
+        file: Option<(&str, &str)>,
+    ) -> CallResult {
         let ctx = SessionContext {
             session_id: format!("operator:{by}"),
             transport: Transport::InProcess,
@@ -35,7 +41,12 @@ impl Pipeline {
             }
         };
         let envelope = Envelope::default();
-        let args = serde_json::json!({ "call_id": call_id });
+        let args = match file {
+            Some((root, path)) => {
+                serde_json::json!({ "call_id": call_id, "root": root, "path": path })
+            }
+            None => serde_json::json!({ "call_id": call_id }),
+        };
         let mut call = self.start(
             &ctx,
             &entry.def().name,

@@ -18,5 +18,6 @@ mod results;
 mod rules;
 mod setup;
 mod shell;
+mod spans;
 mod support;
 mod writes;

@@ -393,6 +393,7 @@ impl Harness {
             screen: Default::default(),
             private: Vec::new(),
             undo: Arc::new(aether_tools::workspace::UndoCall::new()),
+            tracer: None,
         }
     }
 

@@ -819,7 +819,7 @@ async fn a_session_cannot_revert_another_sessions_edit() {
 
 /// Runs the operator's undo of `call_id`, asserting it worked; returns its call id.
 async fn undo(w: &World, call_id: &str) -> String {
-    let result = w.p.operator_undo("alice", call_id).await;
+    let result = w.p.operator_undo("alice", call_id, None).await;
     match &result.outcome {
         CallOutcome::Ran(out) if !out.is_error => {}
         other => panic!("undo of {call_id} failed: {other:?}"),
@@ -867,7 +867,7 @@ async fn operator_undo_reverses_write_file_and_an_undo_of_the_undo_reapplies_it(
     assert_ne!(redone, undone);
 
     // A call already undone has nothing left to undo; the attempt is audited.
-    let again = w.p.operator_undo("alice", &write.call_id).await;
+    let again = w.p.operator_undo("alice", &write.call_id, None).await;
     let message = error(&again);
     assert!(message.contains("nothing of call"), "{message}");
     assert_eq!(w.outcome(&again.call_id), "tool_error");
@@ -1031,6 +1031,61 @@ async fn operator_undo_works_while_halted() {
     w.h.check().await;
 }
 
+/// The operator's undo of one file of a call: that file's change goes back, the rest of the
+/// call stays until it is undone too; a file the call did not change (or whose change is
+/// already undone) changes nothing.
+#[tokio::test]
+async fn operator_undo_of_one_file_leaves_the_rest_of_the_call() {
+    let w = World::new().await;
+    let (made, _) = w
+        .ok(
+            "write_file",
+            json!({"path": "made/here.txt", "content": "x"}),
+        )
+        .await;
+    let one =
+        w.p.operator_undo("alice", &made.call_id, Some(("ws", "made/here.txt")))
+            .await;
+    assert!(error_of(&one).is_none(), "{:?}", one.outcome);
+    assert!(!w.exists("ws/made/here.txt"));
+    assert!(
+        w.exists("ws/made"),
+        "the folder is another change of the call"
+    );
+    let states: Vec<_> = w
+        .journal(&made.call_id)
+        .into_iter()
+        .map(|r| (r.op, r.path, r.reverted_by))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("mkdir".to_string(), "made".to_string(), None),
+            (
+                "write".to_string(),
+                "made/here.txt".to_string(),
+                Some(one.call_id.clone())
+            ),
+        ]
+    );
+
+    for (file, expected) in [
+        (Some(("ws", "other.txt")), "nothing of ws:other.txt of call"),
+        (Some(("ws", "made/here.txt")), "nothing of ws:made/here.txt"),
+    ] {
+        let refused = w.p.operator_undo("alice", &made.call_id, file).await;
+        let message = error(&refused);
+        assert!(message.contains(expected), "{message}");
+    }
+    assert!(w.exists("ws/made"));
+
+    // The rest of the call: the folder.
+    let rest = w.p.operator_undo("alice", &made.call_id, None).await;
+    assert!(error_of(&rest).is_none(), "{:?}", rest.outcome);
+    assert!(!w.exists("ws/made"));
+    w.h.check().await;
+}
+
 #[tokio::test]
 async fn operator_undo_refuses_when_the_file_changed_since() {
     let w = World::new().await;
@@ -1039,7 +1094,7 @@ async fn operator_undo_refuses_when_the_file_changed_since() {
         .ok("write_file", json!({"path": "u.txt", "content": "v2\n"}))
         .await;
     fs::write(w.path("ws/u.txt"), "v3 by hand\n").unwrap();
-    let result = w.p.operator_undo("alice", &write.call_id).await;
+    let result = w.p.operator_undo("alice", &write.call_id, None).await;
     let message = error(&result);
     assert!(message.contains("changed since"), "{message}");
     assert_eq!(w.read("ws/u.txt"), "v3 by hand\n");
@@ -1956,7 +2011,7 @@ async fn concurrent_edits_each_get_their_own_outcome_and_the_journal_chains() {
         .query_row("SELECT count(*) FROM journal_blobs", [], |r| r.get(0))
         .unwrap();
     assert!(blobs >= 16, "{blobs} images kept");
-    let undo = w.p.operator_undo("alice", &rows[15].0).await;
+    let undo = w.p.operator_undo("alice", &rows[15].0, None).await;
     assert!(error_of(&undo).is_none(), "{undo:?}");
     assert_eq!(content_hash(w.read("ws/log.txt").as_bytes()), rows[15].1);
     w.h.check().await;

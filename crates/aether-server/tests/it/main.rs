@@ -24,6 +24,7 @@ async fn pipeline(dir: &tempfile::TempDir) -> Arc<Pipeline> {
         screen: Default::default(),
         private: Vec::new(),
         undo: std::sync::Arc::new(aether_tools::workspace::UndoCall::new()),
+        tracer: None,
     })
     .await
     .unwrap();
@@ -44,6 +45,9 @@ fn options(agent: &str) -> HttpOptions {
         max_sessions: 8_192,
         max_sessions_per_caller: 1_024,
         oauth: None,
+        authority: None,
+        console_sign_in: None,
+        trace_url: None,
     }
 }
 

@@ -31,6 +31,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0006_audit_trace.sql"),
     include_str!("../../migrations/postgres/0007_audit_subject.sql"),
     include_str!("../../migrations/postgres/0008_rate_counts.sql"),
+    include_str!("../../migrations/postgres/0009_oauth.sql"),
+    include_str!("../../migrations/postgres/0010_call_stats.sql"),
+    include_str!("../../migrations/postgres/0011_call_stats_hour.sql"),
 ];
 
 /// The advisory lock (with the schema's hash as its second half) that serializes writers
@@ -614,16 +617,10 @@ impl PgFlight {
         }
     }
 
-    /// In one flight: each of `statements` (`sql` bound to its args; at most two), then
-    /// COMMIT; returns the rows each changed. If one fails, COMMIT ends the aborted
-    /// transaction as a rollback.
+    /// In one flight: each of `statements` (`sql` bound to its args), then COMMIT; returns
+    /// the rows each changed. If one fails, COMMIT ends the aborted transaction as a
+    /// rollback.
     pub(crate) fn commit_with(&mut self, statements: &[(&str, &[Arg<'_>])]) -> DbResult<Vec<u64>> {
-        if statements.len() > 2 {
-            self.rollback();
-            return Err(DbError::Refused(
-                "a flight takes at most two statements".into(),
-            ));
-        }
         let mut prepared = Vec::with_capacity(statements.len());
         for (sql, _) in statements {
             match self.prepared(sql, true) {
@@ -639,25 +636,20 @@ impl PgFlight {
             .iter()
             .map(|(_, args)| args.iter().map(|a| a as _).collect())
             .collect();
-        // Each arm sends its request when first polled, in order: the statements, then COMMIT.
-        let run = |i: usize| {
-            let (stmt, params) = (prepared.get(i), params.get(i));
-            async move {
-                match (stmt, params) {
-                    (Some(stmt), Some(params)) => client.execute(stmt, params).await.map(Some),
-                    _ => Ok(None),
-                }
-            }
-        };
-        let (first, second, committed) = self
-            .runtime
-            .block_on(async { tokio::join!(run(0), run(1), client.batch_execute("COMMIT")) });
-        if statements.len() > 2 {
-            return Err(DbError::Refused(
-                "a flight takes at most two statements".into(),
-            ));
-        }
-        let counts = [first?, second?].into_iter().flatten().collect();
+        // join_all polls each future once, in order, before any is polled again, and a
+        // request is sent when its future is first polled: the statements, then COMMIT, go
+        // out together.
+        let runs = prepared
+            .iter()
+            .zip(&params)
+            .map(|(stmt, params)| client.execute(stmt, params));
+        let (counts, committed) = self.runtime.block_on(async {
+            tokio::join!(
+                futures::future::join_all(runs),
+                client.batch_execute("COMMIT")
+            )
+        });
+        let counts = counts.into_iter().collect::<Result<Vec<u64>, _>>()?;
         committed?;
         Ok(counts)
     }

@@ -28,6 +28,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0016_audit_trace.sql"),
     include_str!("../../migrations/sqlite/0017_audit_subject.sql"),
     include_str!("../../migrations/sqlite/0018_rate_counts.sql"),
+    include_str!("../../migrations/sqlite/0019_oauth.sql"),
+    include_str!("../../migrations/sqlite/0020_call_stats.sql"),
+    include_str!("../../migrations/sqlite/0021_call_stats_hour.sql"),
 ];
 
 impl rusqlite::ToSql for Arg<'_> {

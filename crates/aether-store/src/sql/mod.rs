@@ -35,11 +35,13 @@ mod journal;
 mod knowledge;
 pub(crate) mod ledger;
 mod mcp_sessions;
+mod oauth;
 mod planning;
 mod rates;
 mod retention;
 mod runs;
 mod sources;
+pub(crate) mod stats;
 
 /// How many queued writes one transaction takes at most.
 const MAX_BATCH: usize = 512;
@@ -609,6 +611,10 @@ impl SqlStore {
                 sql.push_str(" AND seq <= ?");
                 args.push(horizon.into());
             }
+            if let Some(before) = q.before {
+                sql.push_str(" AND seq < ?");
+                args.push(before.into());
+            }
             if let Some(since) = q.since_us {
                 sql.push_str(" AND at_us >= ?");
                 args.push(since.into());
@@ -623,6 +629,7 @@ impl SqlStore {
                 ("outcome", &q.outcome),
                 ("call_id", &q.call_id),
                 ("subject", &q.subject),
+                ("session", &q.session),
             ] {
                 if let Some(v) = val {
                     sql.push_str(&format!(" AND {col} = ?"));
@@ -1580,6 +1587,8 @@ fn append_audit_at(
             &bound,
         )?;
     }
+    // The console's per-minute counts, in the same transaction.
+    stats::add(tx, events)?;
     Ok(seqs)
 }
 
@@ -1874,18 +1883,28 @@ fn commit_in_flight(
         tuples(n, AUDIT_ARITY)
     );
     let (receipt_args, audit_args) = bound.split_at(receipts.len() * 10);
-    let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2);
+    // The console's per-minute counts go in the same flight (each row inserted or updated).
+    let stats = stats::statements(audits);
+    let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2 + stats.len());
     if !receipts.is_empty() {
         statements.push((&receipts_sql, receipt_args));
     }
     if n > 0 {
         statements.push((&audits_sql, audit_args));
     }
+    for (sql, args) in &stats {
+        statements.push((sql, args));
+    }
     let counts = flight.commit_with(&statements)?;
     let expected: Vec<u64> = [receipts.len(), n]
         .into_iter()
         .filter(|k| *k > 0)
         .map(|k| k as u64)
+        .chain(
+            stats
+                .iter()
+                .map(|(_, args)| (args.len() / stats::ARITY) as u64),
+        )
         .collect();
     if counts != expected {
         return Err(DbError::Refused(format!(

@@ -317,6 +317,16 @@ async fn audit_queries_filter_and_page(b: Backend) {
         .await
         .unwrap();
     assert_eq!(page.iter().map(|r| r.seq).collect::<Vec<_>>(), [5, 6]);
+    // Paging back from the newest: the page before row 5, newest first.
+    let back = store
+        .audit_query(q(|q| {
+            q.newest_first = true;
+            q.before = Some(5);
+            q.limit = 2
+        }))
+        .await
+        .unwrap();
+    assert_eq!(back.iter().map(|r| r.seq).collect::<Vec<_>>(), [4, 3]);
     let other = store
         .audit_query(q(|q| q.agent = Some("other".into())))
         .await
@@ -918,4 +928,162 @@ async fn rate_counts_are_shared_between_writers(b: Backend) {
         .unwrap();
     assert_eq!(rows(long_ago), 0);
     assert_eq!(rows(w), 2);
+}
+
+both!(calls_are_counted_by_minute_outcome_refusal_and_latency);
+
+/// The per-minute counts kept with the audit: what the console's overview reads instead of
+/// scanning the audit. Calls by outcome per span, refusals by step and rule, latency per
+/// tool (of calls that ran); operator actions are not calls.
+async fn calls_are_counted_by_minute_outcome_refusal_and_latency(b: Backend) {
+    let (_dir, store) = b.store();
+    let minute = 60_000_000;
+    let now = aether_store::now_us();
+    let m = now - now % minute - 10 * minute;
+    let call = |id: &str, at: i64, tool: &str, outcome: &str, rule: Option<&str>, us: i64| {
+        let mut e = event(id, outcome);
+        e.at_us = at;
+        e.tool = tool.into();
+        e.duration_us = us;
+        e.step = rule.map(|_| "rules".to_string());
+        e.rule = rule.map(String::from);
+        e
+    };
+    for e in [
+        call("a", m + 1, "read_file", "ok", None, 800),
+        call("b", m + 2, "read_file", "ok", None, 30_000),
+        call("c", m + 3, "read_file", "tool_error", None, 9_000_000),
+        call("d", m + 4, "list_dir", "ok", None, 1_500),
+        call("e", m + 5, "read_file", "refused", Some("no-secrets"), 10),
+        call(
+            "f",
+            m + minute + 5,
+            "read_file",
+            "refused",
+            Some("no-secrets"),
+            10,
+        ),
+        call(
+            "g",
+            m + minute + 6,
+            "web_fetch",
+            "refused",
+            Some("egress"),
+            10,
+        ),
+    ] {
+        store.audit(e).await.unwrap();
+    }
+    let mut operator = call("h", m + 7, "tokens.create", "ok", None, 0);
+    operator.transport = "operator".into();
+    store.audit(operator).await.unwrap();
+
+    let o = store
+        .call_overview(m - 60 * minute, m + 3 * minute, minute)
+        .await
+        .unwrap();
+    let spans: Vec<(i64, Vec<(String, i64)>)> = o
+        .spans
+        .iter()
+        .map(|s| (s.start_us, s.by_outcome.clone().into_iter().collect()))
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            (
+                m,
+                vec![
+                    ("ok".into(), 3),
+                    ("refused".into(), 1),
+                    ("tool_error".into(), 1)
+                ]
+            ),
+            (m + minute, vec![("refused".into(), 2)]),
+        ]
+    );
+    let refusals: Vec<(&str, &str, i64)> = o
+        .refusals
+        .iter()
+        .map(|r| (r.step.as_str(), r.rule.as_str(), r.calls))
+        .collect();
+    assert_eq!(
+        refusals,
+        [("rules", "no-secrets", 2), ("rules", "egress", 1)]
+    );
+    let read = o.tools.iter().find(|t| t.tool == "read_file").unwrap();
+    assert_eq!(
+        (read.calls, read.p50_us, read.p95_us),
+        (3, Some(50_000), None)
+    );
+    assert_eq!(read.mean_us, (800 + 30_000 + 9_000_000) / 3);
+    let list = o.tools.iter().find(|t| t.tool == "list_dir").unwrap();
+    assert_eq!((list.calls, list.p50_us), (1, Some(2_000)));
+    assert!(
+        o.tools
+            .iter()
+            .all(|t| t.tool != "tokens.create" && t.tool != "web_fetch")
+    );
+    // Spans of five minutes hold both minutes; a window that ends before them holds nothing.
+    let wide = store
+        .call_overview(m, m + 5 * minute, 5 * minute)
+        .await
+        .unwrap();
+    assert_eq!(wide.spans.len(), 1);
+    assert_eq!(wide.spans[0].by_outcome["refused"], 3);
+    let before = store
+        .call_overview(m - 5 * minute, m, minute)
+        .await
+        .unwrap();
+    assert!(before.spans.is_empty() && before.tools.is_empty());
+
+    // A window of whole hours (as the 7- and 30-day ones) reads the hours' counts: the same
+    // calls, refusals and latency.
+    let hour = 60 * minute;
+    let start = m - m.rem_euclid(hour);
+    let hours = store
+        .call_overview(start - 24 * hour, start + 2 * hour, 2 * hour)
+        .await
+        .unwrap();
+    let mut totals = std::collections::BTreeMap::new();
+    for span in &hours.spans {
+        assert_eq!(
+            (span.start_us - hours.since_us) % (2 * hour),
+            0,
+            "{hours:?}"
+        );
+        for (outcome, n) in &span.by_outcome {
+            *totals.entry(outcome.as_str()).or_insert(0) += n;
+        }
+    }
+    assert_eq!(
+        totals.into_iter().collect::<Vec<_>>(),
+        [("ok", 3), ("refused", 3), ("tool_error", 1)]
+    );
+    assert_eq!(hours.refusals, o.refusals);
+    assert_eq!(hours.tools, o.tools);
+
+    // Retention: minutes past three days and hours past 400 go; what a window still reads
+    // stays.
+    let later = m + aether_store::MINUTES_KEPT_US + 2 * hour;
+    assert_eq!(store.prune_call_stats(m).await.unwrap(), 0);
+    assert!(store.prune_call_stats(later).await.unwrap() > 0);
+    let minutes = store
+        .call_overview(m - 60 * minute, m + 3 * minute, minute)
+        .await
+        .unwrap();
+    assert!(minutes.spans.is_empty(), "{minutes:?}");
+    let kept = store
+        .call_overview(start - 24 * hour, start + 2 * hour, 2 * hour)
+        .await
+        .unwrap();
+    assert_eq!(kept.tools, o.tools, "the hours stay");
+    store
+        .prune_call_stats(m + aether_store::HOURS_KEPT_US + 2 * hour)
+        .await
+        .unwrap();
+    let gone = store
+        .call_overview(start - 24 * hour, start + 2 * hour, 2 * hour)
+        .await
+        .unwrap();
+    assert!(gone.spans.is_empty() && gone.tools.is_empty(), "{gone:?}");
 }

@@ -73,14 +73,16 @@ fn inverse(e: &JournalEntry) -> Result<Action, ToolError> {
     })
 }
 
-/// Undoes everything `call_id` changed that is not undone yet, newest change first. Returns a
-/// line per change.
+/// Undoes everything `call_id` changed that is not undone yet, newest change first; with
+/// `file` (root, path), only its changes at that path (a move's source or destination). Returns
+/// a line per change.
 pub async fn undo_call(
     cx: &CallContext,
     tool: &str,
     call_id: &str,
+    file: Option<(&str, &str)>,
 ) -> Result<Vec<String>, ToolError> {
-    let entries = cx
+    let entries: Vec<JournalEntry> = cx
         .ledger
         .entries(JournalQuery {
             call_id: Some(call_id.to_string()),
@@ -89,11 +91,19 @@ pub async fn undo_call(
             ..Default::default()
         })
         .await
-        .map_err(ToolError::failed)?;
+        .map_err(ToolError::failed)?
+        .into_iter()
+        .filter(|e| {
+            file.is_none_or(|(root, path)| {
+                e.root == root && (e.path == path || e.dest.as_deref() == Some(path))
+            })
+        })
+        .collect();
     if entries.is_empty() {
         return Err(ToolError::failed(format!(
-            "the journal has nothing of call {call_id} left to undo: it changed no files, was already \
-             undone, or is older than the journal keeps (aether journal list shows what is there)"
+            "the journal has nothing of {} left to undo: it changed no such file, was already \
+             undone, or is older than the journal keeps (aether journal list shows what is there)",
+            undone(call_id, file)
         )));
     }
     let mut steps = Vec::new();
@@ -102,6 +112,14 @@ pub async fn undo_call(
     }
     let reverts = entries.iter().map(|e| e.id).collect();
     execute(cx, tool, steps, reverts).await
+}
+
+/// What an undo of `call_id` (or of `file` of it) names: "call ID" or "ROOT:PATH of call ID".
+fn undone(call_id: &str, file: Option<(&str, &str)>) -> String {
+    match file {
+        Some((root, path)) => format!("{root}:{path} of call {call_id}"),
+        None => format!("call {call_id}"),
+    }
 }
 
 /// Puts `root:path` back as it was before this session's first change to it that is not undone.
@@ -421,6 +439,12 @@ pub struct UndoCall {
 struct UndoArgs {
     /// The call whose changes to undo.
     call_id: String,
+    /// Only the changes at this path (relative to `root`; a move's source or destination).
+    #[serde(default)]
+    path: Option<String>,
+    /// The root of `path`.
+    #[serde(default)]
+    root: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -435,7 +459,7 @@ impl UndoCall {
         let mut def = write::writer::<UndoArgs, UndoOutput>(
             "undo_call",
             "Undo a call's file changes",
-            "Undo every file change one call made (the operator's `aether undo`).",
+            "Undo every file change one call made, or its changes to one file (the operator's `aether undo`).",
             true,
             false,
         );
@@ -458,9 +482,23 @@ impl Tool for UndoCall {
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: UndoArgs = parse_args(args)?;
-        let done = undo_call(&cx, "undo", &args.call_id).await?;
+        let file = match (&args.root, &args.path) {
+            (Some(root), Some(path)) => Some((root.as_str(), path.as_str())),
+            (None, None) => None,
+            _ => {
+                return Err(ToolError::InvalidArguments(
+                    "root and path go together: both name one file of the call, neither undoes all of it"
+                        .into(),
+                ));
+            }
+        };
+        let done = undo_call(&cx, "undo", &args.call_id, file).await?;
         Ok(ToolOutput::with_structured(
-            format!("undid call {}:\n{}", args.call_id, done.join("\n")),
+            format!(
+                "undid {}:\n{}",
+                undone(&args.call_id, file),
+                done.join("\n")
+            ),
             serde_json::to_value(UndoOutput {
                 undone_call: args.call_id,
                 done,

@@ -140,6 +140,7 @@ pub fn context(roots: Arc<Roots>, limits: Limits) -> CallContext {
         receipt: None,
         subject: None,
         scope: None,
+        trace: None,
     }
 }
 

@@ -76,8 +76,9 @@ impl Pipeline {
     /// `aether registry`, `aether approvals`, another replica) change: one small read of the
     /// store's revision counters every `every`, and on a change, the halt flag, the registry,
     /// the seals, the tokens, and a wake-up for calls waiting for a person. Also runs the
-    /// retention of the journal, idempotency keys, data sets and call counts about hourly and
-    /// closes approval windows left open by a process that stopped. The halt flag in the store
+    /// retention of the journal, idempotency keys, data sets and call counts about hourly, counts
+    /// the calls the overview shows about every second, and closes approval windows left open
+    /// by a process that stopped. The halt flag in the store
     /// stays authoritative: it is read again inside every receipt's transaction. Where the store announces changes (PostgreSQL), an
     /// announcement wakes the watch at once, and `every` only bounds a missed one.
     pub fn watch(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
@@ -86,6 +87,7 @@ impl Pipeline {
         tokio::spawn(async move {
             let mut last_prune = Instant::now();
             let mut last_sweep = Instant::now();
+            let mut last_count = Instant::now();
             loop {
                 match changes.as_mut() {
                     Some(rx) => tokio::select! {
@@ -101,6 +103,13 @@ impl Pipeline {
                 let Some(p) = me.upgrade() else { return };
                 if let Err(e) = p.sync().await {
                     tracing::warn!(error = %e, "cannot re-read the store's state");
+                }
+                // The overview's call counts, about every second (off the calls' commits).
+                if last_count.elapsed() >= Duration::from_secs(1) {
+                    last_count = Instant::now();
+                    if let Err(e) = p.store.count_calls().await {
+                        tracing::warn!(error = %e, "cannot count the calls for the overview");
+                    }
                 }
                 if last_sweep.elapsed() >= Duration::from_secs(5) {
                     last_sweep = Instant::now();

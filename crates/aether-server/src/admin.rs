@@ -296,7 +296,7 @@ const WINDOWS: [(&str, i64, i64); 6] = [
 const MINUTE: i64 = 60_000_000;
 
 /// The console's landing page: calls over the window by outcome, refusals by step and rule,
-/// latency per tool (all from the per-minute counts kept with the audit), approvals waiting
+/// latency per tool (all from the per-minute and per-hour counts of the audit), approvals waiting
 /// and decided (with the time people took), upstream health and the halt.
 async fn overview(State(p): State<Arc<Pipeline>>, Query(q): Query<OverviewQuery>) -> Answer {
     let name = q.window.as_deref().unwrap_or("1h");
@@ -311,6 +311,8 @@ async fn overview(State(p): State<Arc<Pipeline>>, Query(q): Query<OverviewQuery>
     // Whole spans, the last one holding now.
     let until = (now / span + 1) * span;
     let since = until - length;
+    // The calls since the watcher's last count, counted now: the page is never a second behind.
+    store.count_calls().await?;
     let calls = store.call_overview(since, until, span).await?;
     let approvals = store.approvals(false, 500).await?;
     let in_window = approvals

@@ -104,33 +104,76 @@ pub struct ChainHead {
     pub hash: String,
 }
 
-/// A store's keying: its rows after `keyed_after_seq` are keyed under the key named
-/// `key_id`, and `verify` checks receipts for rows after `receipts_checked_after_seq`. The
-/// marker is signed under that key, so neither can be moved by whoever lacks it.
+/// A store's keying: rows written after it are keyed under the key named `key_id`, and
+/// `verify` checks receipts for rows after `receipts_checked_after_seq`. The marker is signed
+/// under that key, so none of it can be moved by whoever lacks the key.
+///
+/// `heads` (marker v2) names every chain's newest row at keying: a chain's rows up to its head
+/// are the keyless ones (and the head must be there, or pruned behind a checkpoint that names
+/// it), every later row and every chain not named is keyed. A marker of an older release
+/// (`heads: None`) pinned only the row at `keyed_after_seq`; a keyed open names the heads.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Keying {
     pub key_id: String,
     /// Names the store in its witness's checkpoints.
     pub store_id: String,
+    /// The audit's newest row at keying (0: none).
     pub keyed_after_seq: i64,
     /// The hash of the row at `keyed_after_seq` (of the checkpoint it goes on from, or
-    /// [`GENESIS`]): the keyless rows before keying cannot be rewritten either.
+    /// [`GENESIS`]).
     pub keyed_after_hash: String,
     pub receipts_checked_after_seq: i64,
     pub at_us: i64,
+    pub heads: Option<Vec<ChainHead>>,
     pub mac: String,
 }
 
 impl Keying {
     pub fn signed_text(&self) -> String {
-        format!(
-            "aether-audit-keying-v1\n{}\n{}\n{}\n{}\n{}\n{}",
+        let fields = format!(
+            "{}\n{}\n{}\n{}\n{}\n{}",
             self.key_id,
             self.store_id,
             self.keyed_after_seq,
             self.keyed_after_hash,
             self.receipts_checked_after_seq,
             self.at_us
+        );
+        match &self.heads {
+            None => format!("aether-audit-keying-v1\n{fields}"),
+            Some(heads) => format!(
+                "aether-audit-keying-v2\n{fields}\n{}",
+                Keying::heads_text(heads)
+            ),
+        }
+    }
+
+    /// The heads as stored and signed: JSON, one `[chain, link, seq, hash]` per chain in
+    /// chain order (a chain's name may hold any character).
+    pub fn heads_text(heads: &[ChainHead]) -> String {
+        let mut heads: Vec<_> = heads.iter().collect();
+        heads.sort_by(|a, b| a.chain.cmp(&b.chain));
+        Value::Array(
+            heads
+                .iter()
+                .map(|h| json!([h.chain, h.link, h.seq, h.hash]))
+                .collect(),
+        )
+        .to_string()
+    }
+
+    /// Heads read back from [`Keying::heads_text`]; `None` if the text is not that shape.
+    pub fn parse_heads(text: &str) -> Option<Vec<ChainHead>> {
+        let rows: Vec<(String, i64, i64, String)> = serde_json::from_str(text).ok()?;
+        Some(
+            rows.into_iter()
+                .map(|(chain, link, seq, hash)| ChainHead {
+                    chain,
+                    link,
+                    seq,
+                    hash,
+                })
+                .collect(),
         )
     }
 }
@@ -307,6 +350,16 @@ impl ChainReport {
     }
 }
 
+/// Where a chain's keyed rows begin.
+#[derive(Debug)]
+enum KeyedFrom {
+    /// Marker v1: after this sequence number, whose row has this hash.
+    Seq(i64, String),
+    /// Marker v2: after this link of the chain, whose row has this hash (`None`: the chain
+    /// had no rows at keying, so all are keyed).
+    Head(Option<(i64, String)>),
+}
+
 /// Checks one chain's rows given in link order; keeps at most 100 breaks.
 #[derive(Debug)]
 pub struct ChainVerifier {
@@ -317,9 +370,10 @@ pub struct ChainVerifier {
     expected_link: i64,
     /// The sequence number of the row before: rows go up along a chain.
     last_seq: i64,
-    /// Keyed rows come after this sequence number (and its row must hash to the marker's
-    /// hash).
-    keyed: Option<(i64, String, AuditKey)>,
+    /// Which rows are keyed, under which key.
+    keyed: Option<(KeyedFrom, AuditKey)>,
+    /// Whether a row at the chain's head at keying was met (marker v2).
+    met_head: bool,
     /// The witness's checkpoints of this chain not yet met: link → (head, time).
     witnessed: BTreeMap<i64, (String, i64)>,
 }
@@ -334,6 +388,7 @@ impl ChainVerifier {
             expected_link: 1,
             last_seq: 0,
             keyed: None,
+            met_head: false,
             witnessed: BTreeMap::new(),
         }
     }
@@ -357,10 +412,31 @@ impl ChainVerifier {
         }
     }
 
-    /// Rows after the marker's are checked as keyed under `key`.
+    /// Rows written after `keying` are checked as keyed under `key`: those after this
+    /// chain's head at keying (marker v2), or after the marker's row (v1).
     pub fn keyed(&mut self, keying: &Keying, key: AuditKey) {
         self.report.keyed = Some(keying.keyed_after_seq);
-        self.keyed = Some((keying.keyed_after_seq, keying.keyed_after_hash.clone(), key));
+        let from = match &keying.heads {
+            None => KeyedFrom::Seq(keying.keyed_after_seq, keying.keyed_after_hash.clone()),
+            Some(heads) => KeyedFrom::Head(
+                heads
+                    .iter()
+                    .find(|h| h.chain == self.chain)
+                    .map(|h| (h.link, h.hash.clone())),
+            ),
+        };
+        self.keyed = Some((from, key));
+    }
+
+    /// Whether row `r` was written before the store was keyed (its hash is keyless).
+    fn before_keying(&self, r: &AuditRecord) -> bool {
+        match &self.keyed {
+            None => true,
+            Some((KeyedFrom::Seq(after, _), _)) => r.seq <= *after,
+            Some((KeyedFrom::Head(head), _)) => {
+                head.as_ref().is_some_and(|(link, _)| r.link <= *link)
+            }
+        }
     }
 
     /// Checks the witness's checkpoints of this chain as the rows go by: each must name the
@@ -433,8 +509,12 @@ impl ChainVerifier {
         if r.prev_hash != self.expected_prev {
             problems.push("prev_hash does not match the hash of the row before".to_string());
         }
-        let keyed = self.keyed.as_ref().filter(|(after, ..)| r.seq > *after);
-        if record_hash(keyed.map(|(_, _, key)| key), r) != r.hash {
+        let keyed = self
+            .keyed
+            .as_ref()
+            .filter(|_| !self.before_keying(r))
+            .map(|(_, key)| key);
+        if record_hash(keyed, r) != r.hash {
             problems.push(match keyed {
                 Some(_) => {
                     "the row's contents do not match its keyed hash (edited, or written without the audit key)".to_string()
@@ -442,11 +522,7 @@ impl ChainVerifier {
                 None => "the row's contents do not match its hash (edited)".to_string(),
             });
         }
-        if let Some((after, ..)) = &self.keyed
-            && r.seq <= *after
-            && r.event.single
-            && r.chain.is_empty()
-        {
+        if self.keyed.is_some() && self.before_keying(r) && r.event.single && r.chain.is_empty() {
             // Rows from before keying were all receipted; the flag is not covered by their
             // keyless hash, so one set now would hide a removed receipt.
             problems.push(
@@ -454,14 +530,19 @@ impl ChainVerifier {
                     .to_string(),
             );
         }
-        if let Some((after, after_hash, _)) = &self.keyed
-            && r.seq == *after
-            && r.hash != *after_hash
-        {
-            problems.push(
-                "the last row before the audit was keyed is not the one its signed marker names"
-                    .to_string(),
-            );
+        let pinned = match &self.keyed {
+            Some((KeyedFrom::Seq(after, hash), _)) if r.seq == *after => Some(hash),
+            Some((KeyedFrom::Head(Some((link, hash))), _)) if r.link == *link => Some(hash),
+            _ => None,
+        };
+        if let Some(hash) = pinned {
+            self.met_head = true;
+            if r.hash != *hash {
+                problems.push(
+                    "the last row before the audit was keyed is not the one its signed marker names"
+                        .to_string(),
+                );
+            }
         }
         if let Some((head, at_us)) = self.witnessed.remove(&r.link)
             && head != r.hash
@@ -488,6 +569,30 @@ impl ChainVerifier {
 
     pub fn finish(mut self) -> ChainReport {
         let last = self.expected_link - 1;
+        // Marker v2: the chain's keyless rows end at its head at keying, which must be here
+        // (met above) or pruned behind a checkpoint past it or naming it.
+        if let Some((KeyedFrom::Head(Some((link, hash))), _)) = &self.keyed
+            && *link > 0
+            && !self.met_head
+        {
+            let (link, named) = (*link, self.named());
+            let problem = match &self.report.checkpoint {
+                Some(c) if c.link > link => None,
+                Some(c) if c.link == link && c.hash == *hash => None,
+                Some(c) if c.link == link => Some(format!(
+                    "{named} was cut at its last row before the audit was keyed, but the cut names another hash than the signed marker"
+                )),
+                _ if self.report.rows == 0 && self.report.checkpoint.is_none() => Some(format!(
+                    "{named} is gone: it had {link} row(s) when the audit was keyed (signed marker)"
+                )),
+                _ => Some(format!(
+                    "{named} is cut: its link {link}, the last row before the audit was keyed, is gone (signed marker)"
+                )),
+            };
+            if let Some(problem) = problem {
+                self.problem(self.last_seq, problem);
+            }
+        }
         if let Some((&link, (_, at_us))) = self.witnessed.iter().next_back()
             && link > last
         {

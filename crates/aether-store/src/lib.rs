@@ -864,14 +864,22 @@ impl Store {
         self.0.put_upstream_status(status).await
     }
 
+    /// Counts the audit rows written since the last count into the per-minute and per-hour
+    /// call counts the overview reads (each row once, whatever crashes and however many
+    /// processes count); returns how many rows it read. The watcher runs it every second, the
+    /// overview before it reads.
+    pub async fn count_calls(&self) -> Result<u64> {
+        self.0.count_calls().await
+    }
+
     /// Drops the call counts no overview window reads any more (minutes past three days,
     /// hours past 400); returns how many rows went.
     pub async fn prune_call_stats(&self, now_us: i64) -> Result<usize> {
         self.0.prune_call_stats(now_us).await
     }
 
-    /// Calls in `[since_us, until_us)` from the per-minute and per-hour counts kept with the
-    /// audit (never a scan of it): by outcome in spans of `span_us`, refusals by step and rule,
+    /// Calls in `[since_us, until_us)` from the per-minute and per-hour counts (never a scan
+    /// of the audit; as of the last [`Store::count_calls`]): by outcome in spans of `span_us`, refusals by step and rule,
     /// latency per tool.
     pub async fn call_overview(
         &self,

@@ -237,7 +237,26 @@ fn kill_nine_rounds(store: Option<&str>) {
     let (code, out, _) = ws.run(&["audit", "verify", "--store", &url]);
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("interrupted by a crash"), "{out}");
-    drop(check);
+    // The overview's counts: every call's row counted once, though processes were killed
+    // while they counted (the mark moves in the counting transaction).
+    let counter = Store::open_url(&url).unwrap();
+    runtime.block_on(counter.count_calls()).unwrap();
+    let hour = 3_600_000_000;
+    let until = (aether_store::now_us() / hour + 1) * hour;
+    let overview = runtime
+        .block_on(counter.call_overview(0, until, until))
+        .unwrap();
+    let counted: i64 = overview
+        .spans
+        .iter()
+        .flat_map(|s| s.by_outcome.values())
+        .sum();
+    let calls = rows
+        .iter()
+        .filter(|r| r.event.transport != "operator")
+        .count();
+    assert_eq!(counted as usize, calls, "{overview:?}");
+    drop((check, counter));
     // Undo still takes back a write from before the crashes.
     let (call, wrote) = acked.iter().find(|(_, w)| w.is_some()).unwrap();
     let (path, _) = wrote.as_ref().unwrap();

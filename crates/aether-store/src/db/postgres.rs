@@ -34,6 +34,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0009_oauth.sql"),
     include_str!("../../migrations/postgres/0010_call_stats.sql"),
     include_str!("../../migrations/postgres/0011_call_stats_hour.sql"),
+    include_str!("../../migrations/postgres/0012_keying_heads.sql"),
+    include_str!("../../migrations/postgres/0013_calls_counted.sql"),
 ];
 
 /// The advisory lock (with the schema's hash as its second half) that serializes writers

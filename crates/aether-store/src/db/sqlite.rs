@@ -31,6 +31,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0019_oauth.sql"),
     include_str!("../../migrations/sqlite/0020_call_stats.sql"),
     include_str!("../../migrations/sqlite/0021_call_stats_hour.sql"),
+    include_str!("../../migrations/sqlite/0022_keying_heads.sql"),
+    include_str!("../../migrations/sqlite/0023_calls_counted.sql"),
 ];
 
 impl rusqlite::ToSql for Arg<'_> {

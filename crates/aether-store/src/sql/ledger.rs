@@ -7,6 +7,7 @@
 //! lives, and an interrupted one once it is gone: the next start records it as
 //! `interrupted` ([`SqlStore::unfinished`], [`SqlStore::record_interrupted`]).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{SqlStore, append_audit};
@@ -249,11 +250,19 @@ pub(crate) fn read_keying(conn: &mut dyn Sql) -> DbResult<Option<Keying>> {
     if !has_table(conn, "audit_keying")? {
         return Ok(None);
     }
+    // A store of an older release opened read-only may lack the heads (marker v1).
+    let heads = match has_column(conn, "audit_keying", "heads")? {
+        true => "heads",
+        false => "NULL",
+    };
     conn.query_row(
-        "SELECT key_id, store_id, keyed_after_seq, keyed_after_hash, receipts_checked_after_seq,
-             at_us, mac FROM audit_keying WHERE id = 1",
+        &format!(
+            "SELECT key_id, store_id, keyed_after_seq, keyed_after_hash, receipts_checked_after_seq,
+                 at_us, mac, {heads} FROM audit_keying WHERE id = 1"
+        ),
         &[],
         |r| {
+            let heads: Option<String> = r.get(7)?;
             Ok(Keying {
                 key_id: r.get(0)?,
                 store_id: r.get(1)?,
@@ -262,10 +271,61 @@ pub(crate) fn read_keying(conn: &mut dyn Sql) -> DbResult<Option<Keying>> {
                 receipts_checked_after_seq: r.get(4)?,
                 at_us: r.get(5)?,
                 mac: r.get(6)?,
+                // Heads that do not parse were changed: an empty list fails the signature.
+                heads: heads.map(|text| Keying::parse_heads(&text).unwrap_or_default()),
             })
         },
     )
     .optional()
+}
+
+fn has_column(conn: &mut dyn Sql, table: &str, column: &str) -> DbResult<bool> {
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?",
+        Dialect::Postgres => {
+            "SELECT count(*) FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = ? AND column_name = ?"
+        }
+    };
+    Ok(conn.query_row(sql, args![table, column], |r| r.get::<i64>(0))? > 0)
+}
+
+/// Every chain's newest row now, or (every row of it pruned) its newest checkpoint: what a
+/// keying marker names. Only rows numbered up to `upto`, when given (naming the heads of a
+/// store keyed by an older release, at the row its marker pinned).
+fn chain_heads(conn: &mut dyn Sql, upto: Option<i64>) -> DbResult<Vec<ChainHead>> {
+    let upto = upto.unwrap_or(i64::MAX);
+    let mut heads: BTreeMap<String, ChainHead> = BTreeMap::new();
+    for c in super::retention::latest_checkpoints(conn)? {
+        if c.seq <= upto {
+            heads.insert(
+                c.chain.clone(),
+                ChainHead {
+                    chain: c.chain,
+                    link: c.link,
+                    seq: c.seq,
+                    hash: c.hash,
+                },
+            );
+        }
+    }
+    conn.each(
+        "SELECT a.chain, a.link, a.seq, a.hash FROM audit a
+         JOIN (SELECT chain, max(link) AS link FROM audit WHERE seq <= ? GROUP BY chain) n
+           ON a.chain = n.chain AND a.link = n.link",
+        args![upto],
+        &mut |r| {
+            let head = ChainHead {
+                chain: r.get(0)?,
+                link: r.get(1)?,
+                seq: r.get(2)?,
+                hash: r.get(3)?,
+            };
+            heads.insert(head.chain.clone(), head);
+            Ok(())
+        },
+    )?;
+    Ok(heads.into_values().collect())
 }
 
 pub(crate) fn has_table(conn: &mut dyn Sql, table: &str) -> DbResult<bool> {
@@ -279,18 +339,37 @@ pub(crate) fn has_table(conn: &mut dyn Sql, table: &str) -> DbResult<bool> {
     Ok(conn.query_row(sql, args![table], |r| r.get::<i64>(0))? > 0)
 }
 
-/// Keys the store's audit under `key` if it is not yet keyed (from the row after its
-/// current head on), and returns its marker. A store keyed under another key is refused.
+/// Keys the store's audit under `key` if it is not yet keyed (from every chain's current
+/// head on), and returns its marker. A store keyed under another key is refused. A marker of
+/// an older release, signed under this key, is named in full (its chains' heads at the row
+/// it pinned) and signed again.
 pub(crate) fn key_store(conn: &mut dyn Conn, key: &AuditKey, shown: &str) -> Result<Keying> {
     let context = "key the audit";
     let mut tx = conn.begin().map_err(StoreError::sql(context))?;
-    if let Some(keying) = read_keying(&mut *tx).map_err(StoreError::sql(context))? {
+    if let Some(mut keying) = read_keying(&mut *tx).map_err(StoreError::sql(context))? {
         if keying.key_id != key.id() {
             return Err(StoreError::Invalid(format!(
                 "the audit of {shown} is keyed under another vault key (key id {}, and this Aether's is {}): every process writing to one store needs the same key file (`vault.key_file`)",
                 keying.key_id,
                 key.id()
             )));
+        }
+        // A v1 marker that is not this key's is left for `verify` to name, not signed over.
+        if keying.heads.is_none() && key.verify(&keying.signed_text(), &keying.mac) {
+            keying.heads = Some(
+                chain_heads(&mut *tx, Some(keying.keyed_after_seq))
+                    .map_err(StoreError::sql(context))?,
+            );
+            keying.mac = key.sign(&keying.signed_text());
+            tx.execute(
+                "UPDATE audit_keying SET heads = ?, mac = ? WHERE id = 1",
+                args![
+                    Keying::heads_text(keying.heads.as_deref().unwrap_or_default()),
+                    keying.mac
+                ],
+            )
+            .map_err(StoreError::sql(context))?;
+            tx.commit().map_err(StoreError::sql(context))?;
         }
         return Ok(keying);
     }
@@ -311,6 +390,7 @@ pub(crate) fn key_store(conn: &mut dyn Conn, key: &AuditKey, shown: &str) -> Res
         .optional()
         .map_err(StoreError::sql(context))?
         .unwrap_or(0);
+    let heads = chain_heads(&mut *tx, None).map_err(StoreError::sql(context))?;
     let mut keying = Keying {
         key_id: key.id().to_string(),
         store_id: uuid::Uuid::now_v7().to_string(),
@@ -318,12 +398,13 @@ pub(crate) fn key_store(conn: &mut dyn Conn, key: &AuditKey, shown: &str) -> Res
         keyed_after_hash: hash,
         receipts_checked_after_seq: checked,
         at_us: now_us(),
+        heads: Some(heads),
         mac: String::new(),
     };
     keying.mac = key.sign(&keying.signed_text());
     tx.execute(
         "INSERT INTO audit_keying (id, key_id, store_id, keyed_after_seq, keyed_after_hash,
-             receipts_checked_after_seq, at_us, mac) VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
+             receipts_checked_after_seq, at_us, heads, mac) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)",
         args![
             keying.key_id,
             keying.store_id,
@@ -331,6 +412,7 @@ pub(crate) fn key_store(conn: &mut dyn Conn, key: &AuditKey, shown: &str) -> Res
             keying.keyed_after_hash,
             keying.receipts_checked_after_seq,
             keying.at_us,
+            Keying::heads_text(keying.heads.as_deref().unwrap_or_default()),
             keying.mac
         ],
     )

@@ -906,10 +906,18 @@ fn verify_snapshot(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result
         }
         v
     };
+    // And every chain the keying marker names (a chain removed whole since is named gone).
+    let marked = keyed
+        .as_ref()
+        .and_then(|(k, _)| k.heads.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|h| h.chain.clone());
     for chain in checkpoints
         .iter()
         .map(|c| c.chain.clone())
         .chain(witnessed.keys().cloned())
+        .chain(marked)
     {
         verifiers.entry(chain).or_insert_with_key(|c| open(c));
     }
@@ -929,8 +937,12 @@ fn verify_snapshot(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result
     let mut report = ChainReport::merge(verifiers.into_values().map(ChainVerifier::finish));
     if let Some((k, _)) = &keyed {
         report.keyed = Some(k.keyed_after_seq);
-        marker_problems
-            .extend(keyed_row_problems(conn, k, &checkpoints).map_err(StoreError::sql(context))?);
+        // A v2 marker's heads are checked along their chains.
+        if k.heads.is_none() {
+            marker_problems.extend(
+                keyed_row_problems(conn, k, &checkpoints).map_err(StoreError::sql(context))?,
+            );
+        }
     }
     report.breaks.splice(0..0, marker_problems);
     report.checkpoint = checkpoints.iter().max_by_key(|c| c.seq).cloned();
@@ -986,7 +998,7 @@ const SETTLE_WAIT: Duration = Duration::from_secs(5);
 /// it for good. Every number is drawn while its commit holds the writers' lock, so: read the
 /// highest number drawn, then the transactions holding the lock, and wait for those to end.
 /// Whatever they drew is then committed or rolled back, and what is drawn later is higher.
-fn settled_horizon(conn: &mut dyn Sql) -> Result<Option<i64>> {
+pub(super) fn settled_horizon(conn: &mut dyn Sql) -> Result<Option<i64>> {
     let context = "audit settled horizon";
     if conn.dialect() != Dialect::Postgres {
         return Ok(None);
@@ -1041,7 +1053,7 @@ fn settled_horizon(conn: &mut dyn Sql) -> Result<Option<i64>> {
     }
 }
 
-/// The row the store was keyed after must be where its signed marker says: in the table
+/// Marker v1: the row the store was keyed after must be where its signed marker says: in the table
 /// with the marker's hash, or pruned behind a checkpoint (one cut exactly there names that
 /// hash).
 fn keyed_row_problems(
@@ -1587,8 +1599,6 @@ fn append_audit_at(
             &bound,
         )?;
     }
-    // The console's per-minute counts, in the same transaction.
-    stats::add(tx, events)?;
     Ok(seqs)
 }
 
@@ -1883,28 +1893,18 @@ fn commit_in_flight(
         tuples(n, AUDIT_ARITY)
     );
     let (receipt_args, audit_args) = bound.split_at(receipts.len() * 10);
-    // The console's per-minute counts go in the same flight (each row inserted or updated).
-    let stats = stats::statements(audits);
-    let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2 + stats.len());
+    let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2);
     if !receipts.is_empty() {
         statements.push((&receipts_sql, receipt_args));
     }
     if n > 0 {
         statements.push((&audits_sql, audit_args));
     }
-    for (sql, args) in &stats {
-        statements.push((sql, args));
-    }
     let counts = flight.commit_with(&statements)?;
     let expected: Vec<u64> = [receipts.len(), n]
         .into_iter()
         .filter(|k| *k > 0)
         .map(|k| k as u64)
-        .chain(
-            stats
-                .iter()
-                .map(|(_, args)| (args.len() / stats::ARITY) as u64),
-        )
         .collect();
     if counts != expected {
         return Err(DbError::Refused(format!(

@@ -1,8 +1,14 @@
-//! Calls per minute (`call_stats`) and per hour (`call_stats_hour`), kept in the transaction
-//! that writes their audit rows, and the console's overview read from them: calls over time by
-//! outcome, refusals by step and rule, latency percentiles per tool. Nothing here scans the
-//! audit; each query reads a range of a table's primary key (time first), the hours' table
-//! for windows of whole hours.
+//! Calls per minute (`call_stats`) and per hour (`call_stats_hour`), counted from the audit
+//! behind a mark (`calls_counted_through_seq`) off the calls' own commits, and the console's
+//! overview read from them: calls over time by outcome, refusals by step and rule, latency
+//! percentiles per tool. The overview's queries read a range of a table's primary key (time
+//! first), the hours' table for windows of whole hours; the counting reads only the audit rows
+//! after the mark.
+//!
+//! Counting moves the mark in the transaction that adds the counts, and only from where it
+//! read it, so a row is counted once whatever crashes and however many processes count: a
+//! crash before the commit leaves the mark where it was, and of two processes counting the
+//! same rows, the second finds the mark moved and adds nothing.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -10,8 +16,8 @@ use std::sync::LazyLock;
 use serde::Serialize;
 
 use super::SqlStore;
-use crate::db::{Arg, DbResult, Sql, SqlExt, args};
-use crate::{AuditEvent, Result, StoreError};
+use crate::db::{Arg, DbResult, Optional, Sql, SqlExt, args};
+use crate::{Result, StoreError};
 
 /// Upper bounds (µs) of the latency buckets `lat0`…`lat10`; `lat11` holds what is slower.
 pub const LATENCY_BOUNDS_US: [i64; 11] = [
@@ -21,7 +27,7 @@ const BUCKETS: usize = LATENCY_BOUNDS_US.len() + 1;
 const MINUTE_US: i64 = 60_000_000;
 const COLUMNS: &str = "minute_us, tool, outcome, step, rule, calls, duration_us, \
      lat0, lat1, lat2, lat3, lat4, lat5, lat6, lat7, lat8, lat9, lat10, lat11";
-pub(super) const ARITY: usize = 7 + BUCKETS;
+const ARITY: usize = 7 + BUCKETS;
 /// Rows per statement: well under every database's limit on placeholders.
 const ROWS_PER_STATEMENT: usize = 500;
 
@@ -36,6 +42,16 @@ struct Counts {
 /// (minute or hour, tool, outcome, refusing step, refusing rule): a row's key.
 type Key<'a> = (i64, &'a str, &'a str, &'a str, &'a str);
 
+/// What the counts take from one audit row.
+struct Counted {
+    at_us: i64,
+    tool: String,
+    outcome: String,
+    step: String,
+    rule: String,
+    duration_us: i64,
+}
+
 fn bucket_of(duration_us: i64) -> usize {
     LATENCY_BOUNDS_US
         .iter()
@@ -46,7 +62,7 @@ fn bucket_of(duration_us: i64) -> usize {
 const HOUR_US: i64 = 60 * MINUTE_US;
 
 /// A table of counts: how long a span of time one row counts, and the two halves of its upsert
-/// (the rows' tuples go between), made once rather than on every commit.
+/// (the rows' tuples go between), made once rather than on every count.
 struct Table {
     bucket_us: i64,
     head: String,
@@ -80,44 +96,35 @@ static TABLES: LazyLock<[Table; 2]> = LazyLock::new(|| {
 /// One row's placeholders.
 static TUPLE: LazyLock<String> = LazyLock::new(|| format!("({})", vec!["?"; ARITY].join(", ")));
 
-/// What `events` add to a table of counts per `bucket_us`, one entry per row (in key order, so
-/// that writers updating the same rows lock them in the same order). Operator actions are not
-/// calls.
-fn tally<'a>(events: &[&'a AuditEvent], bucket_us: i64) -> BTreeMap<Key<'a>, Counts> {
-    let mut rows: BTreeMap<Key<'a>, Counts> = BTreeMap::new();
-    for e in events.iter().filter(|e| e.transport != "operator") {
+/// What `rows` add to a table of counts per `bucket_us`, one entry per row (in key order, so
+/// that processes updating the same rows lock them in the same order).
+fn tally(rows: &[Counted], bucket_us: i64) -> BTreeMap<Key<'_>, Counts> {
+    let mut counts: BTreeMap<Key<'_>, Counts> = BTreeMap::new();
+    for r in rows {
         let key = (
-            e.at_us.div_euclid(bucket_us) * bucket_us,
-            e.tool.as_str(),
-            e.outcome.as_str(),
-            e.step.as_deref().unwrap_or(""),
-            e.rule.as_deref().unwrap_or(""),
+            r.at_us.div_euclid(bucket_us) * bucket_us,
+            r.tool.as_str(),
+            r.outcome.as_str(),
+            r.step.as_str(),
+            r.rule.as_str(),
         );
-        let counts = rows.entry(key).or_default();
-        counts.calls += 1;
-        counts.duration_us += e.duration_us.max(0);
-        counts.latency[bucket_of(e.duration_us)] += 1;
+        let c = counts.entry(key).or_default();
+        c.calls += 1;
+        c.duration_us += r.duration_us.max(0);
+        c.latency[bucket_of(r.duration_us)] += 1;
     }
-    rows
+    counts
 }
 
-/// The statements (SQL and arguments) that add `events` to `call_stats` and
-/// `call_stats_hour`; none for a batch of operator actions only.
-pub(super) fn statements<'a>(events: &[&'a AuditEvent]) -> Vec<(String, Vec<Arg<'a>>)> {
-    TABLES
-        .iter()
-        .flat_map(|table| table_statements(events, table))
-        .collect()
-}
-
-fn table_statements<'a>(events: &[&'a AuditEvent], table: &Table) -> Vec<(String, Vec<Arg<'a>>)> {
-    let rows: Vec<(Key<'a>, Counts)> = tally(events, table.bucket_us).into_iter().collect();
-    rows.chunks(ROWS_PER_STATEMENT)
-        .map(|chunk| {
+/// Adds `rows` to `call_stats` and `call_stats_hour` in transaction `tx`.
+fn add(tx: &mut dyn Sql, rows: &[Counted]) -> DbResult<()> {
+    for table in TABLES.iter() {
+        let counts: Vec<(Key<'_>, Counts)> = tally(rows, table.bucket_us).into_iter().collect();
+        for chunk in counts.chunks(ROWS_PER_STATEMENT) {
             let mut bound = Vec::with_capacity(chunk.len() * ARITY);
-            for ((minute, tool, outcome, step, rule), c) in chunk {
+            for ((start, tool, outcome, step, rule), c) in chunk {
                 bound.extend([
-                    Arg::Int(*minute),
+                    Arg::Int(*start),
                     Arg::Text(tool),
                     Arg::Text(outcome),
                     Arg::Text(step),
@@ -128,17 +135,26 @@ fn table_statements<'a>(events: &[&'a AuditEvent], table: &Table) -> Vec<(String
                 bound.extend(c.latency.iter().map(|n| Arg::Int(*n)));
             }
             let tuples = vec![TUPLE.as_str(); chunk.len()].join(", ");
-            (format!("{}{tuples}{}", table.head, table.tail), bound)
-        })
-        .collect()
-}
-
-/// Adds `events` to `call_stats` and `call_stats_hour` in the transaction `tx` writes them in.
-pub(super) fn add(tx: &mut dyn Sql, events: &[&AuditEvent]) -> DbResult<()> {
-    for (sql, bound) in statements(events) {
-        tx.execute(&sql, &bound)?;
+            tx.execute(&format!("{}{tuples}{}", table.head, table.tail), &bound)?;
+        }
     }
     Ok(())
+}
+
+/// The mark: every audit row numbered up to it is counted.
+const COUNTED: &str = "calls_counted_through_seq";
+/// Audit rows counted per transaction.
+const COUNT_BATCH: i64 = 20_000;
+
+fn counted_through(conn: &mut dyn Sql) -> DbResult<i64> {
+    Ok(conn
+        .query_row(
+            "SELECT value FROM store_meta WHERE key = ?",
+            args![COUNTED],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0))
 }
 
 /// The calls of one span of time, by outcome.
@@ -202,6 +218,87 @@ pub const MINUTES_KEPT_US: i64 = 3 * 24 * HOUR_US;
 pub const HOURS_KEPT_US: i64 = 400 * 24 * HOUR_US;
 
 impl SqlStore {
+    /// Counts the audit rows written since the last count (calls, not operator actions) into
+    /// `call_stats` and `call_stats_hour`; returns how many rows it read. On PostgreSQL only
+    /// rows up to the settled horizon: a lower number can commit after a higher one, and the
+    /// mark must not pass it. Cheap when nothing is new: one read, no write.
+    pub async fn count_calls(&self) -> Result<u64> {
+        let (mark, newest, horizon) = self
+            .read(|conn| {
+                let context = "count calls";
+                let mark = counted_through(conn).map_err(StoreError::sql(context))?;
+                let newest: Option<i64> = conn
+                    .query_row("SELECT max(seq) FROM audit", &[], |r| r.get(0))
+                    .map_err(StoreError::sql(context))?;
+                let horizon = match newest.is_some_and(|n| n > mark) {
+                    true => super::settled_horizon(conn)?,
+                    false => None,
+                };
+                Ok((mark, newest.unwrap_or(0), horizon))
+            })
+            .await?;
+        if newest <= mark {
+            return Ok(0);
+        }
+        let upto = horizon.unwrap_or(i64::MAX);
+        let mut total = 0;
+        loop {
+            let read = self
+                .write(move |conn| {
+                    let context = "count calls";
+                    let mut tx = conn.begin_shared().map_err(StoreError::sql(context))?;
+                    let from = counted_through(&mut *tx).map_err(StoreError::sql(context))?;
+                    let (mut last, mut scanned) = (from, 0i64);
+                    let mut rows = Vec::new();
+                    tx.each(
+                        "SELECT seq, at_us, tool, outcome, coalesce(step, ''), coalesce(rule, ''),
+                                duration_us, transport
+                         FROM audit WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                        args![from, upto, COUNT_BATCH],
+                        &mut |r| {
+                            last = r.get(0)?;
+                            scanned += 1;
+                            // Operator actions are not calls.
+                            if r.get::<String>(7)? != "operator" {
+                                rows.push(Counted {
+                                    at_us: r.get(1)?,
+                                    tool: r.get(2)?,
+                                    outcome: r.get(3)?,
+                                    step: r.get(4)?,
+                                    rule: r.get(5)?,
+                                    duration_us: r.get(6)?,
+                                });
+                            }
+                            Ok(())
+                        },
+                    )
+                    .map_err(StoreError::sql(context))?;
+                    if last == from {
+                        return Ok(0);
+                    }
+                    // The mark moves only from where this count read it: another process that
+                    // counted these rows first has moved it, and this count adds nothing.
+                    let moved = tx
+                        .execute(
+                            "UPDATE store_meta SET value = ? WHERE key = ? AND value = ?",
+                            args![last, COUNTED, from],
+                        )
+                        .map_err(StoreError::sql(context))?;
+                    if moved != 1 {
+                        return Ok(0);
+                    }
+                    add(&mut *tx, &rows).map_err(StoreError::sql(context))?;
+                    tx.commit().map_err(StoreError::sql(context))?;
+                    Ok(scanned)
+                })
+                .await?;
+            total += read as u64;
+            if read < COUNT_BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
     /// Drops the counts no window reads any more (see [`MINUTES_KEPT_US`]); returns how many
     /// rows went.
     pub async fn prune_call_stats(&self, now_us: i64) -> Result<usize> {

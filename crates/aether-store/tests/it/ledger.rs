@@ -127,8 +127,16 @@ async fn an_inserted_row_is_caught(b: Backend) {
     let (dir, store) = keyed(b, 3).await;
     let all = rows(&store).await;
     let last = all.iter().max_by_key(|r| r.seq).unwrap();
+    let forged = forge_after(&dir, last, last.seq + 1);
+    let report = verify(&store, None).await;
+    assert!(report.breaks.iter().any(|b| b.seq == forged), "{report:?}");
+}
+
+/// What a forger without the key can add: a refusal after row `last` in its chain, numbered
+/// `seq`, hashed the keyless way. Returns its number.
+fn forge_after(dir: &Db, last: &AuditRecord, seq: i64) -> i64 {
     let mut forged = last.clone();
-    forged.seq = last.seq + 1;
+    forged.seq = seq;
     forged.link = last.link + 1;
     forged.prev_hash = last.hash.clone();
     forged.event.call_id = "forged".into();
@@ -146,11 +154,7 @@ async fn an_inserted_row_is_caught(b: Backend) {
         forged.seq, e.at_us, e.session, e.transport, e.agent, e.tool, e.tier, e.arguments_digest,
         last.hash, forged.chain, forged.link
     ));
-    let report = verify(&store, None).await;
-    assert!(
-        report.breaks.iter().any(|b| b.seq == forged.seq),
-        "{report:?}"
-    );
+    seq
 }
 
 async fn reordered_rows_are_caught(b: Backend) {
@@ -266,9 +270,14 @@ async fn a_forged_or_removed_marker_is_caught(b: Backend) {
     std::fs::write(&path, text.replace("\"seq\":3", "\"seq\":2")).unwrap();
     dir.raw(&format!(
         "INSERT INTO audit_keying (id, key_id, store_id, keyed_after_seq, keyed_after_hash,
-             receipts_checked_after_seq, at_us, mac)
-         VALUES (1, '{}', '{}', 0, '{}', 0, {}, '{}')",
-        keying.key_id, keying.store_id, keying.keyed_after_hash, keying.at_us, keying.mac
+             receipts_checked_after_seq, at_us, heads, mac)
+         VALUES (1, '{}', '{}', 0, '{}', 0, {}, '{}', '{}')",
+        keying.key_id,
+        keying.store_id,
+        keying.keyed_after_hash,
+        keying.at_us,
+        aether_store::Keying::heads_text(keying.heads.as_deref().unwrap()),
+        keying.mac
     ));
     let report = verify(&store, Some(&path)).await;
     assert!(
@@ -572,6 +581,8 @@ both!(
     a_store_keyed_under_one_key_refuses_another_and_keyless_writers,
     a_crashed_writers_calls_are_interrupted_not_missing,
     a_single_record_meets_a_committed_halt,
+    keyless_chains_from_before_keying_are_pinned_by_the_signed_marker,
+    a_marker_of_an_older_release_is_named_in_full_at_the_next_keyed_open,
 );
 
 /// `verify` takes no lock and writes nothing: it runs while another process holds the
@@ -736,4 +747,136 @@ fn journal_write(
         reverts: Vec::new(),
         receipts: vec![receipt(call)],
     }
+}
+
+/// A store written by two keyless writers and then keyed by a third Aether: the second
+/// keyless writer never writes again, so only the keying marker's heads pin its chain.
+/// Returns that chain's head.
+async fn keyed_after_two_keyless_writers(b: Backend) -> (Db, Store, aether_store::ChainHead) {
+    let (dir, first) = b.store();
+    call(&first, "a0").await;
+    let second = dir.open();
+    call(&second, "b0").await;
+    call(&second, "b1").await;
+    let quiet = head_of(&second).await;
+    call(&first, "a1").await;
+    drop((first, second));
+    let store = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    call(&store, "k0").await;
+    let report = verify(&store, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    let heads = store.keying().unwrap().heads.clone().unwrap();
+    assert!(heads.contains(&quiet), "{heads:?} lacks {quiet:?}");
+    (dir, store, quiet)
+}
+
+/// Recomputes chain `chain`'s hashes the keyless way from its start, as a forger would.
+fn rehash_chain(dir: &Db, rows: &[AuditRecord], chain: &str) {
+    let mine: Vec<AuditRecord> = rows.iter().filter(|r| r.chain == chain).cloned().collect();
+    rehash(dir, &mine, 0);
+}
+
+/// `verify` finds a break whose problem says every one of `texts`.
+async fn breaks_with(store: &Store, texts: &[&str]) {
+    let report = verify(store, None).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| texts.iter().all(|t| b.problem.contains(t))),
+        "no break says {texts:?}: {report:?}"
+    );
+}
+
+async fn keyless_chains_from_before_keying_are_pinned_by_the_signed_marker(b: Backend) {
+    // Rewritten: a row of the quiet chain edited, the chain rehashed the keyless way.
+    let (dir, store, quiet) = keyed_after_two_keyless_writers(b).await;
+    dir.raw(&format!(
+        "UPDATE audit SET outcome = 'tool_error' WHERE chain = '{}' AND link = 1",
+        quiet.chain
+    ));
+    rehash_chain(&dir, &rows(&store).await, &quiet.chain);
+    breaks_with(&store, &["not the one its signed marker names"]).await;
+
+    // Cut: its last row gone, with that call's receipt.
+    let (dir, store, quiet) = keyed_after_two_keyless_writers(b).await;
+    dir.raw(&format!(
+        "DELETE FROM audit WHERE seq = {}; DELETE FROM receipts WHERE call_id = 'b1'",
+        quiet.seq
+    ));
+    // (A chain of one row, as PostgreSQL's lanes may make, is then gone whole.)
+    breaks_with(&store, &[&quiet.chain, "(signed marker)"]).await;
+
+    // Removed whole, receipts too.
+    let (dir, store, quiet) = keyed_after_two_keyless_writers(b).await;
+    dir.raw(&format!(
+        "DELETE FROM audit WHERE chain = '{}'; DELETE FROM receipts WHERE call_id LIKE 'b%'",
+        quiet.chain
+    ));
+    let had = format!(
+        "{} is gone: it had {} row(s) when the audit was keyed",
+        quiet.chain, quiet.link
+    );
+    breaks_with(&store, &[&had]).await;
+
+    // Extended: a keyless row after its head is a row written since keying without the key.
+    let (dir, store, quiet) = keyed_after_two_keyless_writers(b).await;
+    let all = rows(&store).await;
+    let head = all.iter().find(|r| r.seq == quiet.seq).unwrap();
+    let top = all.iter().map(|r| r.seq).max().unwrap();
+    let forged = forge_after(&dir, head, top + 1);
+    let report = verify(&store, None).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.seq == forged && b.problem.contains("keyed hash")),
+        "{report:?}"
+    );
+
+    // The heads are signed: a marker naming the quiet chain's head elsewhere is caught.
+    let (dir, store, quiet) = keyed_after_two_keyless_writers(b).await;
+    let keying = store.keying().unwrap().clone();
+    let mut heads = keying.heads.clone().unwrap();
+    heads.retain(|h| h.chain != quiet.chain);
+    dir.raw(&format!(
+        "UPDATE audit_keying SET heads = '{}'",
+        aether_store::Keying::heads_text(&heads)
+    ));
+    breaks_with(&store, &["keying marker is not signed"]).await;
+}
+
+async fn a_marker_of_an_older_release_is_named_in_full_at_the_next_keyed_open(b: Backend) {
+    let (dir, store, quiet) = keyed_after_two_keyless_writers(b).await;
+    // The marker as an older release wrote it: one row pinned by number, no heads.
+    let mut old = store.keying().unwrap().clone();
+    old.heads = None;
+    old.mac = key().sign(&old.signed_text());
+    dir.raw(&format!(
+        "UPDATE audit_keying SET heads = NULL, mac = '{}'",
+        old.mac
+    ));
+    drop(store);
+    let reader = Store::open(&dir.url(), Access::ReadOnly).unwrap();
+    assert_eq!(reader.keying().unwrap().heads, None);
+    assert!(verify(&reader, None).await.is_intact());
+    // A keyed open names every chain's head at the pinned row, and signs it again.
+    let store = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    let upgraded = store.keying().unwrap().clone();
+    let heads = upgraded.heads.clone().unwrap();
+    assert!(heads.contains(&quiet), "{heads:?}");
+    assert!(
+        heads.iter().all(|h| h.seq <= old.keyed_after_seq),
+        "{heads:?}"
+    );
+    assert_eq!(
+        (&upgraded.store_id, upgraded.keyed_after_seq),
+        (&old.store_id, old.keyed_after_seq)
+    );
+    assert!(key().verify(&upgraded.signed_text(), &upgraded.mac));
+    assert!(verify(&store, None).await.is_intact());
+    // From then on the quiet chain is pinned.
+    dir.raw(&format!("DELETE FROM audit WHERE seq = {}", quiet.seq));
+    dir.raw("DELETE FROM receipts WHERE call_id = 'b1'");
+    breaks_with(&store, &[&quiet.chain, "(signed marker)"]).await;
 }

@@ -932,11 +932,12 @@ async fn rate_counts_are_shared_between_writers(b: Backend) {
 
 both!(calls_are_counted_by_minute_outcome_refusal_and_latency);
 
-/// The per-minute counts kept with the audit: what the console's overview reads instead of
-/// scanning the audit. Calls by outcome per span, refusals by step and rule, latency per
-/// tool (of calls that ran); operator actions are not calls.
+/// The per-minute counts of the audit: what the console's overview reads instead of scanning
+/// the audit. Calls by outcome per span, refusals by step and rule, latency per tool (of calls
+/// that ran); operator actions are not calls. Counted behind a mark, off the calls' commits:
+/// each row once, however many processes count.
 async fn calls_are_counted_by_minute_outcome_refusal_and_latency(b: Backend) {
-    let (_dir, store) = b.store();
+    let (dir, store) = b.store();
     let minute = 60_000_000;
     let now = aether_store::now_us();
     let m = now - now % minute - 10 * minute;
@@ -977,6 +978,22 @@ async fn calls_are_counted_by_minute_outcome_refusal_and_latency(b: Backend) {
     let mut operator = call("h", m + 7, "tokens.create", "ok", None, 0);
     operator.transport = "operator".into();
     store.audit(operator).await.unwrap();
+
+    // Nothing counted until a count runs (the calls' commits do not count).
+    let uncounted = store
+        .call_overview(m - 60 * minute, m + 3 * minute, minute)
+        .await
+        .unwrap();
+    assert!(uncounted.spans.is_empty(), "{uncounted:?}");
+    // Two processes counting at once count each row once: all eight rows read by one of
+    // them (the operator's action among them, not counted as a call), none by the other.
+    let other = dir.open();
+    let (one, two) = tokio::join!(store.count_calls(), other.count_calls());
+    let mut read = [one.unwrap(), two.unwrap()];
+    read.sort();
+    assert_eq!(read, [0, 8]);
+    assert_eq!(store.count_calls().await.unwrap(), 0, "nothing new");
+    assert_eq!(other.count_calls().await.unwrap(), 0, "nothing new");
 
     let o = store
         .call_overview(m - 60 * minute, m + 3 * minute, minute)

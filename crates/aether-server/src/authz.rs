@@ -871,7 +871,7 @@ async fn redeem(a: &Authority, p: TokenParams) -> Response {
             "code, client_id and code_verifier are required",
         );
     };
-    let (Ok(grant_id), Ok(refresh)) = (random(), random()) else {
+    let (Ok(grant_id), Ok(refresh)) = (random_id(), random()) else {
         return oauth_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",
@@ -1061,7 +1061,7 @@ async fn register(Extension(a): Extension<Arc<Authority>>, body: axum::body::Byt
         .filter(|c| !c.is_control())
         .take(100)
         .collect();
-    let Ok(client_id) = random() else {
+    let Ok(client_id) = random_id() else {
         return oauth_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",
@@ -1105,6 +1105,15 @@ fn random() -> Result<String, String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
     Ok(URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// An id people read and type (a grant's, a registered client's): 128 random bits in lower-case
+/// hex, so it never begins with "-" (a command line would take it for an option) and reads the
+/// same in every font.
+fn random_id() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// What the store keeps of a code or token.

@@ -35,8 +35,9 @@ pub struct GrantsArgs {
 pub struct RevokeArgs {
     #[command(flatten)]
     common: Common,
-    /// The grant's id (from `aether oauth grants`).
-    #[arg(group = "which")]
+    /// The grant's id (from `aether oauth grants`; one made before ids were hex may begin
+    /// with "-", and is taken as the id all the same).
+    #[arg(group = "which", allow_hyphen_values = true)]
     grant: Option<String>,
     /// Every grant this console account gave.
     #[arg(long, group = "which")]

@@ -321,6 +321,15 @@ fn refresh_tokens_rotate_and_a_reused_or_revoked_one_ends_its_grant_everywhere()
     assert_eq!(live.len(), 1, "{out}");
     assert_eq!(live[0]["client_id"], report["client_id"], "{out}");
     let grant = live[0]["grant"].as_str().unwrap();
+    // Ids people type are hex: never taken for an option (a base64 one began with "-" once in
+    // 64 grants). One that does begin so is still read as an id.
+    assert!(
+        grant.len() == 32 && grant.chars().all(|c| c.is_ascii_hexdigit()),
+        "{grant}"
+    );
+    let (code, _, err) = ws.run(&["oauth", "revoke", "-kNotAGrant", "--why", "typo"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no grant has the id \"-kNotAGrant\""), "{err}");
     let (code, out, err) = ws.run(&["oauth", "revoke", grant, "--why", "lost laptop"]);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(refused_soon(&addr, &access).status, 401);

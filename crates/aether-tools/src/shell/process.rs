@@ -383,3 +383,73 @@ impl Drop for Home {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Removes the folders of processes that ended without removing their own: a command's home
+/// (`aether-run-CALL-PID-N-NANOS`, left when a process exits or is killed mid-command, as a
+/// short-lived `aether` command does while its sandbox probe still runs) and a process's
+/// pinned names (`aether-pins-PID`). Only this user's folders whose process is gone; run as the
+/// sandbox's probe starts, so every process that runs commands sweeps once. Returns how many
+/// went.
+pub(crate) fn sweep_orphans() -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = orphan_pid(&name) else {
+            continue;
+        };
+        // A minute old at least: never a folder being made as this runs.
+        let ours = entry.metadata().is_ok_and(|m| {
+            m.is_dir()
+                && m.uid() == me
+                && m.modified()
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() >= 60))
+        });
+        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if ours && !alive && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The process id in the name of a folder [`Home`] or the pinned names make.
+fn orphan_pid(name: &str) -> Option<u32> {
+    if let Some(pid) = name.strip_prefix("aether-pins-") {
+        return pid.parse().ok();
+    }
+    // aether-run-CALL-PID-N-NANOS, CALL itself possibly holding dashes.
+    let rest = name.strip_prefix("aether-run-")?;
+    let mut parts = rest.rsplitn(4, '-');
+    let (_nanos, _n, pid) = (parts.next()?, parts.next()?, parts.next()?);
+    parts.next()?;
+    pid.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::orphan_pid;
+
+    #[test]
+    fn orphan_folders_name_their_process() {
+        assert_eq!(orphan_pid("aether-pins-4242"), Some(4242));
+        assert_eq!(orphan_pid("aether-run-probe-1024-0-1f247a74"), Some(1024));
+        assert_eq!(
+            orphan_pid("aether-run-0193a5b2-77aa-7c1d-9e3f-0a1b2c3d4e5f-77-3-ff"),
+            Some(77)
+        );
+        for not in [
+            "aether-run-x",
+            "aether-pins-",
+            "aether-run-1-2",
+            "other-123",
+            "aether-run-probe-x-0-1",
+        ] {
+            assert_eq!(orphan_pid(not), None, "{not}");
+        }
+    }
+}

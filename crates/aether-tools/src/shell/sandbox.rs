@@ -127,6 +127,8 @@ impl Sandbox {
         };
         let probe = self.probe.clone();
         self.probe.started.call_once(move || {
+            // The folders of processes that ended mid-command are swept once per process.
+            std::thread::spawn(super::process::sweep_orphans);
             let answer = probe.clone();
             let spawned = std::thread::Builder::new()
                 .name("aether-sandbox-probe".into())

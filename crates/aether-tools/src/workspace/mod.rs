@@ -11,6 +11,9 @@ mod create_directory;
 mod delete_file;
 pub mod edit;
 mod edit_file;
+mod finishing;
+// The quality group's reader of a project's files, built on the walks here.
+pub use finishing::CheckFinishing;
 mod get_file_info;
 mod glob;
 mod list_dir;

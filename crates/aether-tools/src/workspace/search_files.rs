@@ -158,7 +158,7 @@ impl Tool for SearchFiles {
 /// (and judged it); where the kernel cannot refuse symlinks in every component, where it
 /// landed is checked, as read_file does. Only a regular file with one name is searched: one
 /// swapped for a FIFO or a device since the walk saw it is skipped, as is a hard link.
-fn open_found(
+pub(super) fn open_found(
     root: &crate::Root,
     root_dir: &cap_std::fs::Dir,
     open: &cap_std::fs::OpenOptions,

@@ -155,6 +155,7 @@ fn tools() -> &'static HashMap<String, Checked> {
     TOOLS.get_or_init(|| {
         aether_tools::workspace::tools()
             .into_iter()
+            .chain([Arc::new(aether_tools::workspace::CheckFinishing::new()) as Arc<dyn Tool>])
             .map(|tool| {
                 let def = tool.def();
                 let input = jsonschema::validator_for(&def.input_schema)
@@ -326,10 +327,9 @@ impl MemoryLedger {
 }
 
 pub fn tool_names() -> Vec<String> {
-    aether_tools::workspace::tools()
-        .iter()
-        .map(|t| t.def().name.clone())
-        .collect()
+    let mut names: Vec<String> = tools().keys().cloned().collect();
+    names.sort();
+    names
 }
 
 /// Calls a tool as the pipeline would: the arguments must satisfy the input schema (the

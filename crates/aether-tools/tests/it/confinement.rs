@@ -23,6 +23,7 @@ async fn each_path_tool(cx: &CallContext, path: &str) -> Vec<(&'static str, Outc
             json!({"pattern": "*", "path": path, "include_hidden": true}),
         ),
         ("search_files", json!({"query": PROBE, "path": path})),
+        ("check_finishing", json!({"path": path})),
     ];
     let mut results = Vec::new();
     for (tool, args) in calls {

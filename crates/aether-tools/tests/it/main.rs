@@ -4,6 +4,7 @@
 mod common;
 mod confinement;
 mod credentials;
+mod finishing;
 mod listing;
 mod read;
 mod sandbox;

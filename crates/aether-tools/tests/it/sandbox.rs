@@ -824,3 +824,39 @@ async fn a_covered_files_folder_cannot_be_moved_away_in_the_sandbox() {
     );
     assert!(!ws.join("proj.old").exists());
 }
+
+/// A command's home or a process's pinned names left by a process that ended without removing
+/// them (killed mid-command, or a short `aether` command that exits while its sandbox probe
+/// runs) are swept when the next process's probe starts; a live process's are left alone.
+#[test]
+fn folders_left_by_ended_processes_are_swept_when_the_probe_starts() {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let gone = child.id();
+    child.wait().unwrap();
+    let tmp = std::env::temp_dir();
+    let left = [
+        tmp.join(format!("aether-run-probe-{gone}-0-abc")),
+        tmp.join(format!("aether-run-0193a5b2-77aa-7c1d-{gone}-3-ff")),
+        tmp.join(format!("aether-pins-{gone}")),
+    ];
+    let live = tmp.join(format!("aether-run-probe-{}-99-abc", std::process::id()));
+    for dir in left.iter().chain([&live]) {
+        std::fs::create_dir_all(dir.join("empty.d")).unwrap();
+        std::fs::write(dir.join("passwd"), "x").unwrap();
+        let aged = std::process::Command::new("touch")
+            .args(["-d", "2 minutes ago"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(aged.success());
+    }
+    Sandbox::at("/bin/false").start_probe();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while left.iter().any(|d| d.exists()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let kept = live.exists();
+    let _ = std::fs::remove_dir_all(&live);
+    assert!(left.iter().all(|d| !d.exists()), "{left:?}");
+    assert!(kept, "a live process's folder was swept");
+}

@@ -17,6 +17,11 @@ fn every_definition_is_a_workspace_tool_with_valid_schemas_and_honest_metadata()
         "delete_file",
         "revert_file",
     ];
+    // check_finishing is the quality group's, and reads only.
+    use aether_tools::Tool;
+    let finishing = aether_tools::workspace::CheckFinishing::new();
+    assert_eq!(finishing.def().group, "quality");
+    assert_eq!(finishing.def().meta, aether_policy::ToolMeta::read_only());
     for tool in aether_tools::workspace::tools() {
         let def = tool.def();
         assert_eq!(def.group, "workspace", "{}", def.name);
@@ -51,6 +56,7 @@ async fn every_tool_output_validates_against_its_schema() {
     // against the output schema; these calls cover every tool and every output shape.
     let calls = [
         ("list_roots", json!({})),
+        ("check_finishing", json!({})),
         ("list_dir", json!({})),
         ("read_file", json!({"path": "notes.txt"})),
         ("read_file", json!({"path": "notes.txt", "start_line": 2})),

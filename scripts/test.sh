@@ -11,7 +11,8 @@ export AETHER_PEERS=${AETHER_PEERS:-$HOME/.cache/aether-peers}
 scripts/install-peers.sh "$AETHER_PEERS"
 
 # From the system's packages: bubblewrap (run_shell's tests run real sandboxes), Chromium
-# (the console's tests drive it headless with playwright-core), gawk and openssl.
+# (the console's tests drive it headless with playwright-core), gawk, openssl, espeak-ng and
+# ffmpeg.
 need=()
 [ -x /usr/bin/bwrap ] || [ -x /usr/local/bin/bwrap ] || need+=(bubblewrap)
 [ -x /usr/bin/chromium ] || need+=(chromium)
@@ -20,6 +21,10 @@ need=()
 # openssl: the built-in authorization server's tests serve a client's metadata document over
 # HTTPS with a certificate made for them.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# espeak-ng and ffmpeg (with ffprobe): tts_render speaks with the one and encodes with the
+# other; its tests read the MP3 back with ffprobe and ffmpeg's silencedetect.
+[ -x /usr/bin/espeak-ng ] || need+=(espeak-ng)
+[ -x /usr/bin/ffmpeg ] && [ -x /usr/bin/ffprobe ] || need+=(ffmpeg)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"

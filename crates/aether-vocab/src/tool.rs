@@ -21,6 +21,7 @@ pub mod groups {
     pub const COMMS: &str = "comms";
     pub const TEAM: &str = "team";
     pub const QUALITY: &str = "quality";
+    pub const AUDIO: &str = "audio";
     pub const CALC: &str = "calc";
     pub const ORCHESTRATION: &str = "orchestration";
     /// The conformance suite's fixtures; only present in the test-only fixtures mode.
@@ -36,6 +37,7 @@ pub mod groups {
         COMMS,
         TEAM,
         QUALITY,
+        AUDIO,
         CALC,
         ORCHESTRATION,
         CONFORMANCE,

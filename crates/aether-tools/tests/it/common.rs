@@ -155,7 +155,11 @@ fn tools() -> &'static HashMap<String, Checked> {
     TOOLS.get_or_init(|| {
         aether_tools::workspace::tools()
             .into_iter()
-            .chain([Arc::new(aether_tools::workspace::CheckFinishing::new()) as Arc<dyn Tool>])
+            .chain([
+                Arc::new(aether_tools::workspace::CheckFinishing::new()) as Arc<dyn Tool>,
+                Arc::new(aether_tools::workspace::TtsRender::new()),
+                Arc::new(aether_tools::workspace::TtsStatus::new()),
+            ])
             .map(|tool| {
                 let def = tool.def();
                 let input = jsonschema::validator_for(&def.input_schema)

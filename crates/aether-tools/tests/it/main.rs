@@ -11,3 +11,4 @@ mod sandbox;
 mod schemas;
 mod search;
 mod shell;
+mod tts;

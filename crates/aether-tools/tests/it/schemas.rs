@@ -57,6 +57,8 @@ async fn every_tool_output_validates_against_its_schema() {
     let calls = [
         ("list_roots", json!({})),
         ("check_finishing", json!({})),
+        ("tts_status", json!({})),
+        ("tts_render", json!({"script": "notes.txt"})),
         ("list_dir", json!({})),
         ("read_file", json!({"path": "notes.txt"})),
         ("read_file", json!({"path": "notes.txt", "start_line": 2})),

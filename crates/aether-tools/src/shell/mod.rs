@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::Tool;
 
 pub use guard::{ControlGuard, set_aside_beneath};
+pub(crate) use process::Home;
 pub use quality::{AnalyzeCode, RunTests};
 pub use read_logs::ReadLogs;
 pub use run_command::RunCommand;

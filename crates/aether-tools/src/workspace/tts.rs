@@ -289,38 +289,6 @@ async fn run(
     Ok(out.stdout)
 }
 
-/// A private folder for one render's files, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(cx: &CallContext) -> Result<Scratch, ToolError> {
-        use std::os::unix::fs::DirBuilderExt;
-        let id: String = cx
-            .call_id
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-            .take(64)
-            .collect();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let dir =
-            std::env::temp_dir().join(format!("aether-tts-{id}-{}-{nanos:x}", std::process::id()));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| ToolError::failed(format!("cannot make a folder for the audio: {e}")))?;
-        Ok(Scratch(dir))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Scripts read at most.
 const MAX_SCRIPT_BYTES: u64 = 1 << 20;
 
@@ -435,7 +403,8 @@ impl Tool for TtsRender {
             }
         }
         let (espeak, ffmpeg) = programs()?;
-        let scratch = Scratch::new(&cx)?;
+        // A private folder for the render's files, removed when dropped.
+        let scratch = crate::shell::Home::new(&cx.call_id)?;
         // Each line spoken into a WAV of its own, then joined with silence between.
         let mut joined: Option<(hound::WavSpec, Vec<i16>)> = None;
         let mut spoken = Vec::with_capacity(lines.len());
@@ -451,7 +420,7 @@ impl Tool for TtsRender {
                 &espeak,
                 &["-v", voice, "-w", &wav, "--stdin"],
                 l.text.as_bytes(),
-                &scratch.0,
+                &scratch.dir,
             )
             .await
             .map_err(|e| match e {
@@ -460,7 +429,7 @@ impl Tool for TtsRender {
                 ),
                 e => e,
             })?;
-            let mut reader = hound::WavReader::open(scratch.0.join(&wav)).map_err(|e| {
+            let mut reader = hound::WavReader::open(scratch.dir.join(&wav)).map_err(|e| {
                 ToolError::failed(format!("espeak-ng's audio for line {}: {e}", l.line))
             })?;
             let spec = reader.spec();
@@ -494,7 +463,7 @@ impl Tool for TtsRender {
         let (spec, samples) = joined.expect("at least one line");
         let duration_ms =
             samples.len() as u64 * 1000 / (spec.sample_rate as u64 * spec.channels as u64).max(1);
-        let wav = scratch.0.join("joined.wav");
+        let wav = scratch.dir.join("joined.wav");
         {
             let mut writer = hound::WavWriter::create(&wav, spec)
                 .map_err(|e| ToolError::failed(format!("cannot join the lines: {e}")))?;
@@ -524,10 +493,10 @@ impl Tool for TtsRender {
                 "out.mp3",
             ],
             &[],
-            &scratch.0,
+            &scratch.dir,
         )
         .await?;
-        let bytes = std::fs::read(scratch.0.join("out.mp3"))
+        let bytes = std::fs::read(scratch.dir.join("out.mp3"))
             .map_err(|e| ToolError::failed(format!("ffmpeg wrote no MP3: {e}")))?;
         drop(scratch);
         // Written into the workspace as write_file writes: checked, journalled, atomic.

@@ -323,7 +323,8 @@ pub fn tools_for(
     host: Arc<aether_runner::Host>,
 ) -> Vec<Arc<dyn Tool>> {
     let mut tools = aether_tools::builtin_tools();
-    tools.extend(aether_runner::orchestration::tools(host));
+    tools.extend(aether_runner::orchestration::tools(host.clone()));
+    tools.push(Arc::new(aether_runner::review::CodeReview::new(host)));
     let searxng = searxng.and_then(|u| url::Url::parse(u).ok());
     tools.extend(aether_net::tools_with(
         Arc::new(aether_net::SystemResolver),

@@ -13,8 +13,9 @@ pub mod dsml;
 pub mod host;
 pub mod model;
 pub mod orchestration;
+pub mod review;
 pub mod run;
 
 pub use host::{Budget, Host, Models};
-pub use model::{ModelClient, ModelError, Reply, ToolCall, Usage};
+pub use model::{Ask, ModelClient, ModelError, Reply, ToolCall, Usage};
 pub use run::{RunOutcome, RunRequest, Runner, Status};

@@ -69,6 +69,15 @@ pub struct Reply {
     pub elapsed: Duration,
 }
 
+/// What one request asks beyond the connection's settings.
+#[derive(Clone, Debug, Default)]
+pub struct Ask {
+    /// At most this many tokens (and never more than the connection's `max_tokens`).
+    pub max_tokens: Option<u32>,
+    /// A name and a JSON Schema the answer must follow.
+    pub schema: Option<(String, Value)>,
+}
+
 pub struct ModelClient {
     spec: ModelSpec,
     key: Option<String>,
@@ -127,12 +136,34 @@ impl ModelClient {
         tools: Option<&[Value]>,
         trace: Option<&str>,
     ) -> Result<Reply, ModelError> {
+        self.chat_with(messages, tools, trace, Ask::default()).await
+    }
+
+    /// [`ModelClient::chat`] with `ask`: fewer tokens than the connection's `max_tokens`, and
+    /// a JSON Schema the answer must follow (OpenAI's `response_format`, which llama.cpp's
+    /// server enforces with a grammar).
+    pub async fn chat_with(
+        &self,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+        trace: Option<&str>,
+        ask: Ask,
+    ) -> Result<Reply, ModelError> {
+        let max_tokens = ask
+            .max_tokens
+            .map_or(self.spec.max_tokens, |m| m.min(self.spec.max_tokens));
         let mut body = json!({
             "model": self.spec.model,
             "messages": messages,
             "stream": false,
-            "max_tokens": self.spec.max_tokens,
+            "max_tokens": max_tokens,
         });
+        if let Some((name, schema)) = ask.schema {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": name, "strict": true, "schema": schema},
+            });
+        }
         if let Some(t) = self.spec.temperature {
             body["temperature"] = json!(t);
         }

@@ -1469,3 +1469,107 @@ fn a_runs_call_that_needs_a_person_waits_for_one() {
         "{row}"
     );
 }
+
+/// An MCP session over stdio acting as `agent`, initialized.
+fn session_as(ws: &Ws, agent: &str) -> crate::util::StdioServer {
+    let mut s = crate::util::StdioServer::spawn(ws, &["--agent", agent]);
+    s.initialize("2025-11-25");
+    s.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    s
+}
+
+/// `code_review` through the calling agent's model connection, against the real llama-server:
+/// a review of the asked shape (its structure asserted, not its wisdom) within the tokens
+/// asked for; a file the caller may not read is refused before any model sees it; without a
+/// model connection, a clear error.
+#[test]
+fn code_review_asks_the_agents_model_for_a_structured_review() {
+    let Some(llama) =
+        LlamaServer::start("code_review_asks_the_agents_model_for_a_structured_review")
+    else {
+        return;
+    };
+    let ws = workspace(
+        &llama.base,
+        "timeout_seconds = 300\n\n[agents.reviewer]\ntools = [\"code_review\"]\n",
+    );
+    ws.write(
+        "src/calc.py",
+        "def average(xs):\n    return sum(xs) / len(xs)\n\nprint(average([]))\n",
+    );
+    ws.write(".env", "API_KEY=sk-live-0123456789abcdef0123456789abcdef\n");
+    ws.write("secret.py", "PASSWORD = 'hunter2'\n");
+    ws.write(
+        "permissions.yaml",
+        "rules:\n  - name: not-that\n    match: { tool: code_review, path: \"secret.py\" }\n    action: always_deny\n",
+    );
+    let mut s = session_as(&ws, "reviewer");
+    let reply = s.call(
+        1,
+        "code_review",
+        json!({"path": "src/calc.py", "max_tokens": 200}),
+    );
+    let result = &reply["result"];
+    assert_eq!(result["isError"], false, "{reply}");
+    let out = &result["structuredContent"];
+    assert_eq!(
+        (
+            out["connection"].as_str(),
+            out["lines"].as_u64(),
+            out["path"].as_str()
+        ),
+        (Some("m"), Some(4), Some("src/calc.py")),
+        "{out}"
+    );
+    // The server's grammar holds the model to the review's JSON.
+    assert_eq!(out["parsed"], true, "{out}");
+    assert!(out["summary"].is_string(), "{out}");
+    for f in out["findings"].as_array().unwrap() {
+        assert!(
+            ["critical", "major", "minor", "nit"].contains(&f["severity"].as_str().unwrap()),
+            "{f}"
+        );
+        assert!(
+            f["line"].is_null() || (1..=4).contains(&f["line"].as_u64().unwrap()),
+            "{f}"
+        );
+        assert!(f["title"].is_string() && f["detail"].is_string(), "{f}");
+    }
+    eprintln!("the review: {out}");
+    let completion = out["completion_tokens"].as_u64().unwrap();
+    assert!(completion > 0 && completion <= 200, "{out}");
+    assert!(out["prompt_tokens"].as_u64().unwrap() > 0, "{out}");
+
+    // Files the caller may not read are not reviewed: a credential file, a ruled-off path.
+    for (id, path, why) in [(2, ".env", "credential"), (3, "secret.py", "not-that")] {
+        let reply = s.call(id, "code_review", json!({"path": path}));
+        let text = reply.to_string();
+        assert!(
+            reply["error"].is_object() || reply["result"]["isError"] == true,
+            "{path} was reviewed: {reply}"
+        );
+        assert!(text.contains(why), "{path}: {text}");
+        assert!(
+            !text.contains("sk-live") && !text.contains("hunter2"),
+            "{text}"
+        );
+    }
+    drop(s);
+
+    // No model connection: the tool says so.
+    let bare = Ws::new();
+    bare.write(
+        "aether.toml",
+        "[server]\nhttp_agent = \"reviewer\"\n\n[agents.reviewer]\ntools = [\"code_review\"]\n",
+    );
+    bare.write("a.py", "x = 1\n");
+    let mut s = session_as(&bare, "reviewer");
+    let reply = s.call(1, "code_review", json!({"path": "a.py"}));
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(
+        reply
+            .to_string()
+            .contains("no model connection is configured"),
+        "{reply}"
+    );
+}

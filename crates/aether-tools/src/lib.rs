@@ -23,6 +23,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     let mut tools = workspace::tools();
     tools.extend(shell::tools());
     tools.push(Arc::new(workspace::CheckFinishing::new()));
+    tools.push(Arc::new(workspace::RecordStyle::new()));
     tools.push(Arc::new(workspace::TtsRender::new()));
     tools.push(Arc::new(workspace::TtsStatus::new()));
     tools.push(Arc::new(calc::Calculate::new()));

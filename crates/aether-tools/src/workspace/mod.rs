@@ -12,9 +12,11 @@ mod delete_file;
 pub mod edit;
 mod edit_file;
 mod finishing;
+mod style;
 mod tts;
 // The quality group's reader of a project's files, built on the walks here.
 pub use finishing::CheckFinishing;
+pub use style::RecordStyle;
 // The audio group's voice-over, written into the workspace like any write.
 pub use tts::{TtsRender, TtsStatus, parse_script};
 mod get_file_info;

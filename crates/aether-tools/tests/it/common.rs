@@ -159,6 +159,7 @@ fn tools() -> &'static HashMap<String, Checked> {
                 Arc::new(aether_tools::workspace::CheckFinishing::new()) as Arc<dyn Tool>,
                 Arc::new(aether_tools::workspace::TtsRender::new()),
                 Arc::new(aether_tools::workspace::TtsStatus::new()),
+                Arc::new(aether_tools::workspace::RecordStyle::new()),
             ])
             .map(|tool| {
                 let def = tool.def();

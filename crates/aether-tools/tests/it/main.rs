@@ -11,4 +11,5 @@ mod sandbox;
 mod schemas;
 mod search;
 mod shell;
+mod style;
 mod tts;

@@ -50,6 +50,7 @@ async fn every_tool_output_validates_against_its_schema() {
     let t = Tree::new();
     t.file("src/lib.rs", "pub fn needle() {}\n");
     t.file("notes.txt", "one\ntwo\n");
+    t.file("site.css", "body { color: #111; }\n");
     t.link("notes.txt", "alias");
     let cx = t.cx_writable();
     // `call` validates the arguments against the input schema and the structured output
@@ -59,6 +60,10 @@ async fn every_tool_output_validates_against_its_schema() {
         ("check_finishing", json!({})),
         ("tts_status", json!({})),
         ("tts_render", json!({"script": "notes.txt"})),
+        (
+            "record_style",
+            json!({"stylesheets": ["site.css"], "direction": "Ink on paper."}),
+        ),
         ("list_dir", json!({})),
         ("read_file", json!({"path": "notes.txt"})),
         ("read_file", json!({"path": "notes.txt", "start_line": 2})),

@@ -245,9 +245,16 @@ impl CodeReview {
                 input_schema: schema_of::<Args>(),
                 output_schema: schema_of::<Output>(),
                 arguments: ArgumentKinds::paths(&["path"]),
+                // It changes nothing here, but the file leaves for the model connection and
+                // tokens are spent: not a side-effect-free call, so its receipt is durable
+                // before the file is sent.
                 meta: ToolMeta {
                     risk: Risk::Low,
-                    ..ToolMeta::read_only()
+                    read_only: false,
+                    reaches_network: false,
+                    needs_confirmation: false,
+                    idempotent: false,
+                    destructive: false,
                 },
             },
             host,

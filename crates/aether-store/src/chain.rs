@@ -355,9 +355,11 @@ impl ChainReport {
 enum KeyedFrom {
     /// Marker v1: after this sequence number, whose row has this hash.
     Seq(i64, String),
-    /// Marker v2: after this link of the chain, whose row has this hash (`None`: the chain
-    /// had no rows at keying, so all are keyed).
-    Head(Option<(i64, String)>),
+    /// Marker v2: after this chain's head at keying — its link (for messages), its sequence
+    /// number and hash (what is judged: sequence numbers are covered by every row's hash and
+    /// every checkpoint's signature, a legacy chain's links are not). `None`: the chain had
+    /// no rows at keying, so all are keyed.
+    Head(Option<(i64, i64, String)>),
 }
 
 /// Checks one chain's rows given in link order; keeps at most 100 breaks.
@@ -422,7 +424,7 @@ impl ChainVerifier {
                 heads
                     .iter()
                     .find(|h| h.chain == self.chain)
-                    .map(|h| (h.link, h.hash.clone())),
+                    .map(|h| (h.link, h.seq, h.hash.clone())),
             ),
         };
         self.keyed = Some((from, key));
@@ -434,7 +436,7 @@ impl ChainVerifier {
             None => true,
             Some((KeyedFrom::Seq(after, _), _)) => r.seq <= *after,
             Some((KeyedFrom::Head(head), _)) => {
-                head.as_ref().is_some_and(|(link, _)| r.link <= *link)
+                head.as_ref().is_some_and(|(_, seq, _)| r.seq <= *seq)
             }
         }
     }
@@ -532,7 +534,7 @@ impl ChainVerifier {
         }
         let pinned = match &self.keyed {
             Some((KeyedFrom::Seq(after, hash), _)) if r.seq == *after => Some(hash),
-            Some((KeyedFrom::Head(Some((link, hash))), _)) if r.link == *link => Some(hash),
+            Some((KeyedFrom::Head(Some((_, seq, hash))), _)) if r.seq == *seq => Some(hash),
             _ => None,
         };
         if let Some(hash) = pinned {
@@ -571,15 +573,16 @@ impl ChainVerifier {
         let last = self.expected_link - 1;
         // Marker v2: the chain's keyless rows end at its head at keying, which must be here
         // (met above) or pruned behind a checkpoint past it or naming it.
-        if let Some((KeyedFrom::Head(Some((link, hash))), _)) = &self.keyed
-            && *link > 0
+        if let Some((KeyedFrom::Head(Some((link, seq, hash))), _)) = &self.keyed
+            && *seq > 0
             && !self.met_head
         {
-            let (link, named) = (*link, self.named());
+            let (link, seq, named) = (*link, *seq, self.named());
+            // Judged by sequence number: a checkpoint's is signed, a legacy chain's link is not.
             let problem = match &self.report.checkpoint {
-                Some(c) if c.link > link => None,
-                Some(c) if c.link == link && c.hash == *hash => None,
-                Some(c) if c.link == link => Some(format!(
+                Some(c) if c.seq > seq => None,
+                Some(c) if c.seq == seq && c.hash == *hash => None,
+                Some(c) if c.seq == seq => Some(format!(
                     "{named} was cut at its last row before the audit was keyed, but the cut names another hash than the signed marker"
                 )),
                 _ if self.report.rows == 0 && self.report.checkpoint.is_none() => Some(format!(

@@ -72,6 +72,8 @@ impl SqlStore {
         by: String,
         vault: std::sync::Arc<Vault>,
     ) -> Result<Vec<Checkpoint>> {
+        // Rows not yet counted for the overview are counted before they go.
+        self.count_calls().await?;
         self.write(move |conn| {
             let context = "prune the audit";
             let sql = StoreError::sql(context);

@@ -402,12 +402,14 @@ pub(crate) fn sweep_orphans() -> usize {
         let Some(pid) = orphan_pid(&name) else {
             continue;
         };
-        // A minute old at least: never a folder being made as this runs.
+        // Untouched for a day: longer than any command may run, so not the home of a live
+        // command of a process this one cannot see (another PID namespace sharing /tmp); a
+        // live process's pinned names' folder swept so is made again at its next run.
         let ours = entry.metadata().is_ok_and(|m| {
             m.is_dir()
                 && m.uid() == me
                 && m.modified()
-                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() >= 60))
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= ORPHAN_AGE))
         });
         let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
         if ours && !alive && std::fs::remove_dir_all(entry.path()).is_ok() {
@@ -416,6 +418,9 @@ pub(crate) fn sweep_orphans() -> usize {
     }
     removed
 }
+
+/// How long a folder of a process that is gone stays before it is swept.
+const ORPHAN_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// The process id in the name of a folder [`Home`] or the pinned names make.
 fn orphan_pid(name: &str) -> Option<u32> {

@@ -77,7 +77,7 @@ pub(super) struct Output {
     pub path: String,
     /// Files that ship, read.
     pub files: usize,
-    /// Whether more files ship than were read (at most 20,000).
+    /// Whether more ships than was read: over 20,000 files, or over 64 MiB of text in all.
     pub truncated: bool,
     /// Whether no mark failed.
     pub passed: bool,
@@ -87,6 +87,8 @@ pub(super) struct Output {
 /// Files read at most, and the most of each read (a larger one is known to exist, not read).
 const MAX_FILES: usize = 20_000;
 const MAX_FILE_BYTES: u64 = 1 << 20;
+/// The text of all files read together, at most.
+const MAX_TEXT_BYTES: u64 = 64 << 20;
 /// Findings listed per mark.
 const MAX_FINDINGS: usize = 50;
 
@@ -214,7 +216,7 @@ impl Tool for CheckFinishing {
         }
         if truncated {
             text.push_str(&format!(
-                "[only the first {MAX_FILES} files that ship were read: check a narrower folder]\n"
+                "[not everything that ships was read (at most {MAX_FILES} files, 64 MiB of text): check a narrower folder]\n"
             ));
         }
         let output = Output {
@@ -246,7 +248,16 @@ fn read_shipped(
     open.follow(FollowSymlinks::No);
     let mut files = Vec::new();
     let mut truncated = false;
-    for entry in walk.builder().build() {
+    let mut text_left = MAX_TEXT_BYTES;
+    // Folders that do not ship are not walked at all (a node_modules can hold more than the
+    // project).
+    let mut builder = walk.builder();
+    builder.filter_entry(|e| {
+        e.depth() == 0
+            || !(e.file_type().is_some_and(|t| t.is_dir())
+                && NOT_SHIPPED.contains(&e.file_name().to_string_lossy().as_ref()))
+    });
+    for entry in builder.build() {
         if cancel.is_cancelled() {
             break;
         }
@@ -272,8 +283,16 @@ fn read_shipped(
             paths: &*walk.paths,
         };
         let found = (rel_path, abs.as_path(), rel.as_str());
-        let text = super::search_files::open_found(root, &walk.root_dir, &open, opening, found)
-            .and_then(|(file, _)| read_text(file));
+        // Texts are kept to a total: past it, files still count as shipped, unread.
+        let text = match text_left {
+            0 => {
+                truncated = true;
+                None
+            }
+            _ => super::search_files::open_found(root, &walk.root_dir, &open, opening, found)
+                .and_then(|(file, _)| read_text(file)),
+        };
+        text_left = text_left.saturating_sub(text.as_ref().map_or(0, |t| t.len() as u64));
         files.push(Shipped {
             rel: in_project,
             text,

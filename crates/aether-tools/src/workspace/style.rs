@@ -25,6 +25,10 @@ use serde_json::Value;
 use super::write::{self, Before};
 use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 
+/// How deep nested blocks and at-rules are read: no stylesheet needs more, and an attacker's
+/// millions of "(" must not exhaust the stack.
+const MAX_DEPTH: usize = 32;
+
 /// Stylesheets read at most, and the most of each.
 const MAX_SHEETS: usize = 20;
 const MAX_SHEET_BYTES: u64 = 1 << 20;
@@ -283,7 +287,7 @@ fn prose_colours(text: &str) -> Vec<String> {
 
 /// Walks a declaration's value, noting every colour in it (inside functions and gradients
 /// too) under `property`.
-fn scan_colours<'i>(input: &mut Parser<'i, '_>, property: &str, tokens: &mut Tokens) {
+fn scan_colours<'i>(input: &mut Parser<'i, '_>, property: &str, tokens: &mut Tokens, depth: usize) {
     loop {
         let start = input.position();
         let token = match input.next() {
@@ -316,9 +320,11 @@ fn scan_colours<'i>(input: &mut Parser<'i, '_>, property: &str, tokens: &mut Tok
             Token::Function(_)
             | Token::ParenthesisBlock
             | Token::SquareBracketBlock
-            | Token::CurlyBracketBlock => {
+            | Token::CurlyBracketBlock
+                if depth < MAX_DEPTH =>
+            {
                 let _ = input.parse_nested_block(|i| -> Result<(), ParseError<'i, ()>> {
-                    scan_colours(i, property, tokens);
+                    scan_colours(i, property, tokens, depth + 1);
                     Ok(())
                 });
             }
@@ -330,6 +336,8 @@ fn scan_colours<'i>(input: &mut Parser<'i, '_>, property: &str, tokens: &mut Tok
 /// The rules of a stylesheet (and of the at-rules that hold rules: @media, @supports, …).
 struct Rules<'a> {
     tokens: &'a mut Tokens,
+    /// How deep in at-rules this list is: past [`MAX_DEPTH`], a block is skipped.
+    depth: usize,
 }
 
 /// The declarations of one rule.
@@ -407,13 +415,16 @@ impl<'i> AtRuleParser<'i> for Rules<'_> {
                 };
                 for _ in RuleBodyParser::new(input, &mut body) {}
             }
-            // A block of rules (@media, @supports, @layer, @container, @keyframes' frames).
-            _ => {
+            // A block of rules (@media, @supports, @layer, @container, @keyframes' frames),
+            // to a bounded depth: a stylesheet nested deeper is read no further.
+            _ if self.depth < MAX_DEPTH => {
                 let mut rules = Rules {
                     tokens: &mut *self.tokens,
+                    depth: self.depth + 1,
                 };
                 for _ in StyleSheetParser::new(input, &mut rules) {}
             }
+            _ => {}
         }
         Ok(())
     }
@@ -432,7 +443,7 @@ impl<'i> DeclarationParser<'i> for Declarations<'_> {
         let property = name.to_ascii_lowercase();
         let start = input.position();
         let state = input.state();
-        scan_colours(input, &property, self.tokens);
+        scan_colours(input, &property, self.tokens, 0);
         let value = input
             .slice_from(start)
             .trim()
@@ -501,7 +512,7 @@ impl<'i> RuleBodyItemParser<'i, (), ()> for Declarations<'_> {
 fn read_stylesheet(css: &str, tokens: &mut Tokens) {
     let mut input = ParserInput::new(css);
     let mut parser = Parser::new(&mut input);
-    let mut rules = Rules { tokens };
+    let mut rules = Rules { tokens, depth: 0 };
     for _ in StyleSheetParser::new(&mut parser, &mut rules) {}
 }
 
@@ -678,11 +689,19 @@ impl Tool for RecordStyle {
         if args.direction.trim().is_empty() {
             return Err(ToolError::InvalidArguments("the direction is empty".into()));
         }
-        let mut tokens = Tokens::default();
+        let mut sheets = Vec::with_capacity(args.stylesheets.len());
         for sheet in &args.stylesheets {
-            let css = read_sheet(&cx, args.root.as_deref(), sheet)?;
-            read_stylesheet(&css, &mut tokens);
+            sheets.push(read_sheet(&cx, args.root.as_deref(), sheet)?);
         }
+        // Parsed off the async threads: up to 20 MiB of CSS.
+        let tokens = crate::blocking(move || {
+            let mut tokens = Tokens::default();
+            for css in &sheets {
+                read_stylesheet(css, &mut tokens);
+            }
+            tokens
+        })
+        .await;
         // The prose may name only colours the stylesheets hold.
         let mut unknown: Vec<String> = std::iter::once(&args.direction)
             .chain(&args.rules)
@@ -800,6 +819,26 @@ mod tests {
             t.breakpoints.iter().collect::<Vec<_>>(),
             ["(min-width: 48em)"]
         );
+    }
+
+    #[test]
+    fn deep_nesting_is_read_to_a_bound_not_to_a_stack_overflow() {
+        let mut css = String::from("a { color: ");
+        css.push_str(&"(".repeat(300_000));
+        css.push_str("#123456; }\n");
+        css.push_str(&"@media x { ".repeat(100_000));
+        css.push_str("b { color: #abcdef; }");
+        let mut t = Tokens::default();
+        // Run on a thread with a small stack, as a worker's: this must return.
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                read_stylesheet(&css, &mut t);
+                t.colours.len()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]

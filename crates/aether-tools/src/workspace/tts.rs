@@ -39,8 +39,9 @@ use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 const MAX_LINES: usize = 500;
 const MAX_LINE_CHARS: usize = 2_000;
 const MAX_CHARS: usize = 50_000;
-/// How long one program may run.
+/// How long one program may run, and a whole render.
 const PROGRAM_TIME: Duration = Duration::from_secs(60);
+const RENDER_TIME: Duration = Duration::from_secs(600);
 /// The voices unmapped speakers get, in order of their first line.
 const DEFAULT_VOICES: &[&str] = &[
     "en-us", "en-gb+m3", "en-us+f3", "en-gb+f4", "en-us+m7", "en-gb",
@@ -408,7 +409,15 @@ impl Tool for TtsRender {
         // Each line spoken into a WAV of its own, then joined with silence between.
         let mut joined: Option<(hound::WavSpec, Vec<i16>)> = None;
         let mut spoken = Vec::with_capacity(lines.len());
+        let started = std::time::Instant::now();
         for (i, l) in lines.iter().enumerate() {
+            if started.elapsed() > RENDER_TIME {
+                return Err(ToolError::failed(format!(
+                    "the render ran over {} minutes at line {}: split the script",
+                    RENDER_TIME.as_secs() / 60,
+                    l.line
+                )));
+            }
             let voice = &cast
                 .iter()
                 .find(|c| c.speaker.eq_ignore_ascii_case(&l.speaker))

@@ -844,7 +844,7 @@ fn folders_left_by_ended_processes_are_swept_when_the_probe_starts() {
         std::fs::create_dir_all(dir.join("empty.d")).unwrap();
         std::fs::write(dir.join("passwd"), "x").unwrap();
         let aged = std::process::Command::new("touch")
-            .args(["-d", "2 minutes ago"])
+            .args(["-d", "25 hours ago"])
             .arg(dir)
             .status()
             .unwrap();

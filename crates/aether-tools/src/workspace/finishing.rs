@@ -181,9 +181,12 @@ impl Tool for CheckFinishing {
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
+        // Folders that do not ship are not walked at all (a node_modules can hold more than
+        // the project).
         let opts = WalkOptions {
             include_hidden: false,
             respect_ignore: true,
+            skip_folders: NOT_SHIPPED,
         };
         let walk = Walk::prepare(&cx, args.root.as_deref(), &args.path, opts, None)?;
         let roots = cx.roots.clone();
@@ -249,15 +252,7 @@ fn read_shipped(
     let mut files = Vec::new();
     let mut truncated = false;
     let mut text_left = MAX_TEXT_BYTES;
-    // Folders that do not ship are not walked at all (a node_modules can hold more than the
-    // project).
-    let mut builder = walk.builder();
-    builder.filter_entry(|e| {
-        e.depth() == 0
-            || !(e.file_type().is_some_and(|t| t.is_dir())
-                && NOT_SHIPPED.contains(&e.file_name().to_string_lossy().as_ref()))
-    });
-    for entry in builder.build() {
+    for entry in walk.builder().build() {
         if cancel.is_cancelled() {
             break;
         }

@@ -72,6 +72,7 @@ pub(super) async fn find(cx: &CallContext, args: Args) -> Result<(Output, String
     let opts = WalkOptions {
         include_hidden: args.include_hidden,
         respect_ignore: args.respect_ignore,
+        skip_folders: &[],
     };
     let walk = Walk::prepare(cx, Some(&root), &folder, opts, args.max_results)?;
     let (max, root_name) = (walk.max, walk.root_name.clone());

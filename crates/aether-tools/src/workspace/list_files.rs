@@ -96,6 +96,7 @@ impl Tool for ListFiles {
         let opts = WalkOptions {
             include_hidden: args.include_hidden,
             respect_ignore: args.respect_ignore,
+            skip_folders: &[],
         };
         let walk = Walk::prepare(&cx, args.root.as_deref(), &args.path, opts, None)?;
         let root_name = walk.root_name.clone();

@@ -239,6 +239,7 @@ async fn search_lines(
     let opts = WalkOptions {
         include_hidden: args.include_hidden,
         respect_ignore: args.respect_ignore,
+        skip_folders: &[],
     };
     let walk = Walk::prepare(cx, root.as_deref(), &folder, opts, args.max_results)?;
     let (max, root_name) = (walk.max, walk.root_name.clone());

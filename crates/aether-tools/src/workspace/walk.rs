@@ -163,6 +163,9 @@ impl NameGlob {
 pub(super) struct WalkOptions {
     pub include_hidden: bool,
     pub respect_ignore: bool,
+    /// Folders by name (below the one walked) the walk does not enter either, beside those no
+    /// walk enters.
+    pub skip_folders: &'static [&'static str],
 }
 
 pub(super) fn yes() -> bool {
@@ -214,6 +217,14 @@ pub(super) fn builder(
     b.filter_entry(move |entry| {
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         if is_dir && closed_folder(entry.file_name(), entry.path(), &credentials) {
+            return false;
+        }
+        if is_dir
+            && entry.depth() > 0
+            && opts
+                .skip_folders
+                .contains(&entry.file_name().to_string_lossy().as_ref())
+        {
             return false;
         }
         rules

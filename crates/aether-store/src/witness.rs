@@ -30,16 +30,28 @@ pub struct WitnessLine {
     pub seq: i64,
     pub head: String,
     pub at_us: i64,
+    /// The keying marker's version the writer held (0: a line of a release before versions
+    /// were witnessed). `verify` refuses a store whose marker is older than one its witness
+    /// saw: an old marker's signature, kept from a backup, cannot be put back unseen.
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub marker: u8,
     pub sig: String,
 }
+
+/// The keying marker's version this release writes (see [`crate::Keying`]).
+pub const MARKER_VERSION: u8 = 2;
 
 fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
+fn is_zero_u8(n: &u8) -> bool {
+    *n == 0
+}
+
 impl WitnessLine {
     pub fn signed_text(&self) -> String {
-        match self.chain.is_empty() {
+        let text = match self.chain.is_empty() {
             true => format!(
                 "aether-audit-witness-v1\n{}\n{}\n{}\n{}",
                 self.store, self.seq, self.head, self.at_us
@@ -48,6 +60,10 @@ impl WitnessLine {
                 "aether-audit-witness-v2\n{}\n{}\n{}\n{}\n{}\n{}",
                 self.store, self.chain, self.link, self.seq, self.head, self.at_us
             ),
+        };
+        match self.marker {
+            0 => text,
+            m => format!("{text}\nmarker {m}"),
         }
     }
 
@@ -94,6 +110,7 @@ impl Witness {
             seq: head.seq,
             head: head.hash.clone(),
             at_us,
+            marker: MARKER_VERSION,
             sig: String::new(),
         };
         line.sig = key.sign(&line.signed_text());

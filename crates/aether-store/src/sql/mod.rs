@@ -884,6 +884,17 @@ fn verify_snapshot(conn: &mut dyn Conn, options: crate::VerifyOptions) -> Result
                         .into_iter()
                         .map(|problem| ChainBreak { seq: 0, problem }),
                 );
+                // A marker older than one the witness saw was put back (a v1 marker's
+                // signature from a backup would bring back the weaker v1 checks).
+                let seen = lines.iter().map(|l| l.marker).max().unwrap_or(0);
+                if keying.as_ref().is_some_and(|k| k.heads.is_none()) && seen >= 2 {
+                    marker_problems.push(ChainBreak {
+                        seq: 0,
+                        problem: format!(
+                            "the keying marker is a v1 marker, and the witness saw v{seen}: an older marker was put back"
+                        ),
+                    });
+                }
                 for line in lines {
                     witnessed.entry(line.chain.clone()).or_default().push(line);
                 }

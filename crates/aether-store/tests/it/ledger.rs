@@ -875,6 +875,34 @@ async fn a_marker_of_an_older_release_is_named_in_full_at_the_next_keyed_open(b:
     );
     assert!(key().verify(&upgraded.signed_text(), &upgraded.mac));
     assert!(verify(&store, None).await.is_intact());
+    // The old marker put back from a backup (its signature is still good) is caught by the
+    // witness, which saw the v2 marker.
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("witness.log");
+    call(&store, "k1").await;
+    witness_all(&store, &path).await;
+    let v2_mac = upgraded.mac.clone();
+    dir.raw(&format!(
+        "UPDATE audit_keying SET heads = NULL, mac = '{}'",
+        old.mac
+    ));
+    let report = verify(&store, Some(&path)).await;
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("an older marker was put back")),
+        "{report:?}"
+    );
+    assert!(
+        verify(&store, None).await.is_intact(),
+        "without the witness it passes as v1"
+    );
+    dir.raw(&format!(
+        "UPDATE audit_keying SET heads = '{}', mac = '{v2_mac}'",
+        aether_store::Keying::heads_text(&heads)
+    ));
+    assert!(verify(&store, Some(&path)).await.is_intact());
     // From then on the quiet chain is pinned.
     dir.raw(&format!("DELETE FROM audit WHERE seq = {}", quiet.seq));
     dir.raw("DELETE FROM receipts WHERE call_id = 'b1'");

@@ -9,7 +9,6 @@
 //! only where the file has them. An answer that is not such JSON is returned as the summary,
 //! marked `parsed: false`, with no findings: the tool never invents a finding.
 
-use std::io::Read;
 use std::sync::Arc;
 
 use aether_policy::tool::groups;
@@ -262,31 +261,6 @@ impl CodeReview {
     }
 }
 
-/// The file's text, opened as read_file opens one.
-fn read_source(
-    cx: &CallContext,
-    root: Option<&str>,
-    path: &str,
-) -> Result<(String, String, String), ToolError> {
-    let mut rel = String::new();
-    let loc = cx.roots.locate(root, path, &mut rel)?;
-    let (file, meta) = loc.root.open_file(loc.rel, cx.opening())?;
-    let shown = loc.root.display(loc.rel);
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(ToolError::InvalidArguments(format!(
-            "{shown} is {} bytes; code_review takes files of at most {MAX_FILE_BYTES} bytes: review it in parts",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| ToolError::InvalidArguments(format!("{shown} is not UTF-8 text")))?;
-    Ok((loc.root.name.clone(), loc.rel.to_string(), text))
-}
-
 #[async_trait]
 impl Tool for CodeReview {
     fn def(&self) -> &ToolDef {
@@ -306,7 +280,14 @@ impl Tool for CodeReview {
                 "max_tokens is 64 to 4096".into(),
             ));
         }
-        let (root, path, text) = read_source(&cx, a.root.as_deref(), &a.path)?;
+        let file = aether_tools_core::read_text_file(
+            &cx,
+            a.root.as_deref(),
+            &a.path,
+            MAX_FILE_BYTES,
+            "a review (review it in parts)",
+        )?;
+        let (root, path, text) = (file.root, file.rel, file.text);
         let models = &self.host.models;
         if !models.any() {
             return Err(ToolError::failed(

@@ -511,6 +511,51 @@ pub fn portable(schema: &mut Value) {
     }
 }
 
+/// A text file a tool read whole: its root's name, its path in the root, how it is shown, and
+/// its text.
+#[derive(Debug)]
+pub struct TextFile {
+    pub root: String,
+    pub rel: String,
+    pub shown: String,
+    pub text: String,
+}
+
+/// Reads the UTF-8 text file `path` of `root` whole, opened as `read_file` opens one (beneath
+/// its root, the credential filter and the call's path rules judged where it lands); a file
+/// over `max` bytes is refused (`what` names it: "a script", "a stylesheet").
+pub fn read_text_file(
+    cx: &CallContext,
+    root: Option<&str>,
+    path: &str,
+    max: u64,
+    what: &str,
+) -> Result<TextFile, ToolError> {
+    use std::io::Read;
+    let mut rel = String::new();
+    let loc = cx.roots.locate(root, path, &mut rel)?;
+    let (file, meta) = loc.root.open_file(loc.rel, cx.opening())?;
+    let shown = loc.root.display(loc.rel);
+    if meta.len() > max {
+        return Err(ToolError::InvalidArguments(format!(
+            "{shown} is {} bytes, over the {max}-byte limit for {what}",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(max)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ToolError::InvalidArguments(format!("{shown} is not UTF-8 text")))?;
+    Ok(TextFile {
+        root: loc.root.name.clone(),
+        rel: loc.rel.to_string(),
+        shown,
+        text,
+    })
+}
+
 /// Runs blocking file work off the async threads; a panic inside becomes a panic here, so the
 /// pipeline's panic handling sees it.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {

@@ -10,7 +10,6 @@ use std::sync::LazyLock;
 
 use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
-use aether_policy::journal::content_hash;
 use aether_policy::tool::groups;
 use async_trait::async_trait;
 use cssparser::{
@@ -22,7 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::write::{self, Before};
+use super::write;
 use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 
 /// How deep nested blocks and at-rules are read: no stylesheet needs more, and an attacker's
@@ -619,27 +618,6 @@ fn record(args: &Args, sheets: &[String], t: &Tokens) -> String {
     out
 }
 
-/// A stylesheet's text, opened as read_file opens a file.
-fn read_sheet(cx: &CallContext, root: Option<&str>, path: &str) -> Result<String, ToolError> {
-    use std::io::Read;
-    let mut rel = String::new();
-    let loc = cx.roots.locate(root, path, &mut rel)?;
-    let (file, meta) = loc.root.open_file(loc.rel, cx.opening())?;
-    let shown = loc.root.display(loc.rel);
-    if meta.len() > MAX_SHEET_BYTES {
-        return Err(ToolError::failed(format!(
-            "{shown} is {} bytes, over the {MAX_SHEET_BYTES}-byte limit for a stylesheet",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_SHEET_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
-    String::from_utf8(bytes)
-        .map_err(|_| ToolError::InvalidArguments(format!("{shown} is not UTF-8 text")))
-}
-
 pub struct RecordStyle {
     def: ToolDef,
 }
@@ -691,7 +669,16 @@ impl Tool for RecordStyle {
         }
         let mut sheets = Vec::with_capacity(args.stylesheets.len());
         for sheet in &args.stylesheets {
-            sheets.push(read_sheet(&cx, args.root.as_deref(), sheet)?);
+            sheets.push(
+                crate::read_text_file(
+                    &cx,
+                    args.root.as_deref(),
+                    sheet,
+                    MAX_SHEET_BYTES,
+                    "a stylesheet",
+                )?
+                .text,
+            );
         }
         // Parsed off the async threads: up to 20 MiB of CSS.
         let tokens = crate::blocking(move || {
@@ -726,20 +713,15 @@ impl Tool for RecordStyle {
         let output = args.output.clone().unwrap_or_else(|| "STYLE.md".into());
         let text = record(&args, &args.stylesheets, &tokens);
         let bytes = text.into_bytes();
-        write::check_size(&cx, &output, bytes.len())?;
-        if write::makes_folders(&cx, args.root.as_deref(), &output, "write") {
-            write::commit_receipt(&cx).await?;
-        }
-        let t = write::target(&cx, args.root.as_deref(), &output, "write", true)?;
-        let _guard = write::lock(&[&t.real]).await;
-        let before = write::read_before(&t, cx.limits.write_file_bytes)?;
-        let after = content_hash(&bytes);
-        let unchanged = before.hash().as_deref() == Some(after.as_str());
-        if !unchanged {
-            write::journal_and_replace(&cx, "record_style", &t, &before, &bytes, after).await?;
-        }
-        let created = matches!(before, Before::Absent);
-        let shown = t.shown();
+        let w = write::write_whole(
+            &cx,
+            "record_style",
+            (args.root.as_deref(), &output),
+            &bytes,
+            true,
+        )
+        .await?;
+        let (created, unchanged, shown) = (w.created, w.unchanged, &w.shown);
         let summary = format!(
             "{} {shown}: {} colour(s), {} custom propert(ies), {} font famil(ies), {} font size(s), {} spacing value(s), {} radi(i), {} breakpoint(s).{}",
             if unchanged {
@@ -765,8 +747,8 @@ impl Tool for RecordStyle {
         Ok(ToolOutput::with_structured(
             summary,
             serde_json::to_value(Output {
-                root: t.root.name.clone(),
-                path: t.rel.clone(),
+                root: w.root.clone(),
+                path: w.rel.clone(),
                 bytes: bytes.len() as u64,
                 created,
                 colours: tokens.colours.len(),

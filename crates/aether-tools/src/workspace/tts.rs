@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
-use aether_policy::journal::content_hash;
 use aether_policy::tool::groups;
 use aether_policy::{Risk, Tier, ToolMeta};
 use async_trait::async_trait;
@@ -32,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-use super::write::{self, Before};
+use super::write;
 use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
 
 /// Lines spoken at most, characters per line, and characters in all.
@@ -293,27 +292,6 @@ async fn run(
 /// Scripts read at most.
 const MAX_SCRIPT_BYTES: u64 = 1 << 20;
 
-/// The script's text, opened as read_file opens a file (beneath its root, every check of the
-/// roots), UTF-8 and at most [`MAX_SCRIPT_BYTES`].
-fn read_script(cx: &CallContext, root: Option<&str>, path: &str) -> Result<String, ToolError> {
-    use std::io::Read;
-    let mut rel = String::new();
-    let loc = cx.roots.locate(root, path, &mut rel)?;
-    let (file, meta) = loc.root.open_file(loc.rel, cx.opening())?;
-    let shown = loc.root.display(loc.rel);
-    if meta.len() > MAX_SCRIPT_BYTES {
-        return Err(ToolError::failed(format!(
-            "{shown} is {} bytes, over the {MAX_SCRIPT_BYTES}-byte limit for a script",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_SCRIPT_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| ToolError::failed(format!("{shown}: {e}")))?;
-    String::from_utf8(bytes).map_err(|_| ToolError::failed(format!("{shown} is not UTF-8 text")))
-}
-
 /// The two programs, or an error saying which is missing and how to install it.
 fn programs() -> Result<(PathBuf, PathBuf), ToolError> {
     let espeak = installed("espeak-ng").ok_or_else(|| {
@@ -362,7 +340,14 @@ impl Tool for TtsRender {
                 "{voice:?} (for {speaker}) is not an espeak-ng voice name such as \"en-gb\" or \"en-us+f3\" (tts_status lists them)"
             )));
         }
-        let script = read_script(&cx, args.root.as_deref(), &args.script)?;
+        let script = crate::read_text_file(
+            &cx,
+            args.root.as_deref(),
+            &args.script,
+            MAX_SCRIPT_BYTES,
+            "a script",
+        )?
+        .text;
         let lines = parse_script(&script);
         if lines.is_empty() {
             return Err(ToolError::InvalidArguments(format!(
@@ -509,17 +494,15 @@ impl Tool for TtsRender {
             .map_err(|e| ToolError::failed(format!("ffmpeg wrote no MP3: {e}")))?;
         drop(scratch);
         // Written into the workspace as write_file writes: checked, journalled, atomic.
-        write::check_size(&cx, &output, bytes.len())?;
-        if write::makes_folders(&cx, args.root.as_deref(), &output, "write") {
-            write::commit_receipt(&cx).await?;
-        }
-        let t = write::target(&cx, args.root.as_deref(), &output, "write", true)?;
-        let _guard = write::lock(&[&t.real]).await;
-        let before = write::read_before(&t, cx.limits.write_file_bytes)?;
-        let after = content_hash(&bytes);
-        write::journal_and_replace(&cx, "tts_render", &t, &before, &bytes, after).await?;
-        let created = matches!(before, Before::Absent);
-        let shown = t.shown();
+        let w = write::write_whole(
+            &cx,
+            "tts_render",
+            (args.root.as_deref(), &output),
+            &bytes,
+            true,
+        )
+        .await?;
+        let (created, shown) = (w.created, &w.shown);
         let voices_text = cast
             .iter()
             .map(|c| format!("{} ({}, {} line(s))", c.speaker, c.voice, c.lines))
@@ -534,8 +517,8 @@ impl Tool for TtsRender {
         Ok(ToolOutput::with_structured(
             text,
             serde_json::to_value(RenderOut {
-                root: t.root.name.clone(),
-                path: t.rel.clone(),
+                root: w.root.clone(),
+                path: w.rel.clone(),
                 bytes: bytes.len() as u64,
                 lines: lines.len(),
                 speakers: cast,

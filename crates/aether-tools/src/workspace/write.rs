@@ -550,6 +550,48 @@ pub(super) async fn journal_and_replace(
     .await
 }
 
+/// What [`write_whole`] did.
+pub(super) struct Whole {
+    pub root: String,
+    pub rel: String,
+    pub shown: String,
+    pub created: bool,
+    /// The file already held exactly these bytes: nothing was written or journalled.
+    pub unchanged: bool,
+}
+
+/// Writes `bytes` as the whole content of `path` for `tool`, as `write_file` does: the size
+/// checked first (a refused write makes no folders), the receipt committed before a folder is
+/// made (`create_parents`), the file locked, its old content journalled and then replaced
+/// atomically; nothing at all when the content is the same.
+pub(super) async fn write_whole(
+    cx: &CallContext,
+    tool: &str,
+    (root, path): (Option<&str>, &str),
+    bytes: &[u8],
+    create_parents: bool,
+) -> Result<Whole, ToolError> {
+    check_size(cx, path, bytes.len())?;
+    if create_parents && makes_folders(cx, root, path, "write") {
+        commit_receipt(cx).await?;
+    }
+    let t = target(cx, root, path, "write", create_parents)?;
+    let _guard = lock(&[&t.real]).await;
+    let before = read_before(&t, cx.limits.write_file_bytes)?;
+    let after = content_hash(bytes);
+    let unchanged = before.hash().as_deref() == Some(after.as_str());
+    if !unchanged {
+        journal_and_replace(cx, tool, &t, &before, bytes, after).await?;
+    }
+    Ok(Whole {
+        root: t.root.name.clone(),
+        rel: t.rel.clone(),
+        shown: t.shown(),
+        created: matches!(before, Before::Absent),
+        unchanged,
+    })
+}
+
 /// Records `write` in the journal; a change is never made unless this succeeded.
 pub(super) async fn record(
     cx: &CallContext,

@@ -2,13 +2,12 @@
 
 use aether_policy::ArgumentKinds;
 use aether_policy::ToolDef;
-use aether_policy::journal::content_hash;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::write::{self, Before};
+use super::write;
 use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 
 #[derive(Deserialize, JsonSchema)]
@@ -82,30 +81,16 @@ impl Tool for WriteFile {
 
     async fn call(&self, cx: CallContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
-        // Before the target: a write refused for its size makes no folders.
-        write::check_size(&cx, &args.path, args.content.len())?;
-        if args.create_parents
-            && write::makes_folders(&cx, args.root.as_deref(), &args.path, "write")
-        {
-            write::commit_receipt(&cx).await?;
-        }
-        let t = write::target(
-            &cx,
-            args.root.as_deref(),
-            &args.path,
-            "write",
-            args.create_parents,
-        )?;
-        let _guard = write::lock(&[&t.real]).await;
-        let before = write::read_before(&t, cx.limits.write_file_bytes)?;
         let bytes = args.content.into_bytes();
-        let after = content_hash(&bytes);
-        let shown = t.shown();
-        let unchanged = before.hash().as_deref() == Some(after.as_str());
-        if !unchanged {
-            write::journal_and_replace(&cx, "write_file", &t, &before, &bytes, after).await?;
-        }
-        let created = matches!(before, Before::Absent);
+        let w = write::write_whole(
+            &cx,
+            "write_file",
+            (args.root.as_deref(), &args.path),
+            &bytes,
+            args.create_parents,
+        )
+        .await?;
+        let (shown, created, unchanged) = (&w.shown, w.created, w.unchanged);
         let text = if unchanged {
             format!("{shown} already had exactly this content; nothing was written")
         } else {
@@ -118,8 +103,8 @@ impl Tool for WriteFile {
         Ok(ToolOutput::with_structured(
             text,
             serde_json::to_value(Output {
-                root: t.root.name.clone(),
-                path: t.rel.clone(),
+                root: w.root.clone(),
+                path: w.rel.clone(),
                 bytes: bytes.len() as u64,
                 created,
                 unchanged,

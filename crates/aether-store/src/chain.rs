@@ -350,16 +350,19 @@ impl ChainReport {
     }
 }
 
-/// Where a chain's keyed rows begin.
+/// Where a chain's keyless rows end: those numbered up to `seq`, the row there hashing to
+/// `hash`. Judged by sequence number, which every row's hash and every checkpoint's signature
+/// cover (a legacy chain's links are not).
 #[derive(Debug)]
-enum KeyedFrom {
-    /// Marker v1: after this sequence number, whose row has this hash.
-    Seq(i64, String),
-    /// Marker v2: after this chain's head at keying — its link (for messages), its sequence
-    /// number and hash (what is judged: sequence numbers are covered by every row's hash and
-    /// every checkpoint's signature, a legacy chain's links are not). `None`: the chain had
-    /// no rows at keying, so all are keyed.
-    Head(Option<(i64, i64, String)>),
+struct KeyedAfter {
+    seq: i64,
+    hash: String,
+    /// The row's link, for messages.
+    link: i64,
+    /// Marker v2, this chain's own head at keying: it must be met along the chain or be
+    /// pruned past by the chain's end. (A v1 marker's row is checked across chains, by
+    /// `keyed_row_problems`.)
+    own_head: bool,
 }
 
 /// Checks one chain's rows given in link order; keeps at most 100 breaks.
@@ -373,7 +376,7 @@ pub struct ChainVerifier {
     /// The sequence number of the row before: rows go up along a chain.
     last_seq: i64,
     /// Which rows are keyed, under which key.
-    keyed: Option<(KeyedFrom, AuditKey)>,
+    keyed: Option<(KeyedAfter, AuditKey)>,
     /// Whether a row at the chain's head at keying was met (marker v2).
     met_head: bool,
     /// The witness's checkpoints of this chain not yet met: link → (head, time).
@@ -418,27 +421,35 @@ impl ChainVerifier {
     /// chain's head at keying (marker v2), or after the marker's row (v1).
     pub fn keyed(&mut self, keying: &Keying, key: AuditKey) {
         self.report.keyed = Some(keying.keyed_after_seq);
-        let from = match &keying.heads {
-            None => KeyedFrom::Seq(keying.keyed_after_seq, keying.keyed_after_hash.clone()),
-            Some(heads) => KeyedFrom::Head(
-                heads
-                    .iter()
-                    .find(|h| h.chain == self.chain)
-                    .map(|h| (h.link, h.seq, h.hash.clone())),
-            ),
+        let after = match &keying.heads {
+            None => KeyedAfter {
+                seq: keying.keyed_after_seq,
+                hash: keying.keyed_after_hash.clone(),
+                link: 0,
+                own_head: false,
+            },
+            Some(heads) => match heads.iter().find(|h| h.chain == self.chain) {
+                Some(h) => KeyedAfter {
+                    seq: h.seq,
+                    hash: h.hash.clone(),
+                    link: h.link,
+                    own_head: true,
+                },
+                // The chain had no rows at keying: every row of it is keyed.
+                None => KeyedAfter {
+                    seq: 0,
+                    hash: GENESIS.to_string(),
+                    link: 0,
+                    own_head: false,
+                },
+            },
         };
-        self.keyed = Some((from, key));
+        self.keyed = Some((after, key));
     }
 
     /// Whether row `r` was written before the store was keyed (its hash is keyless).
     fn before_keying(&self, r: &AuditRecord) -> bool {
-        match &self.keyed {
-            None => true,
-            Some((KeyedFrom::Seq(after, _), _)) => r.seq <= *after,
-            Some((KeyedFrom::Head(head), _)) => {
-                head.as_ref().is_some_and(|(_, seq, _)| r.seq <= *seq)
-            }
-        }
+        self.keyed.as_ref().is_none_or(|(k, _)| r.seq <= k.seq)
     }
 
     /// Checks the witness's checkpoints of this chain as the rows go by: each must name the
@@ -532,14 +543,11 @@ impl ChainVerifier {
                     .to_string(),
             );
         }
-        let pinned = match &self.keyed {
-            Some((KeyedFrom::Seq(after, hash), _)) if r.seq == *after => Some(hash),
-            Some((KeyedFrom::Head(Some((_, seq, hash))), _)) if r.seq == *seq => Some(hash),
-            _ => None,
-        };
-        if let Some(hash) = pinned {
+        if let Some((k, _)) = &self.keyed
+            && r.seq == k.seq
+        {
             self.met_head = true;
-            if r.hash != *hash {
+            if r.hash != k.hash {
                 problems.push(
                     "the last row before the audit was keyed is not the one its signed marker names"
                         .to_string(),
@@ -573,15 +581,15 @@ impl ChainVerifier {
         let last = self.expected_link - 1;
         // Marker v2: the chain's keyless rows end at its head at keying, which must be here
         // (met above) or pruned behind a checkpoint past it or naming it.
-        if let Some((KeyedFrom::Head(Some((link, seq, hash))), _)) = &self.keyed
-            && *seq > 0
+        if let Some((k, _)) = &self.keyed
+            && k.own_head
+            && k.seq > 0
             && !self.met_head
         {
-            let (link, seq, named) = (*link, *seq, self.named());
-            // Judged by sequence number: a checkpoint's is signed, a legacy chain's link is not.
+            let (link, seq, named) = (k.link, k.seq, self.named());
             let problem = match &self.report.checkpoint {
                 Some(c) if c.seq > seq => None,
-                Some(c) if c.seq == seq && c.hash == *hash => None,
+                Some(c) if c.seq == seq && c.hash == k.hash => None,
                 Some(c) if c.seq == seq => Some(format!(
                     "{named} was cut at its last row before the audit was keyed, but the cut names another hash than the signed marker"
                 )),

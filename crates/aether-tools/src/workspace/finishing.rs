@@ -330,6 +330,16 @@ fn mark(name: &'static str, findings: Vec<String>, pass: String, fail: String) -
     }
 }
 
+/// A mark failed for one reason.
+fn fail(name: &'static str, finding: String, detail: &str) -> Mark {
+    Mark {
+        mark: name,
+        status: Status::Fail,
+        detail: detail.into(),
+        findings: vec![finding],
+    }
+}
+
 fn skip(name: &'static str, detail: &str) -> Mark {
     Mark {
         mark: name,
@@ -531,19 +541,17 @@ fn readme_screenshots(files: &[Shipped]) -> Mark {
         .iter()
         .find(|f| !f.rel.contains('/') && f.rel.to_ascii_lowercase().starts_with("readme"))
     else {
-        return mark(
+        return fail(
             NAME,
-            vec!["no README at the project's top".into()],
-            String::new(),
-            "no README ships".into(),
+            "no README at the project's top".into(),
+            "no README ships",
         );
     };
     let Some(text) = &readme.text else {
-        return mark(
+        return fail(
             NAME,
-            vec![format!("{}: not readable as text", readme.rel)],
-            String::new(),
-            "the README is not text".into(),
+            format!("{}: not readable as text", readme.rel),
+            "the README is not text",
         );
     };
     let mut images = Vec::new();
@@ -650,19 +658,17 @@ fn version_changelog(files: &[Shipped]) -> Mark {
                 .any(|c| name == *c || name.starts_with(&format!("{c}.")))
     });
     let Some(changelog) = changelog else {
-        return mark(
+        return fail(
             NAME,
-            vec![format!("{stated}, but no CHANGELOG ships")],
-            String::new(),
-            "no changelog".into(),
+            format!("{stated}, but no CHANGELOG ships"),
+            "no changelog",
         );
     };
     let Some(head) = changelog.text.as_deref().and_then(changelog_head) else {
-        return mark(
+        return fail(
             NAME,
-            vec![format!("{} names no version in a heading", changelog.rel)],
-            String::new(),
-            "the changelog names no version".into(),
+            format!("{} names no version in a heading", changelog.rel),
+            "the changelog names no version",
         );
     };
     let findings: Vec<String> = versions

@@ -366,13 +366,18 @@ impl Tool for TtsRender {
             )));
         }
         // The cast: each speaker's voice, mapped or the next default, in order of first line.
+        // `part[i]`: which member of the cast speaks line i.
         let mut cast: Vec<Cast> = Vec::new();
+        let mut part = Vec::with_capacity(lines.len());
         for l in &lines {
             match cast
-                .iter_mut()
-                .find(|c| c.speaker.eq_ignore_ascii_case(&l.speaker))
+                .iter()
+                .position(|c| c.speaker.eq_ignore_ascii_case(&l.speaker))
             {
-                Some(c) => c.lines += 1,
+                Some(c) => {
+                    cast[c].lines += 1;
+                    part.push(c);
+                }
                 None => {
                     let voice = voices
                         .get(&l.speaker.to_lowercase())
@@ -380,6 +385,7 @@ impl Tool for TtsRender {
                         .unwrap_or_else(|| {
                             DEFAULT_VOICES[cast.len() % DEFAULT_VOICES.len()].to_string()
                         });
+                    part.push(cast.len());
                     cast.push(Cast {
                         speaker: l.speaker.clone(),
                         voice,
@@ -403,11 +409,7 @@ impl Tool for TtsRender {
                     l.line
                 )));
             }
-            let voice = &cast
-                .iter()
-                .find(|c| c.speaker.eq_ignore_ascii_case(&l.speaker))
-                .expect("every speaker is cast")
-                .voice;
+            let voice = &cast[part[i]].voice;
             let wav = format!("line{i}.wav");
             run(
                 &cx,

@@ -380,6 +380,35 @@ impl Tool for CodeReview {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Whatever a model answers, cut anywhere: the reader never panics, never invents a
+        /// review where the answer has no JSON object, keeps lines the file has, and at most
+        /// its bound of findings, most severe first.
+        #[test]
+        fn any_answer_is_read_within_bounds(
+            answer in "(\\{|\\}|\\[|\\]|,|:|\"assessment\"|\"findings\"|\"severity\"|\"line\"|\"title\"|\"detail\"|\"major\"|\"nit\"|[0-9]{1,3}|\"[a-z ]{0,6}\"|\\PC{0,3}){0,60}",
+            lines in 0usize..20,
+        ) {
+            let read = read_review(&answer, lines);
+            if !answer.contains('{') {
+                proptest::prop_assert!(read.is_none());
+            }
+            if let Some((_, findings)) = read {
+                proptest::prop_assert!(findings.len() <= MAX_FINDINGS);
+                for f in &findings {
+                    proptest::prop_assert!(f.line.is_none_or(|l| l >= 1 && l as usize <= lines));
+                }
+                proptest::prop_assert!(findings.windows(2).all(|w| w[0].severity as u8 <= w[1].severity as u8));
+            }
+        }
+    }
+
     #[test]
     fn an_answer_is_read_as_a_review_leniently_and_never_invented() {
         let answer = "Sure! {\"assessment\": \" Mostly fine. \", \"findings\": [\

@@ -823,6 +823,28 @@ mod tests {
             .unwrap();
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any CSS-shaped text, unbalanced and nested: read without panicking, and every
+        /// colour found spelled once (normalizing a normalized colour changes nothing).
+        #[test]
+        fn any_stylesheet_is_read_and_its_colours_are_spelled_once(
+            css in "(\\{|\\}|\\(|\\)|;|:|@media x|color|--c|#[0-9a-fA-F]{3,8}|rgb\\(|red|\"|/\\*|\\*/|\\PC{0,4}){0,80}",
+        ) {
+            let mut t = Tokens::default();
+            read_stylesheet(&css, &mut t);
+            for c in t.colours.keys() {
+                proptest::prop_assert!(!c.is_empty());
+                proptest::prop_assert_eq!(&normalize_colour(c), c);
+            }
+        }
+    }
+
     #[test]
     fn colour_spellings_meet() {
         assert_eq!(normalize_colour("#0A7"), "#00aa77");

@@ -86,7 +86,8 @@ pub fn parse_script(script: &str) -> Vec<Spoken> {
         } else {
             (None, line.to_string())
         };
-        if let Some(name) = named {
+        // A label with no name in it ("** :**") names no one.
+        if let Some(name) = named.filter(|n| !n.is_empty()) {
             speaker = name;
         }
         let text = spoken_text(&rest);
@@ -685,6 +686,42 @@ mod tests {
             ]
             .map(|(a, b)| (a.to_string(), b.to_string()))
         );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any text, speaker lines among it or not: each spoken line is one non-empty line of
+        /// the script's own words (less markdown's marks) on a line the script has, and no speaker name is empty.
+        #[test]
+        fn any_script_is_read_into_lines_of_its_own(
+            script in "(\\[[A-Z ]{0,8}\\]|\\*\\*[A-Za-z :]{0,8}\\*\\*|[A-Za-z]{0,6}: |\\PC{0,12}|\n|\\(|\\)){0,40}",
+        ) {
+            let count = script.lines().count();
+            // Markdown's emphasis and code marks are not read out.
+            let plain: String = script.chars().filter(|c| !matches!(c, '*' | '`')).collect();
+            for s in parse_script(&script) {
+                proptest::prop_assert!(!s.text.is_empty() && !s.text.contains('\n'));
+                proptest::prop_assert!(s.line >= 1 && s.line <= count);
+                proptest::prop_assert!(!s.speaker.trim().is_empty());
+                for word in s.text.split_whitespace() {
+                    proptest::prop_assert!(plain.contains(word), "{word:?} is not the script's");
+                }
+            }
+        }
+
+        /// A voice name that passes the check can never be read as an option or a path.
+        #[test]
+        fn a_valid_voice_is_never_an_option_or_a_path(voice in "\\PC{0,24}") {
+            if valid_voice(&voice) {
+                proptest::prop_assert!(!voice.starts_with('-'));
+                proptest::prop_assert!(!voice.contains(['/', ' ', '.', '=']));
+            }
+        }
     }
 
     #[test]

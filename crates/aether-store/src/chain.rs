@@ -1,11 +1,17 @@
 //! The audit hash chains.
 //!
 //! Every writer (a process writing to the store) appends to a chain of its own: each row's
-//! hash covers its chain, its link (place in that chain), its sequence number (its place
-//! among all rows), every field of its event and the hash of the link before it, so editing,
-//! deleting or inserting a row anywhere breaks every hash after it in its chain, and a gap in
-//! links is visible on its own. Writers never wait for each other's chain: replicas commit
-//! side by side, and `verify` checks each chain and merges them by sequence number.
+//! hash covers its chain, its link (place in that chain), every field of its event and the
+//! hash of the link before it, so editing, deleting or inserting a row anywhere breaks every
+//! hash after it in its chain, and a gap in links is visible on its own. Writers never wait
+//! for each other's chain: replicas commit side by side, and `verify` checks each chain and
+//! merges them by sequence number (a row's place among all rows).
+//!
+//! A row's hash covers its sequence number too where the number was known before the row was
+//! sent ([`Form::Numbered`]); PostgreSQL's one-round-trip commit lets the INSERT draw it, so
+//! those rows' hashes leave it out ([`Form::Unnumbered`]). Nothing is therefore judged by a
+//! writer-chain row's number: which rows are keyed goes by link, numbers must rise along a
+//! chain, and every writer chain's admitted calls must have receipts whatever their numbers.
 //!
 //! Rows written before chains (a store of an earlier release) form the chain named `""`,
 //! whose links are their sequence numbers, hashed as they always were.
@@ -46,36 +52,76 @@ pub fn keyed_hash(key: &AuditKey, prev: &str, seq: i64, e: &AuditEvent) -> Strin
     key.sign(&format!("aether-audit-v2\n{prev}\n{body}"))
 }
 
-/// The hash of link `link` of writer chain `chain` (sequence number `seq`, `event`),
-/// following `prev`: an HMAC under `key` in a keyed store, else a keyless SHA-256.
+/// The hash of link `link` of writer chain `chain` (`event`), following `prev`: an HMAC
+/// under `key` in a keyed store, else a keyless SHA-256. A row hashed with its sequence
+/// number `seq` (`Some`) is of the form written where the number is known before the row is
+/// sent; one hashed without (`None`) is of the form written where PostgreSQL draws the number
+/// as it inserts the row (the one-round-trip commit): its chain and link order it among its
+/// chain's rows, its time is covered, and its number only merges the chains.
 pub fn link_hash(
     key: Option<&AuditKey>,
     chain: &str,
     link: i64,
-    seq: i64,
+    seq: Option<i64>,
     prev: &str,
     e: &AuditEvent,
 ) -> String {
-    let mut body = fields(seq, e);
+    let mut body = fields(seq.unwrap_or(0), e);
     if let Value::Array(items) = &mut body {
+        if seq.is_none() {
+            items[0] = Value::Null;
+        }
         items.push(Value::Bool(e.single));
         items.push(Value::String(chain.to_string()));
         items.push(Value::from(link));
     }
-    let text = format!("aether-audit-v3\n{prev}\n{body}");
+    let form = match seq {
+        Some(_) => "aether-audit-v3",
+        None => "aether-audit-v4",
+    };
+    let text = format!("{form}\n{prev}\n{body}");
     match key {
         Some(key) => key.sign(&text),
         None => sha256(text.as_bytes()).to_hex(),
     }
 }
 
-/// The hash row `r` should have: keyed under `key` (`None`: keyless), by its chain's formula.
+/// The hash row `r` should have: keyed under `key` (`None`: keyless), by its chain's formula
+/// (a writer chain's row: the form covering its sequence number).
 pub fn record_hash(key: Option<&AuditKey>, r: &AuditRecord) -> String {
     match (r.chain.is_empty(), key) {
-        (false, key) => link_hash(key, &r.chain, r.link, r.seq, &r.prev_hash, &r.event),
+        (false, key) => link_hash(key, &r.chain, r.link, Some(r.seq), &r.prev_hash, &r.event),
         (true, Some(key)) => keyed_hash(key, &r.prev_hash, r.seq, &r.event),
         (true, None) => entry_hash(&r.prev_hash, r.seq, &r.event),
     }
+}
+
+/// Which of [`link_hash`]'s forms a row's hash follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// Covering the row's sequence number (and every row of the legacy chain).
+    Numbered,
+    /// Without it.
+    Unnumbered,
+}
+
+/// The form in which row `r` holds the hash it should, keyed under `key` (`None`: keyless)
+/// by its chain's formula; `None` if it holds none (edited, or written without the key). A
+/// writer chain's row may be of either form, `first` tried first (a chain's rows mostly share
+/// one).
+pub fn hash_form(key: Option<&AuditKey>, r: &AuditRecord, first: Form) -> Option<Form> {
+    if r.chain.is_empty() {
+        return (record_hash(key, r) == r.hash).then_some(Form::Numbered);
+    }
+    let holds = |form| {
+        let seq = (form == Form::Numbered).then_some(r.seq);
+        link_hash(key, &r.chain, r.link, seq, &r.prev_hash, &r.event) == r.hash
+    };
+    let second = match first {
+        Form::Numbered => Form::Unnumbered,
+        Form::Unnumbered => Form::Numbered,
+    };
+    [first, second].into_iter().find(|form| holds(*form))
 }
 
 /// How rows are hashed as they are appended.
@@ -350,12 +396,16 @@ impl ChainReport {
     }
 }
 
-/// Where a chain's keyless rows end: those numbered up to `seq`, the row there hashing to
-/// `hash`. Judged by sequence number, which every row's hash and every checkpoint's signature
-/// cover (a legacy chain's links are not).
+/// Where a chain's keyless rows end: those up to position `at`, the row there hashing to
+/// `hash`. A writer chain named by a v2 marker is judged by link, which every row's hash covers
+/// in both forms (a row hashed without its sequence number could be renumbered); the chain
+/// from before chains, and every chain under a v1 marker, by sequence number, which their
+/// rows' hashes cover (the legacy chain's links are not).
 #[derive(Debug)]
 struct KeyedAfter {
-    seq: i64,
+    /// A sequence number, or a link where `by_link`.
+    at: i64,
+    by_link: bool,
     hash: String,
     /// The row's link, for messages.
     link: i64,
@@ -377,10 +427,22 @@ pub struct ChainVerifier {
     last_seq: i64,
     /// Which rows are keyed, under which key.
     keyed: Option<(KeyedAfter, AuditKey)>,
+    /// The form of the row before (tried first).
+    form: Form,
     /// Whether a row at the chain's head at keying was met (marker v2).
     met_head: bool,
     /// The witness's checkpoints of this chain not yet met: link → (head, time).
     witnessed: BTreeMap<i64, (String, i64)>,
+}
+
+impl KeyedAfter {
+    /// Where the row or checkpoint numbered `seq` at `link` stands, as `at` is counted.
+    fn position(&self, seq: i64, link: i64) -> i64 {
+        match self.by_link {
+            true => link,
+            false => seq,
+        }
+    }
 }
 
 impl ChainVerifier {
@@ -393,6 +455,7 @@ impl ChainVerifier {
             expected_link: 1,
             last_seq: 0,
             keyed: None,
+            form: Form::Numbered,
             met_head: false,
             witnessed: BTreeMap::new(),
         }
@@ -421,23 +484,27 @@ impl ChainVerifier {
     /// chain's head at keying (marker v2), or after the marker's row (v1).
     pub fn keyed(&mut self, keying: &Keying, key: AuditKey) {
         self.report.keyed = Some(keying.keyed_after_seq);
+        let by_link = keying.heads.is_some() && !self.chain.is_empty();
         let after = match &keying.heads {
             None => KeyedAfter {
-                seq: keying.keyed_after_seq,
+                at: keying.keyed_after_seq,
+                by_link,
                 hash: keying.keyed_after_hash.clone(),
                 link: 0,
                 own_head: false,
             },
             Some(heads) => match heads.iter().find(|h| h.chain == self.chain) {
                 Some(h) => KeyedAfter {
-                    seq: h.seq,
+                    at: if by_link { h.link } else { h.seq },
+                    by_link,
                     hash: h.hash.clone(),
                     link: h.link,
                     own_head: true,
                 },
                 // The chain had no rows at keying: every row of it is keyed.
                 None => KeyedAfter {
-                    seq: 0,
+                    at: 0,
+                    by_link,
                     hash: GENESIS.to_string(),
                     link: 0,
                     own_head: false,
@@ -449,7 +516,9 @@ impl ChainVerifier {
 
     /// Whether row `r` was written before the store was keyed (its hash is keyless).
     fn before_keying(&self, r: &AuditRecord) -> bool {
-        self.keyed.as_ref().is_none_or(|(k, _)| r.seq <= k.seq)
+        self.keyed
+            .as_ref()
+            .is_none_or(|(k, _)| k.position(r.seq, r.link) <= k.at)
     }
 
     /// Checks the witness's checkpoints of this chain as the rows go by: each must name the
@@ -527,7 +596,9 @@ impl ChainVerifier {
             .as_ref()
             .filter(|_| !self.before_keying(r))
             .map(|(_, key)| key);
-        if record_hash(keyed, r) != r.hash {
+        if let Some(form) = hash_form(keyed, r, self.form) {
+            self.form = form;
+        } else {
             problems.push(match keyed {
                 Some(_) => {
                     "the row's contents do not match its keyed hash (edited, or written without the audit key)".to_string()
@@ -544,7 +615,7 @@ impl ChainVerifier {
             );
         }
         if let Some((k, _)) = &self.keyed
-            && r.seq == k.seq
+            && k.position(r.seq, r.link) == k.at
         {
             self.met_head = true;
             if r.hash != k.hash {
@@ -583,14 +654,19 @@ impl ChainVerifier {
         // (met above) or pruned behind a checkpoint past it or naming it.
         if let Some((k, _)) = &self.keyed
             && k.own_head
-            && k.seq > 0
+            && k.at > 0
             && !self.met_head
         {
-            let (link, seq, named) = (k.link, k.seq, self.named());
-            let problem = match &self.report.checkpoint {
-                Some(c) if c.seq > seq => None,
-                Some(c) if c.seq == seq && c.hash == k.hash => None,
-                Some(c) if c.seq == seq => Some(format!(
+            let (link, at, named) = (k.link, k.at, self.named());
+            let cut = self
+                .report
+                .checkpoint
+                .as_ref()
+                .map(|c| (k.position(c.seq, c.link), c));
+            let problem = match cut {
+                Some((position, _)) if position > at => None,
+                Some((position, c)) if position == at && c.hash == k.hash => None,
+                Some((position, _)) if position == at => Some(format!(
                     "{named} was cut at its last row before the audit was keyed, but the cut names another hash than the signed marker"
                 )),
                 _ if self.report.rows == 0 && self.report.checkpoint.is_none() => Some(format!(
@@ -625,5 +701,84 @@ impl ChainVerifier {
             );
         }
         self.report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(seq: i64, hash_form: Form) -> AuditRecord {
+        let event = AuditEvent {
+            at_us: 2,
+            call_id: "c1".into(),
+            session: "s1".into(),
+            transport: "stdio".into(),
+            agent: "default".into(),
+            team: None,
+            project: None,
+            tool: "read_file".into(),
+            tier: "standard".into(),
+            outcome: "ok".into(),
+            step: None,
+            rule: None,
+            reason: None,
+            definition: None,
+            arguments_digest: "sha256:a".into(),
+            arguments: "{}".into(),
+            result: "ok".into(),
+            duration_us: 5,
+            single: true,
+            trace: None,
+            subject: None,
+        };
+        let numbered = (hash_form == Form::Numbered).then_some(seq);
+        let key = AuditKey::from_bytes(&[7u8; 32]);
+        AuditRecord {
+            seq,
+            chain: "w/1".into(),
+            link: 3,
+            hash: link_hash(Some(&key), "w/1", 3, numbered, GENESIS, &event),
+            event,
+            prev_hash: GENESIS.into(),
+        }
+    }
+
+    #[test]
+    fn a_rows_hash_form_is_told_and_the_unnumbered_form_covers_all_but_the_number() {
+        let key = AuditKey::from_bytes(&[7u8; 32]);
+        for form in [Form::Numbered, Form::Unnumbered] {
+            let r = row(10, form);
+            for first in [Form::Numbered, Form::Unnumbered] {
+                assert_eq!(hash_form(Some(&key), &r, first), Some(form));
+            }
+            // Without the key, or keyless, neither form holds.
+            assert_eq!(hash_form(None, &r, form), None);
+            let other = AuditKey::from_bytes(&[8u8; 32]);
+            assert_eq!(hash_form(Some(&other), &r, form), None);
+        }
+        // Renumbered: the numbered form breaks, the unnumbered one does not cover it.
+        let mut numbered = row(10, Form::Numbered);
+        numbered.seq = 11;
+        assert_eq!(hash_form(Some(&key), &numbered, Form::Numbered), None);
+        let mut unnumbered = row(10, Form::Unnumbered);
+        unnumbered.seq = 11;
+        assert_eq!(
+            hash_form(Some(&key), &unnumbered, Form::Numbered),
+            Some(Form::Unnumbered)
+        );
+        // Everything else is covered: link, chain, the flag, the fields, the row before.
+        let edits: [fn(&mut AuditRecord); 5] = [
+            |r| r.link = 4,
+            |r| r.chain = "w/2".into(),
+            |r| r.event.single = false,
+            |r| r.event.outcome = "tool_error".into(),
+            |r| r.prev_hash = "1".repeat(64),
+        ];
+        for edit in edits {
+            let mut r = row(10, Form::Unnumbered);
+            edit(&mut r);
+            assert_eq!(hash_form(Some(&key), &r, Form::Unnumbered), None, "{r:?}");
+        }
     }
 }

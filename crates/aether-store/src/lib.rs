@@ -26,7 +26,8 @@ pub use aether_vocab::journal::{
     SealPin, SealRecord, content_hash,
 };
 pub use chain::{
-    ChainBreak, ChainHead, ChainReport, Checkpoint, GENESIS, Keying, SETTLE_US, record_hash,
+    ChainBreak, ChainHead, ChainReport, Checkpoint, Form, GENESIS, Keying, SETTLE_US, hash_form,
+    link_hash, record_hash,
 };
 pub use db::DbError;
 pub use runs::{RunEvent, RunRecord, RunStart};

@@ -36,6 +36,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0011_call_stats_hour.sql"),
     include_str!("../../migrations/postgres/0012_keying_heads.sql"),
     include_str!("../../migrations/postgres/0013_calls_counted.sql"),
+    include_str!("../../migrations/postgres/0014_refuse_if_halted.sql"),
 ];
 
 /// The advisory lock (with the schema's hash as its second half) that serializes writers
@@ -654,6 +655,55 @@ impl PgFlight {
         let counts = counts.into_iter().collect::<Result<Vec<u64>, _>>()?;
         committed?;
         Ok(counts)
+    }
+
+    /// In one flight: BEGIN with the shared writers' lock, `guard` (a statement that raises
+    /// SQLSTATE `refusal` to refuse the transaction), each of `statements` (`sql` bound to its
+    /// args), then COMMIT; returns each statement's rows, or `Ok(None)` when the guard refused
+    /// (COMMIT then ends the aborted transaction as a rollback: nothing is kept). On any other
+    /// error nothing is kept either, unless the connection broke after COMMIT was sent.
+    pub(crate) fn commit_once(
+        &mut self,
+        guard: &str,
+        refusal: &str,
+        statements: &[(&str, &[Arg<'_>])],
+    ) -> DbResult<Option<Vec<Vec<Row>>>> {
+        let prepared = statements
+            .iter()
+            .map(|(sql, _)| self.prepared(sql, false))
+            .collect::<DbResult<Vec<_>>>()?;
+        let client = self.client.as_ref().expect("prepared above");
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements
+            .iter()
+            .map(|(_, args)| args.iter().map(|a| a as _).collect())
+            .collect();
+        let begin = format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}, hashtext(current_schema())); {guard}"
+        );
+        // As in commit_with: each request goes out when its future is first polled, in order.
+        let runs = prepared
+            .iter()
+            .zip(&params)
+            .map(|(stmt, params)| client.query(stmt, params));
+        let (begun, answers, committed) = self.runtime.block_on(async {
+            tokio::join!(
+                client.batch_execute(&begin),
+                futures::future::join_all(runs),
+                client.batch_execute("COMMIT")
+            )
+        });
+        if let Err(e) = &begun
+            && e.code().is_some_and(|code| code.code() == refusal)
+        {
+            return Ok(None);
+        }
+        begun?;
+        let answers = answers
+            .into_iter()
+            .map(|rows| rows?.iter().map(row).collect::<DbResult<Vec<Row>>>())
+            .collect::<DbResult<Vec<_>>>()?;
+        committed?;
+        Ok(Some(answers))
     }
 
     /// Ends an open transaction, keeping nothing of it (errors ignored: a connection that

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{SqlStore, append_audit};
-use crate::chain::{ChainHead, Hashing, Keying};
+use crate::chain::{ChainHead, Form, Hashing, Keying};
 use crate::db::{Conn, DbError, DbResult, Dialect, Optional, Row, Sql, SqlExt, args};
 use crate::{
     AdmissionReceipt, AuditEvent, AuditKey, JournalEntry, Result, SETTLE_US, StoreError, now_us,
@@ -608,7 +608,7 @@ impl SqlStore {
                     && rows[0].event.outcome == "ok"
                     && match &ledger.hashing {
                         Hashing::Keyed(key) => {
-                            crate::chain::record_hash(Some(key), &rows[0]) == rows[0].hash
+                            crate::chain::hash_form(Some(key), &rows[0], Form::Unnumbered).is_some()
                         }
                         Hashing::Plain => ledger.keying.is_none(),
                     };

@@ -1123,11 +1123,13 @@ fn check_receipts(
     let liveness = Liveness::read(conn)?;
     // The other way round: a row of an admitted call (a call's row with no refusing step) must
     // have its receipt, or someone removed the receipt, or wrote the row. A side-effect-free
-    // call's row is its only record (`single`, covered by the row's keyed hash).
+    // call's row is its only record (`single`, covered by the row's keyed hash). Every writer
+    // chain's row is checked whatever its number (chains came after receipts, and a row hashed
+    // without its number could be renumbered below the mark).
     conn.each(
         "SELECT a.seq, a.call_id FROM audit a LEFT JOIN receipts r ON r.call_id = a.call_id
          WHERE a.step IS NULL AND a.transport <> 'operator' AND a.single = 0 AND r.call_id IS NULL
-           AND a.seq > ?
+           AND (a.seq > ? OR a.chain <> '')
          ORDER BY a.seq LIMIT 100",
         args![checked_after],
         &mut |r| {
@@ -1510,6 +1512,8 @@ fn run_writer(
     chain: &str,
     mut flight: Option<db::postgres::PgFlight>,
 ) {
+    // Not known until the lane's first commit reads it.
+    let mut tip: Tip = None;
     loop {
         let queue = jobs.lock().unwrap_or_else(|e| e.into_inner());
         let Ok(first) = queue.recv() else {
@@ -1528,8 +1532,11 @@ fn run_writer(
                 Job::Audit(e, reply) => audits.push((e, reply)),
                 Job::Journal(j, reply) => journals.push((j, reply)),
                 // Not batched: runs now, in its own transaction, before the batch it
-                // interrupted is committed.
-                Job::Other(f) => f(&mut **conn),
+                // interrupted is committed (and might write the lane's chain).
+                Job::Other(f) => {
+                    tip = None;
+                    f(&mut **conn)
+                }
             }
             if receipts.len() + audits.len() + journals.len() < MAX_BATCH {
                 next = queue.try_recv().ok();
@@ -1541,6 +1548,7 @@ fn run_writer(
             commit_batch(
                 &mut **conn,
                 flight.as_mut(),
+                &mut tip,
                 ledger,
                 chain,
                 receipts,
@@ -1595,7 +1603,7 @@ fn append_audit_at(
     let tip = chain_tip(tx, chain, newest)?;
     // Each row's place in the chain, then the rows in as few statements as the database
     // takes: with replicas, every statement is a round trip.
-    let links = link_rows(ledger, chain, tip, events, &seqs);
+    let links = link_rows(ledger, chain, tip, events, Some(&seqs));
     let rows: Vec<_> = events.iter().zip(&links).collect();
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         let mut bound = Vec::with_capacity(chunk.len() * AUDIT_ARITY);
@@ -1617,29 +1625,46 @@ fn append_audit_at(
 type Link = (i64, i64, String, String);
 
 /// The places of `events` in chain `chain` after its tip `(link, hash)`, with sequence
-/// numbers `seqs`, each hashed the way `ledger` hashes.
+/// numbers `seqs`, each hashed the way `ledger` hashes; `seqs` `None`: hashed without their
+/// numbers, which the INSERT draws (each [`Link`]'s number is then 0).
 fn link_rows(
     ledger: &Ledger,
     chain: &str,
     (mut link, mut prev): (i64, String),
     events: &[&AuditEvent],
-    seqs: &[i64],
+    seqs: Option<&[i64]>,
 ) -> Vec<Link> {
     let key = ledger.hashing.key();
     let mut links = Vec::with_capacity(events.len());
-    for (e, seq) in events.iter().zip(seqs) {
+    for (i, e) in events.iter().enumerate() {
         link += 1;
-        let hash = crate::chain::link_hash(key, chain, link, *seq, &prev, e);
-        links.push((*seq, link, std::mem::replace(&mut prev, hash.clone()), hash));
+        let seq = seqs.map(|seqs| seqs[i]);
+        let hash = crate::chain::link_hash(key, chain, link, seq, &prev, e);
+        links.push((
+            seq.unwrap_or(0),
+            link,
+            std::mem::replace(&mut prev, hash.clone()),
+            hash,
+        ));
     }
     links
 }
 
 /// Binds audit row `e` of chain `chain` at `link`, in [`AUDIT_COLUMNS`]' order.
 fn bind_audit<'a>(bound: &mut Vec<Arg<'a>>, chain: &'a str, e: &'a AuditEvent, link: &'a Link) {
-    let (seq, link, prev, hash) = link;
+    bound.push(Arg::Int(link.0));
+    bind_audit_unnumbered(bound, chain, e, link);
+}
+
+/// [`bind_audit`] without the sequence number (drawn by the INSERT).
+fn bind_audit_unnumbered<'a>(
+    bound: &mut Vec<Arg<'a>>,
+    chain: &'a str,
+    e: &'a AuditEvent,
+    link: &'a Link,
+) {
+    let (_, link, prev, hash) = link;
     bound.extend_from_slice(args![
-        *seq,
         e.at_us,
         e.call_id,
         e.session,
@@ -1840,21 +1865,50 @@ fn receipt_outcome(halt: &Option<HaltState>) -> ReceiptOutcome {
     }
 }
 
-/// Commits `receipts` and `audits` in two flights; `Ok(None)`, having written nothing, when
-/// it cannot: a halt was committed (the usual way refuses the receipts and withholds the
-/// results), this process is not yet registered as a writer, or may not write the audit.
-/// A lane's [`db::postgres::PgFlight`] sends BEGIN with the lock and the halt, chain tip and
-/// sequence numbers' read in one flight, and the rows with COMMIT in another.
+/// A lane's chain tip (link and hash) as its last commit left it: known only while every
+/// commit of the lane went through [`commit_in_flight`] and its outcome is known (only the
+/// lane writes its chain).
+type Tip = Option<(i64, String)>;
+
+/// The SQLSTATE `aether_refuse_if_halted()` raises (migration 0014).
+const HALTED_STATE: &str = "AEH01";
+
+/// Commits `receipts` and `audits` in one flight where the lane knows its chain's `tip`, else
+/// in two; `Ok(None)`, having written nothing, when it cannot: a halt was committed (the
+/// usual way refuses the receipts and withholds the results), this process is not yet
+/// registered as a writer, or may not write the audit. `tip` is left as this commit leaves
+/// the chain, or unknown.
+///
+/// One flight ([`commit_once`]): BEGIN, the shared lock, the halt guard, the rows (their
+/// sequence numbers drawn by the INSERT, so hashed without them) and COMMIT. Two flights: BEGIN
+/// with the lock and the halt, chain tip and sequence numbers' read; then the rows with COMMIT.
 fn commit_in_flight(
     flight: &mut db::postgres::PgFlight,
     conn: &mut dyn Conn,
     ledger: &Ledger,
     chain: &str,
+    tip: &mut Tip,
     receipts: &[&AdmissionReceipt],
     audits: &[&AuditEvent],
 ) -> DbResult<Option<Batch>> {
+    let known = tip.take();
     if ledger.foreign.is_some() || (!receipts.is_empty() && !ledger.is_registered()) {
         return Ok(None);
+    }
+    if let Some(known) = known {
+        match commit_once(flight, ledger, chain, known, receipts, audits) {
+            Ok(Some((batch, after))) => {
+                *tip = Some(after);
+                return Ok(Some(batch));
+            }
+            Ok(None) => return Ok(None),
+            // The server refused the flight (nothing of it is kept): say why, and commit it
+            // the two-flight way, which reads the tip again.
+            Err(DbError::Postgres(e)) if e.as_db_error().is_some() => {
+                tracing::warn!(chain, error = %DbError::Postgres(e), "one-flight commit refused; committing in two");
+            }
+            Err(e) => return Err(e),
+        }
     }
     let n = audits.len();
     let dialect = Dialect::Postgres;
@@ -1873,7 +1927,7 @@ fn commit_in_flight(
         flight.rollback();
         return Ok(None);
     }
-    let tip = match place.newest {
+    let tip_now = match place.newest {
         Some(tip) => tip,
         // A chain with no row yet (or every row pruned): read where it starts.
         None => match chain_tip(conn, chain, None) {
@@ -1884,7 +1938,7 @@ fn commit_in_flight(
             }
         },
     };
-    let links = link_rows(ledger, chain, tip, audits, &place.seqs);
+    let links = link_rows(ledger, chain, tip_now.clone(), audits, Some(&place.seqs));
     let writer = ledger.writer.id.as_str();
     let mut bound = Vec::with_capacity(receipts.len() * 10 + n * AUDIT_ARITY);
     for r in receipts {
@@ -1922,6 +1976,12 @@ fn commit_in_flight(
             "a commit wrote {counts:?} rows where {expected:?} were sent"
         )));
     }
+    *tip = Some(
+        links
+            .last()
+            .map(|(_, link, _, hash)| (*link, hash.clone()))
+            .unwrap_or(tip_now),
+    );
     Ok(Some(Batch {
         halt: None,
         seqs: place.seqs,
@@ -1930,10 +1990,91 @@ fn commit_in_flight(
     }))
 }
 
+/// [`commit_in_flight`]'s one flight, after the chain's tip `known`: the batch and the tip it
+/// leaves, or `None` (nothing written) when a halt is committed.
+fn commit_once(
+    flight: &mut db::postgres::PgFlight,
+    ledger: &Ledger,
+    chain: &str,
+    known: (i64, String),
+    receipts: &[&AdmissionReceipt],
+    audits: &[&AuditEvent],
+) -> DbResult<Option<(Batch, (i64, String))>> {
+    let n = audits.len();
+    let links = link_rows(ledger, chain, known.clone(), audits, None);
+    let writer = ledger.writer.id.as_str();
+    let mut bound = Vec::with_capacity(receipts.len() * 10 + n * AUDIT_ARITY);
+    for r in receipts {
+        bind_receipt(&mut bound, r, writer);
+    }
+    for (e, link) in audits.iter().zip(&links) {
+        bind_audit_unnumbered(&mut bound, chain, e, link);
+    }
+    let receipts_sql = format!(
+        "INSERT INTO receipts ({}) VALUES {}",
+        ledger::RECEIPT_COLUMNS,
+        tuples(receipts.len(), 10)
+    );
+    // Each row's number drawn as it is inserted, in the order of its link, while the
+    // transaction holds the writers' lock (what `settled_horizon` counts on).
+    let drawn = format!(
+        "(nextval('audit_seq'), {})",
+        vec!["?"; AUDIT_ARITY - 1].join(", ")
+    );
+    let audits_sql = format!(
+        "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {} RETURNING link, seq",
+        vec![drawn; n].join(", ")
+    );
+    let (receipt_args, audit_args) = bound.split_at(receipts.len() * 10);
+    let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2);
+    if !receipts.is_empty() {
+        statements.push((&receipts_sql, receipt_args));
+    }
+    if n > 0 {
+        statements.push((&audits_sql, audit_args));
+    }
+    let Some(answers) = flight.commit_once(
+        "SELECT aether_refuse_if_halted()",
+        HALTED_STATE,
+        &statements,
+    )?
+    else {
+        return Ok(None);
+    };
+    let mut drawn: Vec<(i64, i64)> = Vec::with_capacity(n);
+    if n > 0 {
+        for r in answers.last().into_iter().flatten() {
+            drawn.push((r.get(0)?, r.get(1)?));
+        }
+    }
+    drawn.sort_unstable();
+    let sent: Vec<i64> = links.iter().map(|(_, link, _, _)| *link).collect();
+    if drawn.iter().map(|(link, _)| *link).collect::<Vec<_>>() != sent {
+        return Err(DbError::Refused(format!(
+            "a commit wrote audit links {:?} where {sent:?} were sent",
+            drawn.iter().map(|(link, _)| link).collect::<Vec<_>>()
+        )));
+    }
+    let after = links
+        .last()
+        .map(|(_, link, _, hash)| (*link, hash.clone()))
+        .unwrap_or(known);
+    Ok(Some((
+        Batch {
+            halt: None,
+            seqs: drawn.into_iter().map(|(_, seq)| seq).collect(),
+            withheld: vec![false; n],
+            journal_ids: Vec::new(),
+        },
+        after,
+    )))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn commit_batch(
     conn: &mut dyn Conn,
     flight: Option<&mut db::postgres::PgFlight>,
+    tip: &mut Tip,
     ledger: &Ledger,
     chain: &str,
     receipts: Vec<(AdmissionReceipt, Reply<ReceiptOutcome>)>,
@@ -1946,22 +2087,27 @@ fn commit_batch(
         let a: Vec<&AuditEvent> = audits.iter().map(|(a, _)| &**a).collect();
         let j: Vec<&JournalWrite> = journals.iter().map(|(j, _)| j).collect();
         let started = std::time::Instant::now();
+        let knew_tip = tip.is_some();
         let written = match flight {
             Some(flight) if j.is_empty() => {
-                match commit_in_flight(flight, conn, ledger, chain, &r, &a) {
+                match commit_in_flight(flight, conn, ledger, chain, tip, &r, &a) {
                     Ok(Some(batch)) => Ok(batch),
                     // Halted, or not yet registered: the usual way.
                     Ok(None) => write_batch(conn, ledger, chain, &r, &a, &j),
                     Err(e) => Err(e),
                 }
             }
-            _ => write_batch(conn, ledger, chain, &r, &a, &j),
+            _ => {
+                *tip = None;
+                write_batch(conn, ledger, chain, &r, &a, &j)
+            }
         };
         tracing::debug!(
             chain,
             receipts = r.len(),
             audits = a.len(),
             journals = j.len(),
+            knew_tip,
             us = started.elapsed().as_micros() as u64,
             "group commit"
         );

@@ -908,3 +908,180 @@ async fn a_marker_of_an_older_release_is_named_in_full_at_the_next_keyed_open(b:
     dir.raw("DELETE FROM receipts WHERE call_id = 'b1'");
     breaks_with(&store, &[&quiet.chain, "(signed marker)"]).await;
 }
+
+both!(
+    rows_committed_in_one_flight_are_hashed_without_their_numbers_and_renumbering_hides_nothing,
+    a_lane_whose_chain_moved_under_it_commits_again_and_loses_no_call,
+    a_keyed_row_renumbered_to_before_keying_and_rehashed_keyless_is_caught
+);
+
+/// The form of each row's keyed hash, by call.
+fn forms(all: &[AuditRecord]) -> Vec<(String, aether_store::Form)> {
+    all.iter()
+        .map(|r| {
+            let form = aether_store::hash_form(Some(&key()), r, aether_store::Form::Numbered)
+                .unwrap_or_else(|| panic!("row {} holds no hash: {r:?}", r.seq));
+            (r.event.call_id.clone(), form)
+        })
+        .collect()
+}
+
+/// PostgreSQL's lanes, once they know their chain's tip, send a batch in one round trip: the
+/// rows go with BEGIN, their sequence numbers drawn by the INSERT, so their hashes cannot
+/// cover them. SQLite's writer draws the number first and covers it. Either way a row moved
+/// below the receipts' mark still needs its receipt, numbers still go up along a chain, and
+/// a halt committed meanwhile still stops the next receipt of every lane.
+async fn rows_committed_in_one_flight_are_hashed_without_their_numbers_and_renumbering_hides_nothing(
+    b: Backend,
+) {
+    let (dir, store) = keyed(b, 0).await;
+    // Many at once, then one by one: every lane commits more than once.
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..32 {
+        let store = store.clone();
+        calls.spawn(async move { call(&store, &format!("c{i}")).await });
+    }
+    while let Some(done) = calls.join_next().await {
+        done.unwrap();
+    }
+    for i in 32..48 {
+        call(&store, &format!("c{i}")).await;
+    }
+    let all = rows(&store).await;
+    assert_eq!(all.len(), 48);
+    // Of the one-by-one calls, only a lane's first commit (four lanes) can go the two-flight
+    // way; the rest go in one.
+    let forms = forms(&all);
+    let unnumbered = |calls: std::ops::Range<usize>| {
+        forms
+            .iter()
+            .filter(|(id, form)| {
+                calls.clone().any(|i| *id == format!("c{i}"))
+                    && *form == aether_store::Form::Unnumbered
+            })
+            .count()
+    };
+    match b {
+        Backend::Postgres => assert!(unnumbered(32..48) >= 12, "{forms:?}"),
+        Backend::Sqlite => assert_eq!(unnumbered(0..48), 0),
+    }
+    let report = verify(&store, None).await;
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!((report.rows, report.receipts), (48, 48));
+
+    // A row's receipt removed, and the row renumbered below every mark.
+    let newest = all.iter().max_by_key(|r| r.seq).unwrap();
+    dir.raw(&format!(
+        "DELETE FROM receipts WHERE call_id = '{id}';
+         UPDATE audit SET seq = -7 WHERE seq = {seq};",
+        id = newest.event.call_id,
+        seq = newest.seq
+    ));
+    let report = verify(&store, None).await;
+    assert!(
+        report
+            .mismatched
+            .iter()
+            .any(|m| m.problem.contains(&newest.event.call_id) && m.problem.contains("no receipt")),
+        "{report:?}"
+    );
+    // And numbers must go up along a chain: swapping two neighbours' numbers shows.
+    dir.raw(&format!(
+        "UPDATE audit SET seq = {} WHERE seq = -7",
+        newest.seq
+    ));
+    let chain = chain_of(&all, newest);
+    let (a, c) = (chain[chain.len() - 2], chain[chain.len() - 1]);
+    dir.raw(&format!(
+        "UPDATE audit SET seq = -1 WHERE seq = {a};
+         UPDATE audit SET seq = {a} WHERE seq = {c};
+         UPDATE audit SET seq = {c} WHERE seq = -1;",
+        a = a.seq,
+        c = c.seq
+    ));
+    breaks_with(&store, &["sequence goes back"]).await;
+
+    // A halt committed by another process stops the next receipt of every lane.
+    let ops = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    ops.set_halt(true, "ops", "drill", None).await.unwrap();
+    let mut after = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let store = store.clone();
+        after.spawn(async move { store.admit(receipt(&format!("h{i}"))).await.unwrap() });
+    }
+    while let Some(outcome) = after.join_next().await {
+        assert!(matches!(outcome.unwrap(), ReceiptOutcome::Halted(_)));
+    }
+    assert_eq!(rows(&store).await.len(), 48);
+}
+
+/// A lane keeps its chain's tip in memory between commits. A row written into the chain
+/// behind its back (here a forger's) makes the lane's next one-flight commit collide; the
+/// batch then commits the two-flight way after the row that is there, and no call fails.
+async fn a_lane_whose_chain_moved_under_it_commits_again_and_loses_no_call(b: Backend) {
+    let (dir, store) = keyed(b, 16).await;
+    let heads = store.audit_heads().await.unwrap();
+    for (i, head) in heads.iter().enumerate() {
+        dir.raw(&format!(
+            "INSERT INTO audit (seq, at_us, call_id, session, transport, agent, team, project, tool,
+                 tier, outcome, step, rule, reason, definition, arguments_digest, arguments, result,
+                 duration_us, prev_hash, hash, single, chain, link, trace, subject)
+             SELECT 1000000 * ({i} + 1), at_us, 'forged{i}', session, transport, agent, team, project,
+                 tool, tier, outcome, step, rule, reason, definition, arguments_digest, arguments,
+                 result, duration_us, hash, '{forged}', single, chain, link + 1, trace, subject
+             FROM audit WHERE chain = '{chain}' AND link = {link}",
+            forged = "f".repeat(64),
+            chain = head.chain,
+            link = head.link
+        ));
+    }
+    for i in 0..24 {
+        call(&store, &format!("d{i}")).await;
+    }
+    let all = rows(&store).await;
+    for i in 0..24 {
+        assert!(all.iter().any(|r| r.event.call_id == format!("d{i}")));
+    }
+    // Each chain goes on from the forged row; verify names it.
+    let report = verify(&store, None).await;
+    assert_eq!(report.rows, 16 + heads.len() as u64 + 24);
+    assert!(
+        report
+            .breaks
+            .iter()
+            .any(|b| b.problem.contains("do not match its keyed hash")),
+        "{report:?}"
+    );
+    assert!(
+        !report.breaks.iter().any(
+            |b| b.problem.contains("prev_hash does not match") || b.problem.contains("missing")
+        ),
+        "{report:?}"
+    );
+}
+
+/// Which rows of a keyed store are keyed is judged by link along a writer chain (every row's
+/// hash covers it), not by sequence number: a forger who renumbers a keyed row to before the
+/// keying and rehashes it the keyless way is caught.
+async fn a_keyed_row_renumbered_to_before_keying_and_rehashed_keyless_is_caught(b: Backend) {
+    let (dir, store) = keyed(b, 3).await;
+    // A writer after keying, with one row: its chain's only row, so nothing after it needs
+    // rehashing.
+    let second = Store::open(&dir.url(), Access::Write(Some(key()))).unwrap();
+    second.audit(event("late", "refused")).await.unwrap();
+    assert!(verify(&store, None).await.is_intact());
+    let mut late = rows(&store)
+        .await
+        .into_iter()
+        .find(|r| r.event.call_id == "late")
+        .unwrap();
+    let seq = late.seq;
+    late.seq = -3;
+    late.event.reason = Some("nothing happened".into());
+    late.hash = record_hash(None, &late);
+    dir.raw(&format!(
+        "UPDATE audit SET seq = -3, reason = 'nothing happened', hash = '{}' WHERE seq = {seq}",
+        late.hash
+    ));
+    breaks_with(&store, &["do not match its keyed hash"]).await;
+}

@@ -330,6 +330,10 @@ pub fn tools_for(
         Arc::new(aether_net::SystemResolver),
         searxng,
     ));
+    tools.extend(aether_net::saving_tools(
+        Arc::new(aether_net::SystemResolver),
+        aether_tools::workspace::saver(),
+    ));
     if fixtures {
         tools.extend(aether_tools::fixtures::tools());
     }

@@ -1,11 +1,13 @@
 //! Aether's network tools (the `research` group: `http_request`, `http_health_check`,
-//! `web_fetch`, `download_pdf`, `web_search`) and the HTTP client they share.
+//! `web_fetch`, `download_pdf`, `web_search`, and `capture_api_schema`, which saves what it
+//! captures through the workspace's write) and the HTTP client they share.
 //!
 //! Every tool here reaches the network, so every one is Elevated or higher and declares
 //! `reaches_network`; the pipeline's egress step (SPEC §2 step 8) scans its arguments for
 //! credentials and checks its destination before the receipt, and the client (`client.rs`)
 //! checks every hop again, resolves once and connects only to the vetted address.
 
+mod api_schema;
 mod client;
 mod download_pdf;
 mod health_check;
@@ -17,7 +19,7 @@ use std::sync::Arc;
 
 use aether_policy::AgentProfile;
 use aether_policy::egress::EgressPolicy;
-use aether_tools_core::{Tool, ToolError};
+use aether_tools_core::{SaveFile, Tool, ToolError};
 
 pub use client::{Request, Resolve, Response, SystemResolver, fetch, install_tls, outbound};
 
@@ -36,6 +38,12 @@ pub fn tools_with(resolver: Arc<dyn Resolve>, searxng: Option<url::Url>) -> Vec<
         Arc::new(download_pdf::DownloadPdf::new(resolver.clone())),
         Arc::new(web_search::WebSearch::new(resolver, searxng)),
     ]
+}
+
+/// The network tools that save what they capture into the workspace through `saver`
+/// (`capture_api_schema`).
+pub fn saving_tools(resolver: Arc<dyn Resolve>, saver: Arc<dyn SaveFile>) -> Vec<Arc<dyn Tool>> {
+    vec![Arc::new(api_schema::CaptureApiSchema::new(resolver, saver))]
 }
 
 /// A research tool's definition: Elevated, in the `research` group, reaching the network;

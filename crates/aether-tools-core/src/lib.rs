@@ -556,6 +556,37 @@ pub fn read_text_file(
     })
 }
 
+/// What [`SaveFile::save`] wrote.
+#[derive(Clone, Debug)]
+pub struct Saved {
+    pub root: String,
+    pub rel: String,
+    /// `root:path`, as tools show a file.
+    pub shown: String,
+    pub created: bool,
+    /// The file already held exactly these bytes: nothing was written or journalled.
+    pub unchanged: bool,
+}
+
+/// Writes a whole file into the workspace the way `write_file` does (the root's mode, the
+/// manifest and protected names checked, the old content journalled before the atomic
+/// replace, so `revert_file` undoes it): the seam through which a tool outside the workspace
+/// group (a network tool saving what it captured) writes a file. `aether-tools` implements
+/// it; whoever assembles the tools hands it over.
+#[async_trait]
+pub trait SaveFile: Send + Sync {
+    /// Writes `bytes` as the whole content of `path` (in `root`, else the only writable
+    /// root) for `tool`, making its folders if need be.
+    async fn save(
+        &self,
+        cx: &CallContext,
+        tool: &str,
+        root: Option<&str>,
+        path: &str,
+        bytes: &[u8],
+    ) -> Result<Saved, ToolError>;
+}
+
 /// Runs blocking file work off the async threads; a panic inside becomes a panic here, so the
 /// pipeline's panic handling sees it.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {

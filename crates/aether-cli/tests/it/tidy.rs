@@ -168,6 +168,10 @@ fn the_tool_catalog_is_well_formed() {
     tools.extend(aether_net::tools(std::sync::Arc::new(
         aether_net::SystemResolver,
     )));
+    tools.extend(aether_net::saving_tools(
+        std::sync::Arc::new(aether_net::SystemResolver),
+        aether_tools::workspace::saver(),
+    ));
     tools.extend(aether_tools::fixtures::tools());
     // Catalog::new checks unique names, a group, a tier, a description, valid input and
     // output schemas (meta-validated), compiled validators.
@@ -266,6 +270,10 @@ fn docs_tools_md_is_the_catalog_as_generated() {
     shipped.extend(aether_net::tools(std::sync::Arc::new(
         aether_net::SystemResolver,
     )));
+    shipped.extend(aether_net::saving_tools(
+        std::sync::Arc::new(aether_net::SystemResolver),
+        aether_tools::workspace::saver(),
+    ));
     for tool in shipped {
         assert!(
             on_disk.contains(&format!("\n## {}\n", tool.def().name)),

@@ -2,6 +2,7 @@
 //! temporary store (when it needs one), builds its own test tools and pipeline, and ends with
 //! `Harness::check()`, which verifies the audit chain and the receipt/audit invariants.
 
+mod api_schema;
 mod approvals;
 mod arguments;
 mod concurrency;

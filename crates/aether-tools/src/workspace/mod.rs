@@ -38,6 +38,12 @@ pub use redo::{Redo, redo};
 pub use undo::{UndoCall, undo_call};
 pub use write_file::WriteFile;
 
+/// The workspace's whole-file write, for tools outside this group that save what they make
+/// (see [`aether_tools_core::SaveFile`]).
+pub fn saver() -> std::sync::Arc<dyn crate::SaveFile> {
+    std::sync::Arc::new(write::Saver)
+}
+
 use std::sync::Arc;
 
 use aether_policy::tool::groups;

@@ -592,6 +592,30 @@ pub(super) async fn write_whole(
     })
 }
 
+/// [`write_whole`] behind the [`crate::SaveFile`] seam.
+pub(super) struct Saver;
+
+#[async_trait::async_trait]
+impl crate::SaveFile for Saver {
+    async fn save(
+        &self,
+        cx: &CallContext,
+        tool: &str,
+        root: Option<&str>,
+        path: &str,
+        bytes: &[u8],
+    ) -> Result<crate::Saved, ToolError> {
+        let w = write_whole(cx, tool, (root, path), bytes, true).await?;
+        Ok(crate::Saved {
+            root: w.root,
+            rel: w.rel,
+            shown: w.shown,
+            created: w.created,
+            unchanged: w.unchanged,
+        })
+    }
+}
+
 /// Records `write` in the journal; a change is never made unless this succeeded.
 pub(super) async fn record(
     cx: &CallContext,

@@ -1939,33 +1939,9 @@ fn commit_in_flight(
         },
     };
     let links = link_rows(ledger, chain, tip_now.clone(), audits, Some(&place.seqs));
-    let writer = ledger.writer.id.as_str();
-    let mut bound = Vec::with_capacity(receipts.len() * 10 + n * AUDIT_ARITY);
-    for r in receipts {
-        bind_receipt(&mut bound, r, writer);
-    }
-    for (e, link) in audits.iter().zip(&links) {
-        bind_audit(&mut bound, chain, e, link);
-    }
     // Both INSERTs and COMMIT sent together: one round trip.
-    let receipts_sql = format!(
-        "INSERT INTO receipts ({}) VALUES {}",
-        ledger::RECEIPT_COLUMNS,
-        tuples(receipts.len(), 10)
-    );
-    let audits_sql = format!(
-        "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {}",
-        tuples(n, AUDIT_ARITY)
-    );
-    let (receipt_args, audit_args) = bound.split_at(receipts.len() * 10);
-    let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2);
-    if !receipts.is_empty() {
-        statements.push((&receipts_sql, receipt_args));
-    }
-    if n > 0 {
-        statements.push((&audits_sql, audit_args));
-    }
-    let counts = flight.commit_with(&statements)?;
+    let inserts = Inserts::new(ledger, chain, receipts, audits, &links, false);
+    let counts = flight.commit_with(&inserts.statements())?;
     let expected: Vec<u64> = [receipts.len(), n]
         .into_iter()
         .filter(|k| *k > 0)
@@ -1990,6 +1966,83 @@ fn commit_in_flight(
     }))
 }
 
+/// A batch's INSERTs as a lane's flight sends them: its receipts, then its audit rows at
+/// `links`, each statement only where there are rows.
+struct Inserts<'a> {
+    receipts_sql: String,
+    audits_sql: String,
+    bound: Vec<Arg<'a>>,
+    receipts: usize,
+    audits: usize,
+}
+
+impl<'a> Inserts<'a> {
+    /// `drawn`: the rows' numbers are drawn by the INSERT (each row's number as it is
+    /// inserted, in the order of its link, while the transaction holds the writers' lock,
+    /// which is what `settled_horizon` counts on), which answers each row's link and number;
+    /// else they are the links' own.
+    fn new(
+        ledger: &'a Ledger,
+        chain: &'a str,
+        receipts: &[&'a AdmissionReceipt],
+        audits: &[&'a AuditEvent],
+        links: &'a [Link],
+        drawn: bool,
+    ) -> Inserts<'a> {
+        let (r, n) = (receipts.len(), audits.len());
+        let writer = ledger.writer.id.as_str();
+        let mut bound = Vec::with_capacity(r * 10 + n * AUDIT_ARITY);
+        for receipt in receipts {
+            bind_receipt(&mut bound, receipt, writer);
+        }
+        for (e, link) in audits.iter().zip(links) {
+            match drawn {
+                true => bind_audit_unnumbered(&mut bound, chain, e, link),
+                false => bind_audit(&mut bound, chain, e, link),
+            }
+        }
+        let audits_sql = match drawn {
+            true => {
+                let row = format!(
+                    "(nextval('audit_seq'), {})",
+                    vec!["?"; AUDIT_ARITY - 1].join(", ")
+                );
+                format!(
+                    "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {} RETURNING link, seq",
+                    vec![row; n].join(", ")
+                )
+            }
+            false => format!(
+                "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {}",
+                tuples(n, AUDIT_ARITY)
+            ),
+        };
+        Inserts {
+            receipts_sql: format!(
+                "INSERT INTO receipts ({}) VALUES {}",
+                ledger::RECEIPT_COLUMNS,
+                tuples(r, 10)
+            ),
+            audits_sql,
+            bound,
+            receipts: r,
+            audits: n,
+        }
+    }
+
+    fn statements(&self) -> Vec<(&str, &[Arg<'a>])> {
+        let (receipt_args, audit_args) = self.bound.split_at(self.receipts * 10);
+        let mut statements: Vec<(&str, &[Arg<'a>])> = Vec::with_capacity(2);
+        if self.receipts > 0 {
+            statements.push((&self.receipts_sql, receipt_args));
+        }
+        if self.audits > 0 {
+            statements.push((&self.audits_sql, audit_args));
+        }
+        statements
+    }
+}
+
 /// [`commit_in_flight`]'s one flight, after the chain's tip `known`: the batch and the tip it
 /// leaves, or `None` (nothing written) when a halt is committed.
 fn commit_once(
@@ -2002,41 +2055,11 @@ fn commit_once(
 ) -> DbResult<Option<(Batch, (i64, String))>> {
     let n = audits.len();
     let links = link_rows(ledger, chain, known.clone(), audits, None);
-    let writer = ledger.writer.id.as_str();
-    let mut bound = Vec::with_capacity(receipts.len() * 10 + n * AUDIT_ARITY);
-    for r in receipts {
-        bind_receipt(&mut bound, r, writer);
-    }
-    for (e, link) in audits.iter().zip(&links) {
-        bind_audit_unnumbered(&mut bound, chain, e, link);
-    }
-    let receipts_sql = format!(
-        "INSERT INTO receipts ({}) VALUES {}",
-        ledger::RECEIPT_COLUMNS,
-        tuples(receipts.len(), 10)
-    );
-    // Each row's number drawn as it is inserted, in the order of its link, while the
-    // transaction holds the writers' lock (what `settled_horizon` counts on).
-    let drawn = format!(
-        "(nextval('audit_seq'), {})",
-        vec!["?"; AUDIT_ARITY - 1].join(", ")
-    );
-    let audits_sql = format!(
-        "INSERT INTO audit ({AUDIT_COLUMNS}) VALUES {} RETURNING link, seq",
-        vec![drawn; n].join(", ")
-    );
-    let (receipt_args, audit_args) = bound.split_at(receipts.len() * 10);
-    let mut statements: Vec<(&str, &[Arg<'_>])> = Vec::with_capacity(2);
-    if !receipts.is_empty() {
-        statements.push((&receipts_sql, receipt_args));
-    }
-    if n > 0 {
-        statements.push((&audits_sql, audit_args));
-    }
+    let inserts = Inserts::new(ledger, chain, receipts, audits, &links, true);
     let Some(answers) = flight.commit_once(
         "SELECT aether_refuse_if_halted()",
         HALTED_STATE,
-        &statements,
+        &inserts.statements(),
     )?
     else {
         return Ok(None);

@@ -167,22 +167,36 @@ impl AetherMcp {
     }
 
     /// The session this request acts in: the transport's, or, for an HTTP request that
-    /// authenticated, the one bound to its agent.
+    /// authenticated, the one bound to its agent. A handshake-era HTTP session is named by
+    /// its `Mcp-Session-Id`, so it stays one session (what `revert_file` undoes, what the
+    /// audit groups) on whichever replica, or worker after a restart, answers it.
     fn session_for(
         &self,
         extensions: &rmcp::model::Extensions,
     ) -> Result<SessionContext, ErrorData> {
-        let caller = extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>());
+        let parts = extensions.get::<http::request::Parts>();
+        let caller = parts.and_then(|parts| parts.extensions.get::<Caller>());
         let Some(caller) = caller else {
             return Ok(self.session.clone());
+        };
+        // A 2026-07-28 request stands alone (rmcp routes it to no session): any id it names
+        // is the client's word only, and names nothing.
+        let session_id = parts
+            .filter(|p| self.lasting && !crate::http::modern_header(&p.headers))
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .filter(|id| !id.is_empty())
+            .map(str::to_string);
+        let named = |bound: &SessionContext| match &session_id {
+            Some(id) => id.clone(),
+            None => bound.session_id.clone(),
         };
         if let Some(bound) = self.bound.get() {
             if bound.agent.name == caller.agent && bound.subject == caller.subject {
                 // The session's caller, with this request's token's reach (a refreshed token
                 // may carry other scopes) and static token.
                 return Ok(SessionContext {
+                    session_id: named(bound),
                     scope: caller.reach.clone(),
                     token: caller.token.clone(),
                     ..bound.clone()
@@ -216,6 +230,7 @@ impl AetherMcp {
             ));
         }
         Ok(SessionContext {
+            session_id: named(bound),
             scope: caller.reach.clone(),
             token: caller.token.clone(),
             ..bound.clone()

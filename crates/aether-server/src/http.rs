@@ -741,7 +741,7 @@ async fn authenticate(
 
 /// Whether a request's `MCP-Protocol-Version` header names 2026-07-28 or later: it stands
 /// alone, with no session.
-fn modern_header(headers: &http::HeaderMap) -> bool {
+pub(crate) fn modern_header(headers: &http::HeaderMap) -> bool {
     headers
         .get("mcp-protocol-version")
         .and_then(|v| v.to_str().ok())

@@ -401,6 +401,41 @@ fn a_session_stays_with_its_agent_on_every_replica() {
         list,
     );
     assert_eq!(r.status, 404, "{}", r.body);
+    // It is one session on both: what A wrote in it, B's revert_file (which undoes this
+    // session's changes) takes back.
+    let write = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"note.txt","content":"from A\n"}}}"#;
+    let r = post(&a, &alice, Some(&id), write);
+    assert!(
+        r.body.contains("note.txt") && !r.body.contains("\"isError\":true"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("note.txt")).unwrap(),
+        "from A\n"
+    );
+    let revert = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"revert_file","arguments":{"path":"note.txt"}}}"#;
+    let r = post(&b, &alice, Some(&id), revert);
+    assert!(!r.body.contains("\"isError\":true"), "{}", r.body);
+    assert!(!ws.path().join("note.txt").exists(), "{}", r.body);
+    // A 2026-07-28 request stands alone: naming the session's id in a header does not make
+    // it act in that session (its revert_file finds none of the session's changes).
+    let write = write.replace("note.txt", "kept.txt");
+    assert_eq!(post(&a, &alice, Some(&id), &write).status, 200);
+    let modern = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"revert_file","arguments":{"path":"kept.txt"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let bearer = format!("Bearer {alice}");
+    let headers = [
+        ("Host", b.addr.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", bearer.as_str()),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "revert_file"),
+        ("Mcp-Session-Id", id.as_str()),
+    ];
+    let r = http(&b.addr, "POST", "/mcp", &headers, modern.as_bytes());
+    assert!(ws.path().join("kept.txt").exists(), "{}{}", r.head, r.body);
 }
 
 #[test]

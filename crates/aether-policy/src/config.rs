@@ -468,9 +468,19 @@ pub struct ServerSection {
     /// MCP sessions one caller (a token, or an agent reached without one) may hold at once.
     #[serde(default = "default_max_sessions_per_caller")]
     pub max_sessions_per_caller: usize,
+    /// Seconds a handshake-era session may sit idle (no request in flight, no GET stream
+    /// open) before its worker is let go; the session stays, kept in the store, and its next
+    /// request wakes it (0: never let go).
+    #[serde(default = "default_session_sleep_seconds")]
+    pub session_sleep_seconds: u64,
 }
 
-/// About 128 KiB each while idle (docs/BENCHMARKS.md): 512 MiB at most.
+fn default_session_sleep_seconds() -> u64 {
+    60
+}
+
+/// About 128 KiB each while awake (docs/BENCHMARKS.md): 512 MiB at most, if all were; an idle
+/// one sleeps after `session_sleep_seconds`.
 fn default_max_sessions() -> usize {
     4_096
 }
@@ -483,6 +493,7 @@ impl Default for ServerSection {
         ServerSection {
             max_sessions: default_max_sessions(),
             max_sessions_per_caller: default_max_sessions_per_caller(),
+            session_sleep_seconds: default_session_sleep_seconds(),
             listen: default_listen(),
             http_agent: default_agent(),
             sessions: true,

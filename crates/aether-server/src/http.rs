@@ -51,6 +51,10 @@ pub struct HttpOptions {
     /// `max_sessions_per_caller`).
     pub max_sessions: usize,
     pub max_sessions_per_caller: usize,
+    /// A handshake-era session idle this long (no request in flight, no GET stream open)
+    /// has its worker let go; its next request wakes it from the store (`[server]
+    /// session_sleep_seconds`; `None`: never).
+    pub session_sleep: Option<Duration>,
     /// OAuth access tokens from `[auth] issuer` (or the built-in server), when configured.
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
     /// Aether's own authorization server (`[auth] builtin`), when it is on.
@@ -101,7 +105,11 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         max_per_caller: opts.max_sessions_per_caller,
         lasting: opts.sessions,
         inner: std::sync::Mutex::default(),
+        gate: tokio::sync::Mutex::new(()),
     });
+    if let Some(after) = opts.session_sleep.filter(|_| opts.sessions) {
+        put_idle_sessions_to_sleep(book.clone(), after, opts.shutdown.child_token());
+    }
     let mcp = StreamableHttpService::new(
         move || {
             let session = p
@@ -273,12 +281,35 @@ struct SessionBook {
     /// Whether sessions are kept at all (`[server] sessions`).
     lasting: bool,
     inner: std::sync::Mutex<Book>,
+    /// Held while sessions are being put to sleep: a request waking one waits for it.
+    gate: tokio::sync::Mutex<()>,
+}
+
+/// A session held here.
+struct Held {
+    caller: String,
+    /// When a request last named it.
+    seen: std::time::Instant,
+    /// Its requests in flight (a GET stream counts while it is open).
+    busy: usize,
+    /// Its worker was let go; the next request wakes it from the store.
+    asleep: bool,
+}
+
+impl Held {
+    fn new(caller: &str) -> Held {
+        Held {
+            caller: caller.to_string(),
+            seen: std::time::Instant::now(),
+            busy: 0,
+            asleep: false,
+        }
+    }
 }
 
 #[derive(Default)]
 struct Book {
-    /// Session id → (caller, last named).
-    live: std::collections::HashMap<String, (String, std::time::Instant)>,
+    live: std::collections::HashMap<String, Held>,
     /// Sessions being opened now, by caller.
     opening: std::collections::HashMap<String, usize>,
     pruned: Option<std::time::Instant>,
@@ -296,7 +327,7 @@ impl SessionBook {
                 self.max
             ));
         }
-        let own = book.live.values().filter(|(c, _)| c == caller).count()
+        let own = book.live.values().filter(|h| h.caller == caller).count()
             + book.opening.get(caller).copied().unwrap_or(0);
         if own >= self.max_per_caller {
             return Err(format!(
@@ -319,10 +350,7 @@ impl SessionBook {
             }
         }
         if let Some(id) = id {
-            book.live.insert(
-                id.to_string(),
-                (caller.to_string(), std::time::Instant::now()),
-            );
+            book.live.insert(id.to_string(), Held::new(caller));
         }
     }
 
@@ -333,8 +361,30 @@ impl SessionBook {
         let now = std::time::Instant::now();
         book.live
             .entry(id.to_string())
-            .and_modify(|(_, seen)| *seen = now)
-            .or_insert_with(|| (caller.to_string(), now));
+            .and_modify(|h| h.seen = now)
+            .or_insert_with(|| Held::new(caller));
+    }
+
+    /// A request naming session `id` begins: it is busy until [`SessionBook::leave`].
+    /// Returns whether it was asleep (its worker let go).
+    fn enter(&self, id: &str, caller: &str) -> bool {
+        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let held = book
+            .live
+            .entry(id.to_string())
+            .or_insert_with(|| Held::new(caller));
+        held.busy += 1;
+        held.seen = std::time::Instant::now();
+        std::mem::replace(&mut held.asleep, false)
+    }
+
+    /// A request naming session `id` has ended (its reply sent, or its stream closed).
+    fn leave(&self, id: &str) {
+        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = book.live.get_mut(id) {
+            held.busy = held.busy.saturating_sub(1);
+            held.seen = std::time::Instant::now();
+        }
     }
 
     fn forget(&self, id: &str) {
@@ -357,7 +407,7 @@ impl SessionBook {
         let stale: Vec<String> = book
             .live
             .iter()
-            .filter(|(_, (_, seen))| now - *seen > limit)
+            .filter(|(_, h)| h.busy == 0 && now - h.seen > limit)
             .map(|(id, _)| id.clone())
             .collect();
         if stale.is_empty() {
@@ -376,6 +426,91 @@ impl SessionBook {
             });
         }
     }
+}
+
+/// A reply's body that holds its guards until it is dropped (sent whole, or its client
+/// gone); its frames and size are the body's own.
+struct Holding<G> {
+    body: axum::body::Body,
+    _guards: G,
+}
+
+impl<G: Send + Unpin + 'static> http_body::Body for Holding<G> {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request in flight in a session: the session is busy until the reply's body is dropped
+/// (sent whole, or its client gone).
+struct Busy {
+    book: Arc<SessionBook>,
+    id: String,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.book.leave(&self.id);
+    }
+}
+
+/// Lets go the workers of handshake-era sessions idle for `after` (no request in flight, no
+/// GET stream open), checking every `after / 2` (1 s to 30 s). Each such session stays in the
+/// book and the store: its next request wakes it (rmcp replays its `initialize` from the
+/// store, as on another replica), and it is the same session (see `handler::session_for`).
+/// An idle session then costs its book entry and its row, not a worker's channels and tasks.
+fn put_idle_sessions_to_sleep(book: Arc<SessionBook>, after: Duration, stop: CancellationToken) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let every = (after / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    runtime.spawn(async move {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            // Requests waking a session wait on the gate until its worker is gone.
+            let _gate = book.gate.lock().await;
+            let idle: Vec<String> = {
+                let mut held = book.inner.lock().unwrap_or_else(|e| e.into_inner());
+                let now = std::time::Instant::now();
+                held.live
+                    .iter_mut()
+                    .filter(|(_, h)| h.busy == 0 && !h.asleep && now - h.seen >= after)
+                    .map(|(id, h)| {
+                        h.asleep = true;
+                        id.clone()
+                    })
+                    .collect()
+            };
+            if idle.is_empty() {
+                continue;
+            }
+            for id in &idle {
+                let _ = book.sessions.close_session(&id.clone().into()).await;
+            }
+            tracing::debug!(
+                sessions = idle.len(),
+                "let go the workers of idle MCP sessions"
+            );
+        }
+    });
 }
 
 /// A session being opened, counted against its caller until it is open or not.
@@ -705,17 +840,30 @@ async fn authenticate(
         subject: grant.as_ref().map(|g| g.subject.clone()),
         reach: grant.map(|g| g.reach),
     });
+    // A session's request keeps it awake while it runs; one whose worker was let go waits
+    // until the worker is gone, and rmcp then wakes the session from the store.
+    let busy = match &named {
+        Some(id) if auth.book.lasting && !deleting => {
+            if auth.book.enter(id, &caller) {
+                drop(auth.book.gate.lock().await);
+            }
+            Some(Busy {
+                book: auth.book.clone(),
+                id: id.clone(),
+            })
+        }
+        _ => None,
+    };
     let mut response = next.run(request).await;
-    // The stream stays counted while its body is being sent.
-    if let Some(listening) = listening
-        && response.status().is_success()
-    {
+    // The stream stays counted, and the session busy, while the body is being sent.
+    let listening = listening.filter(|_| response.status().is_success());
+    if listening.is_some() || busy.is_some() {
         let (parts, body) = response.into_parts();
-        let body = body.into_data_stream().map(move |chunk| {
-            let _ = &listening;
-            chunk
+        let body = axum::body::Body::new(Holding {
+            body,
+            _guards: (listening, busy),
         });
-        response = axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body));
+        response = axum::response::Response::from_parts(parts, body);
     }
     if deleting && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::OK;

@@ -99,6 +99,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         public_hosts: loaded.raw.server.public_hosts.clone(),
         max_sessions: loaded.raw.server.max_sessions,
         max_sessions_per_caller: loaded.raw.server.max_sessions_per_caller,
+        session_sleep: match loaded.raw.server.session_sleep_seconds {
+            0 => None,
+            s => Some(Duration::from_secs(s)),
+        },
         oauth: aether_server::oauth::OAuth::from_config(
             &loaded.raw.auth,
             &loaded.raw.server.http_agent,

@@ -884,3 +884,60 @@ fn a_request_refused_before_its_body_keeps_its_connection() {
         );
     }
 }
+
+/// A handshake-era session idle past `[server] session_sleep_seconds` has its worker let go
+/// and is woken from the store by its next request, the same session as before; one with its
+/// GET stream open is kept awake.
+#[test]
+fn an_idle_session_sleeps_and_wakes_as_the_same_session() {
+    let ws = Ws::new();
+    ws.write(
+        "aether.toml",
+        "[server]\nsession_sleep_seconds = 1\n[roots.ws]\npath = \".\"\nmode = \"rw\"\n",
+    );
+    let srv = HttpServer::start(&ws, &[]);
+    let post = |session: &str, body: &str| {
+        http(
+            &srv.addr,
+            "POST",
+            "/mcp",
+            &session_headers(&srv.addr, session),
+            body.as_bytes(),
+        )
+    };
+    let (sleeper, listener, keeper) = (open_session(&srv), open_session(&srv), open_session(&srv));
+    let write = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"note.txt","content":"before sleep\n"}}}"#;
+    let r = post(&keeper, write);
+    assert!(
+        r.status == 200 && !r.body.contains("\"isError\":true"),
+        "{}",
+        r.body
+    );
+    assert!(ws.path().join("note.txt").exists());
+    let (status, _stream) = open_stream(&srv.addr, &listener);
+    assert_eq!(status, 200);
+    // Idle for longer than a second, and a sweep (every second) past it.
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    // Without their records, a session whose worker was let go cannot be woken (404); the
+    // one whose stream is open never slept.
+    let db = rusqlite::Connection::open(ws.path().join(".aether/aether.db")).unwrap();
+    for id in [&sleeper, &listener] {
+        db.execute("DELETE FROM mcp_sessions WHERE id = ?1", [id.as_str()])
+            .unwrap();
+    }
+    let list = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#;
+    assert_eq!(post(&sleeper, list).status, 404);
+    let r = post(&listener, list);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("read_file"), "{}", r.body);
+    // The keeper wakes from its record, the same session: its revert_file takes back what it
+    // wrote before it slept.
+    let revert = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"revert_file","arguments":{"path":"note.txt"}}}"#;
+    let r = post(&keeper, revert);
+    assert!(
+        r.status == 200 && !r.body.contains("\"isError\":true"),
+        "{}",
+        r.body
+    );
+    assert!(!ws.path().join("note.txt").exists(), "{}", r.body);
+}

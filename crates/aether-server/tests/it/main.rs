@@ -44,6 +44,7 @@ fn options(agent: &str) -> HttpOptions {
         public_hosts: vec!["aether.example.com".into()],
         max_sessions: 8_192,
         max_sessions_per_caller: 1_024,
+        session_sleep: None,
         oauth: None,
         authority: None,
         console_sign_in: None,

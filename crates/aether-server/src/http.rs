@@ -365,9 +365,21 @@ impl SessionBook {
             .or_insert_with(|| Held::new(caller));
     }
 
-    /// A request naming session `id` begins: it is busy until [`SessionBook::leave`].
-    /// Returns whether it was asleep (its worker let go).
-    fn enter(&self, id: &str, caller: &str) -> bool {
+    /// A request naming session `id` begins: a session held here is busy until
+    /// [`SessionBook::leave`]. `None` for one not held here (it is counted once rmcp has
+    /// answered it: an id nobody issued must not take a place in the book); else whether it
+    /// was asleep (its worker let go).
+    fn enter(&self, id: &str) -> Option<bool> {
+        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let held = book.live.get_mut(id)?;
+        held.busy += 1;
+        held.seen = std::time::Instant::now();
+        Some(std::mem::replace(&mut held.asleep, false))
+    }
+
+    /// Session `id`, which rmcp has just served (woken from the store, say), is held here
+    /// and busy until [`SessionBook::leave`].
+    fn enter_served(&self, id: &str, caller: &str) {
         let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let held = book
             .live
@@ -375,7 +387,6 @@ impl SessionBook {
             .or_insert_with(|| Held::new(caller));
         held.busy += 1;
         held.seen = std::time::Instant::now();
-        std::mem::replace(&mut held.asleep, false)
     }
 
     /// A request naming session `id` has ended (its reply sent, or its stream closed).
@@ -842,19 +853,30 @@ async fn authenticate(
     });
     // A session's request keeps it awake while it runs; one whose worker was let go waits
     // until the worker is gone, and rmcp then wakes the session from the store.
-    let busy = match &named {
-        Some(id) if auth.book.lasting && !deleting => {
-            if auth.book.enter(id, &caller) {
-                drop(auth.book.gate.lock().await);
-            }
-            Some(Busy {
-                book: auth.book.clone(),
-                id: id.clone(),
-            })
+    let counted = named.as_ref().filter(|_| auth.book.lasting && !deleting);
+    let mut busy = None;
+    if let Some(id) = counted
+        && let Some(asleep) = auth.book.enter(id)
+    {
+        if asleep {
+            drop(auth.book.gate.lock().await);
         }
-        _ => None,
-    };
+        busy = Some(Busy {
+            book: auth.book.clone(),
+            id: id.clone(),
+        });
+    }
     let mut response = next.run(request).await;
+    if busy.is_none()
+        && let Some(id) = counted
+        && response.status().is_success()
+    {
+        auth.book.enter_served(id, &caller);
+        busy = Some(Busy {
+            book: auth.book.clone(),
+            id: id.clone(),
+        });
+    }
     // The stream stays counted, and the session busy, while the body is being sent.
     let listening = listening.filter(|_| response.status().is_success());
     if listening.is_some() || busy.is_some() {

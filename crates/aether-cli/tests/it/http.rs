@@ -893,7 +893,7 @@ fn an_idle_session_sleeps_and_wakes_as_the_same_session() {
     let ws = Ws::new();
     ws.write(
         "aether.toml",
-        "[server]\nsession_sleep_seconds = 1\n[roots.ws]\npath = \".\"\nmode = \"rw\"\n",
+        "[server]\nsession_sleep_seconds = 1\nmax_sessions_per_caller = 4\n[roots.ws]\npath = \".\"\nmode = \"rw\"\n",
     );
     let srv = HttpServer::start(&ws, &[]);
     let post = |session: &str, body: &str| {
@@ -906,6 +906,13 @@ fn an_idle_session_sleeps_and_wakes_as_the_same_session() {
         )
     };
     let (sleeper, listener, keeper) = (open_session(&srv), open_session(&srv), open_session(&srv));
+    // Ids nobody issued take no place among the caller's sessions.
+    for i in 0..8 {
+        let bogus = format!("00000000-0000-0000-0000-00000000000{i}");
+        let r = post(&bogus, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+        assert_eq!(r.status, 404, "{}", r.body);
+    }
+    open_session(&srv);
     let write = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"note.txt","content":"before sleep\n"}}}"#;
     let r = post(&keeper, write);
     assert!(

@@ -354,39 +354,23 @@ impl SessionBook {
         }
     }
 
-    /// A request named session `id` and was served: it is alive here (also one another
-    /// replica opened, which rmcp now holds here too).
-    fn seen(&self, id: &str, caller: &str) {
+    /// A request naming session `id` begins, and the session is busy until
+    /// [`SessionBook::leave`]; returns whether it was asleep (its worker let go). `served_by`:
+    /// rmcp has just served it (woken from the store, say; opened by another replica), and
+    /// it is held here for `served_by` from now on. Without it, a session not held here is
+    /// left alone (`None`): an id nobody issued must not take a place in the book.
+    fn enter(&self, id: &str, served_by: Option<&str>) -> Option<bool> {
         let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let now = std::time::Instant::now();
-        book.live
-            .entry(id.to_string())
-            .and_modify(|h| h.seen = now)
-            .or_insert_with(|| Held::new(caller));
-    }
-
-    /// A request naming session `id` begins: a session held here is busy until
-    /// [`SessionBook::leave`]. `None` for one not held here (it is counted once rmcp has
-    /// answered it: an id nobody issued must not take a place in the book); else whether it
-    /// was asleep (its worker let go).
-    fn enter(&self, id: &str) -> Option<bool> {
-        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let held = book.live.get_mut(id)?;
+        let held = match served_by {
+            Some(caller) => book
+                .live
+                .entry(id.to_string())
+                .or_insert_with(|| Held::new(caller)),
+            None => book.live.get_mut(id)?,
+        };
         held.busy += 1;
         held.seen = std::time::Instant::now();
         Some(std::mem::replace(&mut held.asleep, false))
-    }
-
-    /// Session `id`, which rmcp has just served (woken from the store, say), is held here
-    /// and busy until [`SessionBook::leave`].
-    fn enter_served(&self, id: &str, caller: &str) {
-        let mut book = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let held = book
-            .live
-            .entry(id.to_string())
-            .or_insert_with(|| Held::new(caller));
-        held.busy += 1;
-        held.seen = std::time::Instant::now();
     }
 
     /// A request naming session `id` has ended (its reply sent, or its stream closed).
@@ -773,11 +757,11 @@ async fn authenticate(
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    // A 2026-07-28 request stands alone: it opens no session (rmcp serves it statelessly).
-    let opening = auth.book.lasting
-        && !modern_header(request.headers())
-        && named.is_none()
-        && request.method() == http::Method::POST;
+    // A 2026-07-28 request stands alone: it opens no session and acts in none, whatever
+    // `Mcp-Session-Id` it carries (rmcp serves it statelessly).
+    let modern = modern_header(request.headers());
+    let opening =
+        auth.book.lasting && !modern && named.is_none() && request.method() == http::Method::POST;
     let deleting = request.method() == http::Method::DELETE;
     let caller = match &token_id {
         Some(id) => format!("token:{id}"),
@@ -853,10 +837,12 @@ async fn authenticate(
     });
     // A session's request keeps it awake while it runs; one whose worker was let go waits
     // until the worker is gone, and rmcp then wakes the session from the store.
-    let counted = named.as_ref().filter(|_| auth.book.lasting && !deleting);
+    let counted = named
+        .as_ref()
+        .filter(|_| auth.book.lasting && !deleting && !modern);
     let mut busy = None;
     if let Some(id) = counted
-        && let Some(asleep) = auth.book.enter(id)
+        && let Some(asleep) = auth.book.enter(id, None)
     {
         if asleep {
             drop(auth.book.gate.lock().await);
@@ -871,7 +857,7 @@ async fn authenticate(
         && let Some(id) = counted
         && response.status().is_success()
     {
-        auth.book.enter_served(id, &caller);
+        auth.book.enter(id, Some(&caller));
         busy = Some(Busy {
             book: auth.book.clone(),
             id: id.clone(),
@@ -897,14 +883,12 @@ async fn authenticate(
             .and_then(|v| v.to_str().ok());
         reservation.opened(id);
     }
+    // (A session's other requests were counted above, when they began and ended.)
     if let Some(id) = &named
+        && deleting
         && response.status().is_success()
     {
-        if deleting {
-            auth.book.forget(id);
-        } else {
-            auth.book.seen(id, &caller);
-        }
+        auth.book.forget(id);
     }
     response
 }

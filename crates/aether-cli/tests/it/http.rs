@@ -906,11 +906,22 @@ fn an_idle_session_sleeps_and_wakes_as_the_same_session() {
         )
     };
     let (sleeper, listener, keeper) = (open_session(&srv), open_session(&srv), open_session(&srv));
-    // Ids nobody issued take no place among the caller's sessions.
+    // Ids nobody issued take no place among the caller's sessions: answered 404, or named
+    // on 2026-07-28 requests (served, standing alone).
+    let modern = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
     for i in 0..8 {
         let bogus = format!("00000000-0000-0000-0000-00000000000{i}");
         let r = post(&bogus, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
         assert_eq!(r.status, 404, "{}", r.body);
+        let mut headers = init_headers(&srv.addr, None);
+        headers.extend([
+            ("Mcp-Session-Id", bogus.as_str()),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ]);
+        let r = http(&srv.addr, "POST", "/mcp", &headers, modern.as_bytes());
+        assert_eq!(r.status, 200, "{}{}", r.head, r.body);
+        assert!(r.body.contains("read_file"), "{}", r.body);
     }
     open_session(&srv);
     let write = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"note.txt","content":"before sleep\n"}}}"#;

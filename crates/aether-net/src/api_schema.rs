@@ -219,8 +219,9 @@ impl Tool for CaptureApiSchema {
         };
 
         let mut advertised = None;
-        for (i, candidate) in candidates(&base).into_iter().enumerate() {
-            let answer = match self.get(&cx, &policy, &candidate, timeout).await {
+        let tried = candidates(&base);
+        for (i, candidate) in tried.iter().enumerate() {
+            let answer = match self.get(&cx, &policy, candidate, timeout).await {
                 Ok(answer) => answer,
                 // Refused by the egress gate or a rule, or the API's own URL unreachable:
                 // nothing else of this host is tried.
@@ -264,7 +265,7 @@ impl Tool for CaptureApiSchema {
                             "{} advertises no OpenAPI document (tried {}); list the endpoints to \
                              probe instead",
                             base,
-                            candidates(&base).join(", ")
+                            tried.join(", ")
                         ),
                     }));
                 }

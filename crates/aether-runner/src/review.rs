@@ -381,8 +381,8 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        // proptest's default runs 256 cases, or `PROPTEST_CASES`.
         #![proptest_config(proptest::prelude::ProptestConfig {
-            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
             failure_persistence: None,
             ..proptest::prelude::ProptestConfig::default()
         })]

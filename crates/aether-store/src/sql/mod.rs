@@ -1624,6 +1624,14 @@ fn append_audit_at(
 /// One audit row's place in its chain: sequence number, link, the hash before it, its hash.
 type Link = (i64, i64, String, String);
 
+/// Where a chain ends once `links` are appended after `before` (link and hash).
+fn tip_after(links: &[Link], before: (i64, String)) -> (i64, String) {
+    links
+        .last()
+        .map(|(_, link, _, hash)| (*link, hash.clone()))
+        .unwrap_or(before)
+}
+
 /// The places of `events` in chain `chain` after its tip `(link, hash)`, with sequence
 /// numbers `seqs`, each hashed the way `ledger` hashes; `seqs` `None`: hashed without their
 /// numbers, which the INSERT draws (each [`Link`]'s number is then 0).
@@ -1952,12 +1960,7 @@ fn commit_in_flight(
             "a commit wrote {counts:?} rows where {expected:?} were sent"
         )));
     }
-    *tip = Some(
-        links
-            .last()
-            .map(|(_, link, _, hash)| (*link, hash.clone()))
-            .unwrap_or(tip_now),
-    );
+    *tip = Some(tip_after(&links, tip_now));
     Ok(Some(Batch {
         halt: None,
         seqs: place.seqs,
@@ -2078,10 +2081,7 @@ fn commit_once(
             drawn.iter().map(|(link, _)| link).collect::<Vec<_>>()
         )));
     }
-    let after = links
-        .last()
-        .map(|(_, link, _, hash)| (*link, hash.clone()))
-        .unwrap_or(known);
+    let after = tip_after(&links, known);
     Ok(Some((
         Batch {
             halt: None,

@@ -22,6 +22,7 @@ mod http;
 mod link;
 pub mod oauth;
 pub mod protocol;
+mod stdio;
 pub use admin::permissions as admin_permissions;
 pub use aether_upstream as upstream;
 
@@ -37,11 +38,9 @@ pub async fn serve_stdio(handler: AetherMcp) -> std::io::Result<()> {
     // `protocol`), and rmcp's answers and those share stdout a whole line at a time.
     let (rmcp_in, to_rmcp) = tokio::io::duplex(1 << 16);
     let (from_rmcp, rmcp_out) = tokio::io::duplex(1 << 16);
+    let (stdin, stdout) = stdio::streams();
     let mut lines = tokio::spawn(protocol::serve_stdio_lines(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        to_rmcp,
-        from_rmcp,
+        stdin, stdout, to_rmcp, from_rmcp,
     ));
     let served = async {
         let running = handler

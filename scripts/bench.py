@@ -436,6 +436,8 @@ def main():
         sh(["cargo", "build", "--release", "-q", "--bin", "aether"], cwd=ROOT)
     if not only or "floors" in only or "edit" in only:
         sh(["cargo", "build", "--release", "-q", "-p", "aether-store", "--example", "floor"], cwd=ROOT)
+    if not only or "floors" in only:
+        sh(["cargo", "build", "--release", "-q", "-p", "aether-server", "--example", "rmcp_floor"], cwd=ROOT)
     aether = Path(a.aether) if a.aether else ROOT / "target" / "release" / "aether"
     ws = bench / "ws"
     if not (ws / "MANIFEST.txt").exists():
@@ -606,6 +608,15 @@ def main():
                                  json.loads(out.stdout.strip().splitlines()[-1])))
             runs.append(("aether ping stdio c1", mcpload(tools, [
                 "--stdio", aether_stdio(), "--method", "ping", "-n", str(n_read), "-c", "1"])))
+            # The design's floor without Aether: a server on the same SDK, runtime and stdio
+            # whose one tool reads the same file, alone and with one flushed record per call
+            # (group-committed), as a side-effect-free call's record is.
+            rmcp_floor = ROOT / "target/release/examples/rmcp_floor"
+            for c in (1, 16):
+                for flush in ([], ["--flush", str(bench / "rmcp-floor.log")]):
+                    runs.append(("rmcp floor%s c%d" % (" flush" if flush else "", c), mcpload(tools, [
+                        "--stdio", " ".join([str(rmcp_floor), str(ws / "fixed/file_4k.txt"), *flush]),
+                        "--tool", "read", "--args", "{}", "-n", str(n_read), "-c", str(c)])))
             shutil.rmtree(store_dir, ignore_errors=True)
             srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen", "127.0.0.1:18603",
                                     "--store", f"sqlite://{store_dir}/aether.db"], stdout=subprocess.DEVNULL)
@@ -807,6 +818,14 @@ def main():
          "store floor c1", "calls_per_s", "≥ 1.5× for the read target to be reachable"),
         ("floor: the store alone, c=16 (calls/s)", "fs read c16", "store floor c16", "calls_per_s",
          "≥ 4× for the read target to be reachable"),
+        ("floor: the same SDK, runtime and stdio reading the file, c=1 (calls/s: no pipeline, no record)",
+         "fs read c1", "rmcp floor c1", "calls_per_s", "(reference)"),
+        ("floor: the same SDK, runtime and stdio reading the file, c=16 (calls/s)", "fs read c16",
+         "rmcp floor c16", "calls_per_s", "(reference)"),
+        ("floor: that server with one flushed record per call, c=1 (calls/s)", "fs read c1",
+         "rmcp floor flush c1", "calls_per_s", "≥ 1.5× for the read target to be reachable"),
+        ("floor: that server with one flushed record per call, c=16 (calls/s)", "fs read c16",
+         "rmcp floor flush c16", "calls_per_s", "≥ 4× for the read target to be reachable"),
         ("floor: a side-effect-free call's one record, c=1 (calls/s: the audit row alone)", "fs read c1",
          "store floor c1 single", "calls_per_s", "≥ 1.5× for the read target to be reachable"),
         ("floor: a side-effect-free call's one record, c=16 (calls/s)", "fs read c16",

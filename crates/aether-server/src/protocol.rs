@@ -397,8 +397,10 @@ where
         to_rmcp.shutdown().await?;
         Ok::<(), std::io::Error>(())
     });
-    let mut output = output;
-    let mut from_rmcp = BufReader::new(from_rmcp);
+    // Answers rmcp has already written go out together: one system call (and one wake-up of
+    // the client) for a burst of answers, not one each.
+    let mut output = tokio::io::BufWriter::with_capacity(1 << 16, output);
+    let mut from_rmcp = BufReader::with_capacity(1 << 16, from_rmcp);
     let mut line = Vec::new();
     let (mut rmcp_open, mut answers_open) = (true, true);
     while rmcp_open || answers_open {
@@ -408,8 +410,10 @@ where
                     rmcp_open = false;
                 } else {
                     output.write_all(&line).await?;
-                    output.flush().await?;
                     line.clear();
+                    if !from_rmcp.buffer().contains(&b'\n') {
+                        output.flush().await?;
+                    }
                 }
             }
             answer = answered.recv(), if answers_open => match answer {
@@ -422,6 +426,7 @@ where
             },
         }
     }
+    output.flush().await?;
     match reading.await {
         Ok(result) => result,
         Err(e) => Err(std::io::Error::other(e)),

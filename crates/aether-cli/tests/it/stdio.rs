@@ -383,3 +383,51 @@ fn a_client_leaving_mid_call_leaves_no_call_without_its_audit_row() {
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("have no audit row yet"), "{out}");
 }
+
+#[test]
+fn a_burst_of_calls_in_one_write_gets_every_answer_whole_and_once() {
+    // The line pump sends the answers that are ready together. Twenty answers of about
+    // 40 KiB (this file's text twice, JSON-escaped) cross its 64 KiB buffers mid-line; each
+    // must still go out whole and once, and so must the pump's own answers (to the lines
+    // that are not JSON) between them.
+    let ws = Ws::new();
+    let big: String = (0..600)
+        .map(|i| format!("line {i} \"quoted\" \\ and\ta tab\n"))
+        .collect();
+    ws.write("big.txt", &big);
+    let mut s = StdioServer::start(&ws, &[]);
+    let mut burst = Vec::new();
+    for id in 1..=40 {
+        let path = if id % 2 == 0 { "big.txt" } else { "README.md" };
+        burst.push(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "read_file", "arguments": {"path": path}}})
+            .to_string(),
+        );
+        if id % 10 == 0 {
+            burst.push("this is not json".to_string());
+        }
+    }
+    s.send_raw(&burst.join("\n"));
+    let mut answered = std::collections::BTreeSet::new();
+    let mut parse_errors = 0;
+    while answered.len() < 40 || parse_errors < 4 {
+        let m = s.next_message();
+        if m["error"]["code"] == -32700 {
+            parse_errors += 1;
+            continue;
+        }
+        let id = m["id"].as_i64().unwrap_or_else(|| panic!("{m}"));
+        assert!(answered.insert(id), "answered twice: {id}");
+        let want = if id % 2 == 0 {
+            big.as_str()
+        } else {
+            "# demo\n"
+        };
+        assert_eq!(m["result"]["content"][0]["text"], want, "id {id}");
+    }
+    assert_eq!(parse_errors, 4);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#);
+    assert_eq!(s.recv(99)["result"], json!({}));
+    assert!(s.received().is_empty(), "nothing more after the burst");
+}

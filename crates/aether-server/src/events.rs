@@ -8,7 +8,7 @@
 //! oldest streams go first). Events live in this process: a resume that reaches another
 //! replica finds nothing there, as before.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,11 @@ struct Kept {
     streams: HashMap<StreamId, Stream>,
     /// Each event id's stream, for a resume that names only the event.
     owner: HashMap<EventId, StreamId>,
+    /// The streams by their last event's number, oldest first: pruning takes them from the
+    /// front, so storing an event costs the same however many streams are kept (a scan of
+    /// every stream per event, once the bounds were reached, was a fifth of a loaded HTTP
+    /// server's CPU).
+    by_age: BTreeMap<u64, StreamId>,
     next: u64,
     bytes: usize,
 }
@@ -48,6 +53,8 @@ struct Kept {
 struct Stream {
     events: VecDeque<(EventId, ServerSseMessage, usize)>,
     last: Instant,
+    /// Its last event's number (its key in `by_age`).
+    touched: u64,
     /// A random prefix of its events' ids. rmcp asks for a replay by event id alone (not by
     /// session), so an id must not be one another session's client could guess: only the
     /// client that was sent a stream's events knows their ids.
@@ -61,19 +68,30 @@ fn secret() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The bytes an event holds, roughly: its message as JSON.
+/// The bytes an event holds, roughly: its message as JSON (counted, not kept).
 fn size_of(event: &ServerSseMessage) -> usize {
-    EVENT_OVERHEAD
-        + event
-            .message
-            .as_ref()
-            .and_then(|m| serde_json::to_vec(m.as_ref()).ok())
-            .map_or(0, |v| v.len())
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let counted = event
+        .message
+        .as_ref()
+        .is_some_and(|m| serde_json::to_writer(&mut count, m.as_ref()).is_ok());
+    EVENT_OVERHEAD + if counted { count.0 } else { 0 }
 }
 
 impl Kept {
     fn forget_stream(&mut self, id: &str) {
         if let Some(stream) = self.streams.remove(id) {
+            self.by_age.remove(&stream.touched);
             for (event, _, size) in stream.events {
                 self.owner.remove(&event);
                 self.bytes -= size;
@@ -81,26 +99,18 @@ impl Kept {
         }
     }
 
-    /// Drops streams quiet for longer than [`KEPT_FOR`], then the oldest until the bytes fit.
+    /// Drops the oldest streams while they are quiet for longer than [`KEPT_FOR`], or the
+    /// bytes or streams kept are over their bounds.
     fn prune(&mut self, now: Instant) {
-        let stale: Vec<StreamId> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| now.duration_since(s.last) > KEPT_FOR)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in stale {
-            self.forget_stream(&id);
-        }
-        while self.bytes > MAX_BYTES || self.streams.len() > MAX_STREAMS {
-            let Some(oldest) = self
+        while let Some((_, oldest)) = self.by_age.first_key_value() {
+            let stale = self
                 .streams
-                .iter()
-                .min_by_key(|(_, s)| s.last)
-                .map(|(id, _)| id.clone())
-            else {
+                .get(oldest)
+                .is_none_or(|s| now.duration_since(s.last) > KEPT_FOR);
+            if !stale && self.bytes <= MAX_BYTES && self.streams.len() <= MAX_STREAMS {
                 break;
-            };
+            }
+            let oldest = oldest.clone();
             self.forget_stream(&oldest);
         }
     }
@@ -114,8 +124,9 @@ impl EventStore for RecentEvents {
         event: &ServerSseMessage,
     ) -> Result<EventId, EventStoreError> {
         let size = size_of(event);
-        let now = Instant::now();
         let mut kept = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // Taken under the lock, so the streams' times follow their numbers.
+        let now = Instant::now();
         kept.next += 1;
         let next = kept.next;
         let stream = kept
@@ -124,12 +135,14 @@ impl EventStore for RecentEvents {
             .or_insert_with(|| Stream {
                 events: VecDeque::new(),
                 last: now,
+                touched: next,
                 secret: secret(),
             });
         let id = format!("{}-{next}", stream.secret);
         let mut stored = event.clone();
         stored.event_id = Some(id.clone());
         stream.last = now;
+        let was = std::mem::replace(&mut stream.touched, next);
         stream.events.push_back((id.clone(), stored, size));
         let dropped = (stream.events.len() > EVENTS_PER_STREAM)
             .then(|| stream.events.pop_front())
@@ -140,12 +153,9 @@ impl EventStore for RecentEvents {
         }
         kept.owner.insert(id.clone(), stream_id.to_string());
         kept.bytes += size;
-        if kept.next.is_multiple_of(256)
-            || kept.bytes > MAX_BYTES
-            || kept.streams.len() > MAX_STREAMS
-        {
-            kept.prune(now);
-        }
+        kept.by_age.remove(&was);
+        kept.by_age.insert(next, stream_id.to_string());
+        kept.prune(now);
         Ok(id)
     }
 
@@ -244,5 +254,35 @@ mod tests {
             .collect()
             .await;
         assert_eq!(replayed.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_oldest_streams_go_first_and_quiet_ones_go_in_time() {
+        let store = RecentEvents::default();
+        let mut first = Vec::new();
+        for n in 0..(MAX_STREAMS + 10) {
+            let (stream, event) = (format!("s{n}"), message(n as i64));
+            first.push(store.store_event(&stream, &event).await.unwrap());
+        }
+        // A resume after a kept stream's last event replays nothing; a forgotten one's fails.
+        for (n, id) in first.iter().enumerate() {
+            let kept = store.replay_events_after(id).await.is_ok();
+            assert_eq!(kept, n >= 10, "stream s{n}");
+        }
+        // A stream with a new event is the newest again and outlives older ones.
+        store.store_event("s10", &message(0)).await.unwrap();
+        store.store_event("new", &message(0)).await.unwrap();
+        assert!(store.replay_events_after(&first[10]).await.is_ok());
+        assert!(store.replay_events_after(&first[11]).await.is_err());
+        {
+            let kept = store.inner.lock().unwrap();
+            assert_eq!(kept.streams.len(), MAX_STREAMS);
+            assert_eq!(kept.by_age.len(), MAX_STREAMS);
+        }
+        // Quiet for longer than KEPT_FOR: every stream goes, and what it held.
+        let mut kept = store.inner.lock().unwrap();
+        kept.prune(Instant::now() + KEPT_FOR + Duration::from_secs(1));
+        assert!(kept.streams.is_empty() && kept.by_age.is_empty() && kept.owner.is_empty());
+        assert_eq!(kept.bytes, 0);
     }
 }

@@ -479,7 +479,7 @@ fn default_session_sleep_seconds() -> u64 {
     60
 }
 
-/// About 128 KiB each while awake (docs/BENCHMARKS.md): 512 MiB at most, if all were; an idle
+/// About 165 KiB each while awake (docs/BENCHMARKS.md): 660 MiB at most, if all were; an idle
 /// one sleeps after `session_sleep_seconds`.
 fn default_max_sessions() -> usize {
     4_096

@@ -20,7 +20,7 @@ pub use aether_vocab::{arguments, canon, decision, is_plain_name, journal, tool,
 
 pub use aether_vocab::ArgumentKinds;
 pub use agent::{AgentProfile, Hidden, Offer, ScopeGrant, ScopeReach};
-pub use canon::{Digest, canonical_json, sha256};
+pub use canon::{Digest, canonical_json, json_len, sha256};
 pub use decision::{Refusal, Step};
 pub use registry::{RegistryState, RegistryView};
 pub use rules::{Action, CallFacts, RuleSet, RulesError, Verdict};

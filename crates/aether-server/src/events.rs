@@ -70,22 +70,12 @@ fn secret() -> String {
 
 /// The bytes an event holds, roughly: its message as JSON (counted, not kept).
 fn size_of(event: &ServerSseMessage) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let counted = event
-        .message
-        .as_ref()
-        .is_some_and(|m| serde_json::to_writer(&mut count, m.as_ref()).is_ok());
-    EVENT_OVERHEAD + if counted { count.0 } else { 0 }
+    EVENT_OVERHEAD
+        + event
+            .message
+            .as_ref()
+            .and_then(|m| aether_policy::json_len(m.as_ref()))
+            .unwrap_or(0)
 }
 
 impl Kept {

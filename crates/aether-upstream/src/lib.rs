@@ -1745,9 +1745,7 @@ fn output(upstream: &Upstream, result: rmcp::model::CallToolResult) -> (ToolOutp
         })
         .collect();
     if let Some(structured) = &result.structured_content {
-        let mut counter = Counter(0);
-        let _ = serde_json::to_writer(&mut counter, structured);
-        size += counter.0;
+        size += aether_policy::json_len(structured).unwrap_or(0);
     }
     (
         ToolOutput {
@@ -1757,20 +1755,6 @@ fn output(upstream: &Upstream, result: rmcp::model::CallToolResult) -> (ToolOutp
         },
         size,
     )
-}
-
-/// Counts the bytes written to it.
-struct Counter(usize);
-
-impl std::io::Write for Counter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,24 @@ pub fn sha256(bytes: &[u8]) -> Digest {
     Digest(Sha256::digest(bytes).into())
 }
 
+/// The length of `value` as compact JSON, counted as it is written out, never held
+/// (`None` when it does not serialize).
+pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> Option<usize> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).ok()?;
+    Some(count.0)
+}
+
 /// `value` as compact JSON with every object's keys in byte order.
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
@@ -84,6 +102,20 @@ fn write_canonical(value: &Value, out: &mut String) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn json_len_is_the_length_of_the_json_written() {
+        for value in [
+            json!(null),
+            json!("a \"quoted\" line\n\twith a tab and é"),
+            json!({"b": [1, 2.5, true], "a": {"c": "\u{1}"}}),
+        ] {
+            assert_eq!(
+                json_len(&value),
+                Some(serde_json::to_vec(&value).unwrap().len())
+            );
+        }
+    }
 
     #[test]
     fn key_order_does_not_change_the_digest() {

@@ -14,7 +14,7 @@ pub mod tool;
 pub mod truncate;
 
 pub use arguments::ArgumentKinds;
-pub use canon::{Digest, canonical_json, sha256};
+pub use canon::{Digest, canonical_json, json_len, sha256};
 pub use decision::{Refusal, Step};
 pub use registry::RegistryState;
 pub use tool::{Risk, Tier, ToolDef, ToolMeta};

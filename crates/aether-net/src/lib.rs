@@ -8,6 +8,7 @@
 //! checks every hop again, resolves once and connects only to the vetted address.
 
 mod api_schema;
+mod browser;
 mod client;
 mod download_pdf;
 mod health_check;
@@ -41,9 +42,24 @@ pub fn tools_with(resolver: Arc<dyn Resolve>, searxng: Option<url::Url>) -> Vec<
 }
 
 /// The network tools that save what they capture into the workspace through `saver`
-/// (`capture_api_schema`).
+/// (`capture_api_schema`, and the browser's `play_test` and `capture_reference`), and the
+/// browser's `validate_web_app`.
 pub fn saving_tools(resolver: Arc<dyn Resolve>, saver: Arc<dyn SaveFile>) -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(api_schema::CaptureApiSchema::new(resolver, saver))]
+    vec![
+        Arc::new(api_schema::CaptureApiSchema::new(
+            resolver.clone(),
+            saver.clone(),
+        )),
+        Arc::new(browser::play_test::PlayTest::new(
+            resolver.clone(),
+            saver.clone(),
+        )),
+        Arc::new(browser::capture_reference::CaptureReference::new(
+            resolver.clone(),
+            saver,
+        )),
+        Arc::new(browser::validate::ValidateWebApp::new(resolver)),
+    ]
 }
 
 /// A research tool's definition: Elevated, in the `research` group, reaching the network;

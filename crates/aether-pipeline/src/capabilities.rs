@@ -18,13 +18,17 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ),
     (
         "research",
-        "http_request, http_health_check, web_fetch, web_search and download_pdf (Restricted) through the egress gate.",
+        "http_request, http_health_check, web_fetch, web_search, download_pdf (Restricted), capture_api_schema and capture_reference (a headless browser) through the egress gate.",
     ),
     ("knowledge", "search_knowledge, write_knowledge."),
     ("planning", "create_plan, read_plan, update_plan, todo."),
     ("comms", "notify_user, report_progress."),
     ("team", "send_message_to, read_messages."),
-    ("quality", "run_tests, analyze_code."),
+    (
+        "quality",
+        "run_tests, analyze_code, check_finishing, record_style, code_review, and play_test and validate_web_app (a headless browser, through the egress gate).",
+    ),
+    ("audio", "tts_render, tts_status."),
     ("calc", "calculate."),
     (
         "upstream",

@@ -5,6 +5,7 @@
 mod api_schema;
 mod approvals;
 mod arguments;
+mod browser;
 mod concurrency;
 mod egress;
 mod envelope;

@@ -361,6 +361,113 @@ def runner_overhead(aether, bench, peers, runs):
         server.wait()
 
 
+BROWSER_PAGE = """<!doctype html><html><head><title>Bench page</title><style>
+body { margin: 0; font: 16px/24px sans-serif; color: #1a2b3c; background: #fff; }
+header { height: 160px; background: #1a2b3c; color: #fff; }
+h1 { font-size: 32px; } p { max-width: 36em; }
+@media (max-width: 600px) { header { height: 80px; } }
+</style></head><body><header><h1>Bench page</h1></header>
+<p>A page with a few controls, one of which throws, for timing the browser tools.</p>
+<button onclick="document.body.dataset.n = 1">One</button>
+<button onclick="throw new Error('thrown')">Two</button>
+<a href="#three">Three</a>
+</body></html>
+"""
+
+
+def drop_caches():
+    """Empties the page cache (root only), so the next browser start reads from disk."""
+    try:
+        subprocess.run(["sync"], check=True)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def browser_wall(aether, bench, runs, warm_calls=5):
+    """play_test and capture_reference of one small page, wall time per call through Aether
+    over stdio: cold (the page cache emptied first) and warm (the median of the next calls),
+    beside the floor: `chromium --headless --screenshot` of the same page, cold and warm."""
+    import http.server
+    import threading
+    site = bench / "browser-site"
+    site.mkdir(exist_ok=True)
+    (site / "index.html").write_text(BROWSER_PAGE)
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, directory=str(site), **kw)
+
+        def log_message(self, *args):
+            pass
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://localhost:{httpd.server_address[1]}/"
+    ws = bench / "browser-ws"
+    shutil.rmtree(ws, ignore_errors=True)
+    ws.mkdir()
+    cfg = bench / "aether-browser.toml"
+    cfg.write_text(f'[server]\nhttp_agent = "qa"\n[roots.ws]\npath = "{ws}"\nmode = "rw"\n'
+                   '[agents.qa]\nmcp_servers = ["workspace", "quality", "research"]\n'
+                   'allowed_domains = ["localhost"]\nallow_private_network = true\n')
+    store = bench / "browser-store"
+    shutil.rmtree(store, ignore_errors=True)
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    p = subprocess.Popen([str(aether), "mcp-serve", "--config", str(cfg), "--store", f"sqlite://{store}/aether.db",
+                          "--agent", "qa"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    ids = iter(range(1, 10**6))
+
+    def ask(method, params):
+        i = next(ids)
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+        p.stdin.flush()
+        while True:
+            reply = json.loads(p.stdout.readline())
+            if reply.get("id") == i:
+                return reply
+
+    def timed_call(tool, args):
+        t = time.perf_counter()
+        reply = ask("tools/call", {"name": tool, "arguments": args})
+        ms = (time.perf_counter() - t) * 1000
+        if "error" in reply or reply["result"].get("isError"):
+            raise SystemExit(f"{tool}: {reply}")
+        return ms
+
+    def floor():
+        t = time.perf_counter()
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        f"--screenshot={bench / 'floor.png'}", "--window-size=1280,800", url],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return (time.perf_counter() - t) * 1000
+
+    try:
+        ask("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "bench", "version": "1"}})
+        p.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        p.stdin.flush()
+        cases = [
+            ("chromium --screenshot", floor),
+            ("aether play_test", lambda: timed_call("play_test", {"url": url, "screenshot": "qa/play.png"})),
+            ("aether capture_reference",
+             lambda: timed_call("capture_reference", {"url": url, "output": "design/ref"})),
+        ]
+        cold = drop_caches()
+        for label, run in cases:
+            if cold:
+                drop_caches()
+                runs.append((f"{label} cold", {"p50_us": run() * 1000, "calls_per_s": 0}))
+            else:
+                run()
+            warm = [run() for _ in range(warm_calls)]
+            runs.append((f"{label} warm", {"p50_us": statistics.median(warm) * 1000, "calls_per_s": 0}))
+            print(f"{label}: warm {', '.join(f'{m:.0f}' for m in warm)} ms", file=sys.stderr)
+    finally:
+        p.terminate()
+        p.wait()
+        httpd.shutdown()
+
+
 def cpu_ticks(pid):
     """utime + stime of a process, in clock ticks (10 ms)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -420,7 +527,7 @@ def main():
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "tools"))
     ap.add_argument("--peers", default=os.environ.get("AETHER_PEERS", str(Path.home() / ".cache/aether-peers")))
     ap.add_argument("--quick", action="store_true", help="fewer calls per run")
-    ap.add_argument("--only", default="", help="comma-separated sections: read,http,modern,oauth,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,overview,runner")
+    ap.add_argument("--only", default="", help="comma-separated sections: read,http,modern,oauth,floors,glob,edit,tree,regex,fed,knowledge,replicas,pgnet,audit,overview,runner,browser")
     ap.add_argument("--aether", help="an aether binary to measure instead of this tree's release build")
     a = ap.parse_args()
 
@@ -795,6 +902,8 @@ def main():
             overview_render(aether, bench, peers, node, runs)
         if want("runner"):
             runner_overhead(aether, bench, peers, runs)
+        if want("browser"):
+            browser_wall(aether, bench, runs)
     with open(bench / "runs.jsonl", "w") as f:
         for label, r in runs:
             f.write(json.dumps({**r, "label": label}) + "\n")
@@ -886,6 +995,9 @@ def main():
          "model request direct", "runner overhead per request", "p50_us", "< 5% of the request"),
         ("knowledge: search, c=1 (p99 µs) vs rg -l's slowest of 20", "rg search", "aether search", "p99_us",
          "(reference)"),
+        *[(f"{tool} of a small page, {state} (wall µs per call) vs `chromium --headless --screenshot`",
+           f"chromium --screenshot {state}", f"aether {tool} {state}", "p50_us", "(reference)")
+          for tool in ("play_test", "capture_reference") for state in ("cold", "warm")],
     ]
     if oauth:
         oauth["issuer"].kill(); oauth["issuer"].wait()

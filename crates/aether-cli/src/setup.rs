@@ -312,17 +312,33 @@ pub fn tool_names() -> std::collections::BTreeSet<String> {
 
 /// Every tool this process serves (the orchestration tools unbound: for their definitions).
 pub fn tools(fixtures: bool) -> Vec<Arc<dyn Tool>> {
-    tools_for(fixtures, None, aether_runner::Host::new(Default::default()))
+    tools_for(
+        fixtures,
+        None,
+        aether_runner::Host::new(Default::default()),
+        None,
+    )
 }
 
 /// Every tool, with the configuration's research settings; the orchestration tools start
-/// their runs through `host`.
+/// their runs through `host`; `tts_render` speaks through `speech` when there is one.
 pub fn tools_for(
     fixtures: bool,
     searxng: Option<&str>,
     host: Arc<aether_runner::Host>,
+    speech: Option<Arc<dyn aether_tools::Speech>>,
 ) -> Vec<Arc<dyn Tool>> {
     let mut tools = aether_tools::builtin_tools();
+    if let Some(speech) = speech {
+        // The same definitions, another backend: an approval holds for both.
+        tools.retain(|t| !matches!(t.def().name.as_str(), "tts_render" | "tts_status"));
+        tools.push(Arc::new(aether_tools::workspace::TtsRender::with_speech(
+            speech.clone(),
+        )));
+        tools.push(Arc::new(aether_tools::workspace::TtsStatus::with_speech(
+            speech,
+        )));
+    }
     tools.extend(aether_runner::orchestration::tools(host.clone()));
     tools.push(Arc::new(aether_runner::review::CodeReview::new(host)));
     let searxng = searxng.and_then(|u| url::Url::parse(u).ok());
@@ -354,6 +370,56 @@ pub fn store_for_roots(
     let url = store_url(common, loaded, &base);
     // What a server recorded: a store that is not there is an error, never made empty.
     Ok((open_existing_store(&url, loaded)?, url))
+}
+
+/// The operator's speech server (`[tts]`), when one is configured: its key, if it has one, is
+/// read from the vault in `store` at each use.
+pub fn speech(loaded: &Loaded, store: &Store) -> Option<Arc<dyn aether_tools::Speech>> {
+    let tts = &loaded.raw.tts;
+    let base = url::Url::parse(tts.base_url.as_deref()?).ok()?;
+    let key = tts.key.clone().map(|name| {
+        Arc::new(VaultKey {
+            store: store.clone(),
+            key_file: vault_key_file(loaded),
+            name,
+        }) as Arc<dyn aether_net::speech::KeySource>
+    });
+    Some(Arc::new(aether_net::speech::OpenAiSpeech::new(
+        base,
+        tts.model.clone().unwrap_or_else(|| "tts-1".into()),
+        tts.voices.clone(),
+        key,
+        std::time::Duration::from_secs(tts.timeout_seconds.unwrap_or(120)),
+    )))
+}
+
+/// A credential in the vault, opened when asked for.
+struct VaultKey {
+    store: Store,
+    key_file: PathBuf,
+    name: String,
+}
+
+#[async_trait::async_trait]
+impl aether_net::speech::KeySource for VaultKey {
+    async fn key(&self) -> std::result::Result<String, String> {
+        let sealed = self
+            .store
+            .vault_get(&self.name)
+            .await
+            .map_err(|e| format!("cannot read the vault: {e}"))?
+            .ok_or_else(|| {
+                format!(
+                    "tts.key names {:?}, which is not in the vault (set it: aether credentials set {} < key.txt)",
+                    self.name, self.name
+                )
+            })?;
+        let vault = aether_store::Vault::open(&self.key_file, false)
+            .map_err(|e| format!("cannot open the vault key: {e}"))?;
+        vault
+            .open_secret(&sealed)
+            .map_err(|e| format!("cannot open the key: {e}"))
+    }
 }
 
 /// The vault's key file: `vault.key_file` (relative to the configuration's folder), else
@@ -496,6 +562,7 @@ pub async fn pipeline_and_host(
     external: Vec<Arc<dyn Tool>>,
 ) -> Result<(Arc<Pipeline>, Arc<aether_runner::Host>)> {
     let host = aether_runner::Host::new(models(loaded));
+    let speech = speech(loaded, &store);
     let roots = Roots::open(roots).context("cannot open the roots")?;
     let mut agents = loaded.raw.agent_profiles();
     if fixtures {
@@ -515,6 +582,7 @@ pub async fn pipeline_and_host(
             fixtures,
             loaded.raw.research.searxng_url.as_deref(),
             host.clone(),
+            speech,
         ),
         external_tools: external,
         journal: loaded.raw.journal.clone(),

@@ -258,6 +258,15 @@ async fn vet(
 ) -> Result<IpAddr, ToolError> {
     let (name, addresses) = match &d.host {
         Host::Ip(ip) => (ip.to_string(), vec![*ip]),
+        // `localhost` and its subdomains are this machine's loopback (RFC 6761), whatever a
+        // resolver says (the system's has no `localhost.`): still vetted as loopback below.
+        Host::Domain(name) if name == "localhost" || name.ends_with(".localhost") => (
+            name.clone(),
+            vec![
+                IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+                IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            ],
+        ),
         Host::Domain(name) => {
             // Looked up as a fully qualified name: no search domain can turn an allowed name
             // that does not exist into an internal one.

@@ -1,6 +1,8 @@
 //! Aether's network tools (the `research` group: `http_request`, `http_health_check`,
 //! `web_fetch`, `download_pdf`, `web_search`, and `capture_api_schema`, which saves what it
-//! captures through the workspace's write) and the HTTP client they share.
+//! captures through the workspace's write; the browser tools `play_test`, `capture_reference`
+//! and `validate_web_app`), the HTTP client they share, and the operator's speech server for
+//! `tts_render` (`speech`).
 //!
 //! Every tool here reaches the network, so every one is Elevated or higher and declares
 //! `reaches_network`; the pipeline's egress step (SPEC §2 step 8) scans its arguments for
@@ -13,6 +15,7 @@ mod client;
 mod download_pdf;
 mod health_check;
 mod http_request;
+pub mod speech;
 mod web_fetch;
 mod web_search;
 

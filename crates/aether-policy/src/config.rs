@@ -46,6 +46,9 @@ pub struct RawConfig {
     pub policy: PolicySection,
     #[serde(default)]
     pub research: ResearchSection,
+    /// The operator's speech server for `tts_render` (`[tts]`); espeak-ng without one.
+    #[serde(default)]
+    pub tts: TtsSection,
     /// Upstream MCP servers whose tools Aether serves, through its own pipeline.
     #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
@@ -392,6 +395,74 @@ pub struct ResearchSection {
     /// The operator's SearXNG instance for `web_search` (its JSON format enabled), e.g.
     /// "http://127.0.0.1:8888/". Unset: `web_search` is not offered.
     pub searxng_url: Option<String>,
+}
+
+/// `[tts]`: an OpenAI-compatible speech server `tts_render` speaks through instead of the
+/// local espeak-ng.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TtsSection {
+    /// The server's API base URL, e.g. "http://127.0.0.1:8880/v1" (its `/audio/speech` is
+    /// asked). Unset: espeak-ng speaks.
+    pub base_url: Option<String>,
+    /// The model asked for (default "tts-1").
+    pub model: Option<String>,
+    /// The vault credential holding its API key, if it needs one (`aether credentials set
+    /// NAME`).
+    pub key: Option<String>,
+    /// The voices it has, for servers that do not list them at `/audio/voices`; speakers
+    /// without a mapped voice get these in order (default: OpenAI's six).
+    #[serde(default)]
+    pub voices: Vec<String>,
+    /// Seconds one line may take (1-600, default 120).
+    pub timeout_seconds: Option<u64>,
+}
+
+impl TtsSection {
+    /// What is wrong with the section.
+    fn problems(&self, problems: &mut Vec<String>) {
+        let Some(base) = &self.base_url else {
+            if self.model.is_some() || self.key.is_some() || !self.voices.is_empty() {
+                problems.push("tts: base_url is missing (the speech server's API, e.g. \"http://127.0.0.1:8880/v1\")".into());
+            }
+            return;
+        };
+        match url::Url::parse(base) {
+            Err(e) => problems.push(format!("tts.base_url {base:?}: {e}")),
+            Ok(u) if !matches!(u.scheme(), "http" | "https") || u.host().is_none() => problems
+                .push(format!(
+                    "tts.base_url {base:?} must be an http or https URL"
+                )),
+            Ok(u) if !u.username().is_empty() || u.password().is_some() => problems.push(
+                "tts.base_url must not hold credentials; name a vault credential in key".into(),
+            ),
+            Ok(_) => {}
+        }
+        if let Some(key) = &self.key
+            && !crate::models::valid_credential_name(key)
+        {
+            problems.push(format!(
+                "tts.key {key:?} is not a credential name (1-64 of letters, digits, -, _ and .)"
+            ));
+        }
+        let voice = |v: &str| {
+            !v.is_empty()
+                && v.len() <= 64
+                && !v.starts_with('-')
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '+' | '-'))
+        };
+        if let Some(v) = self.voices.iter().find(|v| !voice(v)) {
+            problems.push(format!(
+                "tts.voices: {v:?} is not a voice name (letters, digits and _ . + -)"
+            ));
+        }
+        if let Some(t) = self.timeout_seconds
+            && !(1..=600).contains(&t)
+        {
+            problems.push("tts.timeout_seconds must be between 1 and 600".into());
+        }
+    }
 }
 
 /// Calls that wait for a person.
@@ -1052,6 +1123,7 @@ impl RawConfig {
                 "research.searxng_url {url:?} must be an http or https URL"
             ));
         }
+        self.tts.problems(problems);
         if !(1..=86_400).contains(&self.approvals.window_seconds) {
             problems.push("approvals.window_seconds must be between 1 and 86400".into());
         }

@@ -228,7 +228,7 @@ impl RawModel {
     }
 }
 
-fn valid_credential_name(name: &str) -> bool {
+pub(crate) fn valid_credential_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .chars()

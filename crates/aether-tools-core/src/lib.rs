@@ -587,6 +587,36 @@ pub trait SaveFile: Send + Sync {
     ) -> Result<Saved, ToolError>;
 }
 
+/// A speech server `tts_render` speaks through instead of the local espeak-ng: the
+/// operator's (`[tts]`), implemented by `aether_net::speech` and handed over by the CLI, so
+/// the workspace tools never depend on an HTTP client.
+#[async_trait]
+pub trait Speech: Send + Sync {
+    /// The backend as results name it (e.g. "openai-compatible http://host:8880/v1").
+    fn name(&self) -> String;
+    /// The voices speakers no voice is mapped to get, in order.
+    fn default_voices(&self) -> Vec<String>;
+    /// One line of text spoken in `voice`: a WAV file's bytes.
+    async fn speak(
+        &self,
+        text: &str,
+        voice: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<u8>, ToolError>;
+    /// Whether the server answers, and the voices it has.
+    async fn status(&self) -> SpeechStatus;
+}
+
+/// What [`Speech::status`] found.
+#[derive(Clone, Debug)]
+pub struct SpeechStatus {
+    pub up: bool,
+    /// A sentence saying so (and why not).
+    pub detail: String,
+    /// The voices it lists, else those configured.
+    pub voices: Vec<String>,
+}
+
 /// Runs blocking file work off the async threads; a panic inside becomes a panic here, so the
 /// pipeline's panic handling sees it.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {

@@ -252,7 +252,12 @@ fn agents_section(loaded: &setup::Loaded, report: &mut Report) {
     // As a server builds them: the models and the search engine configured decide whether
     // the orchestration tools and web_search are offered.
     let host = aether_runner::Host::new(setup::models(loaded));
-    let tools = setup::tools_for(false, loaded.raw.research.searxng_url.as_deref(), host);
+    let tools = setup::tools_for(
+        false,
+        loaded.raw.research.searxng_url.as_deref(),
+        host,
+        None,
+    );
     let group_of = |name: &str| {
         tools
             .iter()

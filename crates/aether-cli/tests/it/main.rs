@@ -17,6 +17,7 @@ mod oauth;
 mod peers;
 mod replicas;
 mod runner;
+mod speech;
 mod stdio;
 mod telemetry;
 mod tidy;

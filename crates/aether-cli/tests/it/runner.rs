@@ -59,10 +59,10 @@ fn calls(calls: &[(&str, &str)]) -> Scripted {
 
 /// A request the scripted server received.
 #[derive(Clone, Debug)]
-struct Received {
-    line: String,
-    headers: String,
-    body: Value,
+pub(crate) struct Received {
+    pub(crate) line: String,
+    pub(crate) headers: String,
+    pub(crate) body: Value,
 }
 
 /// An OpenAI-compatible server that answers each request with the next scripted reply (the
@@ -120,7 +120,7 @@ impl ScriptedModel {
     }
 }
 
-fn read_request(stream: &mut TcpStream) -> Option<Received> {
+pub(crate) fn read_request(stream: &mut TcpStream) -> Option<Received> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let mut line = String::new();
     reader.read_line(&mut line).ok()?;

@@ -68,6 +68,15 @@ const MAX_EVENTS: usize = 500;
 pub(crate) const MAX_SHOT_HEIGHT: f64 = 8000.0;
 /// Bytes of the browser's own error output kept for a failed start.
 const MAX_STDERR: usize = 4096;
+/// Browsers running at once in this process (each takes a few hundred MB and a core while it
+/// loads); a call that finds none free waits, within its own time limit.
+const MAX_BROWSERS: usize = 2;
+
+/// The right to run one of the [`MAX_BROWSERS`].
+fn browsers() -> &'static tokio::sync::Semaphore {
+    static BROWSERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_BROWSERS);
+    &BROWSERS
+}
 
 /// `/etc` entries the browser reads; none holds a secret.
 const ETC: &[&str] = &[
@@ -254,6 +263,7 @@ pub(crate) struct Session {
     pub page: Page,
     pub log: Arc<Log>,
     viewport: Mutex<Viewport>,
+    _running: tokio::sync::SemaphorePermit<'static>,
     _browser: Browser,
     child: tokio::process::Child,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -298,6 +308,10 @@ impl Session {
         gate: Gate,
         viewport: Viewport,
     ) -> Result<Session, ToolError> {
+        let running = browsers()
+            .acquire()
+            .await
+            .map_err(|_| ToolError::failed("the browsers are shutting down"))?;
         let (mut child, to_browser, from_browser, stderr) = spawn(chromium)?;
         let mut tasks = Vec::new();
         let (url, bridge) = bridge(to_browser, from_browser).await?;
@@ -442,6 +456,7 @@ impl Session {
             page,
             log,
             viewport: Mutex::new(viewport),
+            _running: running,
             _browser: browser,
             child,
             tasks,

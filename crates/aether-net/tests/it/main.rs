@@ -253,6 +253,23 @@ async fn an_allowed_host_is_reached_at_the_address_it_was_vetted_for() {
 }
 
 #[tokio::test]
+async fn localhost_is_this_machines_loopback_whatever_the_resolver_says() {
+    let port = server().await;
+    // A resolver that knows no name at all (the system's has no "localhost." either).
+    let nobody = dns(&[]);
+    for host in ["localhost", "app.localhost"] {
+        let url = format!("http://{host}:{port}/hello");
+        let out = request(nobody.clone(), agent(&[host], true), json!({"url": url}))
+            .await
+            .unwrap();
+        assert_eq!(structured(&out)["body"], "hello from the test server");
+        // Loopback all the same: refused to an agent that may not reach private addresses.
+        let r = request(nobody.clone(), agent(&[host], false), json!({"url": url})).await;
+        assert_eq!(denied_rule(&r), "egress:private-address");
+    }
+}
+
+#[tokio::test]
 async fn private_addresses_are_refused_unless_the_agent_may_reach_them() {
     let port = server().await;
     let url = format!("http://site.test:{port}/hello");

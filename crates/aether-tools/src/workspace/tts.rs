@@ -2,11 +2,13 @@
 //! voice mapped to its speaker, joined with short gaps into one MP3 written into the workspace
 //! (journalled like any write: `revert_file` undoes it).
 //!
-//! The backend is the local `espeak-ng` (Debian's package): each line's text reaches it on
-//! standard input, never as an argument, and its WAV comes back in a private folder; hound
-//! joins the lines with silence between them and `ffmpeg` encodes the MP3. Both programs run
-//! with a cleared environment, killed at the time limit or when the call is cancelled.
-//! `tts_status` says whether both are installed and which voices espeak-ng has.
+//! The backend is the operator's speech server when `[tts]` names one (OpenAI-compatible
+//! `/audio/speech`, asked for WAV; `aether_net::speech`, handed over as a [`Speech`]), else
+//! the local `espeak-ng` (Debian's package): each line's text reaches it on standard input,
+//! never as an argument, and its WAV comes back in a private folder. Either way hound joins
+//! the lines with silence between them and `ffmpeg` encodes the MP3. Programs run with a
+//! cleared environment, killed at the time limit or when the call is cancelled. `tts_status`
+//! says which backend is up and which voices it has.
 //!
 //! The script's speaker lines come in the shapes agents write: `[HOST]` on a line of its own
 //! (its words on the lines below, or after it), `NAME: words`, `**NAME:** words`, and
@@ -17,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -33,6 +36,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::write;
 use crate::{CallContext, Tool, ToolError, ToolOutput, parse_args, schema_of};
+use aether_tools_core::Speech;
 
 /// Lines spoken at most, characters per line, and characters in all.
 const MAX_LINES: usize = 500;
@@ -134,8 +138,9 @@ struct RenderArgs {
     /// Name of the root (see list_roots). Defaults to the first root.
     #[serde(default)]
     root: Option<String>,
-    /// An espeak-ng voice per speaker (case does not matter), e.g. {"HOST": "en-gb+m3"}.
-    /// Speakers left out get distinct voices in order.
+    /// A voice per speaker (case does not matter): an espeak-ng voice such as
+    /// {"HOST": "en-gb+m3"}, or, with a speech server configured, one of its voices
+    /// (tts_status lists them). Speakers left out get distinct voices in order.
     #[serde(default)]
     voices: BTreeMap<String, String>,
     /// Silence between lines, in milliseconds (0 to 5,000). Default 350.
@@ -184,6 +189,8 @@ struct RenderOut {
 
 pub struct TtsRender {
     def: ToolDef,
+    /// The operator's speech server; espeak-ng without one.
+    speech: Option<Arc<dyn Speech>>,
 }
 
 impl Default for TtsRender {
@@ -202,8 +209,9 @@ impl TtsRender {
                 tier: Tier::Standard,
                 description: "Speak a script from the workspace line by line, each line in the voice mapped to its speaker \
                      (speaker lines such as \"[HOST]\", \"PIXEL: words\", \"**Host:** words\"), join the lines with short \
-                     gaps and write one MP3 into the workspace (journalled: revert_file undoes it). Spoken by the local \
-                     espeak-ng, encoded by ffmpeg; tts_status says whether they are installed and lists the voices."
+                     gaps and write one MP3 into the workspace (journalled: revert_file undoes it). Spoken by the operator's \
+                     speech server (OpenAI-compatible) when one is configured, else by the local espeak-ng; encoded by \
+                     ffmpeg; tts_status says which backend is up and lists its voices."
                     .into(),
                 input_schema: schema_of::<RenderArgs>(),
                 output_schema: schema_of::<RenderOut>(),
@@ -217,6 +225,16 @@ impl TtsRender {
                     destructive: true,
                 },
             },
+            speech: None,
+        }
+    }
+
+    /// Speaking through the operator's speech server instead of espeak-ng (the definition is
+    /// the same: an approval holds for both).
+    pub fn with_speech(speech: Arc<dyn Speech>) -> TtsRender {
+        TtsRender {
+            speech: Some(speech),
+            ..TtsRender::new()
         }
     }
 }
@@ -228,6 +246,38 @@ fn valid_voice(voice: &str) -> bool {
         Regex::new(r"^[a-z]{2,3}(?:-[a-z0-9]{1,8}){0,3}(?:\+[a-z0-9_]{1,16})?$")
             .expect("a voice name")
     });
+    VOICE.is_match(voice)
+}
+
+/// Gives a WAV written as a stream (its RIFF and data sizes left as placeholders such as
+/// 0xFFFFFFFF, as servers that stream and `espeak-ng --stdout` write them) the sizes of the
+/// bytes it has, so it reads to its end; a WAV with true sizes is left as it is.
+fn streamed_wav_sized(wav: &mut [u8]) {
+    if wav.len() < 12 || &wav[..4] != b"RIFF" || &wav[8..12] != b"WAVE" {
+        return;
+    }
+    let riff = u32::try_from(wav.len() - 8).unwrap_or(u32::MAX);
+    wav[4..8].copy_from_slice(&riff.to_le_bytes());
+    let mut at = 12;
+    while at + 8 <= wav.len() {
+        let size = u32::from_le_bytes(wav[at + 4..at + 8].try_into().expect("four bytes")) as usize;
+        let left = wav.len() - at - 8;
+        if &wav[at..at + 4] == b"data" {
+            if size > left {
+                let size = u32::try_from(left).unwrap_or(u32::MAX);
+                wav[at + 4..at + 8].copy_from_slice(&size.to_le_bytes());
+            }
+            return;
+        }
+        // Chunks are padded to an even length.
+        at += 8 + size + (size & 1);
+    }
+}
+
+/// A speech server's voice name: letters, digits and `_ . + -`, not starting with `-`.
+fn valid_server_voice(voice: &str) -> bool {
+    static VOICE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$").expect("a voice name"));
     VOICE.is_match(voice)
 }
 
@@ -293,15 +343,18 @@ async fn run(
 /// Scripts read at most.
 const MAX_SCRIPT_BYTES: u64 = 1 << 20;
 
-/// The two programs, or an error saying which is missing and how to install it.
-fn programs() -> Result<(PathBuf, PathBuf), ToolError> {
-    let espeak = installed("espeak-ng").ok_or_else(|| {
+/// espeak-ng, or an error saying it is missing and how to install it.
+fn espeak() -> Result<PathBuf, ToolError> {
+    installed("espeak-ng").ok_or_else(|| {
         ToolError::failed("no voice backend: espeak-ng is not installed (apt install espeak-ng)")
-    })?;
-    let ffmpeg = installed("ffmpeg").ok_or_else(|| {
+    })
+}
+
+/// ffmpeg, or an error saying it is missing and how to install it.
+fn ffmpeg() -> Result<PathBuf, ToolError> {
+    installed("ffmpeg").ok_or_else(|| {
         ToolError::failed("cannot encode MP3: ffmpeg is not installed (apt install ffmpeg)")
-    })?;
-    Ok((espeak, ffmpeg))
+    })
 }
 
 #[async_trait]
@@ -336,11 +389,31 @@ impl Tool for TtsRender {
             .iter()
             .map(|(k, v)| (k.to_lowercase(), v.clone()))
             .collect();
-        if let Some((speaker, voice)) = voices.iter().find(|(_, v)| !valid_voice(v)) {
-            return Err(ToolError::InvalidArguments(format!(
-                "{voice:?} (for {speaker}) is not an espeak-ng voice name such as \"en-gb\" or \"en-us+f3\" (tts_status lists them)"
-            )));
+        let backend = match &self.speech {
+            Some(s) => s.name(),
+            None => "espeak-ng".to_string(),
+        };
+        match &self.speech {
+            Some(_) => {
+                if let Some((speaker, voice)) = voices.iter().find(|(_, v)| !valid_server_voice(v))
+                {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "{voice:?} (for {speaker}) is not a voice name (letters, digits and _ . + -; tts_status lists them)"
+                    )));
+                }
+            }
+            None => {
+                if let Some((speaker, voice)) = voices.iter().find(|(_, v)| !valid_voice(v)) {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "{voice:?} (for {speaker}) is not an espeak-ng voice name such as \"en-gb\" or \"en-us+f3\" (tts_status lists them)"
+                    )));
+                }
+            }
         }
+        let defaults: Vec<String> = match &self.speech {
+            Some(s) => s.default_voices(),
+            None => DEFAULT_VOICES.iter().map(|v| v.to_string()).collect(),
+        };
         let script = crate::read_text_file(
             &cx,
             args.root.as_deref(),
@@ -383,9 +456,7 @@ impl Tool for TtsRender {
                     let voice = voices
                         .get(&l.speaker.to_lowercase())
                         .cloned()
-                        .unwrap_or_else(|| {
-                            DEFAULT_VOICES[cast.len() % DEFAULT_VOICES.len()].to_string()
-                        });
+                        .unwrap_or_else(|| defaults[cast.len() % defaults.len().max(1)].clone());
                     part.push(cast.len());
                     cast.push(Cast {
                         speaker: l.speaker.clone(),
@@ -395,7 +466,11 @@ impl Tool for TtsRender {
                 }
             }
         }
-        let (espeak, ffmpeg) = programs()?;
+        let ffmpeg = ffmpeg()?;
+        let espeak = match &self.speech {
+            Some(_) => None,
+            None => Some(espeak()?),
+        };
         // A private folder for the render's files, removed when dropped.
         let scratch = crate::shell::Home::new(&cx.call_id)?;
         // Each line spoken into a WAV of its own, then joined with silence between.
@@ -411,23 +486,34 @@ impl Tool for TtsRender {
                 )));
             }
             let voice = &cast[part[i]].voice;
-            let wav = format!("line{i}.wav");
-            run(
-                &cx,
-                &espeak,
-                &["-v", voice, "-w", &wav, "--stdin"],
-                l.text.as_bytes(),
-                &scratch.dir,
-            )
-            .await
-            .map_err(|e| match e {
-                ToolError::Failed(m) if m.contains("voice") => ToolError::InvalidArguments(
-                    format!("espeak-ng has no voice {voice:?} (for {}): {m}", l.speaker),
-                ),
-                e => e,
-            })?;
-            let mut reader = hound::WavReader::open(scratch.dir.join(&wav)).map_err(|e| {
-                ToolError::failed(format!("espeak-ng's audio for line {}: {e}", l.line))
+            let audio = match (&self.speech, &espeak) {
+                (Some(speech), _) => speech.speak(&l.text, voice, &cx.cancel).await?,
+                (None, Some(espeak)) => {
+                    let wav = format!("line{i}.wav");
+                    run(
+                        &cx,
+                        espeak,
+                        &["-v", voice, "-w", &wav, "--stdin"],
+                        l.text.as_bytes(),
+                        &scratch.dir,
+                    )
+                    .await
+                    .map_err(|e| match e {
+                        ToolError::Failed(m) if m.contains("voice") => ToolError::InvalidArguments(
+                            format!("espeak-ng has no voice {voice:?} (for {}): {m}", l.speaker),
+                        ),
+                        e => e,
+                    })?;
+                    std::fs::read(scratch.dir.join(&wav)).map_err(|e| {
+                        ToolError::failed(format!("espeak-ng's audio for line {}: {e}", l.line))
+                    })?
+                }
+                (None, None) => unreachable!("espeak-ng was found above"),
+            };
+            let mut audio = audio;
+            streamed_wav_sized(&mut audio);
+            let mut reader = hound::WavReader::new(std::io::Cursor::new(audio)).map_err(|e| {
+                ToolError::failed(format!("{backend}'s audio for line {}: {e}", l.line))
             })?;
             let spec = reader.spec();
             let samples: Vec<i16> =
@@ -435,13 +521,13 @@ impl Tool for TtsRender {
                     .samples::<i16>()
                     .collect::<Result<_, _>>()
                     .map_err(|e| {
-                        ToolError::failed(format!("espeak-ng's audio for line {}: {e}", l.line))
+                        ToolError::failed(format!("{backend}'s audio for line {}: {e}", l.line))
                     })?;
             let (first, all) = joined.get_or_insert_with(|| (spec, Vec::new()));
             if spec != *first {
-                return Err(ToolError::failed(
-                    "espeak-ng's voices spoke in different formats",
-                ));
+                return Err(ToolError::failed(format!(
+                    "{backend}'s voices spoke in different formats"
+                )));
             }
             let per_ms = (first.sample_rate as u64 * first.channels as u64).max(1);
             if i > 0 {
@@ -512,7 +598,7 @@ impl Tool for TtsRender {
             .collect::<Vec<_>>()
             .join(", ");
         let text = format!(
-            "{} {shown}: {} line(s), {:.1} s, spoken by espeak-ng: {voices_text}. revert_file undoes it.",
+            "{} {shown}: {} line(s), {:.1} s, spoken by {backend}: {voices_text}. revert_file undoes it.",
             if created { "created" } else { "wrote" },
             lines.len(),
             duration_ms as f64 / 1000.0
@@ -527,7 +613,7 @@ impl Tool for TtsRender {
                 speakers: cast,
                 spoken,
                 duration_ms,
-                backend: "espeak-ng".into(),
+                backend: backend.clone(),
                 created,
                 call_id: cx.call_id.clone(),
             })
@@ -544,20 +630,23 @@ struct StatusArgs {}
 struct StatusOut {
     /// The backend tts_render speaks with.
     backend: String,
-    /// Whether tts_render can render: the backend and ffmpeg are both installed.
+    /// Whether tts_render can render: the backend is up (the server answers, or espeak-ng is
+    /// installed) and ffmpeg is installed.
     up: bool,
     /// espeak-ng's version line, if installed.
     espeak_ng: Option<String>,
     /// Whether ffmpeg (the MP3 encoder) is installed.
     ffmpeg: bool,
-    /// The voices (languages) espeak-ng has; each takes a variant too, e.g. "en-us+f3".
+    /// The voices the backend has: the server's (as it lists them, else as configured), or
+    /// espeak-ng's languages, each of which takes a variant too, e.g. "en-us+f3".
     voices: Vec<String>,
-    /// What is missing, and how to install it.
+    /// What is missing or down, and how to install it.
     problems: Vec<String>,
 }
 
 pub struct TtsStatus {
     def: ToolDef,
+    speech: Option<Arc<dyn Speech>>,
 }
 
 impl Default for TtsStatus {
@@ -574,14 +663,24 @@ impl TtsStatus {
                 title: "Whether the voice service is up, and the reference voices".into(),
                 group: groups::AUDIO.into(),
                 tier: Tier::Standard,
-                description: "Whether tts_render can speak here (espeak-ng and ffmpeg installed), and the voices espeak-ng has \
-                     (each takes a variant, e.g. \"en-us+f3\")."
+                description: "Whether tts_render can speak here: the operator's speech server up (when one is configured) or \
+                     espeak-ng installed, and ffmpeg; and the voices the backend has (espeak-ng's each take a variant, e.g. \
+                     \"en-us+f3\")."
                     .into(),
                 input_schema: schema_of::<StatusArgs>(),
                 output_schema: schema_of::<StatusOut>(),
                 arguments: Default::default(),
                 meta: ToolMeta::read_only(),
             },
+            speech: None,
+        }
+    }
+
+    /// Asking the operator's speech server instead of espeak-ng.
+    pub fn with_speech(speech: Arc<dyn Speech>) -> TtsStatus {
+        TtsStatus {
+            speech: Some(speech),
+            ..TtsStatus::new()
         }
     }
 }
@@ -596,24 +695,41 @@ impl Tool for TtsStatus {
         let _: StatusArgs = parse_args(args)?;
         let mut problems = Vec::new();
         let (mut version, mut voices) = (None, Vec::new());
-        match installed("espeak-ng") {
-            Some(espeak) => {
-                let dir = std::env::temp_dir();
-                let out = run(&cx, &espeak, &["--version"], &[], &dir).await?;
-                version = Some(String::from_utf8_lossy(&out).trim().to_string());
-                let out = run(&cx, &espeak, &["--voices"], &[], &dir).await?;
-                // "Pty Language Age/Gender VoiceName File Other Languages", one voice a row.
-                let mut found: Vec<String> = String::from_utf8_lossy(&out)
-                    .lines()
-                    .skip(1)
-                    .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
-                    .filter(|v| valid_voice(v))
-                    .collect();
-                found.sort();
-                found.dedup();
-                voices = found;
+        let mut backend = "espeak-ng".to_string();
+        let mut server = None;
+        if let Some(speech) = &self.speech {
+            let status = tokio::select! {
+                s = speech.status() => s,
+                () = cx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            };
+            backend = speech.name();
+            if !status.up {
+                problems.push(status.detail.clone());
             }
-            None => problems.push("espeak-ng is not installed (apt install espeak-ng)".to_string()),
+            voices = status.voices;
+            server = Some(status.detail);
+        } else {
+            match installed("espeak-ng") {
+                Some(espeak) => {
+                    let dir = std::env::temp_dir();
+                    let out = run(&cx, &espeak, &["--version"], &[], &dir).await?;
+                    version = Some(String::from_utf8_lossy(&out).trim().to_string());
+                    let out = run(&cx, &espeak, &["--voices"], &[], &dir).await?;
+                    // "Pty Language Age/Gender VoiceName File Other Languages", one voice a row.
+                    let mut found: Vec<String> = String::from_utf8_lossy(&out)
+                        .lines()
+                        .skip(1)
+                        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+                        .filter(|v| valid_voice(v))
+                        .collect();
+                    found.sort();
+                    found.dedup();
+                    voices = found;
+                }
+                None => {
+                    problems.push("espeak-ng is not installed (apt install espeak-ng)".to_string())
+                }
+            }
         }
         let ffmpeg = installed("ffmpeg").is_some();
         if !ffmpeg {
@@ -623,7 +739,10 @@ impl Tool for TtsStatus {
         let text = match up {
             true => format!(
                 "up: {} with {} voices (e.g. {}), MP3 by ffmpeg",
-                version.as_deref().unwrap_or("espeak-ng"),
+                server
+                    .as_deref()
+                    .or(version.as_deref())
+                    .unwrap_or("espeak-ng"),
                 voices.len(),
                 voices
                     .iter()
@@ -637,7 +756,7 @@ impl Tool for TtsStatus {
         Ok(ToolOutput::with_structured(
             text,
             serde_json::to_value(StatusOut {
-                backend: "espeak-ng".into(),
+                backend,
                 up,
                 espeak_ng: version,
                 ffmpeg,
@@ -652,6 +771,47 @@ impl Tool for TtsStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_wav_gets_the_sizes_of_what_it_holds() {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 8000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut wav = std::io::Cursor::new(Vec::new());
+        {
+            let mut w = hound::WavWriter::new(&mut wav, spec).unwrap();
+            for s in 0..100i16 {
+                w.write_sample(s).unwrap();
+            }
+            w.finalize().unwrap();
+        }
+        let whole = wav.into_inner();
+        let mut streamed = whole.clone();
+        // As a stream writes it: both sizes unknown.
+        streamed[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        let data = streamed.windows(4).position(|w| w == b"data").unwrap();
+        streamed[data + 4..data + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            hound::WavReader::new(std::io::Cursor::new(streamed.clone()))
+                .and_then(|r| r.into_samples::<i16>().collect::<Result<Vec<_>, _>>())
+                .is_err()
+        );
+        streamed_wav_sized(&mut streamed);
+        assert_eq!(streamed, whole);
+        let samples: Vec<i16> = hound::WavReader::new(std::io::Cursor::new(streamed))
+            .unwrap()
+            .into_samples()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(samples, (0..100).collect::<Vec<i16>>());
+        // Not a WAV: left alone.
+        let mut other = b"ID3 not a wav".to_vec();
+        streamed_wav_sized(&mut other);
+        assert_eq!(other, b"ID3 not a wav");
+    }
 
     fn said(script: &str) -> Vec<(String, String)> {
         parse_script(script)

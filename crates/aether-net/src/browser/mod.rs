@@ -66,6 +66,9 @@ const MAX_REQUEST: Duration = Duration::from_secs(15);
 const MAX_EVENTS: usize = 500;
 /// Height of a full-page screenshot at most, in CSS pixels.
 pub(crate) const MAX_SHOT_HEIGHT: f64 = 8000.0;
+/// A page's requests made at once; the rest wait their turn (each holds up to
+/// [`MAX_RESOURCE`] while it is handed over).
+const REQUESTS_AT_ONCE: usize = 8;
 /// Bytes of the browser's own error output kept for a failed start.
 const MAX_STDERR: usize = 4096;
 /// Browsers running at once in this process (each takes a few hundred MB and a core while it
@@ -370,11 +373,18 @@ impl Session {
             .map_err(cdp)?;
         {
             let (page, log) = (page.clone(), log.clone());
+            let at_once = Arc::new(tokio::sync::Semaphore::new(REQUESTS_AT_ONCE));
             tasks.push(tokio::spawn(async move {
                 while let Some(event) = paused.next().await {
                     log.started();
                     let (page, log, gate) = (page.clone(), log.clone(), gate.clone());
-                    tokio::spawn(async move { answer(&page, &log, &gate, &event).await });
+                    let Ok(turn) = at_once.clone().acquire_owned().await else {
+                        return;
+                    };
+                    tokio::spawn(async move {
+                        answer(&page, &log, &gate, &event).await;
+                        drop(turn);
+                    });
                 }
             }));
         }

@@ -205,7 +205,7 @@ async fn play(s: &Session, url: &url::Url, max: usize) -> Result<(Output, Vec<u8
     for f in &found {
         // Back on the page, as loaded, if the last control left it.
         let now = s.page.url().await.map_err(super::cdp)?.unwrap_or_default();
-        if now != here {
+        if !same_page(&now, &here) {
             s.open_url(url.as_str()).await?;
             let _: Vec<Found> = s.eval(MARK_CONTROLS).await?;
         }
@@ -223,7 +223,7 @@ async fn play(s: &Session, url: &url::Url, max: usize) -> Result<(Output, Vec<u8
             element: f.element.clone(),
             label: f.label.clone(),
             errors,
-            navigated_to: (after != here).then(|| shown_str(&after)),
+            navigated_to: (!same_page(&after, &here)).then(|| shown_str(&after)),
             not_clicked: clicked.err(),
         });
     }
@@ -242,6 +242,12 @@ async fn play(s: &Session, url: &url::Url, max: usize) -> Result<(Output, Vec<u8
         },
         shot,
     ))
+}
+
+/// Whether two URLs are the same page (a fragment is a place on it, not another page).
+fn same_page(a: &str, b: &str) -> bool {
+    let page = |u: &str| u.split('#').next().unwrap_or_default().to_string();
+    page(a) == page(b)
 }
 
 fn shown(url: &url::Url) -> String {

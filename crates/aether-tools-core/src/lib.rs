@@ -587,6 +587,28 @@ pub trait SaveFile: Send + Sync {
     ) -> Result<Saved, ToolError>;
 }
 
+/// Bubblewrap's arguments for the system's programs and libraries, read-only: `/usr`, and
+/// `/bin`, `/sbin` and the `/lib` folders as this machine has them (links where they are
+/// links into `/usr`). Shared by every sandbox Aether builds (`run_shell`'s, the browser's).
+pub fn system_folders() -> std::io::Result<Vec<String>> {
+    let mut a: Vec<String> = ["--ro-bind", "/usr", "/usr"].map(String::from).into();
+    for dir in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(dir)?;
+                a.extend([
+                    "--symlink".into(),
+                    target.to_string_lossy().into(),
+                    dir.into(),
+                ]);
+            }
+            Ok(m) if m.is_dir() => a.extend(["--ro-bind".into(), dir.into(), dir.into()]),
+            _ => {}
+        }
+    }
+    Ok(a)
+}
+
 /// A speech server `tts_render` speaks through instead of the local espeak-ng: the
 /// operator's (`[tts]`), implemented by `aether_net::speech` and handed over by the CLI, so
 /// the workspace tools never depend on an HTTP client.

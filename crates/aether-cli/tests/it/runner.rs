@@ -557,19 +557,7 @@ fn the_key_comes_from_the_vault_and_goes_only_where_it_may() {
     assert_ne!(code, 0);
     assert!(err.contains("aether credentials set model-key"), "{err}");
     assert!(model.chats().is_empty());
-    let mut child = aether()
-        .args(["credentials", "set", "model-key"])
-        .current_dir(ws.path())
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"sk-test-123\n")
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    ws.set_credential("model-key", "sk-test-123");
     let (code, out, err) = ws.run(&["models", "check", "m"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("scripted-model   (configured)"), "{out}");

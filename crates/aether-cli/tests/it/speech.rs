@@ -166,19 +166,7 @@ fn tts_render_speaks_through_the_operators_speech_server_with_the_vaults_key() {
     let (ws, _keys) = workspace(&format!(
         "[tts]\nbase_url = \"{base}\"\nmodel = \"tts-1-hd\"\nkey = \"speech-key\"\n"
     ));
-    let mut child = aether()
-        .args(["credentials", "set", "speech-key"])
-        .current_dir(ws.path())
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"sk-speech-1\n")
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    ws.set_credential("speech-key", "sk-speech-1");
     let mut s = serve(&ws);
 
     // The server is up, and its voices are the ones it lists.
@@ -292,6 +280,10 @@ fn a_speech_server_that_is_down_or_misconfigured_is_said_so() {
         (
             "[tts]\nbase_url = \"http://x/v1\"\nvoices = [\"-rf\"]\n",
             "is not a voice name",
+        ),
+        (
+            "[tts]\nbase_url = \"http://speech.example/v1\"\nkey = \"speech-key\"\n",
+            "a key is sent only over HTTPS or to this computer",
         ),
     ] {
         let (ws, _keys) = workspace(tts);

@@ -51,6 +51,25 @@ impl Ws {
         format!("ws={}", self.dir.path().display())
     }
 
+    /// `aether credentials set NAME` in this workspace, the secret on standard input.
+    pub fn set_credential(&self, name: &str, secret: &str) {
+        use std::io::Write;
+        let mut child = aether()
+            .args(["credentials", "set", name])
+            .current_dir(self.path())
+            .stdin(Pipe::piped())
+            .stdout(Pipe::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{secret}\n").as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "credentials set {name}");
+    }
+
     /// Runs `aether ARGS` in this workspace and returns (exit code, stdout, stderr).
     pub fn run(&self, args: &[&str]) -> (i32, String, String) {
         let out = aether()

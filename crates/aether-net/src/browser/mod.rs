@@ -44,7 +44,7 @@ use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::client::{Request, Resolve, fetch, shown};
+use crate::client::{RESERVED_HEADERS, Request, Resolve, fetch, shown};
 
 /// Where Chromium is looked for (absolute paths only). The binary itself before Debian's
 /// launcher script, which would need a shell in the sandbox.
@@ -600,23 +600,6 @@ fn remote_text(o: &RemoteObject) -> String {
     }
 }
 
-/// Request headers the gate's client sets itself, or that would ask for what the browser
-/// then cannot read.
-const DROPPED_HEADERS: &[&str] = &[
-    aether_policy::egress::EGRESS_MARK,
-    "host",
-    "connection",
-    "content-length",
-    "transfer-encoding",
-    "upgrade",
-    "te",
-    "trailer",
-    "proxy-authorization",
-    "proxy-connection",
-    "keep-alive",
-    "accept-encoding",
-];
-
 /// Answer headers that describe the connection the gate had, not the body handed over.
 const HOP_HEADERS: &[&str] = &[
     "connection",
@@ -639,7 +622,12 @@ async fn answer(page: &Page, log: &Log, gate: &Gate, event: &EventRequestPaused)
         .as_object()
         .map(|h| {
             h.iter()
-                .filter(|(k, _)| !DROPPED_HEADERS.contains(&k.to_ascii_lowercase().as_str()))
+                // Those the gate's client sets itself, and the browser's encodings (it is
+                // asked for the body as it is, below).
+                .filter(|(k, _)| {
+                    let k = k.to_ascii_lowercase();
+                    !RESERVED_HEADERS.contains(&k.as_str()) && k != "accept-encoding"
+                })
                 .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
                 .collect()
         })
@@ -775,7 +763,7 @@ fn spawn(
     let (browser_reads, aether_writes) = std::io::pipe().map_err(io)?;
     let (aether_reads, browser_writes) = std::io::pipe().map_err(io)?;
     let mut cmd = tokio::process::Command::new(&chromium.bwrap);
-    cmd.args(sandbox_args())
+    cmd.args(sandbox_args().map_err(io)?)
         .arg(&chromium.binary)
         .args(BROWSER_FLAGS)
         .env_clear()
@@ -865,7 +853,7 @@ const BROWSER_FLAGS: &[&str] = &[
 /// Bubblewrap's arguments: every namespace new (the network's too), no capabilities, the
 /// system folders read-only, a tmpfs for `/tmp` (the profile is there), the browser's own
 /// `/proc` and `/dev`.
-fn sandbox_args() -> Vec<String> {
+fn sandbox_args() -> std::io::Result<Vec<String>> {
     let mut a: Vec<String> = [
         "--die-with-parent",
         "--new-session",
@@ -880,27 +868,10 @@ fn sandbox_args() -> Vec<String> {
         "1000",
         "--hostname",
         "aether-browser",
-        "--ro-bind",
-        "/usr",
-        "/usr",
     ]
     .map(String::from)
     .into();
-    for dir in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
-        match std::fs::symlink_metadata(dir) {
-            Ok(m) if m.file_type().is_symlink() => {
-                if let Ok(target) = std::fs::read_link(dir) {
-                    a.extend([
-                        "--symlink".into(),
-                        target.to_string_lossy().into(),
-                        dir.into(),
-                    ]);
-                }
-            }
-            Ok(m) if m.is_dir() => a.extend(["--ro-bind".into(), dir.into(), dir.into()]),
-            _ => {}
-        }
-    }
+    a.extend(aether_tools_core::system_folders()?);
     for name in ETC {
         let path = format!("/etc/{name}");
         a.extend(["--ro-bind-try".into(), path.clone(), path]);
@@ -923,7 +894,7 @@ fn sandbox_args() -> Vec<String> {
         ]
         .map(String::from),
     );
-    a
+    Ok(a)
 }
 
 /// A WebSocket on loopback for chromiumoxide, relayed to the browser's pipes. It takes one

@@ -4,9 +4,7 @@
 //! `revert_file` undoes it; and every way a capture could leave the allowed host refused with
 //! nothing saved.
 
-use std::collections::HashMap;
 use std::fs;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -15,26 +13,12 @@ use aether_policy::AgentProfile;
 use aether_policy::config::{Limits, default_agent_profile};
 use aether_policy::paths::{RootMode, RootSpec};
 use aether_tools::Roots;
-use async_trait::async_trait;
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::routing::get;
 use serde_json::{Value, json};
 
 use crate::support::*;
-
-/// Names answered from a table (every name here is loopback).
-struct Loopback(HashMap<String, IpAddr>);
-
-#[async_trait]
-impl aether_net::Resolve for Loopback {
-    async fn resolve(&self, host: &str, _port: u16) -> std::io::Result<Vec<IpAddr>> {
-        let host = host.strip_suffix('.').unwrap_or(host);
-        self.0.get(host).map(|ip| vec![*ip]).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no such host (test resolver)")
-        })
-    }
-}
 
 /// An API that advertises an OpenAPI 3.0 document; `other.test` (not allowed) is where one
 /// of its documents points.
@@ -95,13 +79,6 @@ fn plain() -> Router {
         )
 }
 
-async fn serve(app: Router) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
-}
-
 struct World {
     h: Harness,
     _tmp: tempfile::TempDir,
@@ -131,12 +108,7 @@ impl World {
             spec("ro", RootMode::ReadOnly),
         ])
         .unwrap();
-        let resolver = Arc::new(Loopback(
-            ["api.test", "plain.test", "other.test"]
-                .into_iter()
-                .map(|n| (n.to_string(), "127.0.0.1".parse().unwrap()))
-                .collect(),
-        ));
+        let resolver = Arc::new(Loopback::names(&["api.test", "plain.test", "other.test"]));
         let mut tools = aether_tools::builtin_tools();
         tools.extend(aether_net::saving_tools(
             resolver,

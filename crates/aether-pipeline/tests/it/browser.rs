@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,7 +20,6 @@ use aether_policy::AgentProfile;
 use aether_policy::config::{Limits, default_agent_profile};
 use aether_policy::paths::{RootMode, RootSpec};
 use aether_tools::Roots;
-use async_trait::async_trait;
 use axum::Router;
 use axum::http::header;
 use axum::response::Html;
@@ -29,26 +27,6 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use crate::support::*;
-
-/// Names answered from a table (every name here is loopback).
-struct Loopback(HashMap<String, IpAddr>);
-
-#[async_trait]
-impl aether_net::Resolve for Loopback {
-    async fn resolve(&self, host: &str, _port: u16) -> std::io::Result<Vec<IpAddr>> {
-        let host = host.strip_suffix('.').unwrap_or(host);
-        self.0.get(host).map(|ip| vec![*ip]).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no such host (test resolver)")
-        })
-    }
-}
-
-async fn serve(app: Router) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
-}
 
 /// A server on `other.test` (which the agent may not reach) that counts what arrives.
 async fn other() -> (u16, Arc<AtomicUsize>) {
@@ -99,12 +77,7 @@ impl World {
             allow_delete: false,
         }])
         .unwrap();
-        let resolver = Arc::new(Loopback(
-            ["app.test", "other.test"]
-                .into_iter()
-                .map(|n| (n.to_string(), "127.0.0.1".parse().unwrap()))
-                .collect(),
-        ));
+        let resolver = Arc::new(Loopback::names(&["app.test", "other.test"]));
         let mut tools = aether_tools::builtin_tools();
         tools.extend(aether_net::saving_tools(
             resolver,

@@ -628,3 +628,36 @@ pub async fn clear_of_midnight() {
         tokio::time::sleep(Duration::from_micros(left as u64 + 100_000)).await;
     }
 }
+
+/// Names answered from a table (for network tools against servers on loopback).
+pub struct Loopback(pub HashMap<String, std::net::IpAddr>);
+
+impl Loopback {
+    /// Each of `names` answered with 127.0.0.1.
+    pub fn names(names: &[&str]) -> Loopback {
+        Loopback(
+            names
+                .iter()
+                .map(|n| (n.to_string(), std::net::Ipv4Addr::LOCALHOST.into()))
+                .collect(),
+        )
+    }
+}
+
+#[async_trait]
+impl aether_net::Resolve for Loopback {
+    async fn resolve(&self, host: &str, _port: u16) -> std::io::Result<Vec<std::net::IpAddr>> {
+        let host = host.strip_suffix('.').unwrap_or(host);
+        self.0.get(host).map(|ip| vec![*ip]).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such host (test resolver)")
+        })
+    }
+}
+
+/// `app` served on 127.0.0.1; its port.
+pub async fn serve(app: axum::Router) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}

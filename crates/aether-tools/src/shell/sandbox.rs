@@ -560,17 +560,8 @@ fn base(scratch: &Path, network: bool) -> std::io::Result<Vec<String>> {
     }
     let (u, g) = (inner_uid.to_string(), inner_gid.to_string());
     push(&["--uid", &u, "--gid", &g]);
-    push(&["--ro-bind", "/usr", "/usr"]);
-    for dir in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
-        match std::fs::symlink_metadata(dir) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let target = std::fs::read_link(dir)?;
-                push(&["--symlink", &target.to_string_lossy(), dir]);
-            }
-            Ok(m) if m.is_dir() => push(&["--ro-bind", dir, dir]),
-            _ => {}
-        }
-    }
+    let system = aether_tools_core::system_folders()?;
+    push(&system.iter().map(String::as_str).collect::<Vec<_>>());
     for name in ETC.iter().chain(if network { ETC_NETWORK } else { &[] }) {
         let path = format!("/etc/{name}");
         push(&["--ro-bind-try", &path, &path]);

@@ -284,15 +284,18 @@ impl Tool for CaptureReference {
         let gate = Gate::for_call(&cx, &self.resolver, deadline)?;
         let (facts, load_errors, desktop, phone) = super::within(limit, &cx, async {
             let s = Session::open(&chromium, gate, DESKTOP).await?;
-            let mark = s.log.mark();
-            s.open_url(url.as_str()).await?;
-            let (load_errors, _) = s.log.since(mark);
-            let facts: PageFacts = s.eval(PAGE_FACTS).await?;
-            let desktop = s.screenshot(true).await?;
-            s.resize(PHONE).await?;
-            s.settle().await;
-            let phone = s.screenshot(true).await?;
-            Ok((facts, load_errors, desktop, phone))
+            s.guarded(async {
+                let mark = s.log.mark();
+                s.open_url(url.as_str()).await?;
+                let (load_errors, _) = s.log.since(mark);
+                let facts: PageFacts = s.eval(PAGE_FACTS).await?;
+                let desktop = s.screenshot(true).await?;
+                s.resize(PHONE).await?;
+                s.settle().await;
+                let phone = s.screenshot(true).await?;
+                Ok((facts, load_errors, desktop, phone))
+            })
+            .await
         })
         .await?;
         let palette = palette(&desktop)?;

@@ -31,6 +31,9 @@ use chromiumoxide::cdp::browser_protocol::fetch::{
     self, EventRequestPaused, FailRequestParams, FulfillRequestParams, HeaderEntry, RequestPattern,
     RequestStage,
 };
+use chromiumoxide::cdp::browser_protocol::inspector::{
+    EnableParams as InspectorEnableParams, EventTargetCrashed,
+};
 use chromiumoxide::cdp::browser_protocol::network::{ErrorReason, ResourceType};
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, CaptureScreenshotParams, EventJavascriptDialogOpening,
@@ -265,6 +268,8 @@ impl Gate {
 pub(crate) struct Session {
     pub page: Page,
     pub log: Arc<Log>,
+    /// Cancelled when the page's renderer crashes (out of memory, most often).
+    crashed: tokio_util::sync::CancellationToken,
     viewport: Mutex<Viewport>,
     _running: tokio::sync::SemaphorePermit<'static>,
     _browser: Browser,
@@ -371,6 +376,19 @@ impl Session {
             .event_listener::<EventJavascriptDialogOpening>()
             .await
             .map_err(cdp)?;
+        let mut crashes = page
+            .event_listener::<EventTargetCrashed>()
+            .await
+            .map_err(cdp)?;
+        let crashed = tokio_util::sync::CancellationToken::new();
+        {
+            let crashed = crashed.clone();
+            tasks.push(tokio::spawn(async move {
+                if crashes.next().await.is_some() {
+                    crashed.cancel();
+                }
+            }));
+        }
         {
             let (page, log) = (page.clone(), log.clone());
             let at_once = Arc::new(tokio::sync::Semaphore::new(REQUESTS_AT_ONCE));
@@ -450,6 +468,9 @@ impl Session {
             }));
         }
         page.enable_runtime().await.map_err(cdp)?;
+        page.execute(InspectorEnableParams::default())
+            .await
+            .map_err(cdp)?;
         page.execute(
             fetch::EnableParams::builder()
                 .pattern(
@@ -465,6 +486,7 @@ impl Session {
         let session = Session {
             page,
             log,
+            crashed,
             viewport: Mutex::new(viewport),
             _running: running,
             _browser: browser,
@@ -473,6 +495,20 @@ impl Session {
         };
         session.resize(viewport).await?;
         Ok(session)
+    }
+
+    /// `work` on this browser's page, or an error as soon as the page's renderer crashes
+    /// (its script ran out of memory, most often), rather than at the call's time limit.
+    pub async fn guarded<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, ToolError>>,
+    ) -> Result<T, ToolError> {
+        tokio::select! {
+            r = work => r,
+            () = self.crashed.cancelled() => Err(ToolError::failed(
+                "the page crashed the browser's renderer (its script ran out of memory, most often); nothing was captured",
+            )),
+        }
     }
 
     /// Sizes the page (and says whether it is a phone's).
@@ -824,7 +860,8 @@ fn spawn(
 
 /// Chromium's flags: headless, the protocol on pipes, a fresh profile, nothing of its own
 /// reaching out (no updates, sync or background fetches; it could not anyway), colours
-/// painted as the page says (sRGB, for the palette), and the sandbox left to bubblewrap
+/// painted as the page says (sRGB, for the palette), a script heap of at most 512 MB, and the
+/// sandbox left to bubblewrap
 /// (Chromium's own needs user namespaces, which bubblewrap's forbids).
 const BROWSER_FLAGS: &[&str] = &[
     "--headless=new",
@@ -845,6 +882,8 @@ const BROWSER_FLAGS: &[&str] = &[
     "--mute-audio",
     "--hide-scrollbars",
     "--force-color-profile=srgb",
+    // A page's script heap is bounded (a page that allocates without end fails, not the host).
+    "--js-flags=--max-old-space-size=512",
     "--disable-features=site-per-process,IsolateOrigins,Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider",
     "--ozone-platform=headless",
     "about:blank",

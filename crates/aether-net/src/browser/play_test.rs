@@ -161,7 +161,7 @@ impl Tool for PlayTest {
         let gate = Gate::for_call(&cx, &self.resolver, deadline)?;
         let (output, shot) = super::within(limit, &cx, async {
             let s = Session::open(&chromium, gate, DESKTOP).await?;
-            play(&s, &url, max).await
+            s.guarded(play(&s, &url, max)).await
         })
         .await?;
         let saved = self

@@ -214,7 +214,7 @@ impl Tool for ValidateWebApp {
                     .map(|(_, t)| t)
                     .collect();
                 for target in wanted {
-                    rendered.insert(target.to_string(), render(&s, target).await?);
+                    rendered.insert(target.to_string(), s.guarded(render(&s, target)).await?);
                 }
             }
             let mut rows = Vec::new();

@@ -658,3 +658,33 @@ async fn browser_tools_refuse_what_the_agent_may_not_reach_and_bad_input_and_sto
     assert_eq!(my_browsers(), Vec::<u32>::new());
     w.h.check().await;
 }
+
+#[tokio::test]
+async fn a_page_that_allocates_without_end_crashes_its_renderer_not_the_host_and_is_said_so() {
+    let w = World::new().await;
+    let greedy = Router::new().route(
+        "/",
+        get(|| async {
+            Html(
+                "<!doctype html><title>Greedy</title><script>const a = []; \
+                 for (;;) { a.push(new Array(1 << 20).fill(1.5)); }</script>",
+            )
+        }),
+    );
+    let port = serve(greedy).await;
+    let started = std::time::Instant::now();
+    let r = w
+        .call(
+            "play_test",
+            json!({"url": format!("http://app.test:{port}/"), "screenshot": "g.png", "timeout_seconds": 20}),
+        )
+        .await;
+    // Said as soon as the renderer gives up, not at the call's time limit.
+    let said = failure(&r);
+    assert!(said.contains("the page crashed"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{said}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(my_browsers(), Vec::<u32>::new());
+    assert!(!w.ws.join("g.png").exists());
+    w.h.check().await;
+}

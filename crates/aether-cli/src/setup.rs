@@ -403,22 +403,15 @@ struct VaultKey {
 #[async_trait::async_trait]
 impl aether_net::speech::KeySource for VaultKey {
     async fn key(&self) -> std::result::Result<String, String> {
-        let sealed = self
-            .store
-            .vault_get(&self.name)
-            .await
-            .map_err(|e| format!("cannot read the vault: {e}"))?
+        self.store
+            .open_credential(&self.name, &self.key_file)
+            .await?
             .ok_or_else(|| {
                 format!(
                     "tts.key names {:?}, which is not in the vault (set it: aether credentials set {} < key.txt)",
                     self.name, self.name
                 )
-            })?;
-        let vault = aether_store::Vault::open(&self.key_file, false)
-            .map_err(|e| format!("cannot open the vault key: {e}"))?;
-        vault
-            .open_secret(&sealed)
-            .map_err(|e| format!("cannot open the key: {e}"))
+            })
     }
 }
 

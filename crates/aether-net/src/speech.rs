@@ -29,7 +29,9 @@ pub struct OpenAiSpeech {
     model: String,
     voices: Vec<String>,
     key: Option<Arc<dyn KeySource>>,
-    timeout: Duration,
+    /// One client for every line and status check (its connections kept between them), or
+    /// why none could be built.
+    client: Result<reqwest::Client, String>,
 }
 
 impl OpenAiSpeech {
@@ -42,12 +44,16 @@ impl OpenAiSpeech {
         key: Option<Arc<dyn KeySource>>,
         timeout: Duration,
     ) -> OpenAiSpeech {
+        let client = crate::outbound(timeout)
+            .timeout(timeout)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"));
         OpenAiSpeech {
             base,
             model,
             voices,
             key,
-            timeout,
+            client,
         }
     }
 
@@ -55,11 +61,8 @@ impl OpenAiSpeech {
         format!("{}/{path}", self.base.as_str().trim_end_matches('/'))
     }
 
-    fn client(&self) -> Result<reqwest::Client, ToolError> {
-        crate::outbound(self.timeout)
-            .timeout(self.timeout)
-            .build()
-            .map_err(|e| ToolError::failed(format!("cannot build the HTTP client: {e}")))
+    fn client(&self) -> Result<&reqwest::Client, ToolError> {
+        self.client.as_ref().map_err(ToolError::failed)
     }
 
     async fn authorized(

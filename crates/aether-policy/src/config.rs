@@ -418,6 +418,19 @@ pub struct TtsSection {
     pub timeout_seconds: Option<u64>,
 }
 
+/// A speech server's voice name, as `[tts] voices` and `tts_render`'s `voices` take one: 1-64
+/// letters, digits and `_ . + -`, the first a letter or digit (never an option's `-`).
+pub fn valid_speech_voice(voice: &str) -> bool {
+    voice.len() <= 64
+        && voice
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && voice
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '+' | '-'))
+}
+
 impl TtsSection {
     /// What is wrong with the section.
     fn problems(&self, problems: &mut Vec<String>) {
@@ -444,14 +457,7 @@ impl TtsSection {
                 "tts.key {key:?} is not a credential name (1-64 of letters, digits, -, _ and .)"
             ));
         }
-        let voice = |v: &str| {
-            !v.is_empty()
-                && v.len() <= 64
-                && !v.starts_with('-')
-                && v.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '+' | '-'))
-        };
-        if let Some(v) = self.voices.iter().find(|v| !voice(v)) {
+        if let Some(v) = self.voices.iter().find(|v| !valid_speech_voice(v)) {
             problems.push(format!(
                 "tts.voices: {v:?} is not a voice name (letters, digits and _ . + -)"
             ));
@@ -1486,6 +1492,27 @@ pub fn default_agent_profile() -> AgentProfile {
 mod tests {
     use super::*;
     use crate::definition_screen::ScreenMode;
+
+    #[test]
+    fn a_speech_voice_is_a_name_never_an_option_or_a_path() {
+        for ok in ["alloy", "en_US-amy.low", "af+bella", "9", &"a".repeat(64)] {
+            assert!(valid_speech_voice(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-rf",
+            "_x",
+            ".hidden",
+            "+x",
+            "a b",
+            "../x",
+            "a/b",
+            "é",
+            &"a".repeat(65),
+        ] {
+            assert!(!valid_speech_voice(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn empty_file_is_the_embedded_default() {

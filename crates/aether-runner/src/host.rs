@@ -104,24 +104,16 @@ impl Models {
         }
         let key = match &spec.key {
             None => None,
-            Some(credential) => {
-                let sealed = store
-                    .vault_get(credential)
-                    .await
-                    .map_err(|e| format!("cannot read the vault: {e}"))?
+            Some(credential) => Some(
+                store
+                    .open_credential(credential, &self.key_file)
+                    .await?
                     .ok_or_else(|| {
                         format!(
                             "model connection {name:?} names the key {credential:?}, which is not in the vault (set it: aether credentials set {credential} < key.txt)"
                         )
-                    })?;
-                let vault = aether_store::Vault::open(&self.key_file, false)
-                    .map_err(|e| format!("cannot open the vault key: {e}"))?;
-                Some(
-                    vault
-                        .open_secret(&sealed)
-                        .map_err(|e| format!("cannot open the key: {e}"))?,
-                )
-            }
+                    })?,
+            ),
         };
         ModelClient::new(spec, key).map_err(|e| e.to_string())
     }

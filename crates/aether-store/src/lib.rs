@@ -911,6 +911,29 @@ impl Store {
         self.0.vault_get(name.to_string()).await
     }
 
+    /// The credential `name`, opened with the vault key at `key_file`; `None` when the vault
+    /// has no such credential (the caller says which setting named it). Errors say what could
+    /// not be read.
+    pub async fn open_credential(
+        &self,
+        name: &str,
+        key_file: &Path,
+    ) -> std::result::Result<Option<String>, String> {
+        let Some(sealed) = self
+            .vault_get(name)
+            .await
+            .map_err(|e| format!("cannot read the vault: {e}"))?
+        else {
+            return Ok(None);
+        };
+        let vault =
+            Vault::open(key_file, false).map_err(|e| format!("cannot open the vault key: {e}"))?;
+        vault
+            .open_secret(&sealed)
+            .map(Some)
+            .map_err(|e| format!("cannot open the key: {e}"))
+    }
+
     /// The vault's names and when each was set; never a value.
     pub async fn vault_names(&self) -> Result<Vec<(String, i64)>> {
         self.0.vault_names().await

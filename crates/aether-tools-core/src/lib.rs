@@ -587,6 +587,10 @@ pub trait SaveFile: Send + Sync {
     ) -> Result<Saved, ToolError>;
 }
 
+/// Where bubblewrap is looked for, by every sandbox Aether builds (absolute paths only: no
+/// PATH lookup a caller could steer).
+pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
+
 /// Bubblewrap's arguments for the system's programs and libraries, read-only: `/usr`, and
 /// `/bin`, `/sbin` and the `/lib` folders as this machine has them (links where they are
 /// links into `/usr`). Shared by every sandbox Aether builds (`run_shell`'s, the browser's).

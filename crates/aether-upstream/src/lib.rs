@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use aether_pipeline::Pipeline;
 use aether_policy::{Risk, Tier, ToolDef, ToolMeta};
-use aether_store::{Store, UpstreamStatus, Vault};
+use aether_store::{Store, UpstreamStatus};
 use aether_tools::{CallContext, Content, Tool, ToolError, ToolOutput};
 use async_trait::async_trait;
 use rmcp::model::{
@@ -294,16 +294,12 @@ pub struct Credentials {
 
 impl Credentials {
     async fn get(&self, name: &str) -> Result<String, String> {
-        let sealed = self
-            .store
-            .vault_get(name)
-            .await
-            .map_err(|e| format!("the vault cannot be read: {e}"))?
+        self.store
+            .open_credential(name, &self.key_file)
+            .await?
             .ok_or_else(|| {
                 format!("credential {name:?} is not in the vault (set it: aether credentials set {name})")
-            })?;
-        let vault = Vault::open(&self.key_file, false).map_err(|e| e.to_string())?;
-        vault.open_secret(&sealed).map_err(|e| e.to_string())
+            })
     }
 }
 

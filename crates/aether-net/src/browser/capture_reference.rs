@@ -289,10 +289,10 @@ impl Tool for CaptureReference {
                 s.open_url(url.as_str()).await?;
                 let (load_errors, _) = s.log.since(mark);
                 let facts: PageFacts = s.eval(PAGE_FACTS).await?;
-                let desktop = s.screenshot(true).await?;
+                let desktop = s.screenshot().await?;
                 s.resize(PHONE).await?;
                 s.settle().await;
-                let phone = s.screenshot(true).await?;
+                let phone = s.screenshot().await?;
                 Ok((facts, load_errors, desktop, phone))
             })
             .await

@@ -58,9 +58,6 @@ const CHROMIUM_PATHS: &[&str] = &[
     "/usr/bin/google-chrome",
 ];
 
-/// Where bubblewrap is looked for (as `run_shell` does).
-const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
-
 /// Bytes of one answer handed to a page at most; a larger one fails in the page.
 const MAX_RESOURCE: usize = 16 << 20;
 /// Seconds one request of a page may take at most (within the call's own limit).
@@ -68,7 +65,7 @@ const MAX_REQUEST: Duration = Duration::from_secs(15);
 /// Errors, and requests, kept per browser; later ones are not kept.
 const MAX_EVENTS: usize = 500;
 /// Height of a full-page screenshot at most, in CSS pixels.
-pub(crate) const MAX_SHOT_HEIGHT: f64 = 8000.0;
+const MAX_SHOT_HEIGHT: f64 = 8000.0;
 /// A page's requests made at once; the rest wait their turn (each holds up to
 /// [`MAX_RESOURCE`] while it is handed over).
 const REQUESTS_AT_ONCE: usize = 8;
@@ -115,7 +112,7 @@ impl Chromium {
         let binary = find(CHROMIUM_PATHS).ok_or(
             "Chromium is not installed here (the Debian package `chromium`); the browser tools need it",
         )?;
-        let bwrap = find(BWRAP_PATHS).ok_or(
+        let bwrap = find(aether_tools_core::BWRAP_PATHS).ok_or(
             "bubblewrap is not installed here (the Debian package `bubblewrap`); the browser runs only in its sandbox",
         )?;
         Ok(Chromium { binary, bwrap })
@@ -246,17 +243,34 @@ impl Gate {
         url: &str,
         max_body: usize,
     ) -> Result<crate::Response, ToolError> {
+        self.send(method, url.to_string(), Vec::new(), None, max_body)
+            .await
+    }
+
+    /// A request through the gate, within what is left of the call's time (at most
+    /// [`MAX_REQUEST`]).
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        url: String,
+        headers: Vec<(String, String)>,
+        body: Option<Vec<u8>>,
+        max_body: usize,
+    ) -> Result<crate::Response, ToolError> {
         let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ToolError::failed("the call's time is up"));
+        }
         fetch(
             &self.resolver,
             &self.policy,
             self.hops.as_ref(),
             Request {
                 method,
-                url: url.to_string(),
-                headers: Vec::new(),
-                body: None,
-                timeout: left.min(MAX_REQUEST).max(Duration::from_millis(1)),
+                url,
+                headers,
+                body,
+                timeout: left.min(MAX_REQUEST),
                 max_body,
             },
         )
@@ -572,31 +586,29 @@ impl Session {
         }
     }
 
-    /// A PNG of the page: the viewport, or the whole page up to [`MAX_SHOT_HEIGHT`]. A page
-    /// laid out wider than the viewport (a phone shows a page without a viewport tag at
-    /// 980 px, zoomed out) is shot zoomed out to the viewport's width, as the screen shows it.
-    pub async fn screenshot(&self, full_page: bool) -> Result<Vec<u8>, ToolError> {
-        let mut params = CaptureScreenshotParams::builder()
+    /// A PNG of the whole page, up to [`MAX_SHOT_HEIGHT`]. A page laid out wider than the
+    /// viewport (a phone shows a page without a viewport tag at 980 px, zoomed out) is shot
+    /// zoomed out to the viewport's width, as the screen shows it.
+    pub async fn screenshot(&self) -> Result<Vec<u8>, ToolError> {
+        let size: serde_json::Value = self
+            .eval("({w: document.documentElement.scrollWidth, h: document.documentElement.scrollHeight})")
+            .await?;
+        let screen = f64::from(self.viewport.lock().unwrap().width);
+        let w = size["w"].as_f64().unwrap_or(screen).max(1.0);
+        let h = size["h"]
+            .as_f64()
+            .unwrap_or(800.0)
+            .clamp(1.0, MAX_SHOT_HEIGHT);
+        let params = CaptureScreenshotParams::builder()
             .format(CaptureScreenshotFormat::Png)
-            .capture_beyond_viewport(full_page);
-        if full_page {
-            let size: serde_json::Value = self
-                .eval("({w: document.documentElement.scrollWidth, h: document.documentElement.scrollHeight})")
-                .await?;
-            let screen = f64::from(self.viewport.lock().unwrap().width);
-            let w = size["w"].as_f64().unwrap_or(screen).max(1.0);
-            let h = size["h"]
-                .as_f64()
-                .unwrap_or(800.0)
-                .clamp(1.0, MAX_SHOT_HEIGHT);
-            params = params.clip(chromiumoxide::cdp::browser_protocol::page::Viewport {
+            .capture_beyond_viewport(true)
+            .clip(chromiumoxide::cdp::browser_protocol::page::Viewport {
                 x: 0.0,
                 y: 0.0,
                 width: w,
                 height: h,
                 scale: (screen / w).min(1.0),
             });
-        }
         let shot = self.page.execute(params.build()).await.map_err(cdp)?;
         let data: &str = shot.result.data.as_ref();
         base64::engine::general_purpose::STANDARD
@@ -684,25 +696,9 @@ async fn answer(page: &Page, log: &Log, gate: &Gate, event: &EventRequestPaused)
         }
         body
     });
-    let left = gate.deadline.saturating_duration_since(Instant::now());
-    let result = if left.is_zero() {
-        Err(ToolError::failed("the call's time is up"))
-    } else {
-        fetch(
-            &gate.resolver,
-            &gate.policy,
-            gate.hops.as_ref(),
-            Request {
-                method,
-                url: r.url.clone(),
-                headers,
-                body,
-                timeout: left.min(MAX_REQUEST),
-                max_body: MAX_RESOURCE,
-            },
-        )
-        .await
-    };
+    let result = gate
+        .send(method, r.url.clone(), headers, body, MAX_RESOURCE)
+        .await;
     match result {
         Ok(resp) if !resp.truncated => {
             let headers = resp

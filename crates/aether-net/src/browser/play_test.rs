@@ -195,7 +195,7 @@ async fn play(s: &Session, url: &url::Url, max: usize) -> Result<(Output, Vec<u8
         .await
         .map_err(super::cdp)?
         .unwrap_or_default();
-    let shot = s.screenshot(true).await?;
+    let shot = s.screenshot().await?;
     let (load_errors, _) = s.log.since(load);
     let mut found: Vec<Found> = s.eval(MARK_CONTROLS).await?;
     let not_clicked = found.len().saturating_sub(max);
@@ -231,7 +231,7 @@ async fn play(s: &Session, url: &url::Url, max: usize) -> Result<(Output, Vec<u8
     let errors = load_errors.len() + controls.iter().map(|c| c.errors.len()).sum::<usize>();
     Ok((
         Output {
-            url: shown(url),
+            url: crate::client::shown(url),
             title,
             load_errors,
             controls,
@@ -248,10 +248,6 @@ async fn play(s: &Session, url: &url::Url, max: usize) -> Result<(Output, Vec<u8
 fn same_page(a: &str, b: &str) -> bool {
     let page = |u: &str| u.split('#').next().unwrap_or_default().to_string();
     page(a) == page(b)
-}
-
-fn shown(url: &url::Url) -> String {
-    crate::client::shown(url)
 }
 
 fn summary(o: &Output) -> String {

@@ -94,6 +94,11 @@ impl Check {
         )
     }
 
+    /// Whether the check reads the server's own answer (asked directly, not in the browser).
+    fn asks_the_server(&self) -> bool {
+        matches!(self, Check::Status { .. } | Check::Header { .. })
+    }
+
     fn name(&self) -> String {
         let path = self.path();
         match self {
@@ -202,6 +207,26 @@ impl Tool for ValidateWebApp {
             None
         };
         let rows = super::within(limit, &cx, async {
+            // The server's answers a check reads, each asked once; a refusal stops the call,
+            // as for every network tool.
+            let mut answers: BTreeMap<String, Result<crate::Response, String>> = BTreeMap::new();
+            let asked: BTreeSet<&url::Url> = args
+                .checks
+                .iter()
+                .zip(&targets)
+                .filter(|(c, _)| c.asks_the_server())
+                .map(|(_, t)| t)
+                .collect();
+            for target in asked {
+                let answer = match gate
+                    .get(reqwest::Method::GET, target.as_str(), 64 << 10)
+                    .await
+                {
+                    Err(e @ ToolError::Denied { .. }) => return Err(e),
+                    answer => answer.map_err(|e| e.to_string()),
+                };
+                answers.insert(target.to_string(), answer);
+            }
             // The pages a check reads in the browser, each rendered once.
             let mut rendered: BTreeMap<String, Rendered> = BTreeMap::new();
             if let Some(chromium) = &chromium {
@@ -219,8 +244,14 @@ impl Tool for ValidateWebApp {
             }
             let mut rows = Vec::new();
             for (check, target) in args.checks.iter().zip(&targets) {
-                let (pass, detail) =
-                    run(check, target, &gate, rendered.get(target.as_str())).await?;
+                let (pass, detail) = run(
+                    check,
+                    target,
+                    &gate,
+                    answers.get(target.as_str()),
+                    rendered.get(target.as_str()),
+                )
+                .await;
                 rows.push(Row {
                     check: check.name(),
                     result: if pass { "PASS" } else { "FAIL" }.into(),
@@ -282,13 +313,17 @@ async fn render(s: &Session, target: &url::Url) -> Result<Rendered, ToolError> {
     })
 }
 
+/// One check's row: whether it passed, and what was found. `answer` is the server's answer
+/// for a check that asks the server; `page`, the rendered page for one that reads it.
 async fn run(
     check: &Check,
     target: &url::Url,
     gate: &Gate,
+    answer: Option<&Result<crate::Response, String>>,
     page: Option<&Rendered>,
-) -> Result<(bool, String), ToolError> {
+) -> (bool, String) {
     let shown = crate::client::shown(target);
+    let answer = || answer.expect("every server check's answer was asked for");
     let page = || -> Result<&Rendered, (bool, String)> {
         let p = page.expect("every browser check's page was rendered");
         match &p.loaded {
@@ -296,43 +331,33 @@ async fn run(
             Err(e) => Err((false, format!("the page did not load: {e}"))),
         }
     };
-    Ok(match check {
+    match check {
         Check::Status { expect, .. } => {
             let expect = expect.unwrap_or(200);
-            match gate
-                .get(reqwest::Method::GET, target.as_str(), 64 << 10)
-                .await
-            {
+            match answer() {
                 Ok(r) => (r.status == expect, format!("{shown} answered {}", r.status)),
-                Err(e @ ToolError::Denied { .. }) => return Err(e),
-                Err(e) => (false, e.to_string()),
+                Err(e) => (false, e.clone()),
             }
         }
-        Check::Header { name, contains, .. } => {
-            match gate
-                .get(reqwest::Method::GET, target.as_str(), 64 << 10)
-                .await
-            {
-                Ok(r) => {
-                    let values: Vec<&str> = r
-                        .headers
-                        .iter()
-                        .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-                        .map(|(_, v)| v.as_str())
-                        .collect();
-                    match (values.is_empty(), contains) {
-                        (true, _) => (false, format!("no {name} header")),
-                        (false, Some(c)) => (
-                            values.iter().any(|v| v.contains(c.as_str())),
-                            format!("{name}: {}", values.join(", ")),
-                        ),
-                        (false, None) => (true, format!("{name}: {}", values.join(", "))),
-                    }
+        Check::Header { name, contains, .. } => match answer() {
+            Ok(r) => {
+                let values: Vec<&str> = r
+                    .headers
+                    .iter()
+                    .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                match (values.is_empty(), contains) {
+                    (true, _) => (false, format!("no {name} header")),
+                    (false, Some(c)) => (
+                        values.iter().any(|v| v.contains(c.as_str())),
+                        format!("{name}: {}", values.join(", ")),
+                    ),
+                    (false, None) => (true, format!("{name}: {}", values.join(", "))),
                 }
-                Err(e @ ToolError::Denied { .. }) => return Err(e),
-                Err(e) => (false, e.to_string()),
             }
-        }
+            Err(e) => (false, e.clone()),
+        },
         Check::Contains { text, .. } => match page() {
             Ok(p) if p.text.contains(text.as_str()) => (true, "shown".into()),
             Ok(p) => (
@@ -402,7 +427,7 @@ async fn run(
             }
             Err(row) => row,
         },
-    })
+    }
 }
 
 /// A link's status: HEAD, or GET where the server does not take HEAD.

@@ -25,11 +25,9 @@ use std::time::{Duration, Instant};
 
 use aether_policy::paths::{CredentialFilter, RootMode};
 use aether_policy::shell::ShellSettings;
+use aether_tools_core::BWRAP_PATHS;
 
 use crate::{Roots, ToolError};
-
-/// Where bubblewrap is looked for (absolute paths only: no PATH lookup a caller could steer).
-const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
 
 /// `/etc` entries a shell's programs commonly need; none holds a secret.
 const ETC: &[&str] = &[

@@ -274,13 +274,6 @@ fn streamed_wav_sized(wav: &mut [u8]) {
     }
 }
 
-/// A speech server's voice name: letters, digits and `_ . + -`, not starting with `-`.
-fn valid_server_voice(voice: &str) -> bool {
-    static VOICE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$").expect("a voice name"));
-    VOICE.is_match(voice)
-}
-
 /// Where a program is installed, from a fixed list of places (never the caller's PATH).
 fn installed(program: &str) -> Option<PathBuf> {
     ["/usr/bin", "/usr/local/bin", "/bin"]
@@ -343,6 +336,14 @@ async fn run(
 /// Scripts read at most.
 const MAX_SCRIPT_BYTES: u64 = 1 << 20;
 
+/// What speaks a render's lines.
+enum Speaker<'a> {
+    /// The operator's speech server.
+    Server(&'a dyn Speech),
+    /// espeak-ng, installed here.
+    Espeak(PathBuf),
+}
+
 /// espeak-ng, or an error saying it is missing and how to install it.
 fn espeak() -> Result<PathBuf, ToolError> {
     installed("espeak-ng").ok_or_else(|| {
@@ -389,31 +390,28 @@ impl Tool for TtsRender {
             .iter()
             .map(|(k, v)| (k.to_lowercase(), v.clone()))
             .collect();
-        let backend = match &self.speech {
-            Some(s) => s.name(),
-            None => "espeak-ng".to_string(),
-        };
-        match &self.speech {
-            Some(_) => {
-                if let Some((speaker, voice)) = voices.iter().find(|(_, v)| !valid_server_voice(v))
-                {
-                    return Err(ToolError::InvalidArguments(format!(
-                        "{voice:?} (for {speaker}) is not a voice name (letters, digits and _ . + -; tts_status lists them)"
-                    )));
-                }
-            }
-            None => {
-                if let Some((speaker, voice)) = voices.iter().find(|(_, v)| !valid_voice(v)) {
-                    return Err(ToolError::InvalidArguments(format!(
-                        "{voice:?} (for {speaker}) is not an espeak-ng voice name such as \"en-gb\" or \"en-us+f3\" (tts_status lists them)"
-                    )));
-                }
-            }
+        // The backend's name, the shape of its voice names (and how a wrong one is refused),
+        // and its voices for speakers without one.
+        let (backend, valid, shape, defaults): (String, fn(&str) -> bool, &str, Vec<String>) =
+            match &self.speech {
+                Some(s) => (
+                    s.name(),
+                    aether_policy::config::valid_speech_voice,
+                    "a voice name (letters, digits and _ . + -; tts_status lists them)",
+                    s.default_voices(),
+                ),
+                None => (
+                    "espeak-ng".into(),
+                    valid_voice,
+                    "an espeak-ng voice name such as \"en-gb\" or \"en-us+f3\" (tts_status lists them)",
+                    DEFAULT_VOICES.iter().map(|v| v.to_string()).collect(),
+                ),
+            };
+        if let Some((speaker, voice)) = voices.iter().find(|(_, v)| !valid(v)) {
+            return Err(ToolError::InvalidArguments(format!(
+                "{voice:?} (for {speaker}) is not {shape}"
+            )));
         }
-        let defaults: Vec<String> = match &self.speech {
-            Some(s) => s.default_voices(),
-            None => DEFAULT_VOICES.iter().map(|v| v.to_string()).collect(),
-        };
         let script = crate::read_text_file(
             &cx,
             args.root.as_deref(),
@@ -467,9 +465,9 @@ impl Tool for TtsRender {
             }
         }
         let ffmpeg = ffmpeg()?;
-        let espeak = match &self.speech {
-            Some(_) => None,
-            None => Some(espeak()?),
+        let speaker = match &self.speech {
+            Some(speech) => Speaker::Server(speech.as_ref()),
+            None => Speaker::Espeak(espeak()?),
         };
         // A private folder for the render's files, removed when dropped.
         let scratch = crate::shell::Home::new(&cx.call_id)?;
@@ -486,9 +484,9 @@ impl Tool for TtsRender {
                 )));
             }
             let voice = &cast[part[i]].voice;
-            let audio = match (&self.speech, &espeak) {
-                (Some(speech), _) => speech.speak(&l.text, voice, &cx.cancel).await?,
-                (None, Some(espeak)) => {
+            let mut audio = match &speaker {
+                Speaker::Server(speech) => speech.speak(&l.text, voice, &cx.cancel).await?,
+                Speaker::Espeak(espeak) => {
                     let wav = format!("line{i}.wav");
                     run(
                         &cx,
@@ -508,9 +506,7 @@ impl Tool for TtsRender {
                         ToolError::failed(format!("espeak-ng's audio for line {}: {e}", l.line))
                     })?
                 }
-                (None, None) => unreachable!("espeak-ng was found above"),
             };
-            let mut audio = audio;
             streamed_wav_sized(&mut audio);
             let mut reader = hound::WavReader::new(std::io::Cursor::new(audio)).map_err(|e| {
                 ToolError::failed(format!("{backend}'s audio for line {}: {e}", l.line))

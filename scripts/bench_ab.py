@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Two builds of Aether side by side, in one run, alternating: a governed read over stdio
-(c=1, c=16, c=16 with 200 rules, 40 of them on paths) and over HTTP (c=16); a regex search and
-a glob over a 2,000-file tree; an edit (c=1), each written, journalled and fsynced. Medians of
+(c=1, c=16, c=16 with 200 rules, 40 of them on paths) and over HTTP (c=16; handshake era, and 2026-07-28 with `server/discover` too); a regex search and
+a glob over a 2,000-file tree; an edit (c=1 and c=16), each written, journalled and fsynced. Medians of
 REPS rounds; each round runs A then B, so drift hits both alike.
 
-    scripts/bench_ab.py OLD_AETHER NEW_AETHER --mcpload PATH [--reps 5] [-n 3000]
+    scripts/bench_ab.py OLD_AETHER NEW_AETHER --mcpload PATH [--reps 5] [-n 3000] [--only edit,http]
 
 Prints a Markdown table: calls/s for each, B/A, and p50 latency.
 """
@@ -46,6 +46,7 @@ def main():
     ap.add_argument("--mcpload", required=True)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("-n", type=int, default=3000)
+    ap.add_argument("--only", help="comma-separated parts of case names to run (default: all)")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="aether-ab-"))
     ws = work / "ws"
@@ -78,25 +79,25 @@ def main():
         shutil.rmtree(store, ignore_errors=True)
         return f"{binary} mcp-serve --config {cfg} --store sqlite://{store}/aether.db"
 
-    def http(binary, port):
+    def http(binary, port, extra=("--tool", "read_file", "--args", read4k)):
         shutil.rmtree(store, ignore_errors=True)
         srv = subprocess.Popen([binary, "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}",
                                 "--store", f"sqlite://{store}/aether.db"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
         wait_port(port)
         try:
-            return mcpload(a.mcpload, ["--http", f"http://127.0.0.1:{port}/mcp", "--tool", "read_file",
-                                       "--args", read4k, "-n", str(a.n * 2), "-c", "16", "--server-pid", str(srv.pid)])
+            return mcpload(a.mcpload, ["--http", f"http://127.0.0.1:{port}/mcp", *extra,
+                                       "-n", str(a.n * 2), "-c", "16", "--server-pid", str(srv.pid)])
         finally:
             srv.kill()
             srv.wait()
 
-    def edit(binary):
+    def edit(binary, c=1):
         # Every call inserts a line before MARK (which stays unique), so every call writes.
         (edits / "e.txt").write_text("0123456789abcdef\n" * 256 + "MARK\n")
         return mcpload(a.mcpload, ["--stdio", stdio(binary, config), "--tool", "edit_file", "--args",
                                    json.dumps({"root": "ed", "path": "e.txt", "search": "MARK", "replace": "y\nMARK"}),
-                                   "-n", str(max(a.n // 3, 100)), "-c", "1"])
+                                   "-n", str(max(a.n // 3, 100)), "-c", str(c)])
 
     cases = {
         "stdio read c1": lambda b: mcpload(a.mcpload, ["--stdio", stdio(b, config), "--tool", "read_file", "--args",
@@ -107,6 +108,8 @@ def main():
                                                                    "read_file", "--args", read4k, "-n", str(a.n),
                                                                    "-c", "16"]),
         "http read c16": lambda b: http(b, 18702),
+        "http read c16, 2026-07-28": lambda b: http(b, 18703, ("--modern", "--tool", "read_file", "--args", read4k)),
+        "http server/discover c16, 2026-07-28": lambda b: http(b, 18704, ("--modern", "--method", "server/discover")),
         "regex search, 2,000 files": lambda b: mcpload(a.mcpload, [
             "--stdio", stdio(b, config), "--tool", "search_files", "--args",
             '{"root":"ws","path":"tree","query":"needle [0-9]+|of file 1[0-9]{3}:","regex":true}',
@@ -115,7 +118,10 @@ def main():
             "--stdio", stdio(b, config), "--tool", "glob", "--args", '{"root":"ws","pattern":"**/*.rs"}',
             "-n", str(max(a.n // 10, 50)), "-c", "1"]),
         "edit_file c1": lambda b: edit(b),
+        "edit_file c16": lambda b: edit(b, 16),
     }
+    if a.only:
+        cases = {k: v for k, v in cases.items() if any(o in k for o in a.only.split(","))}
     results = {(case, side): [] for case in cases for side in ("old", "new")}
     for rep in range(a.reps):
         for case, run in cases.items():

@@ -321,6 +321,8 @@ impl Books {
     /// writer marked stopped. (A call still running keeps its writer alive to the others
     /// until the process is gone.)
     pub async fn close(&self, all_ended: bool) {
+        // The rows handed over after their calls' answers are committed first.
+        self.store.settled().await;
         self.checkpoint().await;
         if !all_ended {
             return;

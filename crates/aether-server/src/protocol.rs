@@ -266,7 +266,9 @@ pub fn check(bytes: &[u8], modern_header: bool) -> Result<Checked, Problem> {
             // as rmcp's request enum tries every variant, which costs more than the rest of
             // this check); otherwise the whole message is.
             if known && !id.is_null() {
-                let why = match params_problem(method, object.get("params")) {
+                let why = match params_problem(method, object.get("params"))
+                    .or_else(|| request_problem(method, &value))
+                {
                     Some(problem) => problem,
                     None => {
                         let typed = serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(
@@ -325,6 +327,27 @@ fn params_problem(method: &str, params: Option<&Value>) -> Option<Option<String>
         "initialize" => why::<m::InitializeRequestParams>(params),
         "completion/complete" => why::<m::CompleteRequestParams>(params),
         "logging/setLevel" => why::<m::SetLevelRequestParams>(params),
+        _ => return None,
+    })
+}
+
+/// What serde says is wrong with `message` as the request of `method`, for the methods whose
+/// parameters are optional or only `_meta` (they are read as the whole request, as rmcp
+/// reads them): `None` where Aether does not know the method's request type.
+fn request_problem(method: &str, message: &Value) -> Option<Option<String>> {
+    use rmcp::model as m;
+    use serde::Deserialize;
+    fn why<'a, T: Deserialize<'a>>(message: &'a Value) -> Option<String> {
+        T::deserialize(message).err().map(|e| e.to_string())
+    }
+    Some(match method {
+        "ping" => why::<m::PingRequest>(message),
+        "server/discover" => why::<m::DiscoverRequest>(message),
+        "subscriptions/listen" => why::<m::SubscriptionsListenRequest>(message),
+        "tools/list" => why::<m::ListToolsRequest>(message),
+        "resources/list" => why::<m::ListResourcesRequest>(message),
+        "resources/templates/list" => why::<m::ListResourceTemplatesRequest>(message),
+        "prompts/list" => why::<m::ListPromptsRequest>(message),
         _ => return None,
     })
 }
@@ -742,6 +765,42 @@ mod tests {
                     Ok(()) => proptest::prop_assert!(!checked.needs_a_session()),
                 }
             }
+        }
+
+        /// A request read as its own method's type (the quick way) fits exactly when rmcp's
+        /// reading of the whole message as any client request finds that method.
+        #[test]
+        fn a_request_read_as_its_own_type_fits_exactly_when_rmcp_takes_it(
+            method in proptest::sample::select(vec![
+                "ping", "server/discover", "subscriptions/listen", "tools/list",
+                "resources/list", "resources/templates/list", "prompts/list",
+            ]),
+            params in proptest::prop_oneof![
+                proptest::prelude::Just(None),
+                proptest::prelude::Just(Some(Value::Null)),
+                proptest::prelude::Just(Some(json!({}))),
+                proptest::prelude::Just(Some(json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}))),
+                proptest::prelude::Just(Some(json!({"_meta": 5}))),
+                proptest::prelude::Just(Some(json!({"cursor": "c2"}))),
+                proptest::prelude::Just(Some(json!({"cursor": 2}))),
+                proptest::prelude::Just(Some(json!({"notifications": {"toolsListChanged": true}}))),
+                proptest::prelude::Just(Some(json!({"notifications": 3}))),
+                proptest::prelude::Just(Some(json!({"other": 1}))),
+                proptest::prelude::Just(Some(json!([1]))),
+            ],
+        ) {
+            let mut message = json!({"jsonrpc": "2.0", "id": 1, "method": method});
+            if let Some(params) = params {
+                message["params"] = params;
+            }
+            let quick = request_problem(method, &message);
+            proptest::prop_assert!(quick.is_some(), "{} has a type of its own", method);
+            let rmcp_takes = matches!(
+                serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message.clone()),
+                Ok(rmcp::model::ClientJsonRpcMessage::Request(r))
+                    if !matches!(r.request, rmcp::model::ClientRequest::CustomRequest(_))
+            );
+            proptest::prop_assert_eq!(quick == Some(None), rmcp_takes, "{}", message);
         }
 
         /// The tool a message names (what the HTTP layer's scope check judges) is exactly a

@@ -619,6 +619,18 @@ impl Store {
         self.0.audit(event).await
     }
 
+    /// Appends the outcome row of a call whose receipt is durable without waiting for its
+    /// commit: it rides the next group commit, and a crash before then is recorded as the call
+    /// interrupted at the next start. This process's reads of the store see it.
+    pub fn audit_riding(&self, event: AuditEvent) -> Result<()> {
+        self.0.audit_riding(event)
+    }
+
+    /// Waits until every row handed over with [`Store::audit_riding`] before now is committed.
+    pub async fn settled(&self) {
+        self.0.settled().await
+    }
+
     pub async fn run_start(&self, run: RunStart) -> Result<()> {
         self.0.run_start(run).await
     }

@@ -526,7 +526,7 @@ pub async fn call(
     tool: &str,
     args: Value,
 ) -> CallResult {
-    pipeline
+    let result = pipeline
         .call(
             ctx,
             tool,
@@ -534,7 +534,11 @@ pub async fn call(
             Arc::new(NoClient),
             CancellationToken::new(),
         )
-        .await
+        .await;
+    // A call that ran after its receipt was durable has its row ride the next commit: the
+    // tests read the database directly, so they wait for it as the store's own reads do.
+    pipeline.store().settled().await;
+    result
 }
 
 pub async fn all_rows(store: &Store) -> Vec<AuditRecord> {

@@ -122,7 +122,7 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         sessions,
         config,
     );
-    let auth = McpAuth {
+    let auth = Arc::new(McpAuth {
         book,
         bindings: Arc::default(),
         pipeline: pipeline.clone(),
@@ -133,9 +133,9 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         loopback: opts.addr.ip().is_loopback() && opts.public_hosts.is_empty(),
         listening: Arc::default(),
         oauth: opts.oauth.clone(),
-    };
+    });
     let mcp = Router::new()
-        .nest_service("/mcp", mcp)
+        .nest_service("/mcp", Shared(Arc::new(mcp)))
         .layer(axum::middleware::from_fn_with_state(
             Messages {
                 sessions: opts.sessions,
@@ -202,6 +202,33 @@ pub fn router(pipeline: Arc<Pipeline>, opts: &HttpOptions) -> Result<Router, Pip
         // Outermost: a body a refusal above left unread is read before the answer goes, so
         // the connection stays usable (hyper closes it otherwise, under the client's feet).
         .layer(axum::middleware::from_fn(crate::drain::drain_unread)))
+}
+
+/// rmcp's HTTP service, shared: the router hands each request a clone of its service, and
+/// rmcp's own clone copies its configuration (the allowed hosts and origins among it).
+#[derive(Clone)]
+struct Shared<S>(Arc<S>);
+
+impl<S, M> tower::Service<axum::extract::Request> for Shared<StreamableHttpService<S, M>>
+where
+    S: rmcp::ServerHandler + Send + 'static,
+    M: rmcp::transport::streamable_http_server::SessionManager,
+{
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::extract::Request) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(request).await.map(axum::body::Body::new)) })
+    }
 }
 
 /// MCP sessions kept in the store, by id, with the client's initialize request: the state
@@ -531,7 +558,6 @@ impl Drop for Reservation {
 }
 
 /// How `/mcp` requests are authenticated.
-#[derive(Clone)]
 struct McpAuth {
     /// The sessions held, by caller.
     book: Arc<SessionBook>,
@@ -631,7 +657,7 @@ fn insufficient_scope(
 /// Resolves the caller of an `/mcp` request to an agent ([`Caller`]) before the MCP service
 /// sees it, or answers 401/403. Identity comes from here, never from the request's body.
 async fn authenticate(
-    State(auth): State<McpAuth>,
+    State(auth): State<Arc<McpAuth>>,
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {

@@ -543,7 +543,7 @@ def main():
         sh(["cargo", "build", "--release", "-q", "--bin", "aether"], cwd=ROOT)
     if not only or "floors" in only or "edit" in only:
         sh(["cargo", "build", "--release", "-q", "-p", "aether-store", "--example", "floor"], cwd=ROOT)
-    if not only or "floors" in only:
+    if not only or "floors" in only or "modern" in only:
         sh(["cargo", "build", "--release", "-q", "-p", "aether-server", "--example", "rmcp_floor"], cwd=ROOT)
     aether = Path(a.aether) if a.aether else ROOT / "target" / "release" / "aether"
     ws = bench / "ws"
@@ -697,6 +697,21 @@ def main():
             srv.kill(); srv.wait()
             runs.append(("aether stdio c16 read", mcpload(tools, [
                 "--stdio", aether_stdio(), "--tool", "read_file", "--args", read4k, "-n", str(n_read), "-c", "16"])))
+            # The floor of Aether's HTTP design without Aether: the same SDK's HTTP service (rmcp's
+            # StreamableHttpService under axum, multi-thread runtime, no session, JSON answers)
+            # reading the file with one flushed record per call, and answering server/discover.
+            rmcp_floor = ROOT / "target/release/examples/rmcp_floor"
+            flush_file = bench / "rmcp_floor_http.flush"
+            floor = subprocess.Popen([str(rmcp_floor), str(ws / "fixed/file_4k.txt"), "--flush", str(flush_file),
+                                      "--http", "127.0.0.1:18613"], stdout=subprocess.DEVNULL)
+            wait_port(18613)
+            runs.append(("rmcp floor http c16 modern", mcpload(tools, [
+                "--http", "http://127.0.0.1:18613/mcp", "--modern", "--tool", "read_file", "--args", read4k,
+                "-n", str(n_http), "-c", "16", "--server-pid", str(floor.pid)])))
+            runs.append(("rmcp floor discover c16 modern", mcpload(tools, [
+                "--http", "http://127.0.0.1:18613/mcp", "--modern", "--method", "server/discover",
+                "-n", str(n_http), "-c", "16", "--server-pid", str(floor.pid)])))
+            floor.kill(); floor.wait()
         if want("floors"):
             # What the targets leave room for: the store alone (a receipt and an audit row
             # committed per call, as the pipeline does, with no MCP and no tool) at c=1 and
@@ -754,14 +769,15 @@ def main():
                     "--stdio", aether_stdio(), "--tool", "edit_file",
                     "--args", json.dumps({"root": "ed", "path": "e.txt", "search": "MARK", "replace": "y\nMARK"}),
                     "-n", str(n_edit), "-c", str(c)])))
-                # The floor: edits' durable steps alone (receipt, journal, the new content's
-                # fsync, rename, the folder's fsync, audit row; batched at c=16 as Aether
-                # batches them), no MCP, no edit algorithm.
+                # The floor: edits' durable steps alone, as Aether takes them (the receipt and
+                # the journal entry with the old and new content in one flush, the rename, the
+                # audit row riding the next group commit; batched at c=16 as Aether batches
+                # them), no MCP, no edit algorithm.
                 floor_dir = bench / "floor"
                 shutil.rmtree(floor_dir, ignore_errors=True)
                 floor_dir.mkdir()
                 floor_bin = str(ROOT / "target/release/examples/floor")
-                out = subprocess.run([floor_bin, str(floor_dir), str(c), str(n_edit), "edit"],
+                out = subprocess.run([floor_bin, str(floor_dir), str(c), str(n_edit), "edit-ride"],
                                      capture_output=True, text=True, check=True)
                 runs.append(("edit floor c%d" % c, json.loads(out.stdout.strip().splitlines()[-1])))
             # Whether the storage overlaps two fsyncs (if not, a call's durable writes cost
@@ -923,6 +939,15 @@ def main():
          "aether http c16 modern", "calls_per_s", "≥ 1×"),
         ("server/discover, HTTP, c=16, 2026-07-28 (calls/s)", "floor discover c16 modern",
          "aether discover c16 modern", "calls_per_s", "≥ 0.6×"),
+        ("floor: rmcp's HTTP service reading the file with one flushed record, c=16, 2026-07-28 (calls/s)",
+         "floor http c16 modern", "rmcp floor http c16 modern", "calls_per_s",
+         "≥ 0.25× for the HTTP read target to be reachable"),
+        ("floor: rmcp's HTTP service answering server/discover, c=16 (calls/s)", "floor discover c16 modern",
+         "rmcp floor discover c16 modern", "calls_per_s", "≥ 0.6× for the discover target to be reachable"),
+        ("read 4 KiB, HTTP, c=16, 2026-07-28: Aether vs rmcp's HTTP floor with a record (calls/s)",
+         "rmcp floor http c16 modern", "aether http c16 modern", "calls_per_s", "(reference)"),
+        ("server/discover, HTTP, c=16: Aether vs rmcp's HTTP floor (calls/s)", "rmcp floor discover c16 modern",
+         "aether discover c16 modern", "calls_per_s", "(reference)"),
         ("floor: the store alone, c=1 (calls/s: receipt and audit row committed, nothing else)", "fs read c1",
          "store floor c1", "calls_per_s", "≥ 1.5× for the read target to be reachable"),
         ("floor: the store alone, c=16 (calls/s)", "fs read c16", "store floor c16", "calls_per_s",

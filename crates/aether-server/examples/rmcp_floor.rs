@@ -7,7 +7,12 @@
 //! side-effect-free call's one record costs at the least. `scripts/bench.py --only floors`
 //! drives it with `mcpload` beside the official filesystem server and Aether.
 //!
-//! usage: rmcp_floor FILE_TO_READ [--flush FILE]
+//! With `--http ADDR` it serves the same tool over HTTP instead, as `aether serve` does: rmcp's
+//! `StreamableHttpService` under axum on tokio's multi-thread runtime, each request served
+//! without a session and answered with JSON (what a 2026-07-28 request gets). `scripts/bench.py
+//! --only modern` drives it beside Aether's HTTP listener: the floor of Aether's HTTP design.
+//!
+//! usage: rmcp_floor FILE_TO_READ [--flush FILE] [--http ADDR]
 
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -27,6 +32,7 @@ use tokio::sync::oneshot;
 const RING: u64 = 4 << 20;
 const RECORD: usize = 400;
 
+#[derive(Clone)]
 struct Floor {
     read: std::path::PathBuf,
     flusher: Option<mpsc::Sender<oneshot::Sender<()>>>,
@@ -94,21 +100,46 @@ fn flusher(path: &std::path::Path) -> mpsc::Sender<oneshot::Sender<()>> {
     tx
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (read, flush) = match args.as_slice() {
-        [read] => (read, None),
-        [read, flag, flush] if flag == "--flush" => (read, Some(flush)),
-        _ => {
-            eprintln!("usage: rmcp_floor FILE_TO_READ [--flush FILE]");
-            std::process::exit(2);
-        }
+    let usage = || -> ! {
+        eprintln!("usage: rmcp_floor FILE_TO_READ [--flush FILE] [--http ADDR]");
+        std::process::exit(2);
     };
+    let Some((read, mut rest)) = args.split_first() else {
+        usage()
+    };
+    let (mut flush, mut http) = (None, None);
+    while let [flag, value, more @ ..] = rest {
+        match flag.as_str() {
+            "--flush" => flush = Some(value.clone()),
+            "--http" => http = Some(value.clone()),
+            _ => usage(),
+        }
+        rest = more;
+    }
+    if !rest.is_empty() {
+        usage()
+    }
     let floor = Floor {
         read: read.into(),
-        flusher: flush.map(|f| flusher(std::path::Path::new(f))),
+        flusher: flush.map(|f| flusher(std::path::Path::new(&f))),
     };
+    match http {
+        Some(addr) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("the runtime starts")
+            .block_on(serve_http(floor, &addr)),
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the runtime starts")
+            .block_on(serve_stdio(floor)),
+    }
+}
+
+async fn serve_stdio(floor: Floor) {
     // stdin and stdout as pipes read and written on the runtime, as Aether's stdio session.
     let pipe = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().expect("a copy of the fd");
     let input = tokio::net::unix::pipe::Receiver::from_owned_fd(pipe(std::io::stdin().as_fd()))
@@ -121,4 +152,22 @@ async fn main() {
         .expect("the session starts");
     let _ = running.waiting().await;
     let _ = std::io::stderr().flush();
+}
+
+async fn serve_http(floor: Floor, addr: &str) {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true);
+    let service = StreamableHttpService::new(
+        move || Ok(floor.clone()),
+        std::sync::Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("the address is free");
+    axum::serve(listener, app).await.expect("the server runs");
 }

@@ -688,12 +688,14 @@ def main():
             srv = subprocess.Popen([str(aether), "serve", "--config", str(config), "--listen", "127.0.0.1:18612",
                                     "--store", f"sqlite://{store_dir}/aether.db"], stdout=subprocess.DEVNULL)
             wait_port(18612)
-            runs.append(("aether http c16 modern", mcpload(tools, [
-                "--http", "http://127.0.0.1:18612/mcp", "--modern", "--tool", "read_file", "--args", read4k,
-                "-n", str(n_http), "-c", "16", "--server-pid", str(srv.pid)])))
-            runs.append(("aether discover c16 modern", mcpload(tools, [
-                "--http", "http://127.0.0.1:18612/mcp", "--modern", "--method", "server/discover",
-                "-n", str(n_http), "-c", "16", "--server-pid", str(srv.pid)])))
+            def read_and_discover(label, port, pid):
+                runs.append((f"{label} http c16 modern", mcpload(tools, [
+                    "--http", f"http://127.0.0.1:{port}/mcp", "--modern", "--tool", "read_file", "--args", read4k,
+                    "-n", str(n_http), "-c", "16", "--server-pid", str(pid)])))
+                runs.append((f"{label} discover c16 modern", mcpload(tools, [
+                    "--http", f"http://127.0.0.1:{port}/mcp", "--modern", "--method", "server/discover",
+                    "-n", str(n_http), "-c", "16", "--server-pid", str(pid)])))
+            read_and_discover("aether", 18612, srv.pid)
             srv.kill(); srv.wait()
             runs.append(("aether stdio c16 read", mcpload(tools, [
                 "--stdio", aether_stdio(), "--tool", "read_file", "--args", read4k, "-n", str(n_read), "-c", "16"])))
@@ -705,12 +707,7 @@ def main():
             floor = subprocess.Popen([str(rmcp_floor), str(ws / "fixed/file_4k.txt"), "--flush", str(flush_file),
                                       "--http", "127.0.0.1:18613"], stdout=subprocess.DEVNULL)
             wait_port(18613)
-            runs.append(("rmcp floor http c16 modern", mcpload(tools, [
-                "--http", "http://127.0.0.1:18613/mcp", "--modern", "--tool", "read_file", "--args", read4k,
-                "-n", str(n_http), "-c", "16", "--server-pid", str(floor.pid)])))
-            runs.append(("rmcp floor discover c16 modern", mcpload(tools, [
-                "--http", "http://127.0.0.1:18613/mcp", "--modern", "--method", "server/discover",
-                "-n", str(n_http), "-c", "16", "--server-pid", str(floor.pid)])))
+            read_and_discover("rmcp floor", 18613, floor.pid)
             floor.kill(); floor.wait()
         if want("floors"):
             # What the targets leave room for: the store alone (a receipt and an audit row

@@ -272,13 +272,11 @@ impl Draft {
             Ok(_) => outcome,
             Err(err) => {
                 tracing::error!(error = %err, unknown_tool = is_unknown, "audit row could not be written");
-                if let Some(mut event) = kept.filter(|_| err.is_unreachable()) {
-                    let note = "audited late: the store was unreachable when the call ended, and the caller was told its outcome was not recorded";
-                    event.reason = Some(match event.reason.take() {
-                        Some(reason) => format!("{reason} ({note})"),
-                        None => note.to_string(),
-                    });
-                    store.audit_when_back(event);
+                if let Some(event) = kept.filter(|_| err.is_unreachable()) {
+                    store.audit_when_back(
+                        event,
+                        "audited late: the store was unreachable when the call ended, and the caller was told its outcome was not recorded",
+                    );
                 }
                 // No outcome reaches the caller as if recorded when it was not.
                 match outcome {

@@ -266,9 +266,7 @@ pub fn check(bytes: &[u8], modern_header: bool) -> Result<Checked, Problem> {
             // as rmcp's request enum tries every variant, which costs more than the rest of
             // this check); otherwise the whole message is.
             if known && !id.is_null() {
-                let why = match params_problem(method, object.get("params"))
-                    .or_else(|| request_problem(method, &value))
-                {
+                let why = match typed_problem(method, &value) {
                     Some(problem) => problem,
                     None => {
                         let typed = serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(
@@ -309,16 +307,18 @@ pub fn check(bytes: &[u8], modern_header: bool) -> Result<Checked, Problem> {
     }
 }
 
-/// What serde says is wrong with `params` for `method`: `None` where Aether does not know
-/// the method's parameter type, `Some(None)` where they fit it.
-fn params_problem(method: &str, params: Option<&Value>) -> Option<Option<String>> {
+/// What serde says is wrong with the request `message` read as `method`'s own type (not as
+/// rmcp's request enum, which tries every variant): `None` where Aether does not know the
+/// method's type, `Some(None)` where it fits.
+fn typed_problem(method: &str, message: &Value) -> Option<Option<String>> {
     use rmcp::model as m;
     use serde::Deserialize;
-    fn why<'a, T: Deserialize<'a>>(params: &'a Value) -> Option<String> {
-        T::deserialize(params).err().map(|e| e.to_string())
+    fn why<'a, T: Deserialize<'a>>(value: &'a Value) -> Option<String> {
+        T::deserialize(value).err().map(|e| e.to_string())
     }
-    let params = params.unwrap_or(&Value::Null);
+    let params = message.get("params").unwrap_or(&Value::Null);
     Some(match method {
+        // Methods with parameters of their own: only those are read.
         "tools/call" => why::<m::CallToolRequestParams>(params),
         "resources/read" => why::<m::ReadResourceRequestParams>(params),
         "resources/subscribe" => why::<m::SubscribeRequestParams>(params),
@@ -327,20 +327,8 @@ fn params_problem(method: &str, params: Option<&Value>) -> Option<Option<String>
         "initialize" => why::<m::InitializeRequestParams>(params),
         "completion/complete" => why::<m::CompleteRequestParams>(params),
         "logging/setLevel" => why::<m::SetLevelRequestParams>(params),
-        _ => return None,
-    })
-}
-
-/// What serde says is wrong with `message` as the request of `method`, for the methods whose
-/// parameters are optional or only `_meta` (they are read as the whole request, as rmcp
-/// reads them): `None` where Aether does not know the method's request type.
-fn request_problem(method: &str, message: &Value) -> Option<Option<String>> {
-    use rmcp::model as m;
-    use serde::Deserialize;
-    fn why<'a, T: Deserialize<'a>>(message: &'a Value) -> Option<String> {
-        T::deserialize(message).err().map(|e| e.to_string())
-    }
-    Some(match method {
+        // Methods whose parameters are optional or only `_meta`: the whole request is read,
+        // as rmcp reads it.
         "ping" => why::<m::PingRequest>(message),
         "server/discover" => why::<m::DiscoverRequest>(message),
         "subscriptions/listen" => why::<m::SubscriptionsListenRequest>(message),
@@ -793,7 +781,7 @@ mod tests {
             if let Some(params) = params {
                 message["params"] = params;
             }
-            let quick = request_problem(method, &message);
+            let quick = typed_problem(method, &message);
             proptest::prop_assert!(quick.is_some(), "{} has a type of its own", method);
             let rmcp_takes = matches!(
                 serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message.clone()),

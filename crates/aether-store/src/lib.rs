@@ -694,9 +694,9 @@ impl Store {
     }
 
     /// Keeps an audit row whose write met an unreachable database and writes it once the
-    /// database answers again (needs a Tokio runtime).
-    pub fn audit_when_back(&self, event: AuditEvent) {
-        self.0.audit_when_back(event)
+    /// database answers again, `note` added to its reason (needs a Tokio runtime).
+    pub fn audit_when_back(&self, event: AuditEvent, note: &str) {
+        self.0.audit_when_back(event, note)
     }
 
     pub async fn audit_query(&self, query: AuditQuery) -> Result<Vec<AuditRecord>> {

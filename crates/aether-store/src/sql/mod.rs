@@ -514,13 +514,11 @@ impl SqlStore {
             let written = rx.await.unwrap_or(Err(StoreError::WriterGone));
             if let Err(err) = written {
                 tracing::error!(error = %err, "a call's audit row, handed over after its answer, could not be written");
-                if let Some(mut event) = kept.filter(|_| err.is_unreachable()) {
-                    let note = "audited late: the store was unreachable when the row was written, after the caller had its answer";
-                    event.reason = Some(match event.reason.take() {
-                        Some(reason) => format!("{reason} ({note})"),
-                        None => note.to_string(),
-                    });
-                    store.audit_when_back(event);
+                if let Some(event) = kept.filter(|_| err.is_unreachable()) {
+                    store.audit_when_back(
+                        event,
+                        "audited late: the store was unreachable when the row was written, after the caller had its answer",
+                    );
                 }
             }
             store.inner.riders.arrived(ticket);
@@ -535,10 +533,15 @@ impl SqlStore {
     }
 
     /// Keeps `event`, whose write met an unreachable database, and writes it once the
-    /// database answers (one task per store, retrying with backoff up to every 5 s). A row
-    /// the first attempt committed after all (the connection died on its commit) is not
-    /// written twice. Needs a Tokio runtime.
-    pub fn audit_when_back(&self, event: AuditEvent) {
+    /// database answers (one task per store, retrying with backoff up to every 5 s), `note`
+    /// added to its reason (what the caller was told). A row the first attempt committed
+    /// after all (the connection died on its commit) is not written twice. Needs a Tokio
+    /// runtime.
+    pub fn audit_when_back(&self, mut event: AuditEvent, note: &str) {
+        event.reason = Some(match event.reason.take() {
+            Some(reason) => format!("{reason} ({note})"),
+            None => note.to_string(),
+        });
         let mut late = self.inner.late.lock().unwrap_or_else(|e| e.into_inner());
         if late.rows.len() >= LATE_ROWS {
             tracing::error!(call = %event.call_id, "too many audit rows waiting for the store; this one is lost");

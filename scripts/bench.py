@@ -768,13 +768,12 @@ def main():
                     "-n", str(n_edit), "-c", str(c)])))
                 # The floor: edits' durable steps alone, as Aether takes them (the receipt and
                 # the journal entry with the old and new content in one flush, the rename, the
-                # audit row riding the next group commit; batched at c=16 as Aether batches
-                # them), no MCP, no edit algorithm.
+                # audit row; batched at c=16 as Aether batches them), no MCP, no edit algorithm.
                 floor_dir = bench / "floor"
                 shutil.rmtree(floor_dir, ignore_errors=True)
                 floor_dir.mkdir()
                 floor_bin = str(ROOT / "target/release/examples/floor")
-                out = subprocess.run([floor_bin, str(floor_dir), str(c), str(n_edit), "edit-ride"],
+                out = subprocess.run([floor_bin, str(floor_dir), str(c), str(n_edit), "edit"],
                                      capture_output=True, text=True, check=True)
                 runs.append(("edit floor c%d" % c, json.loads(out.stdout.strip().splitlines()[-1])))
             # Whether the storage overlaps two fsyncs (if not, a call's durable writes cost

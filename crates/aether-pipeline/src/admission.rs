@@ -267,8 +267,7 @@ impl Pipeline {
     }
 
     /// Step 13, the audit row, durable before the caller hears the outcome (which is a failure if
-    /// the row could not be written); a call that ran after its receipt was durable has its row
-    /// ride the next group commit instead (see `audit::Draft::finish`).
+    /// the row could not be written).
     pub(crate) async fn finish(&self, mut call: Call<'_>, outcome: CallOutcome) -> CallResult {
         let draft = call.draft.take().expect("the draft is taken only here");
         let spans = std::mem::replace(&mut call.spans, CallSpans::off());

@@ -1,6 +1,5 @@
 //! The audit row of one call, filled in as the call moves through the pipeline and written,
-//! durably, before the caller hears the outcome — except for a call that ran after its
-//! receipt was durable, whose row rides the next group commit.
+//! durably, before the caller hears the outcome.
 //!
 //! Standard tools keep a summary of their arguments and result; Elevated and Restricted tools
 //! keep them whole (bounded like every result). A refusal keeps the step and rule that refused
@@ -249,16 +248,8 @@ impl Draft {
         let is_unknown = matches!(&outcome, CallOutcome::Refused(r) if r.step == Step::UnknownTool);
         // A database across the network can be gone for a while: the row is kept to be
         // written once it is back, so that the call is audited (late) rather than missing.
-        // A call that ran after its receipt was durable: its row rides the next group commit,
-        // not waited for (a crash before then is recorded as the call interrupted, with what
-        // it journalled found applied). Anything else is recorded before the caller hears.
-        let rides = self.admitted && !self.event.single && matches!(outcome, CallOutcome::Ran(_));
-        let kept = matches!(store.location(), Location::Postgres(_))
-            .then(|| self.event.clone())
-            .filter(|_| !rides);
-        let written = if rides {
-            store.audit_riding(self.event).map(|()| (0, None))
-        } else if alone {
+        let kept = matches!(store.location(), Location::Postgres(_)).then(|| self.event.clone());
+        let written = if alone {
             store.audit_alone(self.event).await
         } else {
             store.audit_call(self.event).await
@@ -272,11 +263,13 @@ impl Draft {
             Ok(_) => outcome,
             Err(err) => {
                 tracing::error!(error = %err, unknown_tool = is_unknown, "audit row could not be written");
-                if let Some(event) = kept.filter(|_| err.is_unreachable()) {
-                    store.audit_when_back(
-                        event,
-                        "audited late: the store was unreachable when the call ended, and the caller was told its outcome was not recorded",
-                    );
+                if let Some(mut event) = kept.filter(|_| err.is_unreachable()) {
+                    let note = "audited late: the store was unreachable when the call ended, and the caller was told its outcome was not recorded";
+                    event.reason = Some(match event.reason.take() {
+                        Some(reason) => format!("{reason} ({note})"),
+                        None => note.to_string(),
+                    });
+                    store.audit_when_back(event);
                 }
                 // No outcome reaches the caller as if recorded when it was not.
                 match outcome {

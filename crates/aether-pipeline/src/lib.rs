@@ -26,9 +26,8 @@
 //!     journals first has its receipt ride its first journal commit (`PendingReceipt`).
 //! 12. Run: with the call's cancellation, a time limit, panics caught, the result bounded
 //!     (`execution.rs`).
-//! 13. Audit: the row, for every outcome, refusals included (`audit.rs`), durable before the
-//!     caller hears the outcome — except a call that ran after its receipt was durable, whose
-//!     row rides the next group commit; keyed, witnessed, and for a crash's unfinished calls
+//! 13. Audit: the row, durable before the caller hears the outcome, for every outcome,
+//!     refusals included (`audit.rs`); keyed, witnessed, and for a crash's unfinished calls
 //!     written as `interrupted` at the next start (`recovery.rs`).
 //!
 //! Each call is also an OpenTelemetry span with a child per step that does work, when

@@ -1,8 +1,7 @@
 //! What a crash leaves, put right at the next start, and the books kept while serving.
 //!
 //! A call admitted (its receipt durable) whose process died before its audit row was
-//! written (while it ran, or after its answer, its row riding the next group commit) is
-//! recorded as `interrupted` before Aether serves again: a chained row naming the
+//! written is recorded as `interrupted` before Aether serves again: a chained row naming the
 //! crash and what the call had journalled, each change found applied, not applied, or
 //! changed since. So `aether audit verify` is green after any crash, and red only for
 //! tampering.
@@ -128,7 +127,7 @@ impl Pipeline {
 fn interrupted_row(u: &Unfinished, roots: &aether_tools_core::Roots) -> AuditEvent {
     let r = &u.receipt;
     let mut reason = String::from(
-        "Aether stopped before the call's outcome was recorded (a crash, or the process was killed): it may have been running, or have ended and been answered; its outcome is unknown",
+        "Aether stopped while the call ran (a crash, or the process was killed); its outcome is unknown",
     );
     if !u.journal.is_empty() {
         let changes: Vec<String> = u
@@ -322,8 +321,6 @@ impl Books {
     /// writer marked stopped. (A call still running keeps its writer alive to the others
     /// until the process is gone.)
     pub async fn close(&self, all_ended: bool) {
-        // The rows handed over after their calls' answers are committed first.
-        self.store.settled().await;
         self.checkpoint().await;
         if !all_ended {
             return;

@@ -20,8 +20,8 @@
 //! `single` commits only the audit row, marked as the call's only record: a side-effect-free
 //! call's one durable write (the issue-25 ledger).
 //!
-//! `edit-ride` is `edit` with the audit row riding the next group commit (not waited for), as
-//! Aether does for a call that ran after its receipt was durable (`Store::audit_riding`).
+//! `edit-ride` is `edit` with the audit row riding the next group commit (not waited for):
+//! the floor of letting an effectful call's outcome row ride, as issue 25 allows.
 //!
 //! The store is keyed as Aether keys it (rows HMAC'd under an audit key).
 //!

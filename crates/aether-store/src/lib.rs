@@ -619,18 +619,6 @@ impl Store {
         self.0.audit(event).await
     }
 
-    /// Appends the outcome row of a call whose receipt is durable without waiting for its
-    /// commit: it rides the next group commit, and a crash before then is recorded as the call
-    /// interrupted at the next start. This process's reads of the store see it.
-    pub fn audit_riding(&self, event: AuditEvent) -> Result<()> {
-        self.0.audit_riding(event)
-    }
-
-    /// Waits until every row handed over with [`Store::audit_riding`] before now is committed.
-    pub async fn settled(&self) {
-        self.0.settled().await
-    }
-
     pub async fn run_start(&self, run: RunStart) -> Result<()> {
         self.0.run_start(run).await
     }
@@ -694,9 +682,9 @@ impl Store {
     }
 
     /// Keeps an audit row whose write met an unreachable database and writes it once the
-    /// database answers again, `note` added to its reason (needs a Tokio runtime).
-    pub fn audit_when_back(&self, event: AuditEvent, note: &str) {
-        self.0.audit_when_back(event, note)
+    /// database answers again (needs a Tokio runtime).
+    pub fn audit_when_back(&self, event: AuditEvent) {
+        self.0.audit_when_back(event)
     }
 
     pub async fn audit_query(&self, query: AuditQuery) -> Result<Vec<AuditRecord>> {

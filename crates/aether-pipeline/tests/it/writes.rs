@@ -160,14 +160,12 @@ impl World {
             CallOutcome::Ran(out) if !out.is_error => out.structured.clone().unwrap_or(Value::Null),
             other => panic!("{tool} {args} should have worked: {other:?}"),
         };
-        assert_eq!(self.outcome(&result.call_id).await, "ok");
+        assert_eq!(self.outcome(&result.call_id), "ok");
         (result, structured)
     }
 
-    /// The outcome of `call_id`'s audit row (once the rows this process handed over are
-    /// committed: a call that ran has its row ride the commit after its answer).
-    async fn outcome(&self, call_id: &str) -> String {
-        self.p.store().settled().await;
+    /// The outcome of `call_id`'s audit row.
+    fn outcome(&self, call_id: &str) -> String {
         self.h
             .sql()
             .query_row(
@@ -258,7 +256,7 @@ impl World {
         let result = self.call(tool, args.clone()).await;
         let message = error_of(&result)
             .unwrap_or_else(|| panic!("{tool} {args} should have been refused: {result:?}"));
-        let outcome = self.outcome(&result.call_id).await;
+        let outcome = self.outcome(&result.call_id);
         assert!(
             outcome == "refused" || outcome == "tool_error",
             "{tool} {args}: audited as {outcome}"
@@ -807,7 +805,7 @@ async fn a_session_cannot_revert_another_sessions_edit() {
         .await;
     let message = error(&result);
     assert!(message.contains("this session has no change"), "{message}");
-    assert_eq!(w.outcome(&result.call_id).await, "tool_error");
+    assert_eq!(w.outcome(&result.call_id), "tool_error");
     assert_eq!(w.read("ws/shared.txt"), "mine\n");
     // The owning session still can.
     w.ok("revert_file", json!({"path": "shared.txt"})).await;
@@ -872,7 +870,7 @@ async fn operator_undo_reverses_write_file_and_an_undo_of_the_undo_reapplies_it(
     let again = w.p.operator_undo("alice", &write.call_id, None).await;
     let message = error(&again);
     assert!(message.contains("nothing of call"), "{message}");
-    assert_eq!(w.outcome(&again.call_id).await, "tool_error");
+    assert_eq!(w.outcome(&again.call_id), "tool_error");
     assert_eq!(w.read("ws/w.txt"), "after\n");
 
     // A write_file that created a file: the undo removes it.
@@ -1100,7 +1098,7 @@ async fn operator_undo_refuses_when_the_file_changed_since() {
     let message = error(&result);
     assert!(message.contains("changed since"), "{message}");
     assert_eq!(w.read("ws/u.txt"), "v3 by hand\n");
-    assert_eq!(w.outcome(&result.call_id).await, "tool_error");
+    assert_eq!(w.outcome(&result.call_id), "tool_error");
     assert!(w.journal(&result.call_id).is_empty());
     assert_eq!(w.journal(&write.call_id)[0].reverted_by, None);
     w.h.check().await;
@@ -1846,7 +1844,7 @@ async fn a_folder_swapped_for_a_symlink_mid_write_never_leads_outside() {
                 json!({"path": "d/f.txt", "content": format!("write {i}\n"), "create_parents": false}),
             )
             .await;
-        let outcome = w.outcome(&result.call_id).await;
+        let outcome = w.outcome(&result.call_id);
         match error_of(&result) {
             None => written += 1,
             Some(_) => assert!(outcome == "refused" || outcome == "tool_error", "{outcome}"),
@@ -2067,7 +2065,7 @@ async fn a_sealed_root_serves_only_files_unchanged_since_the_seal() {
         .await;
     let message = error(&result);
     assert!(message.contains("no seal is on record"), "{message}");
-    assert_eq!(w.outcome(&result.call_id).await, "refused");
+    assert_eq!(w.outcome(&result.call_id), "refused");
 
     seal(&w).await;
     let files: i64 =
@@ -2105,7 +2103,7 @@ async fn a_sealed_root_serves_only_files_unchanged_since_the_seal() {
             !message.contains("CHANGED") && !message.contains("PINNED"),
             "{message}"
         );
-        assert_eq!(w.outcome(&result.call_id).await, "refused");
+        assert_eq!(w.outcome(&result.call_id), "refused");
     }
     // Added after the seal.
     w.put("sealed/added.txt", "needle added later\n");

@@ -110,75 +110,6 @@ struct Inner {
     late: Mutex<LateAudits>,
     /// How the audit is keyed, and this process as a writer.
     ledger: Arc<Ledger>,
-    /// Audit rows handed to the writers without waiting for their commit.
-    riders: Riders,
-}
-
-/// Audit rows handed to the writers without waiting for their commit
-/// ([`SqlStore::audit_riding`]), by ticket: a read waits for those handed over before it, so
-/// this process reads what it wrote.
-#[derive(Default)]
-struct Riders {
-    tickets: Mutex<RiderTickets>,
-    committed: tokio::sync::Notify,
-}
-
-#[derive(Default)]
-struct RiderTickets {
-    next: u64,
-    waiting: std::collections::BTreeSet<u64>,
-}
-
-impl Riders {
-    fn board(&self) -> u64 {
-        let mut t = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
-        let ticket = t.next;
-        t.next += 1;
-        t.waiting.insert(ticket);
-        ticket
-    }
-
-    fn arrived(&self, ticket: u64) {
-        self.tickets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .waiting
-            .remove(&ticket);
-        self.committed.notify_waiters();
-    }
-
-    /// Whether no row handed over is still waiting for its commit.
-    fn idle(&self) -> bool {
-        self.tickets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .waiting
-            .is_empty()
-    }
-
-    /// Waits until every row handed over before now is committed (or failed).
-    async fn settled(&self) {
-        let before = {
-            let t = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
-            if t.waiting.is_empty() {
-                return;
-            }
-            t.next
-        };
-        loop {
-            let committed = self.committed.notified();
-            tokio::pin!(committed);
-            committed.as_mut().enable();
-            let done = {
-                let t = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
-                t.waiting.first().is_none_or(|&first| first >= before)
-            };
-            if done {
-                return;
-            }
-            committed.await;
-        }
-    }
 }
 
 /// Audit rows waiting for the database ([`SqlStore::audit_when_back`]).
@@ -393,7 +324,6 @@ impl SqlStore {
                 changes,
                 late: Mutex::new(LateAudits::default()),
                 ledger,
-                riders: Riders::default(),
             }),
         })
     }
@@ -450,9 +380,7 @@ impl SqlStore {
         audits: &[&AuditEvent],
         journals: &[&JournalWrite],
     ) -> Option<Result<Batch>> {
-        // Never ahead of a row handed to the writer before it: the chain keeps the order in
-        // which calls were answered.
-        if !self.direct() || !self.inner.riders.idle() {
+        if !self.direct() {
             return None;
         }
         let mut conn = self.inner.writer.try_lock().ok()?;
@@ -495,53 +423,11 @@ impl SqlStore {
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
 
-    /// Hands `event`, the outcome row of a call whose receipt is already durable, to the
-    /// writers without waiting for its commit: it rides the next group commit. A crash before
-    /// then is put right at the next start, which records the call as interrupted (with what
-    /// it journalled found applied). A row that fails to commit is logged (and, when the
-    /// database was unreachable, kept to be written once it is back). This process's reads
-    /// wait for it ([`SqlStore::settled`]). Needs a Tokio runtime.
-    pub fn audit_riding(&self, event: AuditEvent) -> Result<()> {
-        let ticket = self.inner.riders.board();
-        let kept = matches!(self.inner.location, Location::Postgres(_)).then(|| event.clone());
-        let (tx, rx) = oneshot::channel();
-        if let Err(e) = self.send(Job::Audit(Box::new(event), tx)) {
-            self.inner.riders.arrived(ticket);
-            return Err(e);
-        }
-        let store = self.clone();
-        tokio::spawn(async move {
-            let written = rx.await.unwrap_or(Err(StoreError::WriterGone));
-            if let Err(err) = written {
-                tracing::error!(error = %err, "a call's audit row, handed over after its answer, could not be written");
-                if let Some(event) = kept.filter(|_| err.is_unreachable()) {
-                    store.audit_when_back(
-                        event,
-                        "audited late: the store was unreachable when the row was written, after the caller had its answer",
-                    );
-                }
-            }
-            store.inner.riders.arrived(ticket);
-        });
-        Ok(())
-    }
-
-    /// Waits until every audit row this process handed over with [`SqlStore::audit_riding`]
-    /// before now is committed (or has failed).
-    pub async fn settled(&self) {
-        self.inner.riders.settled().await
-    }
-
     /// Keeps `event`, whose write met an unreachable database, and writes it once the
-    /// database answers (one task per store, retrying with backoff up to every 5 s), `note`
-    /// added to its reason (what the caller was told). A row the first attempt committed
-    /// after all (the connection died on its commit) is not written twice. Needs a Tokio
-    /// runtime.
-    pub fn audit_when_back(&self, mut event: AuditEvent, note: &str) {
-        event.reason = Some(match event.reason.take() {
-            Some(reason) => format!("{reason} ({note})"),
-            None => note.to_string(),
-        });
+    /// database answers (one task per store, retrying with backoff up to every 5 s). A row
+    /// the first attempt committed after all (the connection died on its commit) is not
+    /// written twice. Needs a Tokio runtime.
+    pub fn audit_when_back(&self, event: AuditEvent) {
         let mut late = self.inner.late.lock().unwrap_or_else(|e| e.into_inner());
         if late.rows.len() >= LATE_ROWS {
             tracing::error!(call = %event.call_id, "too many audit rows waiting for the store; this one is lost");
@@ -699,8 +585,6 @@ impl SqlStore {
         &self,
         f: impl FnOnce(&mut dyn Conn) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        // What this process wrote is there to read.
-        self.settled().await;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let mut conn = inner

@@ -591,6 +591,20 @@ pub trait SaveFile: Send + Sync {
 /// PATH lookup a caller could steer).
 pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
 
+/// Bubblewrap's isolation, the same for every sandbox Aether builds: the sandbox dies with
+/// Aether, runs in a session of its own, gets every namespace new (the network's too, unless
+/// the caller adds `--share-net`), may make no further user namespaces, and holds no
+/// capabilities.
+pub const BWRAP_ISOLATION: &[&str] = &[
+    "--die-with-parent",
+    "--new-session",
+    "--unshare-all",
+    "--unshare-user",
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
+];
+
 /// Bubblewrap's arguments for the system's programs and libraries, read-only: `/usr`, and
 /// `/bin`, `/sbin` and the `/lib` folders as this machine has them (links where they are
 /// links into `/usr`). Shared by every sandbox Aether builds (`run_shell`'s, the browser's).

@@ -325,30 +325,6 @@ fn within(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-fn set_credential(ws: &Ws, cfg: &str, name: &str, value: &str) {
-    use std::io::Write;
-    let mut child = crate::util::aether()
-        .args(["credentials", "set", name, "--config", cfg])
-        .current_dir(ws.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{value}\n").as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
     use std::os::unix::fs::PermissionsExt;
@@ -412,8 +388,8 @@ fn official_servers_federated_over_stdio_and_http_for_the_python_client() {
     // Credentials go into the vault: encrypted in the store, the key in an owner-only file.
     let env_secret = "s3cr3t-env-value-8d1f0c";
     let http_secret = "s3cr3t-http-value-77ab2e";
-    set_credential(&ws, &cfg, "uptoken", env_secret);
-    set_credential(&ws, &cfg, "httptoken", http_secret);
+    ws.set_credential("uptoken", env_secret, &["--config", &cfg]);
+    ws.set_credential("httptoken", http_secret, &["--config", &cfg]);
     let key = ws.path().join("keys/vault.key");
     let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the key file is owner-only");

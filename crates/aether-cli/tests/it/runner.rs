@@ -557,7 +557,7 @@ fn the_key_comes_from_the_vault_and_goes_only_where_it_may() {
     assert_ne!(code, 0);
     assert!(err.contains("aether credentials set model-key"), "{err}");
     assert!(model.chats().is_empty());
-    ws.set_credential("model-key", "sk-test-123");
+    ws.set_credential("model-key", "sk-test-123", &[]);
     let (code, out, err) = ws.run(&["models", "check", "m"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("scripted-model   (configured)"), "{out}");

@@ -166,7 +166,7 @@ fn tts_render_speaks_through_the_operators_speech_server_with_the_vaults_key() {
     let (ws, _keys) = workspace(&format!(
         "[tts]\nbase_url = \"{base}\"\nmodel = \"tts-1-hd\"\nkey = \"speech-key\"\n"
     ));
-    ws.set_credential("speech-key", "sk-speech-1");
+    ws.set_credential("speech-key", "sk-speech-1", &[]);
     let mut s = serve(&ws);
 
     // The server is up, and its voices are the ones it lists.

@@ -51,14 +51,17 @@ impl Ws {
         format!("ws={}", self.dir.path().display())
     }
 
-    /// `aether credentials set NAME` in this workspace, the secret on standard input.
-    pub fn set_credential(&self, name: &str, secret: &str) {
+    /// `aether credentials set NAME` in this workspace (with `extra` arguments, e.g. a
+    /// `--config`), the secret on standard input; asserts it succeeded.
+    pub fn set_credential(&self, name: &str, secret: &str, extra: &[&str]) {
         use std::io::Write;
         let mut child = aether()
             .args(["credentials", "set", name])
+            .args(extra)
             .current_dir(self.path())
             .stdin(Pipe::piped())
             .stdout(Pipe::null())
+            .stderr(Pipe::piped())
             .spawn()
             .unwrap();
         child
@@ -67,7 +70,12 @@ impl Ws {
             .unwrap()
             .write_all(format!("{secret}\n").as_bytes())
             .unwrap();
-        assert!(child.wait().unwrap().success(), "credentials set {name}");
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "credentials set {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Runs `aether ARGS` in this workspace and returns (exit code, stdout, stderr).

@@ -889,23 +889,18 @@ const BROWSER_FLAGS: &[&str] = &[
 /// system folders read-only, a tmpfs for `/tmp` (the profile is there), the browser's own
 /// `/proc` and `/dev`.
 fn sandbox_args() -> std::io::Result<Vec<String>> {
-    let mut a: Vec<String> = [
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--cap-drop",
-        "ALL",
-        "--uid",
-        "1000",
-        "--gid",
-        "1000",
-        "--hostname",
-        "aether-browser",
-    ]
-    .map(String::from)
-    .into();
+    let mut a: Vec<String> = aether_tools_core::BWRAP_ISOLATION
+        .iter()
+        .chain(&[
+            "--uid",
+            "1000",
+            "--gid",
+            "1000",
+            "--hostname",
+            "aether-browser",
+        ])
+        .map(|s| s.to_string())
+        .collect();
     a.extend(aether_tools_core::system_folders()?);
     for name in ETC {
         let path = format!("/etc/{name}");

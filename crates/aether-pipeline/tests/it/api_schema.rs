@@ -5,14 +5,8 @@
 //! nothing saved.
 
 use std::fs;
-use std::path::PathBuf;
-use std::sync::Arc;
 
-use aether_pipeline::{CallOutcome, CallResult, Pipeline, SessionContext};
-use aether_policy::AgentProfile;
-use aether_policy::config::{Limits, default_agent_profile};
-use aether_policy::paths::{RootMode, RootSpec};
-use aether_tools::Roots;
+use aether_policy::paths::RootMode;
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::routing::get;
@@ -79,81 +73,21 @@ fn plain() -> Router {
         )
 }
 
-struct World {
-    h: Harness,
-    _tmp: tempfile::TempDir,
-    ws: PathBuf,
-    p: Arc<Pipeline>,
-    ctx: SessionContext,
+/// A read-write root `ws` and a read-only `ro`; the agent may reach `api.test` and
+/// `plain.test` (loopback, allowed to it), and not `other.test`.
+async fn world() -> NetWorld {
+    NetWorld::new(
+        &[("ws", RootMode::ReadWrite), ("ro", RootMode::ReadOnly)],
+        &["api.test", "plain.test", "other.test"],
+        &["workspace", "research"],
+        &["api.test", "plain.test"],
+    )
+    .await
 }
 
-impl World {
-    /// A read-write root `ws` and a read-only `ro`; the agent may reach `api.test` and
-    /// `plain.test` (loopback, allowed to it), and not `other.test`.
-    async fn new() -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        for dir in ["ws", "ro"] {
-            fs::create_dir_all(base.join(dir)).unwrap();
-        }
-        let spec = |name: &str, mode| RootSpec {
-            name: name.into(),
-            path: base.join(name).to_string_lossy().into_owned(),
-            mode,
-            writable: None,
-            allow_delete: false,
-        };
-        let roots = Roots::open(&[
-            spec("ws", RootMode::ReadWrite),
-            spec("ro", RootMode::ReadOnly),
-        ])
-        .unwrap();
-        let resolver = Arc::new(Loopback::names(&["api.test", "plain.test", "other.test"]));
-        let mut tools = aether_tools::builtin_tools();
-        tools.extend(aether_net::saving_tools(
-            resolver,
-            aether_tools::workspace::saver(),
-        ));
-        let agent = AgentProfile {
-            mcp_servers: Some(["workspace", "research"].map(String::from).into()),
-            allowed_domains: vec!["api.test".into(), "plain.test".into()],
-            allow_private_network: true,
-            ..default_agent_profile()
-        };
-        let h = Harness::new();
-        let p = match h
-            .try_pipeline_with_roots(vec![agent], Limits::default(), tools, roots)
-            .await
-        {
-            Ok(p) => Arc::new(p),
-            Err(e) => panic!("pipeline did not start: {e}"),
-        };
-        let ctx = session(&p, aether_policy::config::DEFAULT_AGENT, "s1");
-        World {
-            h,
-            ws: base.join("ws"),
-            _tmp: tmp,
-            p,
-            ctx,
-        }
-    }
-
-    async fn capture(&self, args: Value) -> CallResult {
-        call(&self.p, &self.ctx, "capture_api_schema", args).await
-    }
-
-    /// The structured output of a call that ran and succeeded.
-    fn output(result: &CallResult) -> Value {
-        ok_text(result);
-        match &result.outcome {
-            CallOutcome::Ran(out) => out.structured.clone().unwrap(),
-            _ => unreachable!(),
-        }
-    }
-
-    fn saved(&self, rel: &str) -> Value {
-        serde_json::from_str(&fs::read_to_string(self.ws.join(rel)).unwrap()).unwrap()
-    }
+/// The JSON file saved at `rel` in `ws`.
+fn saved(w: &NetWorld, rel: &str) -> Value {
+    serde_json::from_str(&fs::read_to_string(w.ws.join(rel)).unwrap()).unwrap()
 }
 
 fn differences(out: &Value) -> Vec<(String, String, String)> {
@@ -173,7 +107,7 @@ fn differences(out: &Value) -> Vec<(String, String, String)> {
 
 #[tokio::test]
 async fn an_advertised_document_is_saved_as_31_compared_with_the_agreed_one_and_reverted() {
-    let w = World::new().await;
+    let w = world().await;
     let port = serve(advertising()).await;
     // The agreed schema (YAML): users carry an email the API does not give, and an orders
     // operation the API does not have; health is not in it.
@@ -183,18 +117,21 @@ async fn an_advertised_document_is_saved_as_31_compared_with_the_agreed_one_and_
     )
     .unwrap();
     let result = w
-        .capture(json!({
-            "url": format!("http://api.test:{port}/"),
-            "output": "api/openapi.json",
-            "agreed": "agreed.yaml"
-        }))
+        .call(
+            "capture_api_schema",
+            json!({
+                "url": format!("http://api.test:{port}/"),
+                "output": "api/openapi.json",
+                "agreed": "agreed.yaml"
+            }),
+        )
         .await;
-    let out = World::output(&result);
+    let out = structured(&result);
     assert_eq!(out["source"], "advertised");
     assert_eq!(out["advertised_version"], "3.0.3");
     assert_eq!(out["saved"], "ws:api/openapi.json");
     assert_eq!(out["operations"], json!(["GET /health", "GET /users/{id}"]));
-    let saved = w.saved("api/openapi.json");
+    let saved = saved(&w, "api/openapi.json");
     assert_eq!(saved["openapi"], "3.1.0");
     assert_eq!(
         saved["components"]["schemas"]["User"]["properties"]["nickname"]["type"],
@@ -256,7 +193,7 @@ async fn an_advertised_document_is_saved_as_31_compared_with_the_agreed_one_and_
 
 #[tokio::test]
 async fn an_api_without_a_document_is_probed_and_its_answers_give_the_shapes() {
-    let w = World::new().await;
+    let w = world().await;
     let port = serve(plain()).await;
     fs::write(
         w.ws.join("agreed.json"),
@@ -274,13 +211,16 @@ async fn an_api_without_a_document_is_probed_and_its_answers_give_the_shapes() {
         .to_string(),
     )
     .unwrap();
-    let out = World::output(
-        &w.capture(json!({
-            "url": format!("http://plain.test:{port}"),
-            "endpoints": ["/users", "/users/1", "/users/2", "/health"],
-            "output": "captured.json",
-            "agreed": "agreed.json"
-        }))
+    let out = structured(
+        &w.call(
+            "capture_api_schema",
+            json!({
+                "url": format!("http://plain.test:{port}"),
+                "endpoints": ["/users", "/users/1", "/users/2", "/health"],
+                "output": "captured.json",
+                "agreed": "agreed.json"
+            }),
+        )
         .await,
     );
     assert_eq!(out["source"], "probed");
@@ -291,7 +231,7 @@ async fn an_api_without_a_document_is_probed_and_its_answers_give_the_shapes() {
     let probes = out["probes"].as_array().unwrap();
     assert_eq!(probes.len(), 4);
     assert_eq!(probes[3]["json"], false);
-    let saved = w.saved("captured.json");
+    let saved = saved(&w, "captured.json");
     assert_eq!(saved["openapi"], "3.1.0");
     let user = &saved["paths"]["/users/{usersId}"]["get"];
     assert_eq!(user["parameters"][0]["schema"]["type"], "integer");
@@ -318,24 +258,18 @@ async fn an_api_without_a_document_is_probed_and_its_answers_give_the_shapes() {
     w.h.check().await;
 }
 
-/// What a call that did not succeed says: its refusal's reason, or the tool's error.
-fn failure(result: &CallResult) -> String {
-    match &result.outcome {
-        CallOutcome::Refused(refusal) => format!("refused: {}", refusal.reason),
-        CallOutcome::Ran(out) if out.is_error => text(result),
-        other => panic!("expected a failure, got {other:?}"),
-    }
-}
-
 /// Nothing is saved in any of these.
 #[tokio::test]
 async fn a_capture_never_leaves_the_allowed_host_and_bad_input_changes_nothing() {
-    let w = World::new().await;
+    let w = world().await;
     let port = serve(plain()).await;
     let base = format!("http://plain.test:{port}");
     // A host the agent may not reach: refused before the tool runs.
     let r = w
-        .capture(json!({"url": format!("http://other.test:{port}/"), "output": "x.json"}))
+        .call(
+            "capture_api_schema",
+            json!({"url": format!("http://other.test:{port}/"), "output": "x.json"}),
+        )
         .await;
     refused(
         &w.h.store,
@@ -346,7 +280,7 @@ async fn a_capture_never_leaves_the_allowed_host_and_bad_input_changes_nothing()
     .await;
     // A credential in an endpoint: refused before anything leaves.
     let r = w
-        .capture(json!({"url": base, "endpoints": ["/users?key=AKIA2E7XQ4WJ9KD3LM6P"], "output": "x.json"}))
+        .call("capture_api_schema", json!({"url": base, "endpoints": ["/users?key=AKIA2E7XQ4WJ9KD3LM6P"], "output": "x.json"}))
         .await;
     refused(
         &w.h.store,
@@ -364,23 +298,36 @@ async fn a_capture_never_leaves_the_allowed_host_and_bad_input_changes_nothing()
         ("users", "not a path from the host's root"),
     ] {
         let r = w
-            .capture(json!({"url": base, "endpoints": [endpoint], "output": "x.json"}))
+            .call(
+                "capture_api_schema",
+                json!({"url": base, "endpoints": [endpoint], "output": "x.json"}),
+            )
             .await;
         let said = failure(&r);
         assert!(said.contains(says), "{endpoint}: {said}");
     }
     // A document that redirects to a host not allowed: the hop is refused, the call fails.
     let r = w
-        .capture(json!({"url": format!("{base}/swagger-elsewhere"), "output": "x.json"}))
+        .call(
+            "capture_api_schema",
+            json!({"url": format!("{base}/swagger-elsewhere"), "output": "x.json"}),
+        )
         .await;
     let said = failure(&r);
     assert!(said.contains("other.test"), "{said}");
     // No document and no endpoints: said so.
-    let said = failure(&w.capture(json!({"url": base, "output": "x.json"})).await);
+    let said = failure(
+        &w.call(
+            "capture_api_schema",
+            json!({"url": base, "output": "x.json"}),
+        )
+        .await,
+    );
     assert!(said.contains("advertises no OpenAPI document"), "{said}");
     // A read-only root.
     let said = failure(
-        &w.capture(
+        &w.call(
+            "capture_api_schema",
             json!({"url": base, "endpoints": ["/users/1"], "output": "x.json", "root": "ro"}),
         )
         .await,
@@ -389,7 +336,7 @@ async fn a_capture_never_leaves_the_allowed_host_and_bad_input_changes_nothing()
     // A broken agreed schema.
     fs::write(w.ws.join("bad.yaml"), "[not: an: api").unwrap();
     let said = failure(
-        &w.capture(json!({"url": base, "endpoints": ["/users/1"], "output": "x.json", "agreed": "bad.yaml"}))
+        &w.call("capture_api_schema", json!({"url": base, "endpoints": ["/users/1"], "output": "x.json", "agreed": "bad.yaml"}))
             .await,
     );
     assert!(said.contains("ws:bad.yaml"), "{said}");

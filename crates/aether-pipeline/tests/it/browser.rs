@@ -10,21 +10,16 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aether_pipeline::{CallOutcome, CallResult, Pipeline, SessionContext};
-use aether_policy::AgentProfile;
-use aether_policy::config::{Limits, default_agent_profile};
-use aether_policy::paths::{RootMode, RootSpec};
-use aether_tools::Roots;
+use aether_policy::paths::RootMode;
 use axum::Router;
 use axum::http::header;
 use axum::response::Html;
 use axum::routing::get;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::*;
 
@@ -54,84 +49,16 @@ async fn listener() -> (u16, Arc<AtomicUsize>) {
     (port, hits)
 }
 
-struct World {
-    h: Harness,
-    _tmp: tempfile::TempDir,
-    ws: PathBuf,
-    p: Arc<Pipeline>,
-    ctx: SessionContext,
-}
-
-impl World {
-    /// A read-write root `ws`; the agent may reach `app.test` (loopback, allowed to it), and
-    /// not `other.test`.
-    async fn new() -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        fs::create_dir_all(base.join("ws")).unwrap();
-        let roots = Roots::open(&[RootSpec {
-            name: "ws".into(),
-            path: base.join("ws").to_string_lossy().into_owned(),
-            mode: RootMode::ReadWrite,
-            writable: None,
-            allow_delete: false,
-        }])
-        .unwrap();
-        let resolver = Arc::new(Loopback::names(&["app.test", "other.test"]));
-        let mut tools = aether_tools::builtin_tools();
-        tools.extend(aether_net::saving_tools(
-            resolver,
-            aether_tools::workspace::saver(),
-        ));
-        let agent = AgentProfile {
-            mcp_servers: Some(
-                ["workspace", "research", "quality"]
-                    .map(String::from)
-                    .into(),
-            ),
-            allowed_domains: vec!["app.test".into()],
-            allow_private_network: true,
-            ..default_agent_profile()
-        };
-        let h = Harness::new();
-        let p = match h
-            .try_pipeline_with_roots(vec![agent], Limits::default(), tools, roots)
-            .await
-        {
-            Ok(p) => Arc::new(p),
-            Err(e) => panic!("pipeline did not start: {e}"),
-        };
-        let ctx = session(&p, aether_policy::config::DEFAULT_AGENT, "s1");
-        World {
-            h,
-            ws: base.join("ws"),
-            _tmp: tmp,
-            p,
-            ctx,
-        }
-    }
-
-    async fn call(&self, tool: &str, args: Value) -> CallResult {
-        call(&self.p, &self.ctx, tool, args).await
-    }
-
-    /// The structured output of a call that ran and succeeded.
-    fn output(result: &CallResult) -> Value {
-        ok_text(result);
-        match &result.outcome {
-            CallOutcome::Ran(out) => out.structured.clone().unwrap(),
-            _ => unreachable!(),
-        }
-    }
-}
-
-/// What a call that did not succeed says: its refusal's reason, or the tool's error.
-fn failure(result: &CallResult) -> String {
-    match &result.outcome {
-        CallOutcome::Refused(refusal) => format!("refused: {}", refusal.reason),
-        CallOutcome::Ran(out) if out.is_error => text(result),
-        other => panic!("expected a failure, got {other:?}"),
-    }
+/// A read-write root `ws`; the agent may reach `app.test` (loopback, allowed to it), and
+/// not `other.test`.
+async fn world() -> NetWorld {
+    NetWorld::new(
+        &[("ws", RootMode::ReadWrite)],
+        &["app.test", "other.test"],
+        &["workspace", "research", "quality"],
+        &["app.test"],
+    )
+    .await
 }
 
 /// A PNG's width and height, from its header.
@@ -223,7 +150,7 @@ fn play_app(other_port: u16, ws_port: u16, collected: Arc<AtomicUsize>) -> Route
 
 #[tokio::test]
 async fn play_test_clicks_each_control_and_reports_what_each_throws() {
-    let w = World::new().await;
+    let w = world().await;
     let (other_port, other_hits) = other().await;
     let (ws_port, ws_hits) = listener().await;
     let collected = Arc::new(AtomicUsize::new(0));
@@ -234,7 +161,7 @@ async fn play_test_clicks_each_control_and_reports_what_each_throws() {
             json!({"url": format!("http://app.test:{port}/"), "screenshot": "qa/play.png"}),
         )
         .await;
-    let out = World::output(&result);
+    let out = structured(&result);
     assert_eq!(out["title"], "Play me");
     assert_eq!(out["screenshot"], "ws:qa/play.png");
     let (width, _) = png_size(&fs::read(w.ws.join("qa/play.png")).unwrap());
@@ -384,7 +311,7 @@ p { width: 480px; margin: 24px 0 0; }
 #[tokio::test]
 async fn capture_reference_reads_palette_type_measure_rhythm_and_breakpoints_from_the_rendered_page()
  {
-    let w = World::new().await;
+    let w = world().await;
     let port = serve(reference_app()).await;
     let result = w
         .call(
@@ -392,7 +319,7 @@ async fn capture_reference_reads_palette_type_measure_rhythm_and_breakpoints_fro
             json!({"url": format!("http://app.test:{port}/"), "output": "design/ref"}),
         )
         .await;
-    let out = World::output(&result);
+    let out = structured(&result);
     assert_eq!(out["title"], "Reference");
     assert_eq!(
         out["screenshots"],
@@ -495,7 +422,7 @@ fn app() -> Router {
 
 #[tokio::test]
 async fn validate_web_app_gives_one_pass_or_fail_row_per_check() {
-    let w = World::new().await;
+    let w = world().await;
     let port = serve(app()).await;
     let result = w
         .call(
@@ -518,7 +445,7 @@ async fn validate_web_app_gives_one_pass_or_fail_row_per_check() {
             }),
         )
         .await;
-    let out = World::output(&result);
+    let out = structured(&result);
     let rows: Vec<(String, String, String)> = out["rows"]
         .as_array()
         .unwrap()
@@ -558,7 +485,7 @@ async fn validate_web_app_gives_one_pass_or_fail_row_per_check() {
 
 #[tokio::test]
 async fn browser_tools_refuse_what_the_agent_may_not_reach_and_bad_input_and_stop_at_their_time() {
-    let w = World::new().await;
+    let w = world().await;
     let (other_port, hits) = other().await;
     let port = serve(app()).await;
     // A page on a host the agent may not reach: refused before any browser starts.
@@ -661,7 +588,7 @@ async fn browser_tools_refuse_what_the_agent_may_not_reach_and_bad_input_and_sto
 
 #[tokio::test]
 async fn a_page_that_allocates_without_end_crashes_its_renderer_not_the_host_and_is_said_so() {
-    let w = World::new().await;
+    let w = world().await;
     let greedy = Router::new().route(
         "/",
         get(|| async {

@@ -661,3 +661,97 @@ pub async fn serve(app: axum::Router) -> u16 {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     port
 }
+
+/// A pipeline with the built-in tools and the network tools (saving into the workspace) over
+/// the roots `roots` (folders of a fresh temporary folder, named and opened as given; `ws`
+/// among them), whose default agent uses the tool groups `servers` and may reach `allowed`
+/// of the loopback `names` (the others resolve, and are refused by egress).
+pub struct NetWorld {
+    pub h: Harness,
+    _tmp: tempfile::TempDir,
+    /// The `ws` root's real path.
+    pub ws: PathBuf,
+    pub p: Arc<Pipeline>,
+    /// The default agent's session `s1`.
+    pub ctx: SessionContext,
+}
+
+impl NetWorld {
+    pub async fn new(
+        roots: &[(&str, aether_policy::paths::RootMode)],
+        names: &[&str],
+        servers: &[&str],
+        allowed: &[&str],
+    ) -> NetWorld {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let specs: Vec<_> = roots
+            .iter()
+            .map(|&(name, mode)| {
+                std::fs::create_dir_all(base.join(name)).unwrap();
+                aether_policy::paths::RootSpec {
+                    name: name.into(),
+                    path: base.join(name).to_string_lossy().into_owned(),
+                    mode,
+                    writable: None,
+                    allow_delete: false,
+                }
+            })
+            .collect();
+        let resolver = Arc::new(Loopback::names(names));
+        let mut tools = aether_tools::builtin_tools();
+        tools.extend(aether_net::saving_tools(
+            resolver,
+            aether_tools::workspace::saver(),
+        ));
+        let agent = AgentProfile {
+            mcp_servers: Some(servers.iter().map(|s| s.to_string()).collect()),
+            allowed_domains: allowed.iter().map(|d| d.to_string()).collect(),
+            allow_private_network: true,
+            ..aether_policy::config::default_agent_profile()
+        };
+        let h = Harness::new();
+        let p = match h
+            .try_pipeline_with_roots(
+                vec![agent],
+                Limits::default(),
+                tools,
+                Roots::open(&specs).unwrap(),
+            )
+            .await
+        {
+            Ok(p) => Arc::new(p),
+            Err(e) => panic!("pipeline did not start: {e}"),
+        };
+        let ctx = session(&p, aether_policy::config::DEFAULT_AGENT, "s1");
+        NetWorld {
+            h,
+            ws: base.join("ws"),
+            _tmp: tmp,
+            p,
+            ctx,
+        }
+    }
+
+    pub async fn call(&self, tool: &str, args: Value) -> CallResult {
+        call(&self.p, &self.ctx, tool, args).await
+    }
+}
+
+/// The structured output of a call that ran and succeeded.
+pub fn structured(result: &CallResult) -> Value {
+    ok_text(result);
+    match &result.outcome {
+        CallOutcome::Ran(out) => out.structured.clone().unwrap(),
+        _ => unreachable!(),
+    }
+}
+
+/// What a call that did not succeed says: its refusal's reason, or the tool's error.
+pub fn failure(result: &CallResult) -> String {
+    match &result.outcome {
+        CallOutcome::Refused(refusal) => format!("refused: {}", refusal.reason),
+        CallOutcome::Ran(out) if out.is_error => text(result),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}

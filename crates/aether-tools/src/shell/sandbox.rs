@@ -542,17 +542,8 @@ fn base(scratch: &Path, network: bool) -> std::io::Result<Vec<String>> {
 
     let mut a: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
-    push(&[
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--cap-drop",
-        "ALL",
-        "--hostname",
-        "aether-sandbox",
-    ]);
+    push(aether_tools_core::BWRAP_ISOLATION);
+    push(&["--hostname", "aether-sandbox"]);
     if network {
         push(&["--share-net"]);
     }

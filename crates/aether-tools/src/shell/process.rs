@@ -214,17 +214,16 @@ async fn execute<A: AsRef<std::ffi::OsStr>>(spawn: &Spawn<'_, A>) -> Result<Outp
     let out = tokio::spawn(capture(child.stdout.take().expect("piped"), flood.clone()));
     let err = tokio::spawn(capture(child.stderr.take().expect("piped"), flood.clone()));
     // Whichever comes first: the command ends, its time runs out, its output reaches the cap.
-    let (timed_out, mut output_capped, mut exit_code) = tokio::select! {
-        biased;
-        () = flood.capped.notified() => (false, true, None),
-        status = child.wait() => (false, false, status.ok().and_then(|s| s.code())),
-        () = tokio::time::sleep(spawn.timeout) => (true, false, None),
+    let (timed_out, exit_code) = tokio::select! {
+        status = child.wait() => (false, status.ok().and_then(|s| s.code())),
+        () = tokio::time::sleep(spawn.timeout) => (true, None),
+        () = flood.capped.notified() => (false, None),
     };
-    // A command the cap's closed pipe killed (SIGPIPE) may be seen ending before the cap's
-    // notice: it was still cut at the cap.
-    if !timed_out && flood.written.load(std::sync::atomic::Ordering::Relaxed) >= OUTPUT_CAP {
-        (output_capped, exit_code) = (true, None);
-    }
+    // Cut at the cap whichever was seen first: a command the cap's closed pipe killed
+    // (SIGPIPE) may be seen ending before the cap's notice.
+    let output_capped =
+        !timed_out && flood.written.load(std::sync::atomic::Ordering::Relaxed) >= OUTPUT_CAP;
+    let exit_code = exit_code.filter(|_| !output_capped);
     let name = tree.kill().await;
     let _ = child.kill().await;
     // The pipes close once everything holding them is dead; what was read is kept.
